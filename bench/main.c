@@ -1,0 +1,148 @@
+/* main.c - ember-bench: `micro [NAME...] [--csv]` runs the registered
+ * micro-benchmark rows (see bench.h); other commands register themselves. */
+#include "bench.h"
+
+#include "util/clock.h"
+#include "util/mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ROWS 256
+#define MAX_CMDS 16
+#define ROUNDS 5
+
+volatile uint64_t bench_sink;
+static const bench_row *rows[MAX_ROWS];
+static int nrows;
+struct bench_cmd { const char *name, *help; bench_cmd_fn fn; };
+static struct bench_cmd cmds[MAX_CMDS];
+static int ncmds;
+static int csv;
+
+void bench_register(const bench_row *row)
+{
+    if (nrows < MAX_ROWS)
+        rows[nrows++] = row;
+}
+
+void bench_register_cmd(const char *name, const char *help, bench_cmd_fn fn)
+{
+    if (ncmds < MAX_CMDS)
+        cmds[ncmds++] = (struct bench_cmd){name, help, fn};
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+bench_result bench_measure(const bench_row *row)
+{
+    bench_result r = {0, 0, 0, 0};
+    uint64_t n = row->ops_per_round ? row->ops_per_round : 20000;
+    void *ctx = row->setup ? row->setup() : NULL;
+    if (row->setup && !ctx) {
+        r.error = 1;
+        return r;
+    }
+    /* Warm-up: one round, not measured (fills caches, grows reused buffers). */
+    if (row->fn(ctx, n)) {
+        r.error = 1;
+        goto out;
+    }
+    double ns[ROUNDS];
+    em_mem_stats m0 = em_mem_thread();
+    for (int i = 0; i < ROUNDS; i++) {
+        uint64_t t0 = em_now_ns();
+        if (row->fn(ctx, n)) {
+            r.error = 1;
+            goto out;
+        }
+        ns[i] = (double)(em_now_ns() - t0) / (double)n;
+    }
+    em_mem_stats m1 = em_mem_thread();
+    qsort(ns, ROUNDS, sizeof ns[0], cmp_double);
+    r.ns_op = ns[ROUNDS / 2];
+    r.b_op = (double)(m1.bytes - m0.bytes) / (double)(n * ROUNDS);
+    r.allocs_op = (double)(m1.allocs - m0.allocs) / (double)(n * ROUNDS);
+out:
+    if (row->teardown)
+        row->teardown(ctx);
+    return r;
+}
+
+void bench_print(const char *bench, const char *row, const char *op,
+                 const bench_result *r, const char *anchor)
+{
+    if (csv) {
+        if (r->error)
+            printf("%s,%s,%s,error,error,error\n", bench, row, op);
+        else
+            printf("%s,%s,%s,%.1f,%.1f,%.2f\n", bench, row, op, r->ns_op, r->b_op, r->allocs_op);
+        return;
+    }
+    if (r->error) {
+        printf("%-4s %-22s %-12s ERROR\n", bench, row, op);
+        return;
+    }
+    printf("%-4s %-22s %-12s %10.1f ns/op %12.0f op/s %8.1f B/op %6.2f allocs/op%s%s\n",
+           bench, row, op, r->ns_op, r->ns_op > 0 ? 1e9 / r->ns_op : 0.0, r->b_op,
+           r->allocs_op, anchor ? "   anchor: " : "", anchor ? anchor : "");
+}
+
+static int wanted(const char *bench, int argc, char **argv)
+{
+    int any = 0;
+    for (int i = 0; i < argc; i++) {
+        if (argv[i][0] == '-')
+            continue;
+        any = 1;
+        if (strcmp(argv[i], "all") == 0 || strcmp(argv[i], bench) == 0)
+            return 1;
+    }
+    return !any;
+}
+
+static int micro(int argc, char **argv)
+{
+    int failed = 0;
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--csv") == 0)
+            csv = 1;
+    if (csv)
+        printf("bench,row,op,ns_op,b_op,allocs_op\n");
+    for (int i = 0; i < nrows; i++) {
+        if (!wanted(rows[i]->bench, argc, argv))
+            continue;
+        bench_result r = bench_measure(rows[i]);
+        failed |= r.error;
+        bench_print(rows[i]->bench, rows[i]->row, rows[i]->op, &r, rows[i]->anchor);
+        fflush(stdout);
+    }
+    return failed;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: ember-bench micro [m1|m2|...|all] [--csv]\n");
+    for (int i = 0; i < ncmds; i++)
+        fprintf(stderr, "       ember-bench %s\n", cmds[i].help);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage();
+        return 2;
+    }
+    if (strcmp(argv[1], "micro") == 0)
+        return micro(argc - 2, argv + 2);
+    for (int i = 0; i < ncmds; i++)
+        if (strcmp(argv[1], cmds[i].name) == 0)
+            return cmds[i].fn(argc - 1, argv + 1);
+    usage();
+    return 2;
+}

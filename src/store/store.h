@@ -1,0 +1,179 @@
+/* store.h - ember's store: the cache registry and the key-value operations.
+ *
+ * Fixed interface (proto/, wal/ and the embedded API in include/ember.h are
+ * written against it).  Keys and values are data objects in Ignite's binary
+ * format that the caller has already validated (binary/binary.h); the store
+ * normalises keys itself (bin_key_prepare) and partitions them with Ignite's
+ * rendezvous rule.  All functions are thread-safe.  Values are copied once
+ * into the store and once out of it: reads append to a caller-supplied
+ * em_buf, so a steady-state get allocates nothing (DESIGN rules 3 and 5).
+ */
+#ifndef EM_STORE_H
+#define EM_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+
+typedef struct st_store st_store;
+typedef struct st_cache st_cache;
+
+/* Expiry durations in ms: -1 eternal, -2 unchanged (Ignite's thin-protocol
+ * encoding), 0 = expire at once, > 0 = that many ms. */
+typedef struct st_expiry {
+    int64_t create_ms, update_ms, access_ms;
+} st_expiry;
+
+#define ST_EXPIRY_ETERNAL ((st_expiry){-1, -1, -1})
+
+/* Cache configuration: every property a thin client can send (reference
+ * §2.4), kept as sent, so GET_CONFIGURATION echoes it and the cluster
+ * milestone can act on it.  Query entities and key configurations are kept as
+ * the exact protocol bytes (encoded per protocol 1.2.0+). */
+typedef struct st_cache_config {
+    char    *name;                  /* required; owned (em_malloc'd) */
+    int32_t  cache_mode;            /* 0 LOCAL, 1 REPLICATED, 2 PARTITIONED (default 2) */
+    int32_t  atomicity_mode;        /* 0 TRANSACTIONAL, 1 ATOMIC (default 1) */
+    int32_t  backups;               /* default 0 */
+    int32_t  write_sync_mode;       /* 0 FULL_SYNC, 1 FULL_ASYNC, 2 PRIMARY_SYNC (default 2) */
+    uint8_t  copy_on_read;          /* default 1 */
+    uint8_t  read_from_backup;      /* default 1 */
+    char    *data_region_name;      /* NULL = default region */
+    uint8_t  onheap_cache_enabled;
+    int32_t  query_parallelism;     /* default 1 */
+    int32_t  query_detail_metrics_size;
+    char    *sql_schema;
+    int32_t  sql_index_inline_max_size;  /* default -1 */
+    uint8_t  sql_escape_all;
+    int32_t  max_query_iterators;   /* default 1024 */
+    int32_t  rebalance_mode;        /* default 1 ASYNC */
+    int64_t  rebalance_delay;
+    int64_t  rebalance_timeout;     /* default 10000 */
+    int32_t  rebalance_batch_size;  /* default 524288 */
+    int64_t  rebalance_batches_prefetch_count;  /* default 2 */
+    int32_t  rebalance_order;
+    int64_t  rebalance_throttle;
+    char    *group_name;
+    int64_t  default_lock_timeout;
+    int32_t  max_concurrent_async_ops;   /* default 500 */
+    int32_t  partition_loss_policy;      /* default 4 IGNORE */
+    uint8_t  eager_ttl;             /* default 1 */
+    uint8_t  statistics_enabled;
+    uint8_t  has_expiry;            /* property 407 present */
+    st_expiry expiry;               /* cache-wide default expiry policy */
+    uint32_t partitions;            /* RendezvousAffinityFunction partitions, default 1024 */
+    uint8_t  eviction_enabled;      /* may entries be evicted when the region is full */
+    uint8_t *key_configs;           /* raw property 401 bytes (count + pairs), owned */
+    uint32_t key_configs_len;
+    uint8_t *query_entities;        /* raw property 200 bytes (count + entities), owned */
+    uint32_t query_entities_len;
+} st_cache_config;
+
+/* st_cache_config_init fills Ignite's defaults (no name). */
+void st_cache_config_init(st_cache_config *c);
+/* st_cache_config_copy deep-copies src into dst (dst uninitialised). */
+int  st_cache_config_copy(st_cache_config *dst, const st_cache_config *src);
+void st_cache_config_free(st_cache_config *c);
+
+/* Data region: memory limit and eviction, as Ignite's DataRegionConfiguration. */
+typedef struct st_region_config {
+    const char *name;               /* "default" for the default region */
+    uint64_t    max_bytes;          /* 0 = unlimited */
+    uint8_t     eviction;           /* 1 = random-2-LRU eviction when full */
+} st_region_config;
+
+typedef struct st_options {
+    st_region_config default_region;
+} st_options;
+
+int  st_open(st_store **out, const st_options *opt);
+void st_close(st_store *s);
+
+/* Cache registry.  Cache id = Java hashCode of the name.  A st_cache pointer
+ * stays valid until st_close; after a destroy, operations on it return
+ * EM_NOCACHE. */
+int       st_cache_create(st_store *s, const st_cache_config *cfg, st_cache **out); /* EM_CACHEEXISTS */
+int       st_cache_get_or_create(st_store *s, const st_cache_config *cfg, st_cache **out);
+st_cache *st_cache_find(st_store *s, int32_t cache_id);    /* NULL if none; allocates nothing */
+int       st_cache_destroy(st_store *s, int32_t cache_id);  /* EM_NOCACHE if missing */
+/* st_cache_names calls fn for each live cache (order unspecified). */
+void      st_cache_each(st_store *s, void (*fn)(void *arg, st_cache *c), void *arg);
+const st_cache_config *st_cache_cfg(const st_cache *c);
+int32_t   st_cache_id(const st_cache *c);
+
+/* Per-operation options: NULL = the cache's defaults. */
+typedef struct st_opctx {
+    const st_expiry *expiry;        /* per-operation expiry policy, or NULL */
+    em_buf *scratch;                /* for key normalisation; NULL = internal */
+} st_opctx;
+
+/* Key-value operations.  k/v are validated data objects (klen/vlen bytes).
+ * Functions that return a previous value append it to `out` and set *found
+ * (a null previous value appends nothing and sets *found = 0).  Return 0 or a
+ * negative code (EM_NOCACHE, EM_MEMLIMIT, EM_NOMEM, ...). */
+int st_put(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen);
+int st_get(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, em_buf *out, int *found);
+int st_contains(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, int *found);
+int st_get_and_put(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen, em_buf *out, int *found);
+int st_get_and_replace(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen, em_buf *out, int *found);
+int st_get_and_remove(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, em_buf *out, int *found);
+int st_put_if_absent(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen, int *stored);
+int st_get_and_put_if_absent(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen, em_buf *out, int *found);
+int st_replace(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen, int *replaced);
+int st_replace_if_equals(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, const uint8_t *expect, size_t elen, const uint8_t *v, size_t vlen, int *replaced);
+int st_remove(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, int *removed);
+int st_remove_if_equals(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, const uint8_t *expect, size_t elen, int *removed);
+int st_clear(st_cache *c);          /* removes every entry (CLEAR / REMOVE_ALL) */
+int st_size(st_cache *c, int peek_mode_mask, int64_t *size);
+/* local_peek: like get but never touches access expiry */
+int st_local_peek(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, em_buf *out, int *found);
+
+/* Batch operations take arrays of (pointer, length) slices. */
+typedef struct st_slice { const uint8_t *p; size_t len; } st_slice;
+int st_put_all(st_cache *c, const st_opctx *o, const st_slice *keys, const st_slice *vals, size_t n);
+int st_remove_keys(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n);
+int st_contains_all(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n, int *all);
+/* get_all calls fn(arg, key, klen, value, vlen) for each key present; value bytes
+ * are valid only during the call (the partition is locked). */
+typedef int (*st_kv_fn)(void *arg, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen);
+int st_get_all(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n, st_kv_fn fn, void *arg);
+
+/* Scan cursors: pages over all partitions (part < 0) or one partition.  Each
+ * entry present for the whole scan is returned exactly once. */
+typedef struct st_scan st_scan;
+int  st_scan_open(st_cache *c, int32_t part, st_scan **out);
+/* st_scan_next_page emits up to max entries through fn; *more = 0 after the last. */
+int  st_scan_next_page(st_scan *sc, uint32_t max, st_kv_fn fn, void *arg, int *more);
+void st_scan_close(st_scan *sc);
+
+/* Statistics, readable per cache (lock-free reads of relaxed counters). */
+typedef struct st_cache_stats {
+    uint64_t entries, mem_bytes, evictions, expirations, puts, gets, hits, removals;
+} st_cache_stats;
+void st_cache_stats_get(st_cache *c, st_cache_stats *out);
+typedef struct st_region_stats { uint64_t used_bytes, max_bytes, evictions; } st_region_stats;
+void st_region_stats_get(st_store *s, const char *region, st_region_stats *out);
+
+/* Write observer: called for every applied update, in partition order, before
+ * the operation returns (the WAL hooks in here; later, replication).  The
+ * encoding of the update is the one record type of DESIGN rule 9.  A nonzero
+ * return fails the operation (a failed WAL write is never acknowledged). */
+enum st_update_kind { ST_UPD_PUT = 1, ST_UPD_REMOVE = 2, ST_UPD_CLEAR = 3,
+                      ST_UPD_CACHE_CREATE = 4, ST_UPD_CACHE_DESTROY = 5 };
+typedef struct st_update {
+    enum st_update_kind kind;
+    int32_t cache_id;
+    uint32_t partition;
+    const uint8_t *key; uint32_t klen;     /* normalised key (PUT/REMOVE) */
+    const uint8_t *val; uint32_t vlen;     /* stored value (PUT) */
+    int64_t expire_at_ms;                  /* wall-clock ms, 0 = never */
+    const st_cache_config *cfg;            /* CACHE_CREATE */
+} st_update;
+typedef int (*st_observer_fn)(void *arg, const st_update *u);
+void st_set_observer(st_store *s, st_observer_fn fn, void *arg);
+/* st_apply applies a record replayed from the WAL (or, later, from a primary)
+ * through the same code as live writes, without calling the observer. */
+int st_apply(st_store *s, const st_update *u);
+
+#endif
