@@ -7,6 +7,7 @@
 #   make asan       unit + integration suites under ASan + UBSan (build/asan)
 #   make tsan       the same under ThreadSanitizer (build/tsan)
 #   make bench      micro benchmarks (ember-bench micro all)
+#   make bench-net  network grid vs redis and memcached (tools/bench-net.sh)
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS
 
 CC      ?= gcc
@@ -53,6 +54,12 @@ ifneq ($(WALT_OBJ),)
 BINS += $(BUILD)/ember-wal
 endif
 BINS += $(FUZZ_NAMES:%=$(BUILD)/replay/%)
+ifneq ($(wildcard tests/stress/adversary.c),)
+BINS += $(BUILD)/ember-adversary
+endif
+ifneq ($(wildcard tests/stress/soak.c),)
+BINS += $(BUILD)/ember-soak
+endif
 
 .PHONY: all deps test run asan tsan bench fuzz clean install
 all: $(BINS)
@@ -86,19 +93,40 @@ $(BUILD)/replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(L
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Iinclude -fsanitize=fuzzer,address,undefined
+# libFuzzer builds (clang + libclang-rt-14-dev): the library is compiled once
+# per FUZZ_BUILD with coverage hooks (fuzzer-no-link) and ASan + UBSan, then
+# each target links against it.  tests/scripts/fuzz.sh runs every target for
+# FUZZ_SECONDS, keeps the growing corpus in FUZZ_BUILD/corpus-<name> and any
+# crash in FUZZ_BUILD/artifacts/<name>/ (turn it into a regression file in
+# tests/fuzz/corpus/<name>/).  `make test` runs the same script briefly.
+FUZZ_BUILD ?= build/fuzz
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Iinclude -fno-omit-frame-pointer \
+               -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_SECONDS ?= 60
-build/fuzz/%: tests/fuzz/%.c $(LIB_SRC)
+$(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) -lpthread -lm $(EXTRA_LIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/libember-fuzz.a: $(FUZZ_LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libember-fuzz.a
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm $(EXTRA_LIBS)
 
-fuzz: deps $(FUZZ_NAMES:%=build/fuzz/%)
-	@for t in $(FUZZ_NAMES); do \
-	  mkdir -p build/fuzz/corpus-$$t; \
-	  echo "== $$t ($(FUZZ_SECONDS)s)"; \
-	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    build/fuzz/corpus-$$t tests/fuzz/corpus/$$t || exit 1; \
-	done
+.PHONY: fuzz-build
+fuzz-build: $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
+
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-build
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_NOBUILD=1 tests/scripts/fuzz.sh
+
+# Reliability drivers (tests/stress/): a live adversarial client and a soak
+# client for a running emberd; tests/scripts/adversary.sh and soak.sh run them.
+STRESS_COMMON := $(BUILD)/tests/stress/stress.o
+$(BUILD)/ember-adversary: $(BUILD)/tests/stress/adversary.o $(STRESS_COMMON) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/ember-soak: $(BUILD)/tests/stress/soak.o $(STRESS_COMMON) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:
 	@tools/deps.sh
@@ -123,6 +151,13 @@ tsan: deps
 bench: deps
 	@$(MAKE) --no-print-directory $(BUILD)/ember-bench
 	$(BUILD)/ember-bench micro all
+
+# N1 network grid: emberd vs redis-server vs memcached (tools/bench-net.sh);
+# writes README.md's bench-net block, docs/bench-net.csv and docs/bench-net.svg.
+.PHONY: bench-net
+bench-net: deps
+	@$(MAKE) --no-print-directory $(BUILD)/ember-bench $(BUILD)/emberd
+	BUILD=$(BUILD) tools/bench-net.sh
 
 PREFIX ?= /usr/local
 install: all

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "util/buf.h"
 
@@ -84,5 +85,282 @@ static inline uint32_t bin_partition(int32_t hash, uint32_t parts)
     int32_t r = hash % (int32_t)parts;
     return (uint32_t)(r < 0 ? -r : r);
 }
+
+/* ---- additions beyond the fixed interface ---------------------------- */
+
+/* bin_hash: Java hashCode of the validated data object at p (reference §4.2
+ * step 2): primitives and strings as Java, complex objects their header hash
+ * (normalise with bin_key_prepare first), enums 31*typeId+ordinal, decimals
+ * BigDecimal.hashCode, collections/maps List/Set/Map.hashCode of the
+ * elements; arrays (identity-hashed in Java) a hash of their bytes. */
+int32_t bin_hash(const uint8_t *p);
+
+/* ---- type registry (registry.c) -------------------------------------
+ *
+ * Type metadata as Ignite keeps it (reference §2.6, §3.3).  A bin_type is
+ * immutable once published: a merge builds a new version and keeps the old
+ * one alive until bin_registry_free, so a pointer returned by a lookup stays
+ * valid for the registry's lifetime and readers never lock around it.
+ * Lookups take a read lock and allocate nothing. */
+
+typedef struct bin_field_meta {
+    const char *name;
+    int32_t id;            /* field id: hash of the lower-cased name */
+    int32_t type_code;     /* type code of the field (3 int, 9 string, ...) */
+} bin_field_meta;
+
+typedef struct bin_schema {
+    int32_t id;            /* FNV-1a over the field ids (bin_schema_id) */
+    uint32_t nfields;
+    const int32_t *fids;   /* field ids in footer order */
+} bin_schema;
+
+typedef struct bin_enum_val {
+    const char *name;
+    int32_t ordinal;
+} bin_enum_val;
+
+typedef struct bin_type {
+    int32_t type_id;
+    const char *name;
+    const char *affinity_field;   /* NULL if none */
+    uint32_t nfields, nschemas, nenums;
+    const bin_field_meta *fields;
+    const bin_schema *schemas;
+    const bin_enum_val *enums;
+    int is_enum;
+    struct bin_type *older;       /* private: the version this one replaced */
+} bin_type;
+
+typedef struct bin_registry bin_registry;
+
+/* bin_type_id / bin_field_id: hash of the lower-cased UTF-8 name (§3.3). */
+int32_t bin_type_id(const char *name, size_t len);
+int32_t bin_field_id(const char *name, size_t len);
+/* bin_schema_id: FNV-1a over the field ids' little-endian bytes; 0 for none. */
+int32_t bin_schema_id(const int32_t *fids, uint32_t n);
+
+/* bin_registry_new creates a registry holding the predefined types
+ * (BinaryTreeMap, BinaryTreeSet).  Returns NULL when out of memory. */
+bin_registry *bin_registry_new(void);
+void bin_registry_free(bin_registry *r);
+
+/* bin_registry_get: the current version of a type, or NULL. */
+const bin_type *bin_registry_get(bin_registry *r, int32_t type_id);
+
+/* bin_registry_put merges t into the registry (Ignite's rules: union of
+ * fields, schemas and enum values; a field whose type code changes ->
+ * EM_FIELDTYPE; a different name, enum flag, affinity field or enum value ->
+ * EM_TYPECONFLICT).  t is copied; the caller keeps it.  *out (may be NULL)
+ * receives the merged version. */
+int bin_registry_put(bin_registry *r, const bin_type *t, const bin_type **out);
+
+/* bin_type_schema: the schema of t with this id, or NULL. */
+const bin_schema *bin_type_schema(const bin_type *t, int32_t schema_id);
+/* bin_type_field: the field of t with this id, or NULL. */
+const bin_field_meta *bin_type_field(const bin_type *t, int32_t field_id);
+
+/* bin_meta_decode parses one metadata record (the body of PUT_BINARY_TYPE,
+ * §2.6) from untrusted bytes into a new bin_type (free with bin_type_free);
+ * *used = bytes consumed.  Counts are bounded by the bytes present. */
+int  bin_meta_decode(const uint8_t *p, size_t n, bin_type **out, size_t *used);
+/* bin_meta_encode appends t as a metadata record (GET_BINARY_TYPE reply,
+ * after its bool). */
+int  bin_meta_encode(const bin_type *t, em_buf *out);
+void bin_type_free(bin_type *t);
+
+/* Type-name map for ops 3000/3001: (platform byte, type id) -> name.
+ * bin_registry_name_put: 0, or EM_TYPECONFLICT if another name holds the id.
+ * bin_registry_name_get: the name (valid for the registry's lifetime,
+ * NUL-terminated) or NULL. */
+int bin_registry_name_put(bin_registry *r, uint8_t platform, int32_t type_id,
+                          const char *name, size_t len);
+const char *bin_registry_name_get(bin_registry *r, uint8_t platform, int32_t type_id,
+                                  size_t *len);
+
+/* ---- writer (writer.c) -----------------------------------------------
+ *
+ * A bin_desc describes how to write one type: built ONCE when the type is
+ * defined (bin_registry_define) or at start-up (the predefined tree types),
+ * then reused by every write (DESIGN rule 1).  The writer appends to a
+ * caller-owned em_buf; its own scratch (field offsets) is reused, so a
+ * steady-state write allocates nothing.  Errors are sticky: the first one is
+ * returned by every later call and by bin_w_obj_end. */
+
+typedef struct bin_desc {
+    int32_t type_id;
+    uint16_t flags;            /* BIN_FLAG_USER_TYPE, or 0 for system types */
+    uint8_t raw;               /* raw-mode type: no named fields */
+    uint32_t nfields;
+    const int32_t *fids;       /* field ids in declared order */
+    const int32_t *codes;      /* declared type codes */
+    const char *const *names;  /* field names */
+    int32_t schema_id;         /* schema of all fields in declared order */
+    const char *name;
+    struct bin_desc *older;    /* private */
+} bin_desc;
+
+/* bin_registry_define registers type `name` with these fields (merging its
+ * metadata: EM_FIELDTYPE if a field's type code changes) and returns its
+ * descriptor.  Defining the same field list again returns the same pointer. */
+int bin_registry_define(bin_registry *r, const char *name, const char *const *fields,
+                        const int32_t *codes, uint32_t n, const bin_desc **out);
+/* bin_registry_desc: the current descriptor of a type id, or NULL.  The
+ * predefined BIN_TYPE_TREEMAP_ID / BIN_TYPE_TREESET_ID always exist. */
+const bin_desc *bin_registry_desc(bin_registry *r, int32_t type_id);
+
+#define BIN_TYPE_TREEMAP_ID ((int32_t)-526400035)
+#define BIN_TYPE_TREESET_ID ((int32_t)-526394141)
+#define BIN_W_MAX_DEPTH 64
+
+typedef struct bin_wfield { int32_t fid; uint32_t off; } bin_wfield;
+
+typedef struct bin_wframe {
+    size_t start;              /* object/container start in out */
+    const bin_desc *desc;
+    uint32_t f0;               /* first entry of this object in fields[] */
+    uint32_t count;            /* containers: values written */
+    uint32_t raw_pos;          /* objects: raw data offset, 0 if none */
+    uint8_t kind;              /* container type code, BIN_OBJ, or tree kind */
+    uint8_t in_order;          /* fields so far follow the declared order */
+} bin_wframe;
+
+typedef struct bin_writer {
+    em_buf *out;
+    bin_registry *reg;
+    unsigned depth;
+    int err;
+    uint8_t full_footer;       /* write full footers (field id + offset) */
+    uint8_t min_width;         /* smallest footer offset width: 1 (default), 2 or 4 */
+    const bin_desc *treemap, *treeset;   /* predefined, looked up once */
+    bin_wfield *fields;        /* reused across objects */
+    uint32_t nf, capf;
+    bin_wframe fr[BIN_W_MAX_DEPTH];
+} bin_writer;
+
+void bin_writer_init(bin_writer *w, bin_registry *reg, em_buf *out);
+void bin_writer_free(bin_writer *w);
+/* bin_writer_reset: start again (after an error, or for a new top value). */
+void bin_writer_reset(bin_writer *w, em_buf *out);
+
+int bin_w_byte(bin_writer *w, int8_t v);
+int bin_w_short(bin_writer *w, int16_t v);
+int bin_w_int(bin_writer *w, int32_t v);
+int bin_w_long(bin_writer *w, int64_t v);
+int bin_w_float(bin_writer *w, float v);
+int bin_w_double(bin_writer *w, double v);
+int bin_w_char(bin_writer *w, uint16_t v);
+int bin_w_bool(bin_writer *w, int v);
+int bin_w_string(bin_writer *w, const char *s, size_t len);   /* s must be UTF-8 */
+int bin_w_uuid(bin_writer *w, uint64_t msb, uint64_t lsb);
+int bin_w_date(bin_writer *w, int64_t ms);
+int bin_w_timestamp(bin_writer *w, int64_t ms, int32_t nanos);
+int bin_w_time(bin_writer *w, int64_t ms);
+/* decimal: scale + big-endian magnitude with the sign in the top bit */
+int bin_w_decimal(bin_writer *w, int32_t scale, const uint8_t *mag, uint32_t len);
+int bin_w_enum(bin_writer *w, int32_t type_id, int32_t ordinal);       /* 28 */
+int bin_w_binary_enum(bin_writer *w, int32_t type_id, int32_t ordinal);/* 38 */
+int bin_w_null(bin_writer *w);
+/* primitive arrays 12..19: count elements of the code's size, little-endian */
+int bin_w_prim_array(bin_writer *w, uint8_t code, const void *elems, uint32_t count);
+/* bin_w_value copies one already-encoded, validated data object. */
+int bin_w_value(bin_writer *w, const uint8_t *p, size_t len);
+
+/* Containers: values written between begin and end are the elements (for a
+ * map: key, value, key, value, ...).  code: BIN_COLLECTION, BIN_MAP,
+ * BIN_OBJ_ARR or the typed arrays 20,21,22,29,31,34,37; arg is the
+ * subtype for 24/25, the element type id for 23/29 (-1 = Object). */
+int bin_w_begin(bin_writer *w, uint8_t code, int32_t arg);
+int bin_w_end(bin_writer *w);
+
+/* Complex objects.  Name each field value with bin_w_field (field id) or
+ * bin_w_field_idx (index in the descriptor) before writing it.
+ * bin_w_raw switches to raw data; bin_w_raw_int writes an int without code. */
+int bin_w_obj_begin(bin_writer *w, const bin_desc *d);
+int bin_w_field(bin_writer *w, int32_t field_id);
+int bin_w_field_idx(bin_writer *w, uint32_t idx);
+int bin_w_raw(bin_writer *w);
+int bin_w_raw_int(bin_writer *w, int32_t v);
+int bin_w_obj_end(bin_writer *w);
+
+/* BinaryTreeMap / BinaryTreeSet (reference §3.5): a raw-mode object with a
+ * null comparator, the size, then the entries written between begin and end
+ * (key, value, ... for the map). */
+int bin_w_treemap_begin(bin_writer *w);
+int bin_w_treeset_begin(bin_writer *w);
+int bin_w_tree_end(bin_writer *w);
+
+/* ---- reader (reader.c) -----------------------------------------------
+ *
+ * A cursor over bytes bin_validate() accepted: every pointer below points
+ * into the caller's buffer and is valid as long as it is.  Nothing is
+ * decoded beyond what is asked for; nothing allocates. */
+
+/* bin_rd_resolve: follows handles (102) back to their target and 27
+ * wrappers to their root object. */
+const uint8_t *bin_rd_resolve(const uint8_t *v);
+
+/* bin_rd_len: length of the validated data object at v. */
+size_t bin_rd_len(const uint8_t *v);
+
+/* bin_rd_field: the value of field fid in complex object o (a 103; resolve
+ * first).  A compact footer is decoded with t's schemas (t may be NULL for
+ * full footers).  Returns 0, EM_NOFIELD, or EM_BADSCHEMA when the schema is
+ * unknown.  *val may be a handle: bin_rd_resolve it for the target. */
+int bin_rd_field(const uint8_t *o, const bin_type *t, int32_t fid, const uint8_t **val);
+/* bin_rd_field_name: the same, by name, looking the type up in r. */
+int bin_rd_field_name(const uint8_t *o, bin_registry *r, const char *name, size_t len,
+                      const uint8_t **val);
+
+/* Field iteration in footer (write) order. */
+typedef struct bin_fiter {
+    const uint8_t *o;
+    const int32_t *fids;     /* compact footer: the schema's ids */
+    uint32_t i, n;
+    uint16_t flags;
+    uint32_t footer;
+    uint8_t width, esz;
+} bin_fiter;
+int bin_fiter_init(bin_fiter *it, const uint8_t *o, const bin_type *t);
+/* bin_fiter_next: 1 and the next (field id, value), or 0 at the end. */
+int bin_fiter_next(bin_fiter *it, int32_t *fid, const uint8_t **val);
+
+/* bin_rd_type_id / bin_rd_schema_id of complex object o. */
+static inline int32_t bin_rd_type_id(const uint8_t *o)
+{ int32_t v; memcpy(&v, o + 4, 4); return v; }
+
+/* bin_rd_raw: the raw data region of complex object o (*len 0 if none). */
+void bin_rd_raw(const uint8_t *o, const uint8_t **raw, size_t *len);
+
+/* Sequences: arrays 12..23, 29, 31, 34, 37, 39, collections, maps (key,
+ * value alternating), and BinaryTreeMap/Set objects.  For primitive arrays
+ * each element is a pointer to its elem_size packed bytes; for all others
+ * a pointer to a data object. */
+typedef struct bin_seq {
+    const uint8_t *p;
+    uint32_t left;
+    uint8_t code;            /* container type code (103 for tree types) */
+    uint8_t elem_size;       /* primitive arrays only, else 0 */
+    int8_t subtype;          /* 24/25 subtype, else 0 */
+} bin_seq;
+/* bin_seq_init: EM_BADTYPE if v is not a sequence; *count = elements (pairs
+ * for maps and tree maps). */
+int bin_seq_init(bin_seq *s, const uint8_t *v, uint32_t *count);
+int bin_seq_next(bin_seq *s, const uint8_t **elem);
+
+/* Scalars (resolve first).  bin_rd_long accepts byte/short/int/long/char,
+ * bin_rd_double float/double; EM_BADTYPE otherwise. */
+int bin_rd_long(const uint8_t *v, int64_t *out);
+int bin_rd_double(const uint8_t *v, double *out);
+int bin_rd_bool(const uint8_t *v, int *out);
+/* bin_rd_string: pointer to the UTF-8 bytes (not NUL-terminated). */
+int bin_rd_string(const uint8_t *v, const char **s, size_t *len);
+
+/* bin_wire_out appends value v (validated, stored form) in reply form
+ * (reference §3.4, §5.4 item 2): a complex object is 27-wrapped at the top
+ * level and as an element of 23/24/25/39 containers, at any container
+ * depth; fields inside complex objects stay plain.  A container that holds
+ * handles is written unchanged, since wrapping would move their targets. */
+int bin_wire_out(const uint8_t *v, size_t n, em_buf *out);
 
 #endif

@@ -176,4 +176,32 @@ void st_set_observer(st_store *s, st_observer_fn fn, void *arg);
  * through the same code as live writes, without calling the observer. */
 int st_apply(st_store *s, const st_update *u);
 
+/* ---- additions (store helper) ------------------------------------------ */
+
+/* st_expire_tick reclaims up to `budget` expired entries, visiting partitions
+ * round-robin across calls and locking only those whose earliest deadline
+ * has passed; the server calls it periodically (e.g. every 100 ms).  Expired
+ * entries are invisible at once anyway; writes also reclaim a few per op.
+ * Returns how many entries it reclaimed. */
+int st_expire_tick(st_store *s, uint32_t budget);
+
+/* st_cache_destroyed: nonzero once the cache was destroyed (its pointer stays
+ * valid until st_close; every operation on it returns EM_NOCACHE). */
+int st_cache_destroyed(const st_cache *c);
+
+/* Record conventions for the observer / st_apply:
+ *  - PUT carries the normalised key, the stored (normalised) value and the
+ *    absolute deadline; a PUT whose deadline has passed replays as nothing.
+ *  - REMOVE is also reported for evictions and for writes with expiry
+ *    duration 0 (so replay never resurrects them); lazy expiry of an entry is
+ *    not reported (its PUT record carries the deadline).
+ *  - CLEAR is reported once per non-empty partition, under that partition's
+ *    lock; st_apply accepts partition = UINT32_MAX for "every partition".
+ *  - CACHE_CREATE carries the full configuration; CACHE_DESTROY the id.
+ *  - Writes racing a destroy may be reported after its CACHE_DESTROY (they
+ *    hit partitions the destroy had not reached yet); replay gets
+ *    EM_NOCACHE for them and should skip them.
+ *  - st_set_observer must be called before operations start (the hot path
+ *    reads the hook without synchronisation). */
+
 #endif

@@ -1,0 +1,228 @@
+/* bench_m1_store.c - M1's cache.put and cache.get columns
+ * (../shared/BENCHMARKS.md M1, seed IGNITE-29109).
+ *
+ * Value: a user-type complex object with one field holding, per row, an empty
+ * HashMap, empty ArrayList, empty TreeMap, empty TreeSet, or a TreeMap of 12
+ * entries (int 0..11 -> short strings), built once with the binary writer in
+ * setup (the toBinary column measures building).  Key: int cycling over 1 000
+ * keys, all present before timing, so every put overwrites.
+ *
+ * cache.put / cache.get measure the store operation on encoded bytes
+ * (st_put / st_get into one reused buffer): what every front end pays once
+ * the value is bytes.  Checking untrusted bytes is the edge's job (proto/
+ * decoding a request, or ember_put for an embedding program); the api.put /
+ * api.get rows measure the public calls, which run bin_validate on the key
+ * and value first, so the validation cost is on the table too.
+ */
+#include "bench.h"
+
+#include "binary/binary.h"
+#include "ember.h"
+#include "store/store.h"
+#include "util/buf.h"
+#include "util/mem.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { NKEYS = 1000 };
+enum { V_HASHMAP, V_ARRAYLIST, V_TREEMAP, V_TREESET, V_TREEMAP12 };
+
+typedef struct m1s_ctx {
+    ember_node *node;
+    ember_cache *cache;
+    uint8_t keys[NKEYS][5];
+    em_buf val;
+    ember_buf out;
+    uint32_t next;
+} m1s_ctx;
+
+/* m1s_build_value writes the row's value object into out with the writer. */
+static int m1s_build_value(int kind, em_buf *out)
+{
+    bin_registry *r = bin_registry_new();
+    if (!r)
+        return -1;
+    static const char *const fields[] = {"field"};
+    static const int32_t codes[] = {BIN_OBJ};
+    const bin_desc *d;
+    bin_writer w;
+    int rc = bin_registry_define(r, "M1Value", fields, codes, 1, &d);
+    if (rc) {
+        bin_registry_free(r);
+        return rc;
+    }
+    bin_writer_init(&w, r, out);
+    bin_w_obj_begin(&w, d);
+    bin_w_field_idx(&w, 0);
+    switch (kind) {
+    case V_HASHMAP:
+        bin_w_begin(&w, BIN_MAP, 1);
+        bin_w_end(&w);
+        break;
+    case V_ARRAYLIST:
+        bin_w_begin(&w, BIN_COLLECTION, 1);
+        bin_w_end(&w);
+        break;
+    case V_TREEMAP:
+        bin_w_treemap_begin(&w);
+        bin_w_tree_end(&w);
+        break;
+    case V_TREESET:
+        bin_w_treeset_begin(&w);
+        bin_w_tree_end(&w);
+        break;
+    default: {
+        char s[16];
+        bin_w_treemap_begin(&w);
+        for (int i = 0; i < 12; i++) {
+            int n = snprintf(s, sizeof s, "value%d", i);
+            bin_w_int(&w, i);
+            bin_w_string(&w, s, (size_t)n);
+        }
+        bin_w_tree_end(&w);
+    }
+    }
+    rc = bin_w_obj_end(&w);
+    bin_writer_free(&w);
+    bin_registry_free(r);
+    size_t len;
+    if (!rc)
+        rc = bin_validate(out->p, out->len, &len, 0);
+    return rc ? rc : (len == out->len ? 0 : -1);
+}
+
+static void m1s_teardown(void *p)
+{
+    m1s_ctx *x = p;
+    ember_node_close(x->node);
+    em_buf_free(&x->val);
+    ember_buf_free(&x->out);
+    em_free(x);
+}
+
+static void *m1s_setup(int kind)
+{
+    m1s_ctx *x = em_calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    if (m1s_build_value(kind, &x->val) || ember_node_open(&x->node, NULL) ||
+        ember_cache_create(x->node, "m1", NULL, &x->cache)) {
+        m1s_teardown(x);
+        return NULL;
+    }
+    for (int i = 0; i < NKEYS; i++) {
+        x->keys[i][0] = 3;
+        em_st32(x->keys[i] + 1, (uint32_t)i);
+        if (ember_put(x->cache, x->keys[i], 5, x->val.p, x->val.len)) {
+            m1s_teardown(x);
+            return NULL;
+        }
+    }
+    return x;
+}
+
+static int m1s_put(void *p, uint64_t n)
+{
+    m1s_ctx *x = p;
+    for (uint64_t i = 0; i < n; i++) {
+        if (ember_put(x->cache, x->keys[x->next], 5, x->val.p, x->val.len))
+            return 1;
+        if (++x->next == NKEYS)
+            x->next = 0;
+    }
+    return 0;
+}
+
+static int m1s_st_put(void *p, uint64_t n)
+{
+    m1s_ctx *x = p;
+    st_cache *c = (st_cache *)(void *)x->cache;   /* ember_cache is a st_cache */
+    for (uint64_t i = 0; i < n; i++) {
+        if (st_put(c, NULL, x->keys[x->next], 5, x->val.p, x->val.len))
+            return 1;
+        if (++x->next == NKEYS)
+            x->next = 0;
+    }
+    return 0;
+}
+
+static int m1s_st_get(void *p, uint64_t n)
+{
+    m1s_ctx *x = p;
+    st_cache *c = (st_cache *)(void *)x->cache;
+    em_buf *out = (em_buf *)(void *)&x->out;     /* ember_buf mirrors em_buf */
+    int found;
+    for (uint64_t i = 0; i < n; i++) {
+        out->len = 0;
+        if (st_get(c, NULL, x->keys[x->next], 5, out, &found) || !found)
+            return 1;
+        bench_sink += out->len;
+        if (++x->next == NKEYS)
+            x->next = 0;
+    }
+    return 0;
+}
+
+static int m1s_get(void *p, uint64_t n)
+{
+    m1s_ctx *x = p;
+    int found;
+    for (uint64_t i = 0; i < n; i++) {
+        x->out.len = 0;
+        if (ember_get(x->cache, x->keys[x->next], 5, &x->out, &found) || !found)
+            return 1;
+        bench_sink += x->out.len;
+        if (++x->next == NKEYS)
+            x->next = 0;
+    }
+    return 0;
+}
+
+static void *m1s_hashmap(void) { return m1s_setup(V_HASHMAP); }
+static void *m1s_arraylist(void) { return m1s_setup(V_ARRAYLIST); }
+static void *m1s_treemap(void) { return m1s_setup(V_TREEMAP); }
+static void *m1s_treeset(void) { return m1s_setup(V_TREESET); }
+static void *m1s_treemap12(void) { return m1s_setup(V_TREEMAP12); }
+
+/* Anchors: the seed's "fixed" column (ns / B per op). */
+BENCH_REGISTER(m1s_cache_put_hm, {"m1", "empty HashMap", "cache.put", "1209 ns 2224 B",
+               m1s_st_put, m1s_hashmap, m1s_teardown, 0})
+BENCH_REGISTER(m1s_cache_put_al, {"m1", "empty ArrayList", "cache.put", "876 ns 2176 B",
+               m1s_st_put, m1s_arraylist, m1s_teardown, 0})
+BENCH_REGISTER(m1s_cache_put_tm, {"m1", "empty TreeMap", "cache.put", "992 ns 2256 B",
+               m1s_st_put, m1s_treemap, m1s_teardown, 0})
+BENCH_REGISTER(m1s_cache_put_ts, {"m1", "empty TreeSet", "cache.put", "988 ns 2288 B",
+               m1s_st_put, m1s_treeset, m1s_teardown, 0})
+BENCH_REGISTER(m1s_cache_put_t12, {"m1", "TreeMap, 12 entries", "cache.put", "1696 ns 2720 B",
+               m1s_st_put, m1s_treemap12, m1s_teardown, 0})
+BENCH_REGISTER(m1s_cache_get_hm, {"m1", "empty HashMap", "cache.get", "995 ns 1240 B",
+               m1s_st_get, m1s_hashmap, m1s_teardown, 0})
+BENCH_REGISTER(m1s_cache_get_al, {"m1", "empty ArrayList", "cache.get", "444 ns 1216 B",
+               m1s_st_get, m1s_arraylist, m1s_teardown, 0})
+BENCH_REGISTER(m1s_cache_get_tm, {"m1", "empty TreeMap", "cache.get", "532 ns 1416 B",
+               m1s_st_get, m1s_treemap, m1s_teardown, 0})
+BENCH_REGISTER(m1s_cache_get_ts, {"m1", "empty TreeSet", "cache.get", "533 ns 1464 B",
+               m1s_st_get, m1s_treeset, m1s_teardown, 0})
+BENCH_REGISTER(m1s_cache_get_t12, {"m1", "TreeMap, 12 entries", "cache.get", "1110 ns 4832 B",
+               m1s_st_get, m1s_treemap12, m1s_teardown, 0})
+BENCH_REGISTER(m1s_api_put_hm, {"m1", "empty HashMap", "api.put", NULL,
+               m1s_put, m1s_hashmap, m1s_teardown, 0})
+BENCH_REGISTER(m1s_api_put_al, {"m1", "empty ArrayList", "api.put", NULL,
+               m1s_put, m1s_arraylist, m1s_teardown, 0})
+BENCH_REGISTER(m1s_api_put_tm, {"m1", "empty TreeMap", "api.put", NULL,
+               m1s_put, m1s_treemap, m1s_teardown, 0})
+BENCH_REGISTER(m1s_api_put_ts, {"m1", "empty TreeSet", "api.put", NULL,
+               m1s_put, m1s_treeset, m1s_teardown, 0})
+BENCH_REGISTER(m1s_api_put_t12, {"m1", "TreeMap, 12 entries", "api.put", NULL,
+               m1s_put, m1s_treemap12, m1s_teardown, 0})
+BENCH_REGISTER(m1s_api_get_hm, {"m1", "empty HashMap", "api.get", NULL,
+               m1s_get, m1s_hashmap, m1s_teardown, 0})
+BENCH_REGISTER(m1s_api_get_al, {"m1", "empty ArrayList", "api.get", NULL,
+               m1s_get, m1s_arraylist, m1s_teardown, 0})
+BENCH_REGISTER(m1s_api_get_tm, {"m1", "empty TreeMap", "api.get", NULL,
+               m1s_get, m1s_treemap, m1s_teardown, 0})
+BENCH_REGISTER(m1s_api_get_ts, {"m1", "empty TreeSet", "api.get", NULL,
+               m1s_get, m1s_treeset, m1s_teardown, 0})
+BENCH_REGISTER(m1s_api_get_t12, {"m1", "TreeMap, 12 entries", "api.get", NULL,
+               m1s_get, m1s_treemap12, m1s_teardown, 0})

@@ -1,0 +1,122 @@
+/* binary_int.h - private helpers shared by the files of the binary module.
+ *
+ * Everything here works on bytes bin_validate() has accepted: lengths and
+ * offsets are trusted to be consistent, so the helpers do no bounds checks of
+ * their own.  Format: ../shared/reference/ignite-thin-protocol.md §3.
+ */
+#ifndef EM_BINARY_INT_H
+#define EM_BINARY_INT_H
+
+#include "binary/binary.h"
+#include "util/buf.h"
+#include "util/hash.h"
+
+/* Hard cap on nesting whatever max_depth a caller asks for: recursion in
+ * the validator and walkers is bounded by it (a few hundred bytes a level). */
+#define BIN_MAX_DEPTH_HARD 256
+
+/* Type ids of the predefined raw-mode tree types (reference §3.5). */
+#define BIN_TYPE_TREEMAP ((int32_t)-526400035)
+#define BIN_TYPE_TREESET ((int32_t)-526394141)
+
+/* Decoded 24-byte header of a validated complex object at o. */
+typedef struct bin_hdr {
+    uint16_t flags;
+    int32_t  type_id;
+    int32_t  hash;
+    uint32_t len;         /* total length */
+    int32_t  schema_id;
+    uint32_t data_end;    /* end of named field values (= raw offset or footer) */
+    uint32_t raw_off;     /* 0 if no raw data */
+    uint32_t raw_end;     /* end of raw data (footer start or len) */
+    uint32_t footer;      /* footer start, 0 if no schema */
+    uint32_t nfields;     /* footer entries */
+    uint8_t  width;       /* offset width 1/2/4 */
+    uint8_t  esz;         /* footer entry size */
+} bin_hdr;
+
+static inline void bin_hdr_read(const uint8_t *o, bin_hdr *h)
+{
+    h->flags = em_ld16(o + 2);
+    h->type_id = (int32_t)em_ld32(o + 4);
+    h->hash = (int32_t)em_ld32(o + 8);
+    h->len = em_ld32(o + 12);
+    h->schema_id = (int32_t)em_ld32(o + 16);
+    uint32_t soff = em_ld32(o + 20);
+    h->width = (h->flags & BIN_FLAG_OFFSET_1) ? 1 : (h->flags & BIN_FLAG_OFFSET_2) ? 2 : 4;
+    h->esz = (uint8_t)(h->width + ((h->flags & BIN_FLAG_COMPACT) ? 0 : 4));
+    if (h->flags & BIN_FLAG_HAS_SCHEMA) {
+        uint32_t fend = (h->flags & BIN_FLAG_HAS_RAW) ? h->len - 4 : h->len;
+        h->footer = soff;
+        h->nfields = (fend - soff) / h->esz;
+        h->raw_off = (h->flags & BIN_FLAG_HAS_RAW) ? em_ld32(o + h->len - 4) : 0;
+        h->data_end = h->raw_off ? h->raw_off : soff;
+        h->raw_end = soff;
+    } else {
+        h->footer = 0;
+        h->nfields = 0;
+        h->raw_off = (h->flags & BIN_FLAG_HAS_RAW) ? soff : 0;
+        h->data_end = h->raw_off ? h->raw_off : BIN_HDR_LEN;
+        h->raw_end = h->len;
+    }
+}
+
+/* bin_hdr_off: offset of footer entry i (from the object start). */
+static inline uint32_t bin_hdr_off(const uint8_t *o, const bin_hdr *h, uint32_t i)
+{
+    const uint8_t *e = o + h->footer + (size_t)i * h->esz + ((h->flags & BIN_FLAG_COMPACT) ? 0 : 4);
+    switch (h->width) {
+    case 1: return e[0];
+    case 2: return em_ld16(e);
+    default: return em_ld32(e);
+    }
+}
+
+/* bin_hash31: em_hash_bytes31 (Java's h = 31*h + b from 1), vectorised
+ * where the CPU allows (hash31.c). */
+int32_t bin_hash31(const uint8_t *p, size_t n);
+
+/* bin_hash_region: Java's identity hash of a complex object (reference §3.3):
+ * bytes from 24 to the footer start (or the total length). */
+static inline int32_t bin_hash_region(const uint8_t *o, const bin_hdr *h)
+{
+    uint32_t end = h->footer ? h->footer : h->len;
+    return bin_hash31(o + BIN_HDR_LEN, end - BIN_HDR_LEN);
+}
+
+/* bin_skip: length of the validated data object at p. */
+size_t bin_skip(const uint8_t *p);
+
+/* bin_utf8_ok: 1 if s[0..n) is well-formed UTF-8 (no overlongs, surrogates,
+ * or code points past U+10FFFF). */
+int bin_utf8_ok(const uint8_t *s, size_t n);
+
+/* bin_fixed_size: payload size of a fixed-size type code, or -1. */
+static inline int bin_fixed_size(uint8_t t)
+{
+    switch (t) {
+    case BIN_BYTE: case BIN_BOOL: return 1;
+    case BIN_SHORT: case BIN_CHAR: return 2;
+    case BIN_INT: case BIN_FLOAT: return 4;
+    case BIN_LONG: case BIN_DOUBLE: case BIN_DATE: case BIN_TIME: return 8;
+    case BIN_ENUM: case BIN_BINARY_ENUM: return 8;
+    case BIN_TIMESTAMP: return 12;
+    case BIN_UUID: return 16;
+    case BIN_NULL: return 0;
+    default: return -1;
+    }
+}
+
+/* bin_prim_elem_size: element size of primitive arrays 12..19, or 0. */
+static inline int bin_prim_elem_size(uint8_t t)
+{
+    switch (t) {
+    case BIN_BYTE_ARR: case BIN_BOOL_ARR: return 1;
+    case BIN_SHORT_ARR: case BIN_CHAR_ARR: return 2;
+    case BIN_INT_ARR: case BIN_FLOAT_ARR: return 4;
+    case BIN_LONG_ARR: case BIN_DOUBLE_ARR: return 8;
+    default: return 0;
+    }
+}
+
+#endif

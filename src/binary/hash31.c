@@ -1,0 +1,102 @@
+/* hash31.c - bin_hash31: the complex-object identity hash (reference §3.3,
+ * h = 1; h = 31*h + (signed)b), bit-identical to em_hash_bytes31 but
+ * vectorised, because every object write and key normalisation hashes a
+ * whole data region (the M1 toBinary rows are dominated by it).
+ *
+ * Unrolled, the hash of n bytes is 31^n + sum_k b_k * 31^(n-1-k) (mod 2^32):
+ * no dependency chain, just a dot product with a weight table.  Each 32-bit
+ * weight w = H*65536 + L is split so that 16-bit multiply-adds (vpmaddwd)
+ * compute it: b*w = b*L + (b*H << 16) mod 2^32, with L taken as signed 16
+ * bits and the error term of a "negative" L folded into H.  AVX2 is chosen
+ * once at start-up; the scalar loop is the fallback and handles short input.
+ */
+#include "binary/binary_int.h"
+
+#include "util/hash.h"
+
+enum { HMAX = 4096 };                /* longest region the tables cover */
+
+static uint32_t pw31[HMAX + 1];      /* pw31[d] = 31^d mod 2^32 */
+
+static int32_t scalar(uint32_t h, const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        h = h * 923521u
+          + (uint32_t)(int32_t)(int8_t)p[i] * 29791u
+          + (uint32_t)(int32_t)(int8_t)p[i + 1] * 961u
+          + (uint32_t)(int32_t)(int8_t)p[i + 2] * 31u
+          + (uint32_t)(int32_t)(int8_t)p[i + 3];
+    }
+    for (; i < n; i++)
+        h = h * 31u + (uint32_t)(int32_t)(int8_t)p[i];
+    return (int32_t)h;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+static int have_avx2;
+/* Weights by position, reversed: entry j holds the split of 31^(HMAX-1-j),
+ * so the bytes of a region of length n use entries HMAX-n .. HMAX-1 in
+ * ascending order. */
+static int16_t wl[HMAX], wh[HMAX];
+
+__attribute__((constructor)) static void hash31_init(void)
+{
+    pw31[0] = 1;
+    for (int d = 1; d <= HMAX; d++)
+        pw31[d] = pw31[d - 1] * 31u;
+    for (int j = 0; j < HMAX; j++) {
+        uint32_t w = pw31[HMAX - 1 - j];
+        uint32_t lo = w & 0xFFFF, hi = w >> 16;
+        if (lo >= 0x8000)
+            hi += 1;          /* signed L = L - 65536: add 65536*b back via H */
+        wl[j] = (int16_t)(uint16_t)lo;
+        wh[j] = (int16_t)(uint16_t)hi;
+    }
+    __builtin_cpu_init();
+    have_avx2 = __builtin_cpu_supports("avx2");
+}
+
+/* sum_k b_k * 31^(n-1-k) for n <= HMAX */
+__attribute__((target("avx2")))
+static uint32_t dot_avx2(const uint8_t *p, size_t n)
+{
+    const int16_t *l = wl + (HMAX - n), *h = wh + (HMAX - n);
+    size_t head = n % 16;
+    uint32_t s = 0;
+    for (size_t k = 0; k < head; k++)
+        s += (uint32_t)(int32_t)(int8_t)p[k] * pw31[n - 1 - k];
+    __m256i acc = _mm256_setzero_si256();
+    for (size_t k = head; k < n; k += 16) {
+        __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p + k)));
+        __m256i lo = _mm256_madd_epi16(b, _mm256_loadu_si256((const __m256i *)(const void *)(l + k)));
+        __m256i hi = _mm256_madd_epi16(b, _mm256_loadu_si256((const __m256i *)(const void *)(h + k)));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(lo, _mm256_slli_epi32(hi, 16)));
+    }
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
+    return s + (uint32_t)_mm_cvtsi128_si32(x);
+}
+
+int32_t bin_hash31(const uint8_t *p, size_t n)
+{
+    if (n < 32 || !have_avx2)
+        return scalar(1, p, n);
+    if (n <= HMAX)
+        return (int32_t)(pw31[n] + dot_avx2(p, n));
+    /* longer: Horner over the prefix, then the table for the last HMAX */
+    uint32_t h = (uint32_t)scalar(1, p, n - HMAX);
+    return (int32_t)(h * pw31[HMAX] + dot_avx2(p + n - HMAX, HMAX));
+}
+
+#else
+
+int32_t bin_hash31(const uint8_t *p, size_t n)
+{
+    return scalar(1, p, n);
+}
+
+#endif

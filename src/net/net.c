@@ -1,0 +1,616 @@
+/* net.c - epoll worker loops, accept, read/write paths, backpressure, timers.
+ *
+ * Input path: when a connection has no buffered bytes, the loop reads into its
+ * shared 64 KiB read buffer and hands the bytes straight to on_data; only an
+ * incomplete tail is copied into the connection's own buffer, which grows as
+ * bytes arrive (never sized from a declared length).  Output path: replies
+ * are appended to one per-connection buffer and sent with one send() after
+ * each read batch, so an unpipelined client gets each reply in one write.
+ */
+#include "net/net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+#define RBUF_SIZE     (64 * 1024)
+#define MIN_READ      4096          /* free space ensured before a buffered read */
+#define READS_PER_EV  16            /* fairness: reads per readiness event */
+#define TICK_MS       200           /* timer scan period */
+#define IN_SHRINK     (1u << 20)    /* drop idle input buffers larger than this */
+#define OUT_SHRINK    (4u << 20)    /* drop drained output buffers larger than this */
+
+typedef struct net_loop net_loop;
+
+struct net_conn {
+    int       fd;
+    uint32_t  events;               /* epoll interest now registered */
+    uint8_t   established, closing, paused;
+    net_loop *loop;
+    void     *state;
+    em_buf    in;
+    em_buf    out;
+    size_t    out_off;              /* bytes of out already sent */
+    uint64_t  accepted_ms, active_ms, write_ms;
+    net_conn *prev, *next;          /* the loop's list of connections */
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+};
+
+struct net_loop {
+    net_server *srv;
+    int         ep;
+    pthread_t   thread;
+    int         started;
+    uint8_t    *rbuf;
+    net_conn   *conns;              /* all connections of this loop */
+    net_conn   *dead;               /* closed this batch; freed at its end */
+    uint64_t    next_tick_ms;
+    uint64_t    accept_pause_until;
+    int         listen_armed;
+    _Atomic uint64_t pub_allocs, pub_bytes, pub_frees;
+};
+
+struct net_server {
+    int           lfd;
+    int           wakefd;
+    int           port;
+    int           nloops;
+    net_loop     *loops;
+    net_limits    lim;
+    net_callbacks cb;
+    _Atomic int   stop;
+    _Atomic uint32_t nconns;
+};
+
+/* Sentinels stored in epoll_event.data.ptr for the non-connection fds. */
+static char tag_listen, tag_wake;
+
+static _Thread_local net_loop *tl_loop;
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static int set_interest(net_conn *c, uint32_t ev)
+{
+    if (ev == c->events)
+        return 0;
+    struct epoll_event e = { .events = ev, .data.ptr = c };
+    if (epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &e) != 0)
+        return -errno;
+    c->events = ev;
+    return 0;
+}
+
+static void conn_close(net_conn *c)
+{
+    if (c->closing)
+        return;
+    net_loop *l = c->loop;
+    c->closing = 1;
+    epoll_ctl(l->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    if (c->state && l->srv->cb.on_close)
+        l->srv->cb.on_close(l->srv->cb.arg, c->state);
+    c->state = NULL;
+    if (c->prev) c->prev->next = c->next; else l->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = NULL;
+    c->next = l->dead;              /* events later in this batch may name c */
+    l->dead = c;
+    atomic_fetch_sub(&l->srv->nconns, 1);
+}
+
+static void free_dead(net_loop *l)
+{
+    while (l->dead) {
+        net_conn *c = l->dead;
+        l->dead = c->next;
+        em_buf_free(&c->in);
+        em_buf_free(&c->out);
+        em_free(c);
+    }
+}
+
+/* update_interest: EPOLLIN unless paused by backpressure, EPOLLOUT while
+ * output is queued. */
+static int update_interest(net_conn *c)
+{
+    size_t queued = c->out.len - c->out_off;
+    c->paused = queued > c->loop->srv->lim.out_soft_cap;
+    uint32_t ev = (c->paused ? 0 : EPOLLIN | EPOLLRDHUP) | (queued ? EPOLLOUT : 0);
+    return set_interest(c, ev);
+}
+
+/* flush sends queued output; returns 0, or negative when the connection must
+ * be closed.  One send() for everything queued (the kernel takes it whole
+ * unless the socket buffer is full). */
+static int flush(net_conn *c)
+{
+    while (c->out_off < c->out.len) {
+        ssize_t w = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            c->out_off += (size_t)w;
+            c->write_ms = em_now_ms();
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        return w < 0 ? -errno : EM_CLOSED;
+    }
+    if (c->out_off == c->out.len) {
+        if (c->out.cap > OUT_SHRINK)
+            em_buf_free(&c->out);
+        c->out.len = 0;
+        c->out_off = 0;
+    } else if (c->out.len - c->out_off > c->loop->srv->lim.out_hard_cap) {
+        return EM_TOOBIG;
+    } else if (c->out_off > (1u << 20) && c->out_off * 2 > c->out.len) {
+        /* Compact so appends reuse the front of the buffer. */
+        memmove(c->out.p, c->out.p + c->out_off, c->out.len - c->out_off);
+        c->out.len -= c->out_off;
+        c->out_off = 0;
+    }
+    return 0;
+}
+
+/* deliver gives p[0..n) to the layer above.  Returns bytes consumed or a
+ * negative code (close). */
+static int deliver(net_conn *c, const uint8_t *p, size_t n, size_t *consumed)
+{
+    net_server *s = c->loop->srv;
+    size_t cap = s->lim.out_soft_cap + c->out_off;
+    *consumed = 0;
+    int rc = s->cb.on_data(s->cb.arg, c, c->state, p, n, &c->out, cap, consumed);
+    if (*consumed > n)
+        *consumed = n;
+    return rc;
+}
+
+/* process_buffered runs on_data over bytes already held in c->in (used after
+ * backpressure lifts). */
+static int process_buffered(net_conn *c)
+{
+    if (c->in.len == 0)
+        return 0;
+    size_t used;
+    int rc = deliver(c, c->in.p, c->in.len, &used);
+    if (used) {
+        memmove(c->in.p, c->in.p + used, c->in.len - used);
+        c->in.len -= used;
+    }
+    return rc;
+}
+
+static void close_after_flush(net_conn *c)
+{
+    (void)flush(c);                 /* best effort: e.g. a final error reply */
+    conn_close(c);
+}
+
+/* pump sends queued output and, while the queue stays under the soft cap,
+ * runs requests left buffered when backpressure stopped processing (the
+ * kernel may take the whole queue at once, so no EPOLLOUT would follow). */
+static void pump(net_conn *c)
+{
+    size_t soft = c->loop->srv->lim.out_soft_cap;
+    for (;;) {
+        if (flush(c) < 0) {
+            conn_close(c);
+            return;
+        }
+        if (!c->in.len || c->out.len - c->out_off > soft)
+            break;
+        size_t before = c->in.len;
+        if (process_buffered(c) < 0) {
+            close_after_flush(c);
+            return;
+        }
+        if (c->in.len == before)
+            break;                  /* only an incomplete frame is left */
+    }
+    if (c->in.len == 0 && c->in.cap > IN_SHRINK)
+        em_buf_free(&c->in);
+    if (update_interest(c) < 0)
+        conn_close(c);
+}
+
+static void on_readable(net_conn *c)
+{
+    net_loop *l = c->loop;
+    for (int i = 0; i < READS_PER_EV && !c->closing; i++) {
+        if (c->out.len - c->out_off > l->srv->lim.out_soft_cap)
+            break;                  /* backpressure: leave bytes in the kernel */
+        uint8_t *dst;
+        size_t room;
+        int direct = c->in.len == 0;
+        if (direct) {
+            dst = l->rbuf;
+            room = RBUF_SIZE;
+        } else {
+            if (c->in.cap - c->in.len < MIN_READ && em_buf_grow(&c->in, MIN_READ) != 0) {
+                conn_close(c);
+                return;
+            }
+            dst = c->in.p + c->in.len;
+            room = c->in.cap - c->in.len;
+        }
+        ssize_t r = recv(c->fd, dst, room, MSG_DONTWAIT);
+        if (r == 0) {
+            close_after_flush(c);   /* a half-closing client still gets its replies */
+            return;
+        }
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            conn_close(c);
+            return;
+        }
+        c->active_ms = em_now_ms();
+        size_t used;
+        int rc;
+        if (direct) {
+            rc = deliver(c, dst, (size_t)r, &used);
+            if (rc == 0 && used < (size_t)r &&
+                em_buf_append(&c->in, dst + used, (size_t)r - used) != 0)
+                rc = EM_NOMEM;
+        } else {
+            c->in.len += (size_t)r;
+            rc = process_buffered(c);
+        }
+        if (rc < 0) {
+            close_after_flush(c);
+            return;
+        }
+        if ((size_t)r < room)
+            break;                  /* drained the socket */
+    }
+    if (c->closing)
+        return;
+    pump(c);
+}
+
+static void on_writable(net_conn *c)
+{
+    pump(c);
+}
+
+static void accept_some(net_loop *l)
+{
+    net_server *s = l->srv;
+    for (int i = 0; i < 64; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Out of descriptors: stop polling the listener briefly
+                 * instead of spinning on a level-triggered event. */
+                epoll_ctl(l->ep, EPOLL_CTL_DEL, s->lfd, NULL);
+                l->listen_armed = 0;
+                l->accept_pause_until = em_now_ms() + 100;
+            }
+            return;
+        }
+        uint32_t n = atomic_fetch_add(&s->nconns, 1) + 1;
+        if (s->lim.max_conns && n > s->lim.max_conns) {
+            atomic_fetch_sub(&s->nconns, 1);
+            close(fd);              /* over the cap: reject at accept */
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        net_conn *c = em_calloc(1, sizeof *c);
+        if (!c) {
+            atomic_fetch_sub(&s->nconns, 1);
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->loop = l;
+        c->peer = ss;
+        c->peer_len = sl;
+        c->accepted_ms = c->active_ms = c->write_ms = em_now_ms();
+        c->next = l->conns;
+        if (l->conns)
+            l->conns->prev = c;
+        l->conns = c;
+        struct epoll_event e = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
+        c->events = e.events;
+        if (epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &e) != 0) {
+            c->events = 0;
+            conn_close(c);
+            continue;
+        }
+        c->state = s->cb.on_open ? s->cb.on_open(s->cb.arg, c) : NULL;
+        if (!c->state)
+            conn_close(c);
+    }
+}
+
+/* tick closes connections past their handshake, idle or write-stall
+ * deadlines.  A scan of the loop's list every TICK_MS: cheap even at 10 000
+ * connections, and bounds every timeout's lateness to TICK_MS. */
+static void tick(net_loop *l, uint64_t now)
+{
+    const net_limits *lim = &l->srv->lim;
+    net_conn *next;
+    for (net_conn *c = l->conns; c; c = next) {
+        next = c->next;
+        if (!c->established && lim->handshake_timeout_ms &&
+            now - c->accepted_ms >= lim->handshake_timeout_ms) {
+            conn_close(c);
+        } else if (lim->idle_timeout_ms && now - c->active_ms >= lim->idle_timeout_ms) {
+            conn_close(c);
+        } else if (lim->write_stall_ms && c->out.len > c->out_off &&
+                   now - c->write_ms >= lim->write_stall_ms) {
+            conn_close(c);
+        }
+    }
+    if (!l->listen_armed && now >= l->accept_pause_until) {
+        struct epoll_event e = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &tag_listen };
+        if (epoll_ctl(l->ep, EPOLL_CTL_ADD, l->srv->lfd, &e) == 0)
+            l->listen_armed = 1;
+    }
+}
+
+static void publish_mem(net_loop *l)
+{
+    em_mem_stats m = em_mem_thread();
+    atomic_store_explicit(&l->pub_allocs, m.allocs, memory_order_relaxed);
+    atomic_store_explicit(&l->pub_bytes, m.bytes, memory_order_relaxed);
+    atomic_store_explicit(&l->pub_frees, m.frees, memory_order_relaxed);
+}
+
+static void *loop_main(void *arg)
+{
+    net_loop *l = arg;
+    net_server *s = l->srv;
+    tl_loop = l;
+    struct epoll_event evs[256];
+    l->next_tick_ms = em_now_ms() + TICK_MS;
+    while (!atomic_load(&s->stop)) {
+        uint64_t now = em_now_ms();
+        int timeout = l->next_tick_ms > now ? (int)(l->next_tick_ms - now) : 0;
+        int n = epoll_wait(l->ep, evs, 256, timeout);
+        if (n < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < n; i++) {
+            void *tag = evs[i].data.ptr;
+            uint32_t ev = evs[i].events;
+            if (tag == &tag_listen) {
+                accept_some(l);
+                continue;
+            }
+            if (tag == &tag_wake)
+                continue;           /* stop flag is checked by the loop */
+            net_conn *c = tag;
+            if (c->closing)
+                continue;
+            if (ev & EPOLLOUT)
+                on_writable(c);
+            if (c->closing)
+                continue;
+            if (c->paused && (ev & (EPOLLERR | EPOLLHUP)))
+                conn_close(c);      /* gone while we held its replies */
+            else if (!c->paused && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)))
+                on_readable(c);
+        }
+        now = em_now_ms();
+        if (now >= l->next_tick_ms) {
+            tick(l, now);
+            l->next_tick_ms = now + TICK_MS;
+        }
+        free_dead(l);
+        publish_mem(l);
+    }
+    return NULL;
+}
+
+/* ---- setup / teardown ----------------------------------------------------- */
+
+static int open_listener(const net_options *o, int *out_fd, int *out_port)
+{
+    const char *host = o->host && *o->host ? o->host : "127.0.0.1";
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", o->port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+    struct addrinfo *res = NULL;
+    if (getaddrinfo(host, portstr, &hints, &res) != 0 || !res)
+        return -EADDRNOTAVAIL;
+    int rc = -EADDRNOTAVAIL;
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            rc = -errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 4096) != 0) {
+            rc = -errno;
+            close(fd);
+            continue;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        getsockname(fd, (struct sockaddr *)&ss, &sl);
+        *out_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                             : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        *out_fd = fd;
+        rc = 0;
+        break;
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
+static void destroy(net_server *s)
+{
+    for (int i = 0; i < s->nloops; i++) {
+        net_loop *l = &s->loops[i];
+        while (l->conns)
+            conn_close(l->conns);
+        free_dead(l);
+        if (l->ep >= 0)
+            close(l->ep);
+        em_free(l->rbuf);
+    }
+    em_free(s->loops);
+    if (s->lfd >= 0)
+        close(s->lfd);
+    if (s->wakefd >= 0)
+        close(s->wakefd);
+    em_free(s);
+}
+
+int net_server_start(net_server **out, const net_options *opt)
+{
+    *out = NULL;
+    net_server *s = em_calloc(1, sizeof *s);
+    if (!s)
+        return EM_NOMEM;
+    s->lfd = s->wakefd = -1;
+    s->lim = opt->limits;
+    if (!s->lim.out_soft_cap)
+        s->lim.out_soft_cap = 4u << 20;
+    if (!s->lim.out_hard_cap)
+        s->lim.out_hard_cap = 256u << 20;
+    if (s->lim.out_hard_cap < s->lim.out_soft_cap)
+        s->lim.out_hard_cap = s->lim.out_soft_cap;
+    s->cb = opt->cb;
+    int n = opt->threads;
+    if (n <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cpus > 0 ? (int)cpus : 1;
+    }
+    if (n > 256)
+        n = 256;
+    int rc = open_listener(opt, &s->lfd, &s->port);
+    if (rc) {
+        em_free(s);
+        return rc;
+    }
+    s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->loops = em_calloc((size_t)n, sizeof *s->loops);
+    if (s->wakefd < 0 || !s->loops) {
+        rc = s->wakefd < 0 ? -errno : EM_NOMEM;
+        destroy(s);
+        return rc;
+    }
+    s->nloops = n;
+    for (int i = 0; i < n; i++)
+        s->loops[i].ep = -1;
+    for (int i = 0; i < n; i++) {
+        net_loop *l = &s->loops[i];
+        l->srv = s;
+        l->ep = epoll_create1(EPOLL_CLOEXEC);
+        l->rbuf = em_malloc(RBUF_SIZE);
+        if (l->ep < 0 || !l->rbuf) {
+            rc = l->ep < 0 ? -errno : EM_NOMEM;
+            destroy(s);
+            return rc;
+        }
+        struct epoll_event e = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &tag_listen };
+        struct epoll_event w = { .events = EPOLLIN, .data.ptr = &tag_wake };
+        if (epoll_ctl(l->ep, EPOLL_CTL_ADD, s->lfd, &e) != 0 ||
+            epoll_ctl(l->ep, EPOLL_CTL_ADD, s->wakefd, &w) != 0) {
+            rc = -errno;
+            destroy(s);
+            return rc;
+        }
+        l->listen_armed = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        rc = pthread_create(&s->loops[i].thread, NULL, loop_main, &s->loops[i]);
+        if (rc) {
+            rc = -rc;
+            atomic_store(&s->stop, 1);
+            uint64_t one = 1;
+            (void)!write(s->wakefd, &one, sizeof one);
+            for (int j = 0; j < i; j++)
+                pthread_join(s->loops[j].thread, NULL);
+            destroy(s);
+            return rc;
+        }
+        s->loops[i].started = 1;
+    }
+    *out = s;
+    return 0;
+}
+
+int net_server_port(const net_server *s) { return s->port; }
+
+uint32_t net_conn_count(const net_server *s) { return atomic_load(&((net_server *)s)->nconns); }
+
+void net_server_stop(net_server *s)
+{
+    if (!s)
+        return;
+    atomic_store(&s->stop, 1);
+    uint64_t one = 1;
+    (void)!write(s->wakefd, &one, sizeof one);   /* wakes every loop (level-triggered) */
+    for (int i = 0; i < s->nloops; i++)
+        if (s->loops[i].started)
+            pthread_join(s->loops[i].thread, NULL);
+    destroy(s);
+}
+
+void net_conn_established(net_conn *c) { c->established = 1; }
+
+void net_conn_peer(const net_conn *c, char *buf, size_t n)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (c->peer.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&c->peer;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        port = ntohs(a->sin_port);
+    } else if (c->peer.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&c->peer;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        port = ntohs(a->sin6_port);
+    }
+    snprintf(buf, n, "%s:%d", host, port);
+}
+
+void net_mem_stats(net_server *s, em_mem_stats *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    for (int i = 0; i < s->nloops; i++) {
+        net_loop *l = &s->loops[i];
+        if (l == tl_loop) {
+            em_mem_stats m = em_mem_thread();
+            sum->allocs += m.allocs;
+            sum->bytes += m.bytes;
+            sum->frees += m.frees;
+        } else {
+            sum->allocs += atomic_load_explicit(&l->pub_allocs, memory_order_relaxed);
+            sum->bytes += atomic_load_explicit(&l->pub_bytes, memory_order_relaxed);
+            sum->frees += atomic_load_explicit(&l->pub_frees, memory_order_relaxed);
+        }
+    }
+}

@@ -1,0 +1,80 @@
+/* net.h - ember's network layer: epoll event loops, non-blocking TCP sockets,
+ * per-connection input buffers and output queues, backpressure and timers.
+ *
+ * One loop per worker thread; every loop waits on the one listening socket
+ * (EPOLLEXCLUSIVE, so one worker wakes per pending connection) and owns the
+ * connections it accepted.  net/ knows nothing about the protocol: the layer
+ * above registers callbacks (net_callbacks) that consume input bytes and
+ * append replies to the connection's output buffer (STYLE.md habit 1).
+ */
+#ifndef EM_NET_H
+#define EM_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "util/mem.h"
+
+typedef struct net_server net_server;
+typedef struct net_conn net_conn;
+
+typedef struct net_limits {
+    uint32_t max_conns;           /* accepted beyond this are closed at once (0 = no cap) */
+    uint32_t handshake_timeout_ms;/* close if not established by then (0 = off) */
+    uint32_t idle_timeout_ms;     /* close after this long without input (0 = off) */
+    uint32_t write_stall_ms;      /* close if queued output makes no progress this long (0 = off) */
+    size_t   out_soft_cap;        /* stop reading while more than this is queued */
+    size_t   out_hard_cap;        /* close a connection whose queue exceeds this */
+} net_limits;
+
+/* Callbacks from the loops to the layer above.  All run on the worker thread
+ * that owns the connection; arg is net_callbacks.arg. */
+typedef struct net_callbacks {
+    void *arg;
+    /* on_open: a connection was accepted; returns its state (NULL = close it). */
+    void *(*on_open)(void *arg, net_conn *c);
+    /* on_data: p[0..n) is unconsumed input.  Consume whole messages, append
+     * replies to out, stop early once out->len exceeds out_cap, and set
+     * *consumed.  Return 0, or negative to close the connection (anything
+     * already in out is still sent, best effort, before the close). */
+    int (*on_data)(void *arg, net_conn *c, void *state, const uint8_t *p, size_t n,
+                   em_buf *out, size_t out_cap, size_t *consumed);
+    /* on_close: the connection is gone; free state. */
+    void (*on_close)(void *arg, void *state);
+} net_callbacks;
+
+typedef struct net_options {
+    const char *host;             /* numeric IPv4/IPv6 address or name; NULL = 127.0.0.1 */
+    int         port;             /* 0 = any free port (see net_server_port) */
+    int         threads;          /* worker loops; <= 0 = one per online CPU */
+    net_limits  limits;
+    net_callbacks cb;
+} net_options;
+
+/* net_server_start binds and listens, then starts the worker threads.
+ * Returns 0 or -errno / EM_NOMEM; on failure nothing is left running. */
+int  net_server_start(net_server **out, const net_options *opt);
+/* net_server_port: the bound port (useful with port 0). */
+int  net_server_port(const net_server *s);
+/* net_server_stop closes the listener and every connection (calling
+ * on_close), joins the workers and frees the server.  Safe from any thread
+ * except a worker. */
+void net_server_stop(net_server *s);
+
+/* net_conn_established tells the loop the connection passed its handshake,
+ * which disarms the handshake timeout. */
+void net_conn_established(net_conn *c);
+
+/* net_conn_peer writes the peer address as text ("1.2.3.4:5678"). */
+void net_conn_peer(const net_conn *c, char *buf, size_t n);
+
+/* net_mem_stats: allocation counters summed over every worker thread
+ * (each worker publishes em_mem_thread() after each event batch; the calling
+ * worker's own counters are read live). */
+void net_mem_stats(net_server *s, em_mem_stats *sum);
+
+/* net_conn_count: connections open now. */
+uint32_t net_conn_count(const net_server *s);
+
+#endif

@@ -1,0 +1,559 @@
+/* proto.c - framing, handshake, response headers and op dispatch of the
+ * Ignite thin-client protocol 1.0.0-1.7.0.
+ *
+ * Layouts: ../shared/reference/ignite-thin-protocol.md §1.1 (framing),
+ * §1.2-§1.3 (handshake), §1.4-§1.5 (headers), §1.6 (status codes), §1.8
+ * (features), §2.1 (op codes), §2.8 (cluster ops).  Request handlers live in
+ * proto_cache.c, proto_cfg.c and proto_meta.c.
+ */
+#include "proto/proto_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "binary/binary.h"
+#include "util/clock.h"
+#include "util/mem.h"
+
+/* Features ember implements (reference §1.8), as the bitmask bytes. */
+static const uint8_t our_features[PR_FEAT_BYTES] = {
+    (1u << PR_FEAT_USER_ATTRIBUTES) | (1u << PR_FEAT_CLUSTER_STATES),
+    (1u << (PR_FEAT_BINARY_CONFIGURATION - 8)) | (1u << (PR_FEAT_HEARTBEAT - 8)),
+    0, 0
+};
+
+/* ---- options, server, connection -------------------------------------- */
+
+void pr_options_default(pr_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->max_msg = 64u << 20;
+    o->max_handshake_msg = 1u << 20;
+    o->max_cursors = 128;
+    o->max_depth = BIN_MAX_DEPTH_DEFAULT;
+    if (getrandom(o->node_id, sizeof o->node_id, 0) != (ssize_t)sizeof o->node_id) {
+        uint64_t t = em_now_ns() ^ (uint64_t)em_wall_ms() << 20;
+        memcpy(o->node_id, &t, 8);
+        memcpy(o->node_id + 8, &t, 8);
+    }
+    /* A version-4 UUID: the wire carries the most significant long first,
+     * each little-endian (reference §3.1), so the version nibble is the high
+     * half of byte 1 and the variant bits top byte 15. */
+    o->node_id[1] = (uint8_t)((o->node_id[1] & 0x0f) | 0x40);
+    o->node_id[15] = (uint8_t)((o->node_id[15] & 0x3f) | 0x80);
+}
+
+int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg,
+                  const pr_options *o)
+{
+    pr_server *s = em_calloc(1, sizeof *s);
+    if (!s)
+        return EM_NOMEM;
+    s->st = st;
+    s->reg = reg;
+    s->opt = *o;
+    if (!s->opt.max_msg) s->opt.max_msg = 64u << 20;
+    if (!s->opt.max_handshake_msg) s->opt.max_handshake_msg = 1u << 20;
+    if (!s->opt.max_depth) s->opt.max_depth = BIN_MAX_DEPTH_DEFAULT;
+    if (o->username) {
+        s->username = em_strndup(o->username, strlen(o->username));
+        s->password = em_strndup(o->password ? o->password : "", o->password ? strlen(o->password) : 0);
+        if (!s->username || !s->password) {
+            pr_server_free(s);
+            return EM_NOMEM;
+        }
+    }
+    s->opt.username = s->username;
+    s->opt.password = s->password;
+    atomic_store(&s->next_cursor, 1);
+    *out = s;
+    return 0;
+}
+
+void pr_server_free(pr_server *s)
+{
+    if (!s)
+        return;
+    em_free(s->username);
+    em_free(s->password);
+    em_free(s);
+}
+
+pr_conn *pr_conn_new(pr_server *s)
+{
+    pr_conn *c = em_calloc(1, sizeof *c);
+    if (c)
+        c->srv = s;
+    return c;
+}
+
+void pr_conn_free(pr_conn *c)
+{
+    if (!c)
+        return;
+    pr_cursors_close(c);
+    em_free(c->cur);
+    em_buf_free(&c->kscratch);
+    em_buf_free(&c->vscratch);
+    em_buf_free(&c->escratch);
+    em_buf_free(&c->tmp);
+    em_free(c->ks);
+    em_free(c->vs);
+    em_free(c);
+}
+
+int pr_conn_ready(const pr_conn *c) { return c->ready; }
+int pr_conn_version(const pr_conn *c) { return c->ver; }
+
+/* ---- reader and writer helpers ---------------------------------------- */
+
+int pr_rd_obj(pr_conn *c, pr_rd *r, const uint8_t **p, size_t *len)
+{
+    size_t l = 0;
+    int rc = bin_validate(r->p + r->pos, r->n - r->pos, &l, c->srv->opt.max_depth);
+    if (rc)
+        return rc;
+    *p = r->p + r->pos;
+    *len = l;
+    r->pos += l;
+    return 0;
+}
+
+int pr_rd_str(pr_conn *c, pr_rd *r, const uint8_t **s, size_t *len)
+{
+    if (r->pos >= r->n)
+        return EM_TRUNCATED;
+    uint8_t t = r->p[r->pos];
+    if (t == BIN_NULL) {
+        r->pos++;
+        *s = NULL;
+        *len = 0;
+        return 0;
+    }
+    if (t != BIN_STRING)
+        return EM_BADTYPE;
+    const uint8_t *o;
+    size_t ol;
+    int rc = pr_rd_obj(c, r, &o, &ol);
+    if (rc)
+        return rc;
+    *s = o + 5;
+    *len = ol - 5;
+    return 0;
+}
+
+int pr_fail(pr_conn *c, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int pr_bad_request(pr_conn *c, int code)
+{
+    return pr_fail(c, PR_ST_FAILED, "Malformed request: %s", em_strerror(code));
+}
+
+int pr_put_strn(em_buf *out, const uint8_t *s, size_t n)
+{
+    if (em_buf_reserve(out, 5 + n))
+        return EM_NOMEM;
+    out->p[out->len] = BIN_STRING;
+    em_st32(out->p + out->len + 1, (uint32_t)n);
+    if (n)
+        memcpy(out->p + out->len + 5, s, n);
+    out->len += 5 + n;
+    return 0;
+}
+
+int pr_put_str(em_buf *out, const char *s)
+{
+    if (!s)
+        return em_buf_put_u8(out, BIN_NULL);
+    return pr_put_strn(out, (const uint8_t *)s, strlen(s));
+}
+
+int pr_val_begin(em_buf *out, size_t *pos)
+{
+    if (em_buf_reserve(out, 5))
+        return EM_NOMEM;
+    *pos = out->len;
+    out->len += 5;
+    return 0;
+}
+
+/* may_hold_complex: could a stored container hold complex elements that
+ * need 27 wrapping (reference §3.4, §5.4 quirk 2)?  A cheap pre-check so
+ * the common values skip bin_wire_out's walk and the copy it needs. */
+static int may_hold_complex(const uint8_t *v, size_t n)
+{
+    if (!n)
+        return 0;
+    switch (v[0]) {
+    case BIN_OBJ_ARR: case BIN_COLLECTION: case BIN_MAP: case BIN_OBJ_ARR_WRAPPER:
+        return memchr(v, BIN_OBJ, n) != NULL;
+    default:
+        return 0;
+    }
+}
+
+int pr_put_stored(pr_conn *c, em_buf *out, const uint8_t *v, size_t n)
+{
+    (void)c;
+    if (n && (v[0] == BIN_OBJ || may_hold_complex(v, n)))
+        return bin_wire_out(v, n, out);
+    return em_buf_append(out, v, n);
+}
+
+int pr_val_end(pr_conn *c, em_buf *out, size_t pos, int found)
+{
+    if (!found || out->len == pos + 5) {
+        out->len = pos;
+        return em_buf_put_u8(out, BIN_NULL);
+    }
+    uint8_t *v = out->p + pos + 5;
+    size_t n = out->len - pos - 5;
+    if (v[0] == BIN_OBJ) {          /* wrap in place: 27, int length, bytes, int 0 */
+        out->p[pos] = BIN_WRAPPED;
+        em_st32(out->p + pos + 1, (uint32_t)n);
+        return em_buf_put_le32(out, 0);
+    }
+    if (may_hold_complex(v, n)) {
+        em_buf_reset(&c->tmp);
+        if (em_buf_append(&c->tmp, v, n))
+            return EM_NOMEM;
+        out->len = pos;
+        return bin_wire_out(c->tmp.p, c->tmp.len, out);
+    }
+    memmove(out->p + pos, v, n);
+    out->len = pos + n;
+    return 0;
+}
+
+/* ---- handshake -------------------------------------------------------- */
+
+/* Failure reply (reference §1.3): success 0, the server's version, a message,
+ * and an int status when the client's version is 1.1.0 or later. */
+static int handshake_fail(em_buf *out, int client_ver, int a, int b, int cc,
+                          const char *msg, int status)
+{
+    size_t start = out->len;
+    if (em_buf_put_le32(out, 0) || em_buf_put_u8(out, 0) ||
+        em_buf_put_le16(out, (uint16_t)a) || em_buf_put_le16(out, (uint16_t)b) ||
+        em_buf_put_le16(out, (uint16_t)cc) || pr_put_str(out, msg))
+        return EM_NOMEM;
+    if (client_ver >= PR_VER(1, 1, 0) && em_buf_put_le32(out, (uint32_t)status))
+        return EM_NOMEM;
+    em_st32(out->p + start, (uint32_t)(out->len - start - 4));
+    return 0;
+}
+
+static int str_eq(const uint8_t *s, size_t n, const char *z)
+{
+    size_t zl = strlen(z);
+    return s && n == zl && memcmp(s, z, n) == 0;
+}
+
+static int handshake(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
+{
+    if (len < 8)
+        return EM_PROTO;
+    int major = (int16_t)em_ld16(body + 1);
+    int minor = (int16_t)em_ld16(body + 3);
+    int patch = (int16_t)em_ld16(body + 5);
+    int client = body[7];
+    int ver = (major >= 0 && major < 100 && minor >= 0 && minor < 100 && patch >= 0 && patch < 100)
+                  ? PR_VER(major, minor, patch) : PR_VER(99, 0, 0);
+    char msg[160];
+    if (client != 2) {
+        snprintf(msg, sizeof msg, "ember serves thin clients only (client code 2), got client code %d", client);
+        int rc = handshake_fail(out, ver, 0, 0, 0, msg, PR_ST_FAILED);
+        return rc ? rc : EM_UNSUPPORTED;    /* close after the reply */
+    }
+    if (major != 1 || minor < 0 || minor > 7 || patch != 0) {
+        /* Name our preferred version so the client can retry on this socket. */
+        snprintf(msg, sizeof msg, "Unsupported version: %d.%d.%d (ember supports 1.0.0 to 1.7.0)",
+                 major, minor, patch);
+        return handshake_fail(out, ver, 1, 7, 0, msg, PR_ST_FAILED);
+    }
+    pr_rd r = { body + 8, len - 8, 0 };
+    uint8_t feat[PR_FEAT_BYTES] = {0};
+    int client_attrs = 0;
+    if (ver >= PR_VER(1, 7, 0)) {
+        uint8_t t;
+        int32_t fl;
+        if (pr_rd_u8(&r, &t) || t != BIN_BYTE_ARR || pr_rd_i32(&r, &fl) || fl < 0 ||
+            (size_t)fl > pr_rd_left(&r)) {
+            int rc = handshake_fail(out, ver, 1, 7, 0, "Malformed handshake: bad feature array", PR_ST_FAILED);
+            return rc ? rc : EM_PROTO;
+        }
+        for (int i = 0; i < fl && i < PR_FEAT_BYTES; i++)
+            feat[i] = r.p[r.pos + (size_t)i] & our_features[i];
+        client_attrs = fl > 0 && (r.p[r.pos] & (1u << PR_FEAT_USER_ATTRIBUTES));
+        r.pos += (size_t)fl;
+    }
+    if (client_attrs) {
+        const uint8_t *a;
+        size_t al;
+        if (pr_rd_obj(c, &r, &a, &al) || (a[0] != BIN_MAP && a[0] != BIN_NULL)) {
+            int rc = handshake_fail(out, ver, 1, 7, 0, "Malformed handshake: bad user attributes", PR_ST_FAILED);
+            return rc ? rc : EM_PROTO;
+        }
+    }
+    const uint8_t *user = NULL, *pass = NULL;
+    size_t ul = 0, pl = 0;
+    if (ver >= PR_VER(1, 1, 0) && pr_rd_left(&r) > 0) {
+        if (pr_rd_str(c, &r, &user, &ul) || (pr_rd_left(&r) > 0 && pr_rd_str(c, &r, &pass, &pl))) {
+            int rc = handshake_fail(out, ver, 1, 7, 0, "Malformed handshake: bad credentials", PR_ST_FAILED);
+            return rc ? rc : EM_PROTO;
+        }
+    }
+    const char *wu = c->srv->opt.username;
+    if (wu && (!str_eq(user, ul, wu) || !str_eq(pass, pl, c->srv->opt.password))) {
+        /* Java answers auth failures with version 0.0.0 and status 2000. */
+        return handshake_fail(out, ver, 0, 0, 0, "The user name or password is incorrect",
+                              PR_ST_AUTH_FAILED);
+    }
+    size_t start = out->len;
+    if (em_buf_put_le32(out, 0) || em_buf_put_u8(out, 1))
+        return EM_NOMEM;
+    if (ver >= PR_VER(1, 7, 0)) {
+        int nb = 0;
+        for (int i = 0; i < PR_FEAT_BYTES; i++)
+            if (feat[i])
+                nb = i + 1;
+        if (em_buf_put_u8(out, BIN_BYTE_ARR) || em_buf_put_le32(out, (uint32_t)nb) ||
+            em_buf_append(out, feat, (size_t)nb))
+            return EM_NOMEM;
+    }
+    if (ver >= PR_VER(1, 4, 0)) {
+        if (em_buf_put_u8(out, BIN_UUID) || em_buf_append(out, c->srv->opt.node_id, 16))
+            return EM_NOMEM;
+    }
+    em_st32(out->p + start, (uint32_t)(out->len - start - 4));
+    c->ready = 1;
+    c->ver = ver;
+    memcpy(c->feat, feat, sizeof feat);
+    return 0;
+}
+
+/* ---- response header ----------------------------------------------------
+ *
+ * < 1.4.0:  int len | long rid | int status | [typed string msg]
+ * >= 1.4.0: int len | long rid | short flags | [long major, int minor if
+ *           flags & 2] | [int status, typed string msg if flags & 1]
+ */
+static int put_header(pr_conn *c, em_buf *out, int64_t rid, int topo, int status, const char *msg)
+{
+    if (em_buf_put_le32(out, 0) || em_buf_put_le64(out, (uint64_t)rid))
+        return EM_NOMEM;
+    if (c->ver < PR_VER(1, 4, 0)) {
+        if (em_buf_put_le32(out, (uint32_t)status))
+            return EM_NOMEM;
+    } else {
+        uint16_t flags = (uint16_t)((status ? 1 : 0) | (topo ? 2 : 0));
+        if (em_buf_put_le16(out, flags))
+            return EM_NOMEM;
+        /* Single node: topology version (1, 0), reported once per connection. */
+        if (topo && (em_buf_put_le64(out, 1) || em_buf_put_le32(out, 0)))
+            return EM_NOMEM;
+        if (status && em_buf_put_le32(out, (uint32_t)status))
+            return EM_NOMEM;
+    }
+    if (status && pr_put_str(out, msg))
+        return EM_NOMEM;
+    return 0;
+}
+
+static int unsupported(pr_conn *c, int op, const char *what)
+{
+    return pr_fail(c, PR_ST_FAILED, "%s is not supported by ember yet (op code %d)", what, op);
+}
+
+static int op_debug_stats(pr_conn *c, em_buf *out)
+{
+    em_mem_stats m;
+    if (c->srv->opt.debug_stats)
+        c->srv->opt.debug_stats(c->srv->opt.debug_arg, &m);
+    else
+        m = em_mem_thread();
+    if (em_buf_put_le64(out, m.allocs) || em_buf_put_le64(out, m.bytes) ||
+        em_buf_put_le64(out, m.frees) || em_buf_put_le64(out, (uint64_t)em_mem_live_bytes()) ||
+        em_buf_put_le64(out, (uint64_t)em_mem_live_blocks()))
+        return EM_NOMEM;
+    return 0;
+}
+
+static int op_cluster(pr_conn *c, int op, pr_rd *r, em_buf *out)
+{
+    switch (op) {
+    case 5000:      /* GET_STATE: byte 1 ACTIVE, or bool true before feature 2 -
+                     * the same byte either way */
+        return em_buf_put_u8(out, 1);
+    case 5001: {    /* CHANGE_STATE: ember is always active; accept the request */
+        uint8_t st;
+        if (pr_rd_u8(r, &st))
+            return pr_bad_request(c, EM_TRUNCATED);
+        if (st > 2)
+            return pr_fail(c, PR_ST_FAILED, "Unknown cluster state: %d", st);
+        return 0;
+    }
+    case 5002:      /* CHANGE_WAL_STATE: name, bool -> bool changed */
+    case 5003: {    /* GET_WAL_STATE: name -> bool enabled */
+        const uint8_t *s;
+        size_t n;
+        uint8_t en = 0;
+        int rc = pr_rd_str(c, r, &s, &n);
+        if (!rc && op == 5002)
+            rc = pr_rd_u8(r, &en);
+        if (rc)
+            return pr_bad_request(c, rc);
+        if (!s)
+            return pr_fail(c, PR_ST_FAILED, "Cache name must not be null");
+        int32_t id = em_hash_java_str(s, n);
+        if (!st_cache_find(c->srv->st, id))
+            return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", id);
+        /* In-memory caches have no WAL, so nothing changes and it reads off. */
+        return pr_put_bool(out, 0);
+    }
+    default:
+        return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
+    }
+}
+
+static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
+{
+    switch (op) {
+    case 0:
+        return pr_op_resource_close(c, r, out);
+    case 1:
+        if (!pr_has_feat(c, PR_FEAT_HEARTBEAT))
+            break;
+        return 0;
+    case 2:
+        if (!pr_has_feat(c, PR_FEAT_HEARTBEAT))
+            break;
+        return em_buf_put_le64(out, (uint64_t)c->srv->opt.idle_timeout_ms);
+    case 1022: case 1023:
+        return unsupported(c, op, "Data replication (conflict) operations");
+    case 1024: case 1025:
+        return unsupported(c, op, "Cache invoke (entry processors)");
+    case 1050: case 1051: case 1052: case 1053: case 1054: case 1055: case 1056:
+        return pr_op_config(c, op, r, out);
+    case 1100:
+        return pr_fail(c, PR_ST_FAILED, "CACHE_NODE_PARTITIONS (1100) is deprecated; "
+                       "use CACHE_PARTITIONS (1101)");
+    case 1101:
+        return pr_op_partitions(c, r, out);
+    case 2000:
+        return pr_op_scan(c, r, out);
+    case 2001:
+        return pr_op_scan_page(c, r, out);
+    case 2002: case 2003: case 2004: case 2005:
+        return unsupported(c, op, "SQL");
+    case 2006:
+        return unsupported(c, op, "Continuous queries");
+    case 2008: case 2009:
+        return unsupported(c, op, "Index queries");
+    case 3000: case 3001: case 3002: case 3003:
+        return pr_op_binary(c, op, r, out);
+    case 3004:
+        if (!pr_has_feat(c, PR_FEAT_BINARY_CONFIGURATION))
+            break;
+        return pr_op_binary(c, op, r, out);
+    case 4000: case 4001:
+        return unsupported(c, op, "Transactions");
+    case 5000: case 5001: case 5002: case 5003:
+        return op_cluster(c, op, r, out);
+    case 5100: case 5101: case 5102:
+        return unsupported(c, op, "Cluster group discovery");
+    case 6000:
+        return unsupported(c, op, "Compute");
+    case 7000: case 7001: case 7002: case 7003:
+        return unsupported(c, op, "Services");
+    case 8000: case 8001:
+        return unsupported(c, op, "Data streamer");
+    case PR_OP_DEBUG_STATS:
+        if (!c->srv->opt.debug_ops)
+            break;
+        return op_debug_stats(c, out);
+    default:
+        if (op >= 1000 && op <= 1021)
+            return pr_op_cache(c, op, r, out);
+        if (op >= 9000 && op <= 9023)
+            return unsupported(c, op, "Atomic longs and sets");
+        break;
+    }
+    return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
+}
+
+/* request handles one frame after the handshake: short op, long request id,
+ * payload.  A handler's error becomes an error reply; only a frame too short
+ * to carry a request id (or running out of memory for the reply) closes. */
+static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
+{
+    if (len < 10)
+        return EM_PROTO;
+    int op = (int16_t)em_ld16(body);
+    if (op < 0)
+        op &= 0xffff;               /* op codes are unsigned in practice (32000) */
+    int64_t rid = (int64_t)em_ld64(body + 2);
+    pr_rd r = { body + 10, len - 10, 0 };
+    size_t start = out->len;
+    int topo = !c->topo_sent && c->ver >= PR_VER(1, 4, 0);
+    int rc = put_header(c, out, rid, topo, 0, NULL);
+    if (rc)
+        return rc;
+    c->msg[0] = 0;
+    rc = dispatch(c, op, &r, out);
+    if (rc != 0) {
+        out->len = start;
+        if (rc < 0)
+            pr_fail(c, PR_ST_FAILED, "Request failed: %s", em_strerror(rc));
+        int status = rc < 0 ? PR_ST_FAILED : rc;
+        if (put_header(c, out, rid, topo, status, c->msg)) {
+            out->len = start;
+            return EM_NOMEM;
+        }
+    }
+    em_st32(out->p + start, (uint32_t)(out->len - start - 4));
+    if (topo)
+        c->topo_sent = 1;
+    return 0;
+}
+
+/* ---- framing ---------------------------------------------------------- */
+
+int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
+            size_t *consumed)
+{
+    size_t pos = 0;
+    int rc = 0;
+    while (pos < n && out->len <= out_cap) {
+        size_t left = n - pos;
+        if (!c->ready && left >= 5 && p[pos + 4] != 1) {
+            rc = EM_PROTO;          /* first message must be a handshake */
+            break;
+        }
+        if (left < 4)
+            break;
+        int32_t len = (int32_t)em_ld32(p + pos);
+        uint32_t max = c->ready ? c->srv->opt.max_msg : c->srv->opt.max_handshake_msg;
+        if (len <= 0 || (uint32_t)len > max) {
+            rc = EM_BADLEN;         /* close without allocating anything */
+            break;
+        }
+        if (left - 4 < (size_t)len)
+            break;
+        const uint8_t *body = p + pos + 4;
+        rc = c->ready ? request(c, body, (size_t)len, out) : handshake(c, body, (size_t)len, out);
+        if (rc < 0)
+            break;
+        pos += 4 + (size_t)len;
+    }
+    *consumed = pos;
+    return rc < 0 ? rc : 0;
+}

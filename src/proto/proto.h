@@ -1,0 +1,81 @@
+/* proto.h - the Ignite thin-client protocol (versions 1.0.0 to 1.7.0): framing,
+ * handshake, request decoding, response encoding, dispatch by op code.
+ *
+ * Wire reference: ../shared/reference/ignite-thin-protocol.md §1 (framing,
+ * handshake, headers, status codes), §2 (ops), §4.1 (CACHE_PARTITIONS).
+ * proto/ never touches sockets: pr_feed() takes bytes and appends replies to
+ * a buffer, so the same code runs under net/ (emberd) and in the fuzz target.
+ */
+#ifndef EM_PROTO_H
+#define EM_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "util/mem.h"
+
+struct st_store;
+struct bin_registry;
+
+/* Status codes of reference §1.6. */
+enum pr_status {
+    PR_ST_SUCCESS = 0, PR_ST_FAILED = 1, PR_ST_INVALID_OP = 2,
+    PR_ST_FUNCTIONALITY_DISABLED = 100, PR_ST_CACHE_NOT_FOUND = 1000,
+    PR_ST_CACHE_EXISTS = 1001, PR_ST_TOO_MANY_CURSORS = 1010,
+    PR_ST_RESOURCE_NOT_FOUND = 1011, PR_ST_SECURITY = 1012,
+    PR_ST_AUTH_FAILED = 2000
+};
+
+/* Private op code answered only when pr_options.debug_ops is set: the
+ * server's allocation counters (see pr_options.debug_stats). */
+#define PR_OP_DEBUG_STATS 32000
+
+typedef struct pr_options {
+    uint32_t max_msg;             /* max frame length after the handshake (64 MiB) */
+    uint32_t max_handshake_msg;   /* max frame length before it succeeds (1 MiB) */
+    uint32_t max_cursors;         /* open scan cursors per connection (128) */
+    uint32_t max_depth;           /* nesting limit for data objects (64) */
+    int64_t  idle_timeout_ms;     /* reported by GET_IDLE_TIMEOUT (op 2) */
+    uint8_t  node_id[16];         /* UUID sent in 1.4.0+ handshakes and 1101 */
+    const char *username;         /* NULL = no authentication */
+    const char *password;
+    int      debug_ops;           /* answer PR_OP_DEBUG_STATS */
+    /* debug_stats fills allocation counters summed over the server's threads. */
+    void   (*debug_stats)(void *arg, em_mem_stats *sum);
+    void    *debug_arg;
+} pr_options;
+
+/* pr_options_default fills the defaults listed above (random node id). */
+void pr_options_default(pr_options *o);
+
+typedef struct pr_server pr_server;
+typedef struct pr_conn pr_conn;
+
+/* pr_server_new: shared, read-mostly state for all connections.  The store
+ * and registry are borrowed and must outlive the server; strings in o are
+ * copied. */
+int  pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg,
+                   const pr_options *o);
+void pr_server_free(pr_server *s);
+
+/* pr_conn_new / pr_conn_free: per-connection protocol state (handshake,
+ * negotiated version and features, cursors, scratch buffers). */
+pr_conn *pr_conn_new(pr_server *s);
+void     pr_conn_free(pr_conn *c);
+
+/* pr_feed consumes whole frames from p[0..n), appending one reply per
+ * request to out, and stops early (leaving frames unconsumed) once out->len
+ * exceeds out_cap.  *consumed = bytes used.  Returns 0, or a negative code
+ * when the connection must be closed (bad length, not a handshake, a frame
+ * that cannot be parsed); a reply may have been appended before the close. */
+int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
+            size_t *consumed);
+
+/* pr_conn_ready: 1 once a handshake has succeeded. */
+int pr_conn_ready(const pr_conn *c);
+
+/* pr_conn_version: negotiated version as major*10000 + minor*100 + patch. */
+int pr_conn_version(const pr_conn *c);
+
+#endif

@@ -1,0 +1,455 @@
+/* proto_cache.c - key-value cache ops 1000-1021, scan queries (2000, 2001)
+ * with per-connection cursors, and RESOURCE_CLOSE (0).
+ *
+ * Layouts: ../shared/reference/ignite-thin-protocol.md §2.2 (cache header),
+ * §2.3 (key-value ops), §2.5 (scan and cursors), §3.4 (27 wrapping).
+ */
+#include "proto/proto_int.h"
+
+#include <string.h>
+
+#include "binary/binary.h"
+#include "util/mem.h"
+
+/* ---- cache header and store errors ------------------------------------ */
+
+int pr_cache_header(pr_conn *c, pr_rd *r, pr_cache_hdr *h)
+{
+    memset(h, 0, sizeof *h);
+    if (pr_rd_i32(r, &h->cache_id) || pr_rd_u8(r, &h->flags))
+        return pr_bad_request(c, EM_TRUNCATED);
+    if (h->flags & 0x04) {
+        if (pr_rd_i64(r, &h->expiry.create_ms) || pr_rd_i64(r, &h->expiry.update_ms) ||
+            pr_rd_i64(r, &h->expiry.access_ms))
+            return pr_bad_request(c, EM_TRUNCATED);
+        h->ctx.expiry = &h->expiry;
+    }
+    if (h->flags & 0x02)
+        return pr_fail(c, PR_ST_FAILED, "Transactions are not supported by ember yet "
+                       "(cache operation has the transactional flag)");
+    h->cache = st_cache_find(c->srv->st, h->cache_id);
+    if (!h->cache)
+        return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", h->cache_id);
+    em_buf_reset(&c->kscratch);
+    h->ctx.scratch = &c->kscratch;
+    return 0;
+}
+
+static int st_err(pr_conn *c, const pr_cache_hdr *h, int rc)
+{
+    if (rc == EM_NOCACHE)
+        return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", h->cache_id);
+    if (rc == EM_NOMEM)
+        return rc;
+    return pr_fail(c, PR_ST_FAILED, "Operation failed: %s", em_strerror(rc));
+}
+
+/* ---- request pieces ---------------------------------------------------- */
+
+static int rd_key(pr_conn *c, pr_rd *r, const uint8_t **k, size_t *kl)
+{
+    int rc = pr_rd_obj(c, r, k, kl);
+    if (rc)
+        return pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
+    if ((*k)[0] == BIN_NULL)
+        return pr_fail(c, PR_ST_FAILED, "Key must not be null");
+    return 0;
+}
+
+/* rd_val reads a value and normalises it for storage (27 unwrapped). */
+static int rd_val(pr_conn *c, pr_rd *r, em_buf *scratch, const uint8_t **v, size_t *vl)
+{
+    const uint8_t *p;
+    size_t n;
+    int rc = pr_rd_obj(c, r, &p, &n);
+    if (rc)
+        return pr_fail(c, PR_ST_FAILED, "Invalid value: %s", em_strerror(rc));
+    if (p[0] == BIN_NULL)
+        return pr_fail(c, PR_ST_FAILED, "Value must not be null");
+    em_buf_reset(scratch);
+    rc = bin_value_prepare(p, n, scratch, v, vl);
+    if (rc)
+        return pr_fail(c, PR_ST_FAILED, "Invalid value: %s", em_strerror(rc));
+    return 0;
+}
+
+/* slices_reserve makes room for n key (and value) slices; n is already
+ * bounded by the bytes of the request, so this never trusts a bare count. */
+static int slices_reserve(pr_conn *c, size_t n)
+{
+    if (n <= c->slices_cap)
+        return 0;
+    size_t cap = c->slices_cap ? c->slices_cap : 16;
+    while (cap < n)
+        cap *= 2;
+    st_slice *ks = em_realloc(c->ks, cap * sizeof *ks);
+    if (!ks)
+        return EM_NOMEM;
+    c->ks = ks;
+    st_slice *vs = em_realloc(c->vs, cap * sizeof *vs);
+    if (!vs)
+        return EM_NOMEM;
+    c->vs = vs;
+    c->slices_cap = cap;
+    return 0;
+}
+
+/* rd_count reads an int count of items that take at least min_bytes each,
+ * rejecting counts the rest of the request cannot hold. */
+static int rd_count(pr_conn *c, pr_rd *r, size_t min_bytes, size_t *n)
+{
+    int32_t v;
+    if (pr_rd_i32(r, &v))
+        return pr_bad_request(c, EM_TRUNCATED);
+    if (v < 0 || (size_t)v > pr_rd_left(r) / min_bytes)
+        return pr_fail(c, PR_ST_FAILED, "Malformed request: count %d exceeds the message", v);
+    *n = (size_t)v;
+    return slices_reserve(c, *n);
+}
+
+static int rd_keys(pr_conn *c, pr_rd *r, size_t *n)
+{
+    int rc = rd_count(c, r, 1, n);
+    for (size_t i = 0; !rc && i < *n; i++)
+        rc = rd_key(c, r, &c->ks[i].p, &c->ks[i].len);
+    return rc;
+}
+
+/* rd_pairs reads n (key, value) pairs.  Values that normalisation rewrote
+ * are gathered in c->vscratch; their slices hold offsets until every value
+ * is read (the buffer may move while it grows). */
+static int rd_pairs(pr_conn *c, pr_rd *r, size_t *n)
+{
+    int rc = rd_count(c, r, 2, n);
+    if (rc)
+        return rc;
+    em_buf_reset(&c->vscratch);
+    em_buf_reset(&c->escratch);     /* indexes of moved values (uint32 each) */
+    for (size_t i = 0; i < *n; i++) {
+        const uint8_t *v;
+        size_t vl;
+        rc = rd_key(c, r, &c->ks[i].p, &c->ks[i].len);
+        if (!rc)
+            rc = rd_val(c, r, &c->tmp, &v, &vl);
+        if (rc)
+            return rc;
+        if (v >= r->p && v < r->p + r->n) {
+            c->vs[i].p = v;
+        } else {
+            size_t off = c->vscratch.len;
+            if (em_buf_append(&c->vscratch, v, vl) || em_buf_put_le32(&c->escratch, (uint32_t)i))
+                return EM_NOMEM;
+            c->vs[i].p = (const uint8_t *)(uintptr_t)off;
+        }
+        c->vs[i].len = vl;
+    }
+    for (size_t j = 0; j + 4 <= c->escratch.len; j += 4) {
+        uint32_t i = em_ld32(c->escratch.p + j);
+        c->vs[i].p = c->vscratch.p + (uintptr_t)c->vs[i].p;
+    }
+    return 0;
+}
+
+static int rd_peek_modes(pr_conn *c, pr_rd *r, int *mask)
+{
+    int32_t n;
+    if (pr_rd_i32(r, &n))
+        return pr_bad_request(c, EM_TRUNCATED);
+    if (n < 0 || (size_t)n > pr_rd_left(r))
+        return pr_fail(c, PR_ST_FAILED, "Malformed request: %d peek modes", n);
+    *mask = 0;
+    for (int32_t i = 0; i < n; i++) {
+        uint8_t m = r->p[r->pos++];
+        if (m > 5)
+            return pr_fail(c, PR_ST_FAILED, "Unknown peek mode: %d", m);
+        *mask |= 1 << m;
+    }
+    return 0;
+}
+
+/* ---- key-value ops ----------------------------------------------------- */
+
+typedef struct emit_ctx {
+    pr_conn *c;
+    em_buf  *out;
+    int32_t  count;
+} emit_ctx;
+
+static int emit_kv(void *arg, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen)
+{
+    emit_ctx *e = arg;
+    int rc = pr_put_stored(e->c, e->out, k, klen);
+    if (!rc)
+        rc = pr_put_stored(e->c, e->out, v, vlen);
+    if (!rc)
+        e->count++;
+    return rc;
+}
+
+int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
+{
+    pr_cache_hdr h;
+    int rc = pr_cache_header(c, r, &h);
+    if (rc)
+        return rc;
+    st_cache *sc = h.cache;
+    const st_opctx *o = &h.ctx;
+    const uint8_t *k = NULL, *v = NULL, *e = NULL;
+    size_t kl = 0, vl = 0, el = 0, n = 0, pos;
+    int flag = 0;
+
+    /* Decode the request (reference §2.3). */
+    switch (op) {
+    case 1000: case 1007: case 1011: case 1014: case 1016:
+        rc = rd_key(c, r, &k, &kl);
+        break;
+    case 1001: case 1002: case 1005: case 1006: case 1008: case 1009:
+        rc = rd_key(c, r, &k, &kl);
+        if (!rc)
+            rc = rd_val(c, r, &c->vscratch, &v, &vl);
+        break;
+    case 1010:
+        rc = rd_key(c, r, &k, &kl);
+        if (!rc)
+            rc = rd_val(c, r, &c->escratch, &e, &el);
+        if (!rc)
+            rc = rd_val(c, r, &c->vscratch, &v, &vl);
+        break;
+    case 1017:
+        rc = rd_key(c, r, &k, &kl);
+        if (!rc)
+            rc = rd_val(c, r, &c->escratch, &e, &el);
+        break;
+    case 1003: case 1012: case 1015: case 1018:
+        rc = rd_keys(c, r, &n);
+        break;
+    case 1004:
+        rc = rd_pairs(c, r, &n);
+        break;
+    case 1020:
+        rc = rd_peek_modes(c, r, &flag);
+        break;
+    case 1021:
+        rc = rd_key(c, r, &k, &kl);
+        if (!rc)
+            rc = rd_peek_modes(c, r, &flag);
+        break;
+    default:
+        break;
+    }
+    if (rc)
+        return rc;
+
+    /* Run it, appending the reply payload. */
+    switch (op) {
+    case 1000:      /* GET */
+        if ((rc = pr_val_begin(out, &pos)) == 0 &&
+            (rc = st_get(sc, o, k, kl, out, &flag)) == 0)
+            rc = pr_val_end(c, out, pos, flag);
+        break;
+    case 1001:      /* PUT */
+        rc = st_put(sc, o, k, kl, v, vl);
+        break;
+    case 1002:      /* PUT_IF_ABSENT -> bool stored */
+        if ((rc = st_put_if_absent(sc, o, k, kl, v, vl, &flag)) == 0)
+            rc = pr_put_bool(out, flag);
+        break;
+    case 1003: {    /* GET_ALL -> int m, m x (key, value) */
+        emit_ctx ec = { c, out, 0 };
+        size_t cnt = out->len;
+        if ((rc = em_buf_put_le32(out, 0)) == 0 &&
+            (rc = st_get_all(sc, o, c->ks, n, emit_kv, &ec)) == 0)
+            em_st32(out->p + cnt, (uint32_t)ec.count);
+        break;
+    }
+    case 1004:      /* PUT_ALL */
+        rc = st_put_all(sc, o, c->ks, c->vs, n);
+        break;
+    case 1005:      /* GET_AND_PUT */
+        if ((rc = pr_val_begin(out, &pos)) == 0 &&
+            (rc = st_get_and_put(sc, o, k, kl, v, vl, out, &flag)) == 0)
+            rc = pr_val_end(c, out, pos, flag);
+        break;
+    case 1006:      /* GET_AND_REPLACE */
+        if ((rc = pr_val_begin(out, &pos)) == 0 &&
+            (rc = st_get_and_replace(sc, o, k, kl, v, vl, out, &flag)) == 0)
+            rc = pr_val_end(c, out, pos, flag);
+        break;
+    case 1007:      /* GET_AND_REMOVE */
+        if ((rc = pr_val_begin(out, &pos)) == 0 &&
+            (rc = st_get_and_remove(sc, o, k, kl, out, &flag)) == 0)
+            rc = pr_val_end(c, out, pos, flag);
+        break;
+    case 1008:      /* GET_AND_PUT_IF_ABSENT */
+        if ((rc = pr_val_begin(out, &pos)) == 0 &&
+            (rc = st_get_and_put_if_absent(sc, o, k, kl, v, vl, out, &flag)) == 0)
+            rc = pr_val_end(c, out, pos, flag);
+        break;
+    case 1009:      /* REPLACE -> bool */
+        if ((rc = st_replace(sc, o, k, kl, v, vl, &flag)) == 0)
+            rc = pr_put_bool(out, flag);
+        break;
+    case 1010:      /* REPLACE_IF_EQUALS -> bool */
+        if ((rc = st_replace_if_equals(sc, o, k, kl, e, el, v, vl, &flag)) == 0)
+            rc = pr_put_bool(out, flag);
+        break;
+    case 1011:      /* CONTAINS_KEY -> bool */
+        if ((rc = st_contains(sc, o, k, kl, &flag)) == 0)
+            rc = pr_put_bool(out, flag);
+        break;
+    case 1012:      /* CONTAINS_KEYS -> bool (all present) */
+        if ((rc = st_contains_all(sc, o, c->ks, n, &flag)) == 0)
+            rc = pr_put_bool(out, flag);
+        break;
+    case 1013:      /* CLEAR */
+    case 1019:      /* REMOVE_ALL: same as CLEAR without listeners or stores */
+        rc = st_clear(sc);
+        break;
+    case 1014:      /* CLEAR_KEY */
+        rc = st_remove(sc, o, k, kl, &flag);
+        break;
+    case 1015:      /* CLEAR_KEYS */
+    case 1018:      /* REMOVE_KEYS */
+        rc = st_remove_keys(sc, o, c->ks, n);
+        break;
+    case 1016:      /* REMOVE_KEY -> bool */
+        if ((rc = st_remove(sc, o, k, kl, &flag)) == 0)
+            rc = pr_put_bool(out, flag);
+        break;
+    case 1017:      /* REMOVE_IF_EQUALS -> bool */
+        if ((rc = st_remove_if_equals(sc, o, k, kl, e, el, &flag)) == 0)
+            rc = pr_put_bool(out, flag);
+        break;
+    case 1020: {    /* GET_SIZE -> long */
+        int64_t size = 0;
+        if ((rc = st_size(sc, flag, &size)) == 0)
+            rc = em_buf_put_le64(out, (uint64_t)size);
+        break;
+    }
+    case 1021:      /* LOCAL_PEEK */
+        if ((rc = pr_val_begin(out, &pos)) == 0 &&
+            (rc = st_local_peek(sc, o, k, kl, out, &flag)) == 0)
+            rc = pr_val_end(c, out, pos, flag);
+        break;
+    default:
+        return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
+    }
+    return rc ? st_err(c, &h, rc) : 0;
+}
+
+/* ---- scan queries and cursors ------------------------------------------ */
+
+static pr_cursor *cursor_find(pr_conn *c, int64_t id, uint32_t *idx)
+{
+    for (uint32_t i = 0; i < c->ncur; i++)
+        if (c->cur[i].id == id) {
+            *idx = i;
+            return &c->cur[i];
+        }
+    return NULL;
+}
+
+static void cursor_drop(pr_conn *c, uint32_t idx)
+{
+    st_scan_close(c->cur[idx].sc);
+    c->cur[idx] = c->cur[--c->ncur];
+}
+
+void pr_cursors_close(pr_conn *c)
+{
+    while (c->ncur)
+        cursor_drop(c, c->ncur - 1);
+}
+
+/* scan_page appends `int count, rows, bool more`; returns more in *more. */
+static int scan_page(pr_conn *c, st_scan *sc, uint32_t page, em_buf *out, int *more)
+{
+    emit_ctx ec = { c, out, 0 };
+    size_t cnt = out->len;
+    int rc = em_buf_put_le32(out, 0);
+    if (!rc)
+        rc = st_scan_next_page(sc, page, emit_kv, &ec, more);
+    if (rc)
+        return rc;
+    em_st32(out->p + cnt, (uint32_t)ec.count);
+    return pr_put_bool(out, *more);
+}
+
+int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    pr_cache_hdr h;
+    int rc = pr_cache_header(c, r, &h);
+    if (rc)
+        return rc;
+    const uint8_t *f;
+    size_t fl;
+    if ((rc = pr_rd_obj(c, r, &f, &fl)) != 0)
+        return pr_fail(c, PR_ST_FAILED, "Invalid scan filter: %s", em_strerror(rc));
+    if (f[0] != BIN_NULL)
+        return pr_fail(c, PR_ST_FAILED, "Scan query filters are not supported by ember yet");
+    int32_t page, part;
+    uint8_t local;
+    if (pr_rd_i32(r, &page) || pr_rd_i32(r, &part) || pr_rd_u8(r, &local))
+        return pr_bad_request(c, EM_TRUNCATED);
+    if (page <= 0)
+        page = 1024;                /* Ignite's default page size */
+    uint32_t maxc = c->srv->opt.max_cursors;
+    if (maxc && c->ncur >= maxc)
+        return pr_fail(c, PR_ST_TOO_MANY_CURSORS,
+                       "Too many open cursors (limit %u per connection)", maxc);
+    if (c->ncur == c->capcur) {
+        uint32_t cap = c->capcur ? c->capcur * 2 : 8;
+        pr_cursor *nc = em_realloc(c->cur, cap * sizeof *nc);
+        if (!nc)
+            return EM_NOMEM;
+        c->cur = nc;
+        c->capcur = cap;
+    }
+    st_scan *sc;
+    if ((rc = st_scan_open(h.cache, part < 0 ? -1 : part, &sc)) != 0)
+        return st_err(c, &h, rc);
+    int64_t id = atomic_fetch_add(&c->srv->next_cursor, 1);
+    int more = 0;
+    rc = em_buf_put_le64(out, (uint64_t)id);
+    if (!rc)
+        rc = scan_page(c, sc, (uint32_t)page, out, &more);
+    if (rc || !more) {
+        st_scan_close(sc);          /* the last page was sent: free it now */
+        return rc ? st_err(c, &h, rc) : 0;
+    }
+    c->cur[c->ncur++] = (pr_cursor){ id, sc, (uint32_t)page };
+    return 0;
+}
+
+int pr_op_scan_page(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    int64_t id;
+    if (pr_rd_i64(r, &id))
+        return pr_bad_request(c, EM_TRUNCATED);
+    uint32_t idx;
+    pr_cursor *cu = cursor_find(c, id, &idx);
+    if (!cu)
+        return pr_fail(c, PR_ST_RESOURCE_NOT_FOUND, "Failed to find resource with id: %lld",
+                       (long long)id);
+    int more = 0;
+    int rc = scan_page(c, cu->sc, cu->page, out, &more);
+    if (rc || !more)
+        cursor_drop(c, idx);
+    if (rc == EM_NOCACHE)
+        return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache was destroyed during the scan");
+    return rc == EM_NOMEM || rc == 0 ? rc : pr_fail(c, PR_ST_FAILED, "Scan failed: %s", em_strerror(rc));
+}
+
+int pr_op_resource_close(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    (void)out;
+    int64_t id;
+    if (pr_rd_i64(r, &id))
+        return pr_bad_request(c, EM_TRUNCATED);
+    uint32_t idx;
+    if (!cursor_find(c, id, &idx))
+        return pr_fail(c, PR_ST_RESOURCE_NOT_FOUND, "Failed to find resource with id: %lld",
+                       (long long)id);
+    cursor_drop(c, idx);
+    return 0;
+}

@@ -1,0 +1,142 @@
+/* proto_int.h - private state and helpers shared by the proto_*.c files:
+ * the bounds-checked request reader, reply framing and the per-connection
+ * state.  Layouts: ../shared/reference/ignite-thin-protocol.md §1.4-§1.5.
+ */
+#ifndef EM_PROTO_INT_H
+#define EM_PROTO_INT_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#include "proto/proto.h"
+#include "store/store.h"
+#include "util/err.h"
+#include "util/hash.h"
+
+#define PR_VER(a, b, c) ((a) * 10000 + (b) * 100 + (c))
+
+/* Feature ids of reference §1.8 that ember implements. */
+enum {
+    PR_FEAT_USER_ATTRIBUTES = 0, PR_FEAT_CLUSTER_STATES = 2,
+    PR_FEAT_BINARY_CONFIGURATION = 8, PR_FEAT_HEARTBEAT = 11
+};
+#define PR_FEAT_BYTES 4             /* feature ids 0..31 are tracked */
+
+struct pr_server {
+    struct st_store *st;
+    struct bin_registry *reg;
+    pr_options opt;
+    char *username, *password;
+    _Atomic int64_t next_cursor;
+};
+
+typedef struct pr_cursor {
+    int64_t  id;
+    st_scan *sc;
+    uint32_t page;                  /* page size from the scan request */
+} pr_cursor;
+
+struct pr_conn {
+    pr_server *srv;
+    int        ready;
+    int        ver;                 /* PR_VER of the negotiated version */
+    uint8_t    feat[PR_FEAT_BYTES]; /* negotiated feature bits */
+    int        topo_sent;           /* AFFINITY_TOPOLOGY_CHANGED reported */
+    pr_cursor *cur;
+    uint32_t   ncur, capcur;
+    em_buf     kscratch, vscratch, escratch, tmp;
+    st_slice  *ks, *vs;             /* reused slice arrays for batch ops */
+    size_t     slices_cap;
+    char       msg[512];            /* error message of the current request */
+};
+
+static inline int pr_has_feat(const pr_conn *c, int f)
+{
+    return f / 8 < PR_FEAT_BYTES && (c->feat[f / 8] >> (f % 8)) & 1;
+}
+
+/* ---- request reader: every read is bounds-checked --------------------- */
+
+typedef struct pr_rd {
+    const uint8_t *p;
+    size_t n, pos;
+} pr_rd;
+
+static inline size_t pr_rd_left(const pr_rd *r) { return r->n - r->pos; }
+
+static inline int pr_rd_u8(pr_rd *r, uint8_t *v)
+{
+    if (r->n - r->pos < 1) return EM_TRUNCATED;
+    *v = r->p[r->pos++];
+    return 0;
+}
+static inline int pr_rd_i16(pr_rd *r, int16_t *v)
+{
+    if (r->n - r->pos < 2) return EM_TRUNCATED;
+    *v = (int16_t)em_ld16(r->p + r->pos); r->pos += 2;
+    return 0;
+}
+static inline int pr_rd_i32(pr_rd *r, int32_t *v)
+{
+    if (r->n - r->pos < 4) return EM_TRUNCATED;
+    *v = (int32_t)em_ld32(r->p + r->pos); r->pos += 4;
+    return 0;
+}
+static inline int pr_rd_i64(pr_rd *r, int64_t *v)
+{
+    if (r->n - r->pos < 8) return EM_TRUNCATED;
+    *v = (int64_t)em_ld64(r->p + r->pos); r->pos += 8;
+    return 0;
+}
+
+/* pr_rd_obj: one complete, validated data object (bin_validate). */
+int pr_rd_obj(pr_conn *c, pr_rd *r, const uint8_t **p, size_t *len);
+/* pr_rd_str: typed string (9) or null (101); *s = NULL for null.  UTF-8 is
+ * validated. */
+int pr_rd_str(pr_conn *c, pr_rd *r, const uint8_t **s, size_t *len);
+
+/* ---- replies ------------------------------------------------------------ */
+
+/* pr_fail records the error message of the current request and returns the
+ * status, for `return pr_fail(c, PR_ST_FAILED, "...")` in handlers. */
+int pr_fail(pr_conn *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* pr_bad_request: a request that could not be decoded (status 1). */
+int pr_bad_request(pr_conn *c, int code);
+
+/* Reply value helpers.  pr_val_begin reserves room for a 27 wrapper before a
+ * stored value is appended by the store; pr_val_end turns what was appended
+ * into its reply form (null if !found, 27-wrapped if complex). */
+int pr_val_begin(em_buf *out, size_t *pos);
+int pr_val_end(pr_conn *c, em_buf *out, size_t pos, int found);
+/* pr_put_stored appends a stored key or value in reply form. */
+int pr_put_stored(pr_conn *c, em_buf *out, const uint8_t *v, size_t n);
+/* pr_put_str appends a typed string (NULL = 101). */
+int pr_put_str(em_buf *out, const char *s);
+int pr_put_strn(em_buf *out, const uint8_t *s, size_t n);
+static inline int pr_put_bool(em_buf *out, int v) { return em_buf_put_u8(out, v ? 1 : 0); }
+
+/* ---- handlers (return 0, a status > 0 with c->msg set, or < 0 to close) -- */
+
+/* The cache header (§2.2) decoded, plus the cache it names. */
+typedef struct pr_cache_hdr {
+    int32_t   cache_id;
+    uint8_t   flags;
+    st_expiry expiry;
+    st_opctx  ctx;
+    st_cache *cache;
+} pr_cache_hdr;
+
+int pr_cache_header(pr_conn *c, pr_rd *r, pr_cache_hdr *h);
+
+int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out);     /* 1000-1021 */
+int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out);              /* 2000 */
+int pr_op_scan_page(pr_conn *c, pr_rd *r, em_buf *out);         /* 2001 */
+int pr_op_resource_close(pr_conn *c, pr_rd *r, em_buf *out);    /* 0 */
+void pr_cursors_close(pr_conn *c);
+
+int pr_op_config(pr_conn *c, int op, pr_rd *r, em_buf *out);    /* 1050-1056 */
+int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out);    /* 3000-3004 */
+int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out);        /* 1101 */
+
+#endif

@@ -1,0 +1,220 @@
+/* proto_meta.c - binary type ops 3000-3004 (type names, metadata with merge
+ * semantics, binary configuration) and CACHE_PARTITIONS (1101) for a single
+ * node.
+ *
+ * Layouts: ../shared/reference/ignite-thin-protocol.md §2.6 (metadata
+ * record; the codec is bin_meta_decode/bin_meta_encode), §4.1 (partitions).
+ */
+#include "proto/proto_int.h"
+
+#include <string.h>
+
+#include "binary/binary.h"
+#include "util/mem.h"
+
+static int reg_err(pr_conn *c, int rc, int32_t type_id)
+{
+    if (rc == EM_NOMEM)
+        return rc;
+    return pr_fail(c, PR_ST_FAILED, "Binary type update rejected [typeId= %d]: %s", type_id,
+                   em_strerror(rc));
+}
+
+int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
+{
+    bin_registry *reg = c->srv->reg;
+    if (!reg)
+        return pr_fail(c, PR_ST_FAILED, "Binary type registry is not available");
+    switch (op) {
+    case 3000: {    /* GET_BINARY_TYPE_NAME: byte platform, int type id -> string */
+        uint8_t plat;
+        int32_t id;
+        if (pr_rd_u8(r, &plat) || pr_rd_i32(r, &id))
+            return pr_bad_request(c, EM_TRUNCATED);
+        size_t n = 0;
+        const char *name = bin_registry_name_get(reg, plat, id, &n);
+        if (!name)
+            return pr_fail(c, PR_ST_FAILED, "Failed to resolve type name [platformId= %d, typeId= %d]",
+                           plat, id);
+        return pr_put_strn(out, (const uint8_t *)name, n);
+    }
+    case 3001: {    /* REGISTER_BINARY_TYPE_NAME: platform, type id, name -> bool */
+        uint8_t plat;
+        int32_t id;
+        const uint8_t *s;
+        size_t n;
+        int rc;
+        if (pr_rd_u8(r, &plat) || pr_rd_i32(r, &id))
+            return pr_bad_request(c, EM_TRUNCATED);
+        if ((rc = pr_rd_str(c, r, &s, &n)) != 0)
+            return pr_bad_request(c, rc);
+        if (!s)
+            return pr_fail(c, PR_ST_FAILED, "Type name must not be null");
+        rc = bin_registry_name_put(reg, plat, id, (const char *)s, n);
+        if (rc)
+            return reg_err(c, rc, id);
+        return pr_put_bool(out, 1);
+    }
+    case 3002: {    /* GET_BINARY_TYPE: int type id -> bool [+ record] */
+        int32_t id;
+        if (pr_rd_i32(r, &id))
+            return pr_bad_request(c, EM_TRUNCATED);
+        const bin_type *t = bin_registry_get(reg, id);
+        int rc = pr_put_bool(out, t != NULL);
+        if (!rc && t)
+            rc = bin_meta_encode(t, out);
+        return rc;
+    }
+    case 3003: {    /* PUT_BINARY_TYPE: record -> empty; merged into the registry */
+        bin_type *t = NULL;
+        size_t used = 0;
+        int rc = bin_meta_decode(r->p + r->pos, pr_rd_left(r), &t, &used);
+        if (rc == EM_NOMEM)
+            return rc;
+        if (rc)
+            return pr_fail(c, PR_ST_FAILED, "Malformed binary type metadata: %s", em_strerror(rc));
+        r->pos += used;
+        int32_t id = t->type_id;
+        rc = bin_registry_put(reg, t, NULL);
+        bin_type_free(t);
+        return rc ? reg_err(c, rc, id) : 0;
+    }
+    case 3004:      /* BINARY_CONFIGURATION_GET: bool compact footer, byte name
+                     * mapper (0 = basic full name, Ignite's default) */
+        return pr_put_bool(out, 1) || em_buf_put_u8(out, 0) ? EM_NOMEM : 0;
+    default:
+        return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
+    }
+}
+
+/* ---- CACHE_PARTITIONS (1101) ---------------------------------------------
+ *
+ * Response: long topology major, int minor, int group count, then per group:
+ *   bool applicable | int cache count | per cache: int id [, int key-config
+ *   count, pairs (int key type id, int affinity field id) if applicable] |
+ *   if applicable: int node count (1), typed UUID, int partition count,
+ *   partition numbers.
+ * One group per distinct partition count of the PARTITIONED caches asked
+ * about, plus one non-applicable group for the rest; unknown ids are
+ * skipped, as Java does.
+ */
+
+/* put_key_configs converts stored property 401 bytes (int n, n x (type
+ * name, affinity field name)) to (type id, field id) pairs. */
+static int put_key_configs(pr_conn *c, const st_cache_config *g, em_buf *out)
+{
+    if (!g->key_configs || g->key_configs_len < 4)
+        return em_buf_put_le32(out, 0);
+    pr_rd r = { g->key_configs, g->key_configs_len, 0 };
+    int32_t n;
+    int rc = pr_rd_i32(&r, &n);
+    if (rc || n < 0)
+        return em_buf_put_le32(out, 0);
+    size_t cnt = out->len;
+    if (em_buf_put_le32(out, 0))
+        return EM_NOMEM;
+    int32_t done = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const uint8_t *tn, *fn;
+        size_t tl, fl;
+        if (pr_rd_str(c, &r, &tn, &tl) || pr_rd_str(c, &r, &fn, &fl))
+            break;
+        if (!tn || !fn)
+            continue;
+        if (em_buf_put_le32(out, (uint32_t)bin_type_id((const char *)tn, tl)) ||
+            em_buf_put_le32(out, (uint32_t)bin_field_id((const char *)fn, fl)))
+            return EM_NOMEM;
+        done++;
+    }
+    em_st32(out->p + cnt, (uint32_t)done);
+    return 0;
+}
+
+static uint32_t cache_parts(const st_cache_config *g)
+{
+    return g->partitions ? g->partitions : 1024;
+}
+
+int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    int32_t n;
+    if (pr_rd_i32(r, &n))
+        return pr_bad_request(c, EM_TRUNCATED);
+    if (n < 0 || (size_t)n > pr_rd_left(r) / 4)
+        return pr_fail(c, PR_ST_FAILED, "Malformed request: count %d exceeds the message", n);
+    const uint8_t *ids = r->p + r->pos;
+    st_store *st = c->srv->st;
+    if (em_buf_put_le64(out, 1) || em_buf_put_le32(out, 0))
+        return EM_NOMEM;
+    size_t ngroups_at = out->len;
+    if (em_buf_put_le32(out, 0))
+        return EM_NOMEM;
+    int32_t groups = 0;
+
+    /* Applicable groups: one per distinct partition count, in request order. */
+    for (int32_t i = 0; i < n; i++) {
+        st_cache *sc = st_cache_find(st, (int32_t)em_ld32(ids + 4 * (size_t)i));
+        if (!sc || st_cache_cfg(sc)->cache_mode != 2)
+            continue;
+        uint32_t parts = cache_parts(st_cache_cfg(sc));
+        int seen = 0;
+        for (int32_t j = 0; j < i && !seen; j++) {
+            st_cache *o = st_cache_find(st, (int32_t)em_ld32(ids + 4 * (size_t)j));
+            seen = o && st_cache_cfg(o)->cache_mode == 2 && cache_parts(st_cache_cfg(o)) == parts;
+        }
+        if (seen)
+            continue;
+        if (pr_put_bool(out, 1))
+            return EM_NOMEM;
+        size_t cnt = out->len;
+        int32_t ncaches = 0;
+        if (em_buf_put_le32(out, 0))
+            return EM_NOMEM;
+        for (int32_t j = i; j < n; j++) {
+            int32_t id = (int32_t)em_ld32(ids + 4 * (size_t)j);
+            st_cache *o = st_cache_find(st, id);
+            if (!o || st_cache_cfg(o)->cache_mode != 2 || cache_parts(st_cache_cfg(o)) != parts)
+                continue;
+            if (em_buf_put_le32(out, (uint32_t)id) || put_key_configs(c, st_cache_cfg(o), out))
+                return EM_NOMEM;
+            ncaches++;
+        }
+        em_st32(out->p + cnt, (uint32_t)ncaches);
+        /* One node owns every partition. */
+        if (em_buf_put_le32(out, 1) || em_buf_put_u8(out, BIN_UUID) ||
+            em_buf_append(out, c->srv->opt.node_id, 16) || em_buf_put_le32(out, parts) ||
+            em_buf_reserve(out, (size_t)parts * 4))
+            return EM_NOMEM;
+        for (uint32_t p = 0; p < parts; p++) {
+            em_st32(out->p + out->len, p);
+            out->len += 4;
+        }
+        groups++;
+    }
+
+    /* Everything else (LOCAL, REPLICATED) in one non-applicable group. */
+    size_t cnt = 0;
+    int32_t others = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = (int32_t)em_ld32(ids + 4 * (size_t)i);
+        st_cache *sc = st_cache_find(st, id);
+        if (!sc || st_cache_cfg(sc)->cache_mode == 2)
+            continue;
+        if (!others) {
+            if (pr_put_bool(out, 0))
+                return EM_NOMEM;
+            cnt = out->len;
+            if (em_buf_put_le32(out, 0))
+                return EM_NOMEM;
+            groups++;
+        }
+        if (em_buf_put_le32(out, (uint32_t)id))
+            return EM_NOMEM;
+        others++;
+    }
+    if (others)
+        em_st32(out->p + cnt, (uint32_t)others);
+    em_st32(out->p + ngroups_at, (uint32_t)groups);
+    r->pos += 4 * (size_t)n;
+    return 0;
+}

@@ -1,0 +1,42 @@
+/* http.h - emberd's operator HTTP endpoint: a minimal HTTP/1.1 server on its
+ * own thread serving GET /metrics (Prometheus text from a callback) and
+ * GET /health.  Every response closes the connection; requests are bounded
+ * (8 KiB of request line + headers, no body) and slow clients are dropped
+ * after a timeout.  A small poll loop serves up to 32 connections at once, so
+ * one stalled client cannot block a scrape.  (RFC 9112 message syntax.)
+ */
+#ifndef EM_SRV_HTTP_H
+#define EM_SRV_HTTP_H
+
+#include "util/buf.h"
+
+typedef struct srv_http srv_http;
+
+/* render appends the /metrics body to out; 0 or a negative code (-> 500).
+ * Called on the HTTP thread: it must be safe against the workers. */
+typedef int (*srv_http_render_fn)(void *arg, em_buf *out);
+
+#define SRV_HTTP_MAX_REQUEST 8192
+
+typedef struct srv_http_options {
+    const char        *host;        /* numeric address or name; NULL = 127.0.0.1 */
+    int                port;        /* 0 = any free port (srv_http_port tells) */
+    srv_http_render_fn render;      /* /metrics; NULL = 404 */
+    void              *arg;
+    int                timeout_ms;  /* whole request/response budget; 0 = 5000 */
+} srv_http_options;
+
+/* srv_http_start binds host:port and starts the thread.  0, -errno (bind,
+ * listen, thread) or EM_NOMEM; on failure nothing is left running. */
+int  srv_http_start(const char *host, int port, srv_http_render_fn render, void *arg,
+                    srv_http **out);
+int  srv_http_start_opts(const srv_http_options *o, srv_http **out);
+
+/* srv_http_port: the bound port. */
+int  srv_http_port(const srv_http *h);
+
+/* srv_http_stop wakes the thread, closes every connection, joins and frees.
+ * NULL is ignored. */
+void srv_http_stop(srv_http *h);
+
+#endif

@@ -1,0 +1,355 @@
+/* srv.c - emberd's configuration keys and the glue between net/ (sockets)
+ * and proto/ (the thin-client protocol): net calls back on open, data and
+ * close; proto consumes frames and appends replies.
+ */
+#include "server/srv.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "binary/binary.h"
+#include "net/net.h"
+#include "proto/proto.h"
+#include "store/store.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+struct srv {
+    st_store     *st;
+    bin_registry *reg;
+    pr_server    *ps;
+    net_server   *net;
+};
+
+/* ---- configuration ------------------------------------------------------ */
+
+void srv_config_default(srv_config *c)
+{
+    memset(c, 0, sizeof *c);
+    strcpy(c->host, "127.0.0.1");
+    c->port = 10800;
+    c->max_message_size = 64u << 20;
+    c->max_handshake_size = 1u << 20;
+    c->handshake_timeout_ms = 10000;
+    c->max_connections = 10000;
+    c->max_cursors = 128;
+    c->max_depth = 64;
+    c->max_output_queue = 4u << 20;
+    c->output_hard_cap = 256u << 20;
+    c->write_stall_timeout_ms = 60000;
+    c->eviction = 0;
+    c->log_level = EM_LOG_INFO;
+}
+
+/* parse_u64 reads a decimal number with an optional unit: sizes take
+ * k/m/g (powers of 1024), times take ms (default) or s. */
+static int parse_u64(const char *v, int time, uint64_t max, uint64_t *out)
+{
+    if (!v || !*v)
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || end == v || v[0] == '-')
+        return -1;
+    uint64_t mul = 1;
+    while (*end == ' ')
+        end++;
+    if (time) {
+        if (!strcasecmp(end, "s"))
+            mul = 1000;
+        else if (*end && strcasecmp(end, "ms"))
+            return -1;
+    } else if (*end) {
+        char u = (char)(*end | 0x20);
+        mul = u == 'k' ? 1024u : u == 'm' ? 1024u * 1024 : u == 'g' ? 1024u * 1024 * 1024 : 0;
+        if (!mul || (end[1] && strcasecmp(end + 1, "b") && strcasecmp(end + 1, "ib")))
+            return -1;
+    }
+    if (n > max / mul)
+        return -1;
+    *out = n * mul;
+    return 0;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
+        *out = 1;
+    else if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+        *out = 0;
+    else
+        return -1;
+    return 0;
+}
+
+typedef struct key_desc {
+    const char *key;
+    char kind;          /* s string, i int, u32 size, t time ms, b bool, l log level, z u64 size */
+    size_t off;
+    size_t size;        /* strings: buffer size */
+    const char *help;
+} key_desc;
+
+#define K(name, kind, field, help) { name, kind, offsetof(srv_config, field), sizeof(((srv_config *)0)->field), help }
+static const key_desc keys[] = {
+    K("host", 's', host, "address to listen on (127.0.0.1)"),
+    K("port", 'i', port, "thin-client port (10800; 0 = any free port)"),
+    K("threads", 'i', threads, "worker event loops (0 = one per CPU)"),
+    K("max_message_size", 'u', max_message_size, "largest request after the handshake (64m)"),
+    K("max_handshake_size", 'u', max_handshake_size, "largest message before the handshake succeeds (1m)"),
+    K("handshake_timeout", 't', handshake_timeout_ms, "close connections without a handshake after (10000 ms; 0 = off)"),
+    K("idle_timeout", 't', idle_timeout_ms, "close connections idle for (0 = off)"),
+    K("max_connections", 'u', max_connections, "connections beyond this are closed at accept (10000)"),
+    K("max_cursors", 'u', max_cursors, "open scan cursors per connection (128)"),
+    K("max_depth", 'u', max_depth, "nesting limit of binary values (64)"),
+    K("max_output_queue", 'z', max_output_queue, "queued reply bytes per connection before reading pauses (4m)"),
+    K("output_hard_cap", 'z', output_hard_cap, "queued reply bytes per connection that close it (256m)"),
+    K("write_stall_timeout", 't', write_stall_timeout_ms, "close a connection whose replies make no progress for (60000 ms)"),
+    K("memory_limit", 'z', memory_limit, "default data region size (0 = unlimited)"),
+    K("eviction", 'b', eviction, "evict entries when the region is full (false: writes fail)"),
+    K("log_level", 'l', log_level, "debug, info, warn, error or off (info)"),
+    K("log_file", 's', log_file, "append log lines here (stderr)"),
+    K("debug_ops", 'b', debug_ops, "answer the private op 32000 with allocation counters (false)"),
+    K("username", 's', username, "require this user name in handshakes (none)"),
+    K("password", 's', password, "and this password"),
+};
+#undef K
+
+void srv_config_help(FILE *f)
+{
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        fprintf(f, "  %-22s %s\n", keys[i].key, keys[i].help);
+}
+
+int srv_config_set(srv_config *c, const char *key, const char *value, char *err, size_t errlen)
+{
+    char k[64];
+    size_t kl = strlen(key);
+    if (kl >= sizeof k)
+        kl = sizeof k - 1;
+    for (size_t i = 0; i < kl; i++)
+        k[i] = key[i] == '-' ? '_' : key[i];
+    k[kl] = 0;
+    /* Accept the *_ms spelling of the time keys too. */
+    if (kl > 3 && !strcmp(k + kl - 3, "_ms"))
+        k[kl - 3] = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const key_desc *d = &keys[i];
+        if (strcmp(d->key, k))
+            continue;
+        char *field = (char *)c + d->off;
+        uint64_t u = 0;
+        int b, rc = 0;
+        switch (d->kind) {
+        case 's':
+            if (strlen(value) >= d->size)
+                rc = -1;
+            else
+                strcpy(field, value);
+            break;
+        case 'i':
+            rc = parse_u64(value, 0, 65535u * 1024, &u);
+            if (!rc)
+                *(int *)field = (int)u;
+            break;
+        case 'u':
+        case 't':
+            rc = parse_u64(value, d->kind == 't', UINT32_MAX, &u);
+            if (!rc)
+                *(uint32_t *)field = (uint32_t)u;
+            break;
+        case 'z':
+            rc = parse_u64(value, 0, UINT64_MAX, &u);
+            if (!rc)
+                *(uint64_t *)field = u;
+            break;
+        case 'b':
+            rc = parse_bool(value, &b);
+            if (!rc)
+                *(int *)field = b;
+            break;
+        case 'l':
+            b = em_log_parse_level(value);
+            rc = b < 0 ? -1 : 0;
+            if (!rc)
+                *(int *)field = b;
+            break;
+        }
+        if (rc) {
+            snprintf(err, errlen, "bad value for %s: '%s'", d->key, value);
+            return EM_CONFIG;
+        }
+        if (!strcmp(d->key, "port") && c->port > 65535) {
+            snprintf(err, errlen, "bad value for port: '%s'", value);
+            return EM_CONFIG;
+        }
+        return 0;
+    }
+    snprintf(err, errlen, "unknown setting '%s'", key);
+    return EM_CONFIG;
+}
+
+typedef struct ini_ctx {
+    srv_config *c;
+    char *err;
+    size_t errlen;
+    int rc;
+} ini_ctx;
+
+static int ini_cb(void *arg, const char *section, const char *name, const char *value)
+{
+    (void)section;
+    ini_ctx *x = arg;
+    if (x->rc)
+        return 0;
+    x->rc = srv_config_set(x->c, name, value, x->err, x->errlen);
+    return x->rc == 0;
+}
+
+int srv_config_load(srv_config *c, const char *path, char *err, size_t errlen)
+{
+    ini_ctx x = { c, err, errlen, 0 };
+    int line = ini_parse(path, ini_cb, &x);
+    if (line < 0) {
+        snprintf(err, errlen, "cannot read config file %s", path);
+        return EM_CONFIG;
+    }
+    if (x.rc) {
+        size_t l = strlen(err);
+        snprintf(err + l, errlen - l, " (%s line %d)", path, line);
+        return EM_CONFIG;
+    }
+    if (line > 0) {
+        snprintf(err, errlen, "%s line %d: syntax error", path, line);
+        return EM_CONFIG;
+    }
+    return 0;
+}
+
+/* ---- net <-> proto glue ------------------------------------------------- */
+
+static void *on_open(void *arg, net_conn *nc)
+{
+    srv *s = arg;
+    (void)nc;
+    return pr_conn_new(s->ps);
+}
+
+static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_t n,
+                   em_buf *out, size_t out_cap, size_t *consumed)
+{
+    (void)arg;
+    pr_conn *pc = state;
+    int was = pr_conn_ready(pc);
+    int rc = pr_feed(pc, p, n, out, out_cap, consumed);
+    if (!was && pr_conn_ready(pc))
+        net_conn_established(nc);
+    if (rc < 0 && em_log_get_level() <= EM_LOG_DEBUG) {
+        char peer[80];
+        net_conn_peer(nc, peer, sizeof peer);
+        EM_DEBUG("closing %s: %s", peer, em_strerror(rc));
+    }
+    return rc;
+}
+
+static void on_close(void *arg, void *state)
+{
+    (void)arg;
+    pr_conn_free(state);
+}
+
+static void debug_stats(void *arg, em_mem_stats *sum)
+{
+    srv *s = arg;
+    if (s->net)
+        net_mem_stats(s->net, sum);
+    else
+        *sum = em_mem_thread();
+}
+
+int srv_start(srv **out, const srv_config *c)
+{
+    *out = NULL;
+    srv *s = em_calloc(1, sizeof *s);
+    if (!s)
+        return EM_NOMEM;
+    st_options so;
+    memset(&so, 0, sizeof so);
+    so.default_region.name = "default";
+    so.default_region.max_bytes = c->memory_limit;
+    so.default_region.eviction = (uint8_t)c->eviction;
+    int rc = st_open(&s->st, &so);
+    if (rc)
+        goto fail;
+    s->reg = bin_registry_new();
+    if (!s->reg) {
+        rc = EM_NOMEM;
+        goto fail;
+    }
+    pr_options po;
+    pr_options_default(&po);
+    po.max_msg = c->max_message_size;
+    po.max_handshake_msg = c->max_handshake_size;
+    po.max_cursors = c->max_cursors;
+    po.max_depth = c->max_depth;
+    po.idle_timeout_ms = c->idle_timeout_ms;
+    po.debug_ops = c->debug_ops;
+    po.debug_stats = debug_stats;
+    po.debug_arg = s;
+    if (c->username[0]) {
+        po.username = c->username;
+        po.password = c->password;
+    }
+    if ((rc = pr_server_new(&s->ps, s->st, s->reg, &po)) != 0)
+        goto fail;
+    net_options no;
+    memset(&no, 0, sizeof no);
+    no.host = c->host;
+    no.port = c->port;
+    no.threads = c->threads;
+    no.limits.max_conns = c->max_connections;
+    no.limits.handshake_timeout_ms = c->handshake_timeout_ms;
+    no.limits.idle_timeout_ms = c->idle_timeout_ms;
+    no.limits.write_stall_ms = c->write_stall_timeout_ms;
+    no.limits.out_soft_cap = (size_t)c->max_output_queue;
+    no.limits.out_hard_cap = (size_t)c->output_hard_cap;
+    no.cb.arg = s;
+    no.cb.on_open = on_open;
+    no.cb.on_data = on_data;
+    no.cb.on_close = on_close;
+    if ((rc = net_server_start(&s->net, &no)) != 0)
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    pr_server_free(s->ps);
+    if (s->reg)
+        bin_registry_free(s->reg);
+    if (s->st)
+        st_close(s->st);
+    em_free(s);
+    return rc;
+}
+
+int srv_port(const srv *s) { return net_server_port(s->net); }
+
+void srv_maintain(srv *s)
+{
+    st_expire_tick(s->st, 4096);
+}
+
+void srv_stop(srv *s)
+{
+    if (!s)
+        return;
+    net_server_stop(s->net);        /* joins workers: nothing uses the rest now */
+    pr_server_free(s->ps);
+    bin_registry_free(s->reg);
+    st_close(s->st);
+    em_free(s);
+}

@@ -1,0 +1,56 @@
+/* srv.h - emberd's wiring: configuration (INI file + flags, one key space),
+ * and the server object that joins store, binary registry, protocol and
+ * network layers.  The INI keys are listed in srv.c (srv_config_help) and in
+ * `emberd --help`.
+ */
+#ifndef EM_SRV_H
+#define EM_SRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct srv_config {
+    char     host[256];
+    int      port;
+    int      threads;               /* 0 = one per online CPU */
+    uint32_t max_message_size;      /* bytes, after the handshake */
+    uint32_t max_handshake_size;    /* bytes, before it succeeds */
+    uint32_t handshake_timeout_ms;
+    uint32_t idle_timeout_ms;       /* 0 = off */
+    uint32_t max_connections;
+    uint32_t max_cursors;           /* per connection */
+    uint32_t max_depth;             /* nesting of data objects */
+    uint64_t max_output_queue;      /* per connection: stop reading above */
+    uint64_t output_hard_cap;       /* per connection: close above */
+    uint32_t write_stall_timeout_ms;
+    uint64_t memory_limit;          /* default data region, bytes; 0 = none */
+    int      eviction;              /* evict when the region is full */
+    int      log_level;             /* enum em_log_level */
+    char     log_file[512];         /* empty = stderr */
+    int      debug_ops;             /* answer the private debug-stats op */
+    char     username[128];         /* empty = no authentication */
+    char     password[128];
+} srv_config;
+
+void srv_config_default(srv_config *c);
+/* srv_config_set applies one `key = value` (INI keys; dashes are read as
+ * underscores).  Returns 0 or EM_CONFIG with a message in err. */
+int  srv_config_set(srv_config *c, const char *key, const char *value, char *err, size_t errlen);
+/* srv_config_load parses an INI file (libinih); sections are ignored. */
+int  srv_config_load(srv_config *c, const char *path, char *err, size_t errlen);
+/* srv_config_help prints the keys with their defaults. */
+void srv_config_help(FILE *f);
+
+typedef struct srv srv;
+
+/* srv_start opens the store and starts listening; returns 0 or a negative
+ * code (EM_NOMEM, -EADDRINUSE, ...). */
+int  srv_start(srv **out, const srv_config *c);
+int  srv_port(const srv *s);
+/* srv_maintain runs periodic housekeeping (expiry); call every ~100 ms. */
+void srv_maintain(srv *s);
+/* srv_stop closes the listener and all connections, then the store. */
+void srv_stop(srv *s);
+
+#endif

@@ -1,0 +1,984 @@
+/* store_ops.c - the key-value operations: per-partition open-addressing
+ * tables of single-allocation entries, expiry (check on access + per-partition
+ * min-heap reclaimed incrementally), memory accounting with random-2-LRU
+ * eviction, and the write observer calls.  Layouts: store_int.h.  Semantics
+ * of the operations: store.h and reference §2.3.
+ */
+#include "store/store_int.h"
+
+#include "binary/binary.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/hash.h"
+#include "util/mem.h"
+
+#include <string.h>
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static inline int64_t lazy_now(int64_t *now)
+{
+    if (!*now)
+        *now = em_wall_ms();
+    return *now;
+}
+
+static inline int is_expired(const st_entry *e, int64_t *now)
+{
+    return e->expire_at && e->expire_at <= lazy_now(now);
+}
+
+static inline uint32_t key_tag(int32_t hash, uint32_t len)
+{
+    return (uint32_t)em_mix64(((uint64_t)len << 32) | (uint32_t)hash);
+}
+
+/* Value capacity: room for modest growth, so a slightly larger overwrite is
+ * still done in place. */
+static inline uint32_t value_cap(size_t vlen)
+{
+    size_t c = vlen + vlen / 8;
+    c = (c + 7) & ~(size_t)7;
+    return (uint32_t)(c < 8 ? 8 : c);
+}
+
+static _Thread_local uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    if (!rng_state)
+        rng_state = em_mix64(em_now_ns() ^ (uint64_t)(uintptr_t)&rng_state) | 1;
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* bytes_eq: equality of short byte strings without a libc call (keys are
+ * mostly 5-17 bytes: ints, longs, short strings). */
+static inline int bytes_eq(const uint8_t *a, const uint8_t *b, uint32_t n)
+{
+    if (n >= 8) {
+        if (n > 64)
+            return memcmp(a, b, n) == 0;
+        uint32_t i = 0;
+        for (; i + 8 < n; i += 8)
+            if (em_ld64(a + i) != em_ld64(b + i))
+                return 0;
+        return em_ld64(a + n - 8) == em_ld64(b + n - 8);
+    }
+    if (n >= 4)
+        return em_ld32(a) == em_ld32(b) && em_ld32(a + n - 4) == em_ld32(b + n - 4);
+    for (uint32_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/* buf_drop: em_buf_free without the call in the common (never used) case. */
+static inline void buf_drop(em_buf *b)
+{
+    if (b->p)
+        em_buf_free(b);
+}
+
+/* A prepared key: normalised bytes, Java hash, partition, slot tag. */
+typedef struct kprep {
+    bin_key  k;
+    uint32_t part;
+    uint32_t tag;
+    em_buf   own;       /* used only when normalisation rewrites bytes */
+} kprep;
+
+static int key_prep(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, kprep *x)
+{
+    x->own = (em_buf)EM_BUF_INIT;
+    em_buf *scratch = &x->own;
+    if (o && o->scratch) {
+        scratch = o->scratch;
+        em_buf_reset(scratch);
+    }
+    int rc = bin_key_prepare(k, klen, scratch, &x->k);
+    if (rc)
+        return rc;
+    x->part = bin_partition(x->k.hash, c->nparts);
+    x->tag = key_tag(x->k.hash, x->k.len);
+    return 0;
+}
+
+/* ---- slot table ------------------------------------------------------- */
+
+static uint32_t slot_find(const st_part *p, uint32_t tag, const uint8_t *k, uint32_t klen)
+{
+    if (!p->slots)
+        return UINT32_MAX;
+    for (uint32_t i = tag & p->mask;; i = (i + 1) & p->mask) {
+        const st_slot *s = &p->slots[i];
+        if (!s->e)
+            return UINT32_MAX;
+        if (s->tag == tag && s->e->klen == klen && bytes_eq(s->e->data, k, klen))
+            return i;
+    }
+}
+
+/* slot_of finds e by identity, probing from its tag (passed separately: e
+ * may already be freed when an evictor looks for a sampled entry, so it is
+ * compared, never dereferenced). */
+static uint32_t slot_of(const st_part *p, const st_entry *e, uint32_t tag)
+{
+    if (!p->slots)
+        return UINT32_MAX;
+    for (uint32_t i = tag & p->mask;; i = (i + 1) & p->mask) {
+        if (p->slots[i].e == e)
+            return i;
+        if (!p->slots[i].e)
+            return UINT32_MAX;
+    }
+}
+
+static void slot_place(st_slot *slots, uint32_t mask, uint32_t tag, st_entry *e)
+{
+    uint32_t i = tag & mask;
+    while (slots[i].e)
+        i = (i + 1) & mask;
+    slots[i].tag = tag;
+    slots[i].e = e;
+}
+
+/* Makes room for one more entry (load factor <= 3/4). */
+static int slot_reserve(st_part *p)
+{
+    uint32_t cap = p->slots ? p->mask + 1 : 0;
+    if ((p->count + 1) * 4 <= cap * 3)
+        return 0;
+    uint32_t ncap = cap ? cap * 2 : 4;
+    st_slot *ns = em_calloc(ncap, sizeof *ns);
+    if (!ns)
+        return EM_NOMEM;
+    for (uint32_t i = 0; i < cap; i++)
+        if (p->slots[i].e)
+            slot_place(ns, ncap - 1, p->slots[i].tag, p->slots[i].e);
+    em_free(p->slots);
+    p->slots = ns;
+    p->mask = ncap - 1;
+    return 0;
+}
+
+/* Backward-shift deletion keeps probe chains intact without tombstones. */
+static void slot_delete(st_part *p, uint32_t i)
+{
+    uint32_t mask = p->mask, j = i;
+    for (;;) {
+        p->slots[i].e = NULL;
+        for (;;) {
+            j = (j + 1) & mask;
+            if (!p->slots[j].e)
+                return;
+            uint32_t h = p->slots[j].tag & mask;
+            int stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+            if (!stays)
+                break;
+        }
+        p->slots[i] = p->slots[j];
+        i = j;
+    }
+}
+
+/* ---- expiry heap ------------------------------------------------------ */
+
+static inline void heap_set(st_part *p, uint32_t i, st_entry *e)
+{
+    p->heap[i] = e;
+    e->heap_idx = i;
+}
+
+static void heap_up(st_part *p, uint32_t i)
+{
+    st_entry *e = p->heap[i];
+    while (i) {
+        uint32_t q = (i - 1) / 2;
+        if (p->heap[q]->expire_at <= e->expire_at)
+            break;
+        heap_set(p, i, p->heap[q]);
+        i = q;
+    }
+    heap_set(p, i, e);
+}
+
+static void heap_down(st_part *p, uint32_t i)
+{
+    st_entry *e = p->heap[i];
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = i;
+        int64_t best = e->expire_at;
+        if (l < p->heap_n && p->heap[l]->expire_at < best)
+            m = l, best = p->heap[l]->expire_at;
+        if (l + 1 < p->heap_n && p->heap[l + 1]->expire_at < best)
+            m = l + 1;
+        if (m == i)
+            break;
+        heap_set(p, i, p->heap[m]);
+        i = m;
+    }
+    heap_set(p, i, e);
+}
+
+static inline void heap_hint(st_part *p)
+{
+    atomic_store_explicit(&p->next_expire, p->heap_n ? p->heap[0]->expire_at : 0,
+                          memory_order_relaxed);
+}
+
+static int heap_reserve(st_part *p)
+{
+    if (p->heap_n < p->heap_cap)
+        return 0;
+    uint32_t ncap = p->heap_cap ? p->heap_cap * 2 : 8;
+    st_entry **nh = em_realloc(p->heap, ncap * sizeof *nh);
+    if (!nh)
+        return EM_NOMEM;
+    p->heap = nh;
+    p->heap_cap = ncap;
+    return 0;
+}
+
+static void heap_del(st_part *p, st_entry *e)
+{
+    uint32_t i = e->heap_idx;
+    st_entry *last = p->heap[--p->heap_n];
+    if (last != e) {
+        heap_set(p, i, last);
+        heap_up(p, i);
+        heap_down(p, last->heap_idx);
+    }
+    e->heap_idx = ST_NO_HEAP;
+    heap_hint(p);
+}
+
+/* set_expire moves e to its new deadline (0 = never).  Adding to the heap
+ * needs heap_reserve() first. */
+static void set_expire(st_part *p, st_entry *e, int64_t at)
+{
+    int in = e->heap_idx != ST_NO_HEAP;
+    e->expire_at = at;
+    if (in && !at) {
+        heap_del(p, e);
+    } else if (!in && at) {
+        heap_set(p, p->heap_n++, e);
+        heap_up(p, e->heap_idx);
+        heap_hint(p);
+    } else if (in) {
+        heap_up(p, e->heap_idx);
+        heap_down(p, e->heap_idx);
+        heap_hint(p);
+    }
+}
+
+/* ---- memory accounting ------------------------------------------------ */
+
+static int region_reserve(st_region *r, uint64_t bytes)
+{
+    uint64_t cur = atomic_load_explicit(&r->used, memory_order_relaxed);
+    do {
+        if (cur + bytes > r->max_bytes)
+            return EM_MEMLIMIT;
+    } while (!atomic_compare_exchange_weak_explicit(&r->used, &cur, cur + bytes,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return 0;
+}
+
+static inline void region_release(st_region *r, uint64_t bytes)
+{
+    if (r->max_bytes && bytes)
+        atomic_fetch_sub_explicit(&r->used, bytes, memory_order_relaxed);
+}
+
+/* Removes the entry in slot i and frees it (partition locked). */
+static void entry_drop(st_cache *c, st_part *p, uint32_t i)
+{
+    st_entry *e = p->slots[i].e;
+    size_t bytes = st_entry_bytes(e);
+    slot_delete(p, i);
+    if (e->heap_idx != ST_NO_HEAP)
+        heap_del(p, e);
+    p->count--;
+    ST_BUMP(p->st.entries, -1);
+    ST_BUMP(p->st.mem, -(uint64_t)bytes);
+    region_release(c->region, bytes);
+    em_free(e);
+}
+
+void st_part_free_all(st_cache *c, st_part *p)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; p->slots && i <= p->mask; i++) {
+        st_entry *e = p->slots[i].e;
+        if (e) {
+            bytes += st_entry_bytes(e);
+            em_free(e);
+            p->slots[i].e = NULL;
+        }
+    }
+    region_release(c->region, bytes);
+    p->count = 0;
+    p->heap_n = 0;
+    heap_hint(p);
+    atomic_store_explicit(&p->st.entries, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->st.mem, 0, memory_order_relaxed);
+}
+
+int st_part_purge_expired(st_cache *c, st_part *p, int64_t now, uint32_t budget)
+{
+    int n = 0;
+    while (budget-- && p->heap_n && p->heap[0]->expire_at <= now) {
+        uint32_t i = slot_of(p, p->heap[0], p->heap[0]->tag);
+        if (i == UINT32_MAX) {      /* cannot happen: heap and table agree */
+            heap_del(p, p->heap[0]);
+            continue;
+        }
+        entry_drop(c, p, i);
+        ST_BUMP(p->st.expirations, 1);
+        n++;
+    }
+    return n;
+}
+
+/* Finds a live entry (dropping it if it has expired). */
+static uint32_t lookup(st_cache *c, st_part *p, const kprep *x, int64_t *now)
+{
+    uint32_t i = slot_find(p, x->tag, x->k.p, x->k.len);
+    if (i != UINT32_MAX && is_expired(p->slots[i].e, now)) {
+        entry_drop(c, p, i);
+        ST_BUMP(p->st.expirations, 1);
+        i = UINT32_MAX;
+    }
+    return i;
+}
+
+static inline int notify(st_cache *c, const st_update *u)
+{
+    st_store *s = c->store;
+    return s->obs ? s->obs(s->obs_arg, u) : 0;
+}
+
+static int notify_remove(st_cache *c, uint32_t pi, const st_entry *e)
+{
+    if (!c->store->obs)
+        return 0;
+    st_update u = {.kind = ST_UPD_REMOVE, .cache_id = c->id, .partition = pi,
+                   .key = e->data, .klen = e->klen};
+    return notify(c, &u);
+}
+
+/* ---- eviction --------------------------------------------------------- */
+
+/* Picks a random occupied slot of a random partition; returns its partition
+ * or -1 (partitions sampled empty). */
+static int64_t sample(st_cache *c, st_entry **e, uint64_t *stamp, uint32_t *tag)
+{
+    for (int tries = 0; tries < 16; tries++) {
+        uint64_t r = rng_next();
+        uint32_t pi = (uint32_t)(r % c->nparts);
+        st_part *p = &c->parts[pi];
+        st_lock_acquire(&p->lock);
+        if (!p->dead && p->count) {
+            for (uint32_t i = (uint32_t)(r >> 32) & p->mask;; i = (i + 1) & p->mask) {
+                if (p->slots[i].e) {
+                    *e = p->slots[i].e;
+                    *stamp = (*e)->access;
+                    *tag = p->slots[i].tag;
+                    break;
+                }
+            }
+            st_lock_release(&p->lock);
+            return pi;
+        }
+        st_lock_release(&p->lock);
+    }
+    return -1;
+}
+
+/* Random-2-LRU: sample two entries, evict the one accessed least recently.
+ * Called with no partition lock held (it locks one at a time). */
+static int evict_one(st_cache *c)
+{
+    st_entry *e1 = NULL, *e2 = NULL;
+    uint64_t s1 = 0, s2 = 0;
+    uint32_t t1 = 0, t2 = 0;
+    int64_t p1 = sample(c, &e1, &s1, &t1);
+    if (p1 < 0)
+        return EM_MEMLIMIT;
+    int64_t p2 = sample(c, &e2, &s2, &t2);
+    if (p2 >= 0 && s2 < s1) {
+        p1 = p2;
+        e1 = e2;
+        t1 = t2;
+    }
+    st_part *p = &c->parts[p1];
+    st_lock_acquire(&p->lock);
+    if (!p->dead && p->count) {
+        /* The sampled entry may be gone by now; then evict whatever the
+         * partition offers at a random slot (still a random choice). */
+        uint32_t i = slot_of(p, e1, t1);
+        if (i == UINT32_MAX)
+            for (i = (uint32_t)rng_next() & p->mask; !p->slots[i].e; i = (i + 1) & p->mask)
+                ;
+        notify_remove(c, (uint32_t)p1, p->slots[i].e);
+        entry_drop(c, p, i);
+        ST_BUMP(p->st.evictions, 1);
+        atomic_fetch_add_explicit(&c->region->evictions, 1, memory_order_relaxed);
+    }
+    st_lock_release(&p->lock);
+    return 0;
+}
+
+/* ---- writes ----------------------------------------------------------- */
+
+enum { W_ALWAYS, W_IF_ABSENT, W_IF_PRESENT, W_IF_EQUALS };
+
+typedef struct wreq {
+    int mode;
+    const st_expiry *pol;        /* NULL: eternal create, unchanged update */
+    int notify;                  /* 0 for WAL replay */
+    int has_abs;                 /* replay: absolute deadline below */
+    int64_t abs_at;
+    const uint8_t *expect; size_t elen;
+    em_buf *out;                 /* previous/existing value, or NULL */
+    int *found;
+    int *done;
+} wreq;
+
+static const st_expiry *policy(const st_cache *c, const st_opctx *o)
+{
+    if (o && o->expiry)
+        return o->expiry;
+    return c->has_expiry ? &c->cfg.expiry : NULL;
+}
+
+/* Deadline for a duration: returns 1 if the entry must not be stored
+ * (duration 0), else sets *at (0 = never; keep = unchanged). */
+static int deadline(int64_t d, int64_t cur, int64_t *now, int64_t *at)
+{
+    if (d == 0)
+        return 1;
+    if (d == -2)
+        *at = cur;
+    else if (d < 0)
+        *at = 0;
+    else
+        *at = lazy_now(now) + d;
+    return 0;
+}
+
+#define MAX_EVICT_ROUNDS 64
+
+static int do_write(st_cache *c, const kprep *x, const uint8_t *v, size_t vlen, wreq *w)
+{
+    st_part *p = &c->parts[x->part];
+    int64_t now = 0;
+    int rc = 0, rounds = 0;
+    if (w->found)
+        *w->found = 0;
+    if (w->done)
+        *w->done = 0;
+    if (vlen > UINT32_MAX / 2 || x->k.len > UINT32_MAX / 2)
+        return EM_TOOBIG;
+retry:
+    st_lock_acquire(&p->lock);
+    if (p->dead) {
+        rc = EM_NOCACHE;
+        goto out;
+    }
+    if (p->heap_n && p->heap[0]->expire_at <= lazy_now(&now))
+        st_part_purge_expired(c, p, now, 2);
+    uint32_t i = lookup(c, p, x, &now);
+    st_entry *e = i == UINT32_MAX ? NULL : p->slots[i].e;
+
+    if ((w->mode == W_IF_ABSENT && e) || (w->mode == W_IF_PRESENT && !e) ||
+        (w->mode == W_IF_EQUALS && (!e || e->vlen != w->elen ||
+                                    !bytes_eq(st_entry_val(e), w->expect, (uint32_t)w->elen)))) {
+        if (e && w->mode == W_IF_ABSENT && w->out) {
+            if ((rc = em_buf_append(w->out, st_entry_val(e), e->vlen)) != 0)
+                goto out;
+            *w->found = 1;
+        }
+        goto out;
+    }
+
+    int64_t at = 0;
+    int gone;
+    if (w->has_abs) {
+        at = w->abs_at;
+        gone = at && at <= lazy_now(&now);
+    } else if (e) {
+        gone = deadline(w->pol ? w->pol->update_ms : -2, e->expire_at, &now, &at);
+    } else {
+        gone = deadline(w->pol ? w->pol->create_ms : -1, 0, &now, &at);
+    }
+
+    if (e && w->out) {
+        if ((rc = em_buf_append(w->out, st_entry_val(e), e->vlen)) != 0)
+            goto out;
+        *w->found = 1;
+    }
+
+    if (gone) {
+        /* Duration 0: the write happens and is expired at once - the
+         * previous value (if any) goes, nothing becomes visible. */
+        if (e) {
+            if (w->notify && (rc = notify_remove(c, x->part, e)) != 0)
+                goto out;
+            entry_drop(c, p, i);
+            ST_BUMP(p->st.expirations, 1);
+        }
+        if (w->done)
+            *w->done = 1;
+        goto out;
+    }
+
+    /* The observer hears of the write only once nothing can fail any more
+     * (memory reserved, allocations made), so every record it gets is an
+     * update that happened; its own failure still leaves the store as it
+     * was. */
+    st_update u = {.kind = ST_UPD_PUT, .cache_id = c->id, .partition = x->part,
+                   .key = x->k.p, .klen = x->k.len, .val = v, .vlen = (uint32_t)vlen,
+                   .expire_at_ms = at};
+    int observe = w->notify && c->store->obs;
+
+    if (e && vlen <= e->cap) {
+        /* In place: no allocation, no accounting change. */
+        if (at && e->heap_idx == ST_NO_HEAP && (rc = heap_reserve(p)) != 0)
+            goto out;
+        if (observe && (rc = notify(c, &u)) != 0)
+            goto out;
+        memcpy(st_entry_val(e), v, vlen);
+        e->vlen = (uint32_t)vlen;
+        if (at != e->expire_at)
+            set_expire(p, e, at);
+        if (c->evictable)
+            e->access = em_now_ns();
+    } else {
+        uint32_t cap = value_cap(vlen);
+        size_t bytes = sizeof(st_entry) + x->k.len + cap;
+        size_t old = e ? st_entry_bytes(e) : 0;
+        if (c->region->max_bytes && bytes > old &&
+            (rc = region_reserve(c->region, bytes - old)) != 0) {
+            if (!c->evictable || rounds++ >= MAX_EVICT_ROUNDS)
+                goto out;
+            st_lock_release(&p->lock);
+            if ((rc = evict_one(c)) != 0)
+                return rc;
+            goto retry;
+        }
+        st_entry *ne = em_malloc(bytes);
+        rc = (!ne || (!e && slot_reserve(p)) || (at && heap_reserve(p))) ? EM_NOMEM : 0;
+        if (!rc && observe)
+            rc = notify(c, &u);
+        if (rc) {
+            em_free(ne);
+            if (c->region->max_bytes && bytes > old)
+                region_release(c->region, bytes - old);
+            goto out;
+        }
+        ne->expire_at = 0;
+        ne->access = c->evictable ? em_now_ns() : 0;
+        ne->hash = x->k.hash;
+        ne->tag = x->tag;
+        ne->klen = x->k.len;
+        ne->vlen = (uint32_t)vlen;
+        ne->cap = cap;
+        ne->heap_idx = ST_NO_HEAP;
+        memcpy(ne->data, x->k.p, x->k.len);
+        memcpy(ne->data + x->k.len, v, vlen);
+        if (e) {
+            /* Grown value: the new entry takes the old one's slot and heap
+             * position. */
+            ne->expire_at = e->expire_at;
+            if (e->heap_idx != ST_NO_HEAP)
+                heap_set(p, e->heap_idx, ne);
+            p->slots[i].e = ne;
+            em_free(e);
+            if (c->region->max_bytes && bytes < old)
+                region_release(c->region, old - bytes);
+            ST_BUMP(p->st.mem, (uint64_t)bytes - old);
+        } else {
+            slot_place(p->slots, p->mask, x->tag, ne);
+            p->count++;
+            ST_BUMP(p->st.entries, 1);
+            ST_BUMP(p->st.mem, bytes);
+        }
+        if (at != ne->expire_at)
+            set_expire(p, ne, at);
+    }
+    ST_BUMP(p->puts, 1);
+    if (w->done)
+        *w->done = 1;
+out:
+    st_lock_release(&p->lock);
+    return rc;
+}
+
+/* Runs one write: prepares key, value and expected value, then do_write. */
+static int write_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+                    const uint8_t *v, size_t vlen, wreq *w)
+{
+    kprep x;
+    em_buf vs = EM_BUF_INIT, es = EM_BUF_INIT;
+    const uint8_t *vp = v, *ep = w->expect;
+    size_t vpl = vlen, epl = w->elen;
+    int rc = key_prep(c, o, k, klen, &x);
+    if (!rc)
+        rc = bin_value_prepare(v, vlen, &vs, &vp, &vpl);
+    if (!rc && w->expect)
+        rc = bin_value_prepare(w->expect, w->elen, &es, &ep, &epl);
+    if (!rc) {
+        w->pol = policy(c, o);
+        w->notify = 1;
+        w->expect = ep;
+        w->elen = epl;
+        rc = do_write(c, &x, vp, vpl, w);
+    }
+    buf_drop(&x.own);
+    buf_drop(&vs);
+    buf_drop(&es);
+    return rc;
+}
+
+int st_put(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen)
+{
+    wreq w = {.mode = W_ALWAYS};
+    return write_op(c, o, k, klen, v, vlen, &w);
+}
+
+int st_get_and_put(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+                   const uint8_t *v, size_t vlen, em_buf *out, int *found)
+{
+    wreq w = {.mode = W_ALWAYS, .out = out, .found = found};
+    return write_op(c, o, k, klen, v, vlen, &w);
+}
+
+int st_get_and_replace(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+                       const uint8_t *v, size_t vlen, em_buf *out, int *found)
+{
+    wreq w = {.mode = W_IF_PRESENT, .out = out, .found = found};
+    return write_op(c, o, k, klen, v, vlen, &w);
+}
+
+int st_put_if_absent(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+                     const uint8_t *v, size_t vlen, int *stored)
+{
+    wreq w = {.mode = W_IF_ABSENT, .done = stored};
+    return write_op(c, o, k, klen, v, vlen, &w);
+}
+
+int st_get_and_put_if_absent(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+                             const uint8_t *v, size_t vlen, em_buf *out, int *found)
+{
+    wreq w = {.mode = W_IF_ABSENT, .out = out, .found = found};
+    return write_op(c, o, k, klen, v, vlen, &w);
+}
+
+int st_replace(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+               const uint8_t *v, size_t vlen, int *replaced)
+{
+    wreq w = {.mode = W_IF_PRESENT, .done = replaced};
+    return write_op(c, o, k, klen, v, vlen, &w);
+}
+
+int st_replace_if_equals(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+                         const uint8_t *expect, size_t elen, const uint8_t *v, size_t vlen,
+                         int *replaced)
+{
+    wreq w = {.mode = W_IF_EQUALS, .expect = expect, .elen = elen, .done = replaced};
+    return write_op(c, o, k, klen, v, vlen, &w);
+}
+
+int st_put_all(st_cache *c, const st_opctx *o, const st_slice *keys, const st_slice *vals, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = st_put(c, o, keys[i].p, keys[i].len, vals[i].p, vals[i].len);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int st_apply_put(st_cache *c, const st_update *u)
+{
+    kprep x;
+    int rc = key_prep(c, NULL, u->key, u->klen, &x);
+    if (!rc) {
+        wreq w = {.mode = W_ALWAYS, .has_abs = 1, .abs_at = u->expire_at_ms};
+        rc = do_write(c, &x, u->val, u->vlen, &w);
+    }
+    buf_drop(&x.own);
+    return rc;
+}
+
+/* ---- reads ------------------------------------------------------------ */
+
+enum { R_GET, R_PEEK, R_CONTAINS };
+
+/* Applies the access part of the policy after a hit (partition locked). */
+static void touch(st_cache *c, st_part *p, uint32_t i, const st_expiry *pol, int64_t *now)
+{
+    st_entry *e = p->slots[i].e;
+    if (c->evictable)
+        e->access = em_now_ns();
+    if (!pol || pol->access_ms == -2)
+        return;
+    int64_t at;
+    if (deadline(pol->access_ms, e->expire_at, now, &at)) {
+        entry_drop(c, p, i);       /* read once, then expired */
+        ST_BUMP(p->st.expirations, 1);
+        return;
+    }
+    if (at != e->expire_at && (!at || e->heap_idx != ST_NO_HEAP || heap_reserve(p) == 0))
+        set_expire(p, e, at);
+}
+
+static int read_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+                   int mode, em_buf *out, int *found)
+{
+    kprep x;
+    int64_t now = 0;
+    *found = 0;
+    int rc = key_prep(c, o, k, klen, &x);
+    if (rc) {
+        buf_drop(&x.own);
+        return rc;
+    }
+    st_part *p = &c->parts[x.part];
+    st_lock_acquire(&p->lock);
+    if (p->dead) {
+        rc = EM_NOCACHE;
+    } else {
+        uint32_t i = lookup(c, p, &x, &now);
+        if (mode != R_CONTAINS)
+            ST_BUMP(p->gets, 1);
+        if (i != UINT32_MAX) {
+            st_entry *e = p->slots[i].e;
+            if (mode != R_CONTAINS) {
+                rc = em_buf_append(out, st_entry_val(e), e->vlen);
+                ST_BUMP(p->hits, 1);
+            }
+            if (!rc) {
+                *found = 1;
+                if (mode == R_GET)
+                    touch(c, p, i, policy(c, o), &now);
+            }
+        }
+    }
+    st_lock_release(&p->lock);
+    buf_drop(&x.own);
+    return rc;
+}
+
+int st_get(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, em_buf *out, int *found)
+{
+    return read_op(c, o, k, klen, R_GET, out, found);
+}
+
+int st_local_peek(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, em_buf *out, int *found)
+{
+    return read_op(c, o, k, klen, R_PEEK, out, found);
+}
+
+int st_contains(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, int *found)
+{
+    return read_op(c, o, k, klen, R_CONTAINS, NULL, found);
+}
+
+int st_contains_all(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n, int *all)
+{
+    *all = 1;
+    for (size_t i = 0; i < n; i++) {
+        int f, rc = st_contains(c, o, keys[i].p, keys[i].len, &f);
+        if (rc)
+            return rc;
+        if (!f) {
+            *all = 0;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+int st_get_all(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n, st_kv_fn fn, void *arg)
+{
+    const st_expiry *pol = policy(c, o);
+    for (size_t j = 0; j < n; j++) {
+        kprep x;
+        int64_t now = 0;
+        int rc = key_prep(c, o, keys[j].p, keys[j].len, &x);
+        if (rc) {
+            buf_drop(&x.own);
+            return rc;
+        }
+        st_part *p = &c->parts[x.part];
+        st_lock_acquire(&p->lock);
+        if (p->dead) {
+            rc = EM_NOCACHE;
+        } else {
+            uint32_t i = lookup(c, p, &x, &now);
+            ST_BUMP(p->gets, 1);
+            if (i != UINT32_MAX) {
+                st_entry *e = p->slots[i].e;
+                ST_BUMP(p->hits, 1);
+                rc = fn(arg, e->data, e->klen, st_entry_val(e), e->vlen);
+                if (!rc)
+                    touch(c, p, i, pol, &now);
+            }
+        }
+        st_lock_release(&p->lock);
+        buf_drop(&x.own);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- removals --------------------------------------------------------- */
+
+static int remove_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+                     const uint8_t *expect, size_t elen, em_buf *out, int *removed)
+{
+    kprep x;
+    em_buf es = EM_BUF_INIT;
+    int64_t now = 0;
+    *removed = 0;
+    int rc = key_prep(c, o, k, klen, &x);
+    if (!rc && expect)
+        rc = bin_value_prepare(expect, elen, &es, &expect, &elen);
+    if (rc)
+        goto done;
+    st_part *p = &c->parts[x.part];
+    st_lock_acquire(&p->lock);
+    if (p->dead) {
+        rc = EM_NOCACHE;
+    } else {
+        uint32_t i = lookup(c, p, &x, &now);
+        st_entry *e = i == UINT32_MAX ? NULL : p->slots[i].e;
+        if (e && expect && (e->vlen != elen || memcmp(st_entry_val(e), expect, elen) != 0))
+            e = NULL;
+        if (e && out)
+            rc = em_buf_append(out, st_entry_val(e), e->vlen);
+        if (e && !rc)
+            rc = notify_remove(c, x.part, e);
+        if (e && !rc) {
+            entry_drop(c, p, i);
+            ST_BUMP(p->st.removals, 1);
+            *removed = 1;
+        }
+    }
+    st_lock_release(&p->lock);
+done:
+    buf_drop(&x.own);
+    buf_drop(&es);
+    return rc;
+}
+
+int st_remove(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, int *removed)
+{
+    return remove_op(c, o, k, klen, NULL, 0, NULL, removed);
+}
+
+int st_remove_if_equals(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+                        const uint8_t *expect, size_t elen, int *removed)
+{
+    return remove_op(c, o, k, klen, expect, elen, NULL, removed);
+}
+
+int st_get_and_remove(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
+                      em_buf *out, int *found)
+{
+    return remove_op(c, o, k, klen, NULL, 0, out, found);
+}
+
+int st_remove_keys(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int r, rc = st_remove(c, o, keys[i].p, keys[i].len, &r);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int st_apply_remove(st_cache *c, const st_update *u)
+{
+    kprep x;
+    int64_t now = 0;
+    int rc = key_prep(c, NULL, u->key, u->klen, &x);
+    if (!rc) {
+        st_part *p = &c->parts[x.part];
+        st_lock_acquire(&p->lock);
+        if (p->dead) {
+            rc = EM_NOCACHE;
+        } else {
+            uint32_t i = lookup(c, p, &x, &now);
+            if (i != UINT32_MAX) {
+                entry_drop(c, p, i);
+                ST_BUMP(p->st.removals, 1);
+            }
+        }
+        st_lock_release(&p->lock);
+    }
+    buf_drop(&x.own);
+    return rc;
+}
+
+int st_clear_part(st_cache *c, uint32_t pi, int notify_obs)
+{
+    st_part *p = &c->parts[pi];
+    int rc = 0;
+    st_lock_acquire(&p->lock);
+    if (p->dead) {
+        rc = EM_NOCACHE;
+    } else if (p->count) {
+        if (notify_obs && c->store->obs) {
+            st_update u = {.kind = ST_UPD_CLEAR, .cache_id = c->id, .partition = pi};
+            rc = notify(c, &u);
+        }
+        if (!rc) {
+            ST_BUMP(p->st.removals, p->count);
+            st_part_free_all(c, p);
+        }
+    }
+    st_lock_release(&p->lock);
+    return rc;
+}
+
+int st_clear(st_cache *c)
+{
+    for (uint32_t i = 0; i < c->nparts; i++) {
+        int rc = st_clear_part(c, i, 1);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Peek modes (reference §2.3): 0 ALL, 1 NEAR, 2 PRIMARY, 3 BACKUP, 4 ONHEAP,
+ * 5 OFFHEAP; bit m of the mask = mode m, mask 0 = ALL.  A single node holds
+ * only primaries and has no near cache, so NEAR/BACKUP alone count nothing. */
+int st_size(st_cache *c, int peek_mode_mask, int64_t *size)
+{
+    *size = 0;
+    int counted = peek_mode_mask == 0 || (peek_mode_mask & (1 << 0 | 1 << 2 | 1 << 4 | 1 << 5));
+    int64_t now = em_wall_ms(), n = 0;
+    for (uint32_t i = 0; i < c->nparts; i++) {
+        st_part *p = &c->parts[i];
+        st_lock_acquire(&p->lock);
+        if (p->dead) {
+            st_lock_release(&p->lock);
+            return EM_NOCACHE;
+        }
+        st_part_purge_expired(c, p, now, UINT32_MAX);
+        n += p->count;
+        st_lock_release(&p->lock);
+    }
+    if (counted)
+        *size = n;
+    return 0;
+}

@@ -1,0 +1,894 @@
+/* wal.c - record frames, segment files, the writer (WAL modes, group commit)
+ * and recovery.  The update command inside a frame is coded in wal_codec.c,
+ * checkpoint files in wal_ckpt.c.  Promises per mode: wal.h and
+ * ../shared/reference/reliability.md §2.5.
+ *
+ * Record frame (little-endian):
+ *   OFFSET SIZE  FIELD
+ *   0      4     magic 0x52574d45 ("EMWR" in file order)
+ *   4      2     version (1)
+ *   6      2     type: 1 update command, 2 end of checkpoint
+ *   8      4     body length B (<= 64 MiB)
+ *   12     8     LSN (log sequence number; consecutive from 1 within a log)
+ *   20     4     CRC32C of bytes [0, 20) followed by the body
+ *   24     B     body (wal_codec.c)
+ *
+ * Segment file "wal-<16 hex digits>.seg" (numbered from 0, no gaps):
+ *   OFFSET SIZE  FIELD
+ *   0      4     magic 0x53574d45 ("EMWS")
+ *   4      2     version (1)
+ *   6      2     reserved, 0
+ *   8      8     segment number (equals the file name's)
+ *   16     8     LSN of the segment's first record
+ *   24     4     CRC32C of bytes [0, 24)
+ *   28     4     reserved, must be 0
+ *   32     ...   frames, back to back, until the file ends
+ * A segment is rolled when the next frame would pass segment_bytes; the old
+ * one is fsynced before the new one is created, so only the last segment
+ * can ever have a torn tail.
+ */
+#include "wal/wal_int.h"
+
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/hash.h"
+#include "util/mem.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* ---- frames ------------------------------------------------------------ */
+
+int wal_frame_begin(em_buf *b, size_t *at)
+{
+    int rc = em_buf_reserve(b, WAL_FRAME_HDR);
+    if (rc)
+        return rc;
+    *at = b->len;
+    b->len += WAL_FRAME_HDR;
+    return 0;
+}
+
+void wal_frame_end(em_buf *b, size_t at, uint16_t type, uint64_t lsn)
+{
+    uint8_t *h = b->p + at;
+    size_t body = b->len - at - WAL_FRAME_HDR;
+    em_st32(h, WAL_FRAME_MAGIC);
+    em_st16(h + 4, WAL_FRAME_VERSION);
+    em_st16(h + 6, type);
+    em_st32(h + 8, (uint32_t)body);
+    em_st64(h + 12, lsn);
+    uint32_t crc = em_crc32c(0, h, 20);
+    crc = em_crc32c(crc, h + WAL_FRAME_HDR, body);
+    em_st32(h + 20, crc);
+}
+
+int wal_frame_parse(const uint8_t *p, size_t n, wal_frame *f)
+{
+    if (n < WAL_FRAME_HDR) {
+        /* A short tail is torn only if what is there could start a frame. */
+        uint8_t m[4];
+        em_st32(m, WAL_FRAME_MAGIC);
+        return memcmp(p, m, n < 4 ? n : 4) == 0 ? EM_AGAIN : EM_CORRUPT;
+    }
+    if (em_ld32(p) != WAL_FRAME_MAGIC || em_ld16(p + 4) != WAL_FRAME_VERSION)
+        return EM_CORRUPT;
+    uint16_t type = em_ld16(p + 6);
+    uint32_t len = em_ld32(p + 8);
+    if ((type != WAL_REC_UPDATE && type != WAL_REC_END) || len > WAL_MAX_BODY)
+        return EM_CORRUPT;
+    if (n - WAL_FRAME_HDR < len)
+        return EM_AGAIN;
+    uint32_t crc = em_crc32c(0, p, 20);
+    crc = em_crc32c(crc, p + WAL_FRAME_HDR, len);
+    if (crc != em_ld32(p + 20))
+        return EM_CORRUPT;
+    f->type = type;
+    f->lsn = em_ld64(p + 12);
+    f->body = p + WAL_FRAME_HDR;
+    f->body_len = len;
+    f->total = WAL_FRAME_HDR + len;
+    return 0;
+}
+
+int wal_scan(const uint8_t *p, size_t n, size_t start, uint64_t expect_lsn,
+             int (*fn)(void *arg, size_t off, const wal_frame *f), void *arg,
+             wal_scan_res *r)
+{
+    memset(r, 0, sizeof *r);
+    size_t off = start;
+    while (off < n) {
+        wal_frame f;
+        int rc = wal_frame_parse(p + off, n - off, &f);
+        if (rc == 0 && expect_lsn && f.lsn != expect_lsn) {
+            /* A valid frame out of sequence is never a torn write. */
+            r->state = WAL_SCAN_CORRUPT;
+            r->end_off = r->next_off = off;
+            return EM_CORRUPT;
+        }
+        if (rc) {
+            r->end_off = off;
+            /* Is anything valid after the bad bytes?  Then they are damage in
+             * the middle of the log, not a tail torn by a crash. */
+            for (size_t y = off + 1; y + WAL_FRAME_HDR <= n; y++) {
+                if (p[y] != (WAL_FRAME_MAGIC & 0xff) || em_ld32(p + y) != WAL_FRAME_MAGIC)
+                    continue;
+                wal_frame g;
+                if (wal_frame_parse(p + y, n - y, &g) == 0) {
+                    r->state = WAL_SCAN_CORRUPT;
+                    r->next_off = y;
+                    return EM_CORRUPT;
+                }
+            }
+            r->state = WAL_SCAN_TORN;
+            return 0;
+        }
+        if (fn && (r->fn_rc = fn(arg, off, &f)) != 0) {
+            r->end_off = off;
+            return r->fn_rc;
+        }
+        r->frames++;
+        r->last_lsn = f.lsn;
+        if (expect_lsn)
+            expect_lsn++;
+        off += f.total;
+    }
+    r->end_off = off;
+    r->state = WAL_SCAN_CLEAN;
+    return 0;
+}
+
+int wal_seg_hdr_parse(const uint8_t *p, size_t n, wal_seg_hdr *h)
+{
+    if (n < WAL_SEG_HDR)
+        return EM_TRUNCATED;
+    if (em_ld32(p) != WAL_SEG_MAGIC || em_ld16(p + 4) != 1 ||
+        em_crc32c(0, p, 24) != em_ld32(p + 24) || em_ld32(p + 28) != 0)
+        return EM_CORRUPT;
+    h->seg_no = em_ld64(p + 8);
+    h->first_lsn = em_ld64(p + 16);
+    return 0;
+}
+
+static void seg_hdr_build(uint8_t *p, uint64_t no, uint64_t first_lsn)
+{
+    memset(p, 0, WAL_SEG_HDR);
+    em_st32(p, WAL_SEG_MAGIC);
+    em_st16(p + 4, 1);
+    em_st64(p + 8, no);
+    em_st64(p + 16, first_lsn);
+    em_st32(p + 24, em_crc32c(0, p, 24));
+}
+
+int wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg)
+{
+    wal_cmd c;
+    st_update u;
+    st_cache_config cfg;
+    if (f->type != WAL_REC_UPDATE)
+        return EM_CORRUPT;
+    if (wal_cmd_unmarshal(f->body, f->body_len, &c) || wal_decode_update(&c, &u, &cfg))
+        return EM_CORRUPT;
+    return fn ? fn(arg, &u) : 0;
+}
+
+/* ---- names and files --------------------------------------------------- */
+
+void wal_seg_path(const wal *w, uint64_t no, char *out)
+{
+    snprintf(out, WAL_PATH_MAX, "%s/wal-%016" PRIx64 ".seg", w->dir, no);
+}
+
+void wal_ckpt_path(const wal *w, uint64_t no, int tmp, char *out)
+{
+    snprintf(out, WAL_PATH_MAX, "%s/ckpt-%016" PRIx64 ".%s", w->dir, no, tmp ? "tmp" : "ckpt");
+}
+
+int wal_name_parse(const char *name, int *is_ckpt, uint64_t *no)
+{
+    const char *hex, *ext;
+    if (strncmp(name, "wal-", 4) == 0) {
+        *is_ckpt = 0;
+        hex = name + 4;
+        ext = ".seg";
+    } else if (strncmp(name, "ckpt-", 5) == 0) {
+        *is_ckpt = 1;
+        hex = name + 5;
+        ext = ".ckpt";
+    } else {
+        return EM_INVAL;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++) {
+        char ch = hex[i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (d < 0)
+            return EM_INVAL;
+        v = v << 4 | (uint64_t)d;
+    }
+    if (strcmp(hex + 16, ext) != 0)
+        return EM_INVAL;
+    *no = v;
+    return 0;
+}
+
+int wal_read_file(const wal_fileops *ops, const char *path, em_buf *b)
+{
+    int fd, rc;
+    uint64_t size;
+    em_buf_reset(b);
+    if ((rc = ops->open(ops->ctx, path, WAL_O_READ, &fd)))
+        return rc;
+    rc = ops->size(ops->ctx, fd, &size);
+    if (!rc && size > SIZE_MAX / 2)
+        rc = EM_TOOBIG;
+    if (!rc)
+        rc = em_buf_reserve(b, (size_t)size + 1);
+    while (!rc && b->len < size) {
+        int64_t r = ops->pread(ops->ctx, fd, b->p + b->len, (size_t)size - b->len, b->len);
+        if (r < 0)
+            rc = (int)r;
+        else if (r == 0)
+            break;                      /* shrank under us: take what is there */
+        else
+            b->len += (size_t)r;
+    }
+    ops->close(ops->ctx, fd);
+    return rc;
+}
+
+void wal_seterr(wal *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- open -------------------------------------------------------------- */
+
+int wal_mode_parse(const char *s, wal_mode *out)
+{
+    static const char *names[] = {"FSYNC", "LOG_ONLY", "BACKGROUND", "NONE"};
+    for (int i = 0; i < 4; i++)
+        if (strcasecmp(s, names[i]) == 0) {
+            *out = (wal_mode)i;
+            return 0;
+        }
+    return EM_CONFIG;
+}
+
+const char *wal_mode_name(wal_mode m)
+{
+    switch (m) {
+    case WAL_FSYNC: return "FSYNC";
+    case WAL_LOG_ONLY: return "LOG_ONLY";
+    case WAL_BACKGROUND: return "BACKGROUND";
+    case WAL_NONE: return "NONE";
+    }
+    return "?";
+}
+
+int wal_open(wal **out, const wal_options *o)
+{
+    if (!o || !o->dir || !o->dir[0] || strlen(o->dir) > WAL_PATH_MAX - 64 ||
+        (unsigned)o->mode > WAL_NONE)
+        return EM_INVAL;
+    wal *w = em_calloc(1, sizeof *w);
+    if (!w)
+        return EM_NOMEM;
+    w->o = *o;
+    size_t dl = strlen(o->dir);
+    while (dl > 1 && o->dir[dl - 1] == '/')
+        dl--;
+    w->dir = em_strndup(o->dir, dl);
+    if (!w->dir) {
+        em_free(w);
+        return EM_NOMEM;
+    }
+    w->o.dir = w->dir;
+    w->ops = o->ops ? o->ops : wal_posix_ops();
+    if (!w->o.segment_bytes)
+        w->o.segment_bytes = 64u << 20;
+    if (!w->o.flush_ms)
+        w->o.flush_ms = 2000;
+    w->fd = -1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->ckmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, NULL);
+    pthread_cond_init(&w->tick, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!o->read_only) {
+        int rc = w->ops->mkdir(w->ops->ctx, w->dir);
+        if (rc) {
+            wal_seterr(w, "%s: cannot create directory: %s", w->dir, em_strerror(rc));
+            wal_close(w);
+            return rc;
+        }
+    }
+    *out = w;
+    return 0;
+}
+
+/* ---- replay ------------------------------------------------------------ */
+
+typedef struct dirlist {
+    uint64_t *segs, ckpt;
+    size_t nsegs, cap;
+    int has_ckpt, err;
+    wal *w;
+} dirlist;
+
+static void list_cb(void *arg, const char *name)
+{
+    dirlist *d = arg;
+    int is_ckpt;
+    uint64_t no;
+    size_t nl = strlen(name);
+    if (nl > 4 && strcmp(name + nl - 4, ".tmp") == 0 && !d->w->o.read_only) {
+        /* an unfinished checkpoint from a crash: never loaded, remove */
+        char p[WAL_PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", d->w->dir, name);
+        d->w->ops->unlink(d->w->ops->ctx, p);
+        return;
+    }
+    if (wal_name_parse(name, &is_ckpt, &no))
+        return;
+    if (is_ckpt) {
+        if (!d->has_ckpt || no > d->ckpt)
+            d->ckpt = no;
+        d->has_ckpt = 1;
+        return;
+    }
+    if (d->nsegs == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 16;
+        uint64_t *ns = em_realloc(d->segs, nc * sizeof *ns);
+        if (!ns) {
+            d->err = EM_NOMEM;
+            return;
+        }
+        d->segs = ns;
+        d->cap = nc;
+    }
+    d->segs[d->nsegs++] = no;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct apply_ctx { wal_apply_fn fn; void *arg; } apply_ctx;
+
+static int apply_cb(void *arg, size_t off, const wal_frame *f)
+{
+    (void)off;
+    apply_ctx *a = arg;
+    int rc = wal_apply_frame(f, a->fn, a->arg);
+    return rc == EM_CORRUPT ? EM_BADTYPE : rc;   /* tell undecodable apart from fn errors */
+}
+
+/* replay_segments walks segs[first..] once: validating only (apply == 0),
+ * or applying.  *next_lsn carries the expected LSN; *cut gets the torn
+ * tail's offset in the last segment (or UINT64_MAX), *drop_last = 1 if the
+ * last segment's header itself is torn. */
+static int replay_segments(wal *w, const uint64_t *segs, size_t n, uint64_t *next_lsn,
+                           int apply, wal_apply_fn fn, void *arg, em_buf *b,
+                           uint64_t *cut, int *drop_last, uint64_t *applied)
+{
+    char path[WAL_PATH_MAX];
+    *cut = UINT64_MAX;
+    *drop_last = 0;
+    for (size_t i = 0; i < n; i++) {
+        int last = i + 1 == n;
+        wal_seg_path(w, segs[i], path);
+        int rc = wal_read_file(w->ops, path, b);
+        if (rc) {
+            wal_seterr(w, "%s: cannot read: %s", path, em_strerror(rc));
+            return rc;
+        }
+        wal_seg_hdr h;
+        rc = wal_seg_hdr_parse(b->p, b->len, &h);
+        if (rc) {
+            wal_scan_res r;
+            if (last && (rc == EM_TRUNCATED ||
+                         (wal_scan(b->p, b->len, 0, 0, NULL, NULL, &r) == 0 && r.frames == 0))) {
+                /* creating the segment was interrupted: nothing was logged in it */
+                *drop_last = 1;
+                return 0;
+            }
+            wal_seterr(w, "%s: corrupt segment header at offset 0", path);
+            return EM_CORRUPT;
+        }
+        if (h.seg_no != segs[i] || (*next_lsn && h.first_lsn != *next_lsn)) {
+            wal_seterr(w, "%s: segment header says segment %" PRIu64 " first LSN %" PRIu64
+                       ", expected segment %" PRIu64 " LSN %" PRIu64 " (offset 8)",
+                       path, h.seg_no, h.first_lsn, segs[i], *next_lsn);
+            return EM_CORRUPT;
+        }
+        if (!*next_lsn)
+            *next_lsn = h.first_lsn;
+        wal_scan_res r;
+        apply_ctx a = {fn, arg};
+        rc = wal_scan(b->p, b->len, WAL_SEG_HDR, *next_lsn, apply ? apply_cb : NULL, &a, &r);
+        if (rc && r.state != WAL_SCAN_CORRUPT) {
+            if (rc == EM_BADTYPE) {
+                wal_seterr(w, "%s: undecodable record at offset %zu", path, r.end_off);
+                return EM_CORRUPT;
+            }
+            wal_seterr(w, "%s: replaying the record at offset %zu failed: %s", path,
+                       r.end_off, em_strerror(rc));
+            return rc;
+        }
+        if (r.state == WAL_SCAN_CORRUPT) {
+            if (r.next_off == r.end_off)
+                wal_seterr(w, "%s: record at offset %zu is out of LSN sequence (expected %" PRIu64 ")",
+                           path, r.end_off, *next_lsn + r.frames);
+            else
+                wal_seterr(w, "%s: corrupt record at offset %zu followed by a valid record at offset %zu",
+                           path, r.end_off, r.next_off);
+            return EM_CORRUPT;
+        }
+        if (r.state == WAL_SCAN_TORN && !last) {
+            wal_seterr(w, "%s: corrupt record at offset %zu in a segment that is not the last",
+                       path, r.end_off);
+            return EM_CORRUPT;
+        }
+        if (!apply) {
+            /* validate pass: every record must also decode */
+            size_t off = WAL_SEG_HDR;
+            for (uint64_t k = 0; k < r.frames; k++) {
+                wal_frame f;
+                wal_frame_parse(b->p + off, b->len - off, &f);
+                if (wal_apply_frame(&f, NULL, NULL)) {
+                    wal_seterr(w, "%s: undecodable record at offset %zu", path, off);
+                    return EM_CORRUPT;
+                }
+                off += f.total;
+            }
+        }
+        if (r.state == WAL_SCAN_TORN)
+            *cut = r.end_off;
+        *next_lsn += r.frames;
+        if (applied)
+            *applied += r.frames;
+    }
+    return 0;
+}
+
+static int seg_create_locked(wal *w, uint64_t no);
+static void *bg_main(void *arg);
+
+int wal_replay(wal *w, wal_apply_fn fn, void *arg)
+{
+    if (w->ready)
+        return EM_INVAL;
+    dirlist d;
+    memset(&d, 0, sizeof d);
+    d.w = w;
+    int rc = w->ops->list(w->ops->ctx, w->dir, list_cb, &d);
+    if (!rc)
+        rc = d.err;
+    if (rc) {
+        wal_seterr(w, "%s: cannot list: %s", w->dir, em_strerror(rc));
+        em_free(d.segs);
+        return rc;
+    }
+    qsort(d.segs, d.nsegs, sizeof *d.segs, cmp_u64);
+    char path[WAL_PATH_MAX];
+    uint64_t next_lsn = 0, start_seg = 0, applied = 0;
+    em_buf b = EM_BUF_INIT;
+    w->st.replayed = w->st.cut_bytes = 0;
+    if (d.has_ckpt) {
+        wal_ckpt_hdr h;
+        uint64_t nrec = 0;
+        wal_ckpt_path(w, d.ckpt, 0, path);
+        rc = wal_ckpt_load(w, path, NULL, NULL, &h, &nrec);
+        if (!rc && fn)
+            rc = wal_ckpt_load(w, path, fn, arg, &h, &nrec);
+        if (rc)
+            goto out;
+        next_lsn = h.first_lsn;
+        start_seg = h.seg_no;
+        applied += nrec;
+    }
+    /* Segments wholly before the checkpoint may survive a crash between the
+     * checkpoint's rename and their deletion: they are already in it. */
+    size_t first = 0;
+    while (first < d.nsegs && d.segs[first] < start_seg)
+        first++;
+    const uint64_t *segs = d.segs + first;
+    size_t n = d.nsegs - first;
+    if (n && segs[0] != start_seg) {
+        wal_seg_path(w, start_seg, path);
+        wal_seterr(w, "%s: missing (the log starts at segment %" PRIu64 ")", path, segs[0]);
+        rc = EM_CORRUPT;
+        goto out;
+    }
+    for (size_t i = 1; i < n; i++)
+        if (segs[i] != segs[i - 1] + 1) {
+            wal_seg_path(w, segs[i - 1] + 1, path);
+            wal_seterr(w, "%s: missing between existing segments", path);
+            rc = EM_CORRUPT;
+            goto out;
+        }
+    uint64_t cut, lsn0 = next_lsn;
+    int drop_last;
+    rc = replay_segments(w, segs, n, &next_lsn, 0, NULL, NULL, &b, &cut, &drop_last, NULL);
+    if (!rc && fn) {
+        next_lsn = lsn0;
+        rc = replay_segments(w, segs, n, &next_lsn, 1, fn, arg, &b, &cut, &drop_last, &applied);
+    }
+    if (rc)
+        goto out;
+    if (!next_lsn)
+        next_lsn = 1;
+    w->st.replayed = applied;
+    uint64_t new_seg = n ? segs[n - 1] + 1 : start_seg;
+    if (drop_last)
+        new_seg = segs[n - 1];
+    if (cut != UINT64_MAX) {
+        wal_seg_path(w, segs[n - 1 - (size_t)drop_last], path);
+        int fd;
+        uint64_t size = 0;
+        if (!w->o.read_only && (rc = w->ops->open(w->ops->ctx, path, WAL_O_WRITE, &fd)) == 0) {
+            rc = w->ops->size(w->ops->ctx, fd, &size);
+            if (!rc)
+                rc = w->ops->ftruncate(w->ops->ctx, fd, cut);
+            if (!rc)
+                rc = w->ops->fsync(w->ops->ctx, fd);
+            w->ops->close(w->ops->ctx, fd);
+            w->st.cut_bytes = size - cut;
+        }
+        if (rc) {
+            wal_seterr(w, "%s: cannot cut the torn tail at offset %" PRIu64 ": %s", path, cut,
+                       em_strerror(rc));
+            goto out;
+        }
+        if (w->o.read_only)
+            wal_seterr(w, "%s: torn tail at offset %" PRIu64 " (recovery cuts it)", path, cut);
+    }
+    if (drop_last && !w->o.read_only) {
+        wal_seg_path(w, new_seg, path);
+        w->ops->unlink(w->ops->ctx, path);
+    }
+    w->next_lsn = next_lsn;
+    w->written_lsn = w->synced_lsn = next_lsn - 1;
+    if (w->o.read_only)
+        goto out;
+    pthread_mutex_lock(&w->mu);
+    rc = seg_create_locked(w, new_seg);
+    if (!rc)
+        w->ready = 1;
+    pthread_mutex_unlock(&w->mu);
+    if (rc)
+        wal_seterr(w, "%s: cannot start segment %" PRIu64 ": %s", w->dir, new_seg, em_strerror(rc));
+out:
+    em_buf_free(&b);
+    em_free(d.segs);
+    if (!rc && w->ready && w->o.mode == WAL_BACKGROUND) {
+        if (pthread_create(&w->bg, NULL, bg_main, w) == 0)
+            w->bg_on = 1;
+        else
+            rc = -EAGAIN;
+    }
+    return rc;
+}
+
+/* ---- writer ------------------------------------------------------------ */
+
+static void fail_locked(wal *w, int rc, const char *what)
+{
+    if (!w->err) {
+        w->err = rc;
+        char p[WAL_PATH_MAX];
+        wal_seg_path(w, w->seg_no, p);
+        wal_seterr(w, "%s: %s failed: %s; the log takes no more writes", p, what, em_strerror(rc));
+    }
+    pthread_cond_broadcast(&w->cv);
+}
+
+static int write_all_locked(wal *w, const uint8_t *p, size_t n)
+{
+    while (n) {
+        int64_t r = w->ops->pwrite(w->ops->ctx, w->fd, p, n, w->seg_off);
+        if (r <= 0)
+            return r < 0 ? (int)r : -EIO;
+        /* A short write advances: the kernel took those bytes.  A later
+         * failure leaves them as a torn tail that recovery cuts. */
+        w->seg_off += (uint64_t)r;
+        w->st.bytes += (uint64_t)r;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static int seg_create_locked(wal *w, uint64_t no)
+{
+    char path[WAL_PATH_MAX];
+    uint8_t h[WAL_SEG_HDR];
+    int fd, rc;
+    wal_seg_path(w, no, path);
+    if ((rc = w->ops->open(w->ops->ctx, path, WAL_O_WRITE | WAL_O_CREATE | WAL_O_TRUNC, &fd)))
+        return rc;
+    w->fd = fd;
+    w->seg_no = no;
+    w->seg_off = 0;
+    w->st.segment = no;
+    seg_hdr_build(h, no, w->next_lsn);
+    /* The header and the directory entry are durable before any record goes
+     * in, so a crash never leaves records in a file recovery cannot find. */
+    rc = write_all_locked(w, h, sizeof h);
+    if (!rc)
+        rc = w->ops->fsync(w->ops->ctx, fd);
+    if (!rc)
+        rc = w->ops->syncdir(w->ops->ctx, w->dir);
+    return rc;
+}
+
+static int write_pending_locked(wal *w, size_t n)
+{
+    if (!n)
+        return 0;
+    int rc = write_all_locked(w, w->pend.p, n);
+    if (rc)
+        return rc;
+    memmove(w->pend.p, w->pend.p + n, w->pend.len - n);
+    w->pend.len -= n;
+    return 0;
+}
+
+/* sync_upto_locked: group commit.  Whoever finds no fsync running becomes
+ * the leader, fsyncs everything written so far outside the lock, and wakes
+ * the followers whose records that covered. */
+static int sync_upto_locked(wal *w, uint64_t lsn)
+{
+    while (w->synced_lsn < lsn) {
+        if (w->err)
+            return EM_IO;
+        if (w->syncing) {
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
+        w->syncing = 1;
+        uint64_t target = w->written_lsn;
+        int fd = w->fd;
+        pthread_mutex_unlock(&w->mu);
+        int rc = w->ops->fsync(w->ops->ctx, fd);
+        pthread_mutex_lock(&w->mu);
+        w->syncing = 0;
+        w->st.fsyncs++;
+        if (rc) {
+            fail_locked(w, rc, "fsync");
+            return rc;
+        }
+        if (target > w->synced_lsn)
+            w->synced_lsn = target;
+        pthread_cond_broadcast(&w->cv);
+    }
+    return 0;
+}
+
+static int buffered(const wal *w) { return w->o.mode == WAL_BACKGROUND || w->o.mode == WAL_NONE; }
+
+int wal_roll_locked(wal *w)
+{
+    int rc = 0;
+    while (w->syncing)      /* the leader's fd must stay open until it is done */
+        pthread_cond_wait(&w->cv, &w->mu);
+    if (w->err)
+        return EM_READONLY;
+    rc = w->ops->fsync(w->ops->ctx, w->fd);
+    w->st.fsyncs++;
+    if (rc) {
+        fail_locked(w, rc, "fsync");
+        return rc;
+    }
+    w->synced_lsn = w->written_lsn;
+    pthread_cond_broadcast(&w->cv);
+    w->ops->close(w->ops->ctx, w->fd);
+    w->fd = -1;
+    if ((rc = seg_create_locked(w, w->seg_no + 1)))
+        fail_locked(w, rc, "creating the next segment");
+    return rc;
+}
+
+int wal_flush_locked(wal *w)
+{
+    if (w->err)
+        return EM_READONLY;
+    if (buffered(w) && w->pend.len) {
+        int rc = write_pending_locked(w, w->pend.len);
+        if (rc) {
+            fail_locked(w, rc, "write");
+            return rc;
+        }
+        w->written_lsn = w->next_lsn - 1;
+    }
+    return sync_upto_locked(w, w->written_lsn);
+}
+
+int wal_append(wal *w, const st_update *u)
+{
+    int64_t ts = em_wall_ms();
+    pthread_mutex_lock(&w->mu);
+    if (!w->ready || w->err) {
+        int rc = w->ready ? EM_READONLY : EM_INVAL;
+        pthread_mutex_unlock(&w->mu);
+        return rc;
+    }
+    int buf_mode = buffered(w);
+    em_buf *b = buf_mode ? &w->pend : &w->enc;
+    if (!buf_mode)
+        em_buf_reset(b);
+    size_t start = b->len, at;
+    int rc = wal_frame_begin(b, &at);
+    if (!rc)
+        rc = wal_encode_update(b, u, ts);
+    if (rc) {
+        b->len = start;
+        pthread_mutex_unlock(&w->mu);
+        return rc;
+    }
+    uint64_t lsn = w->next_lsn;
+    wal_frame_end(b, at, WAL_REC_UPDATE, lsn);
+    size_t rec = b->len - start;
+    uint64_t logical = w->seg_off + (buf_mode ? start : 0);
+    if (logical + rec > w->o.segment_bytes && logical > WAL_SEG_HDR) {
+        /* The record starts the next segment; what is pending before it
+         * finishes this one. */
+        if (buf_mode && (rc = write_pending_locked(w, start))) {
+            fail_locked(w, rc, "write");
+        } else {
+            if (buf_mode)
+                w->written_lsn = lsn - 1;
+            rc = wal_roll_locked(w);
+        }
+        if (rc) {
+            if (buf_mode)
+                b->len = 0;
+            pthread_mutex_unlock(&w->mu);
+            return rc;
+        }
+    }
+    w->next_lsn++;
+    w->st.appends++;
+    if (buf_mode) {
+        if (b->len >= WAL_PEND_FLUSH && (rc = write_pending_locked(w, b->len)) != 0)
+            fail_locked(w, rc, "write");
+        else if (b->len == 0)
+            w->written_lsn = lsn;
+        pthread_mutex_unlock(&w->mu);
+        return rc;
+    }
+    if ((rc = write_all_locked(w, b->p, b->len))) {
+        fail_locked(w, rc, "write");
+        pthread_mutex_unlock(&w->mu);
+        return rc;
+    }
+    w->written_lsn = lsn;
+    if (w->o.mode == WAL_FSYNC)
+        rc = sync_upto_locked(w, lsn);
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int wal_flush(wal *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int rc = w->ready ? wal_flush_locked(w) : EM_INVAL;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+static void deadline_after(struct timespec *ts, uint32_t ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static void *bg_main(void *arg)
+{
+    wal *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->closing) {
+        struct timespec ts;
+        deadline_after(&ts, w->o.flush_ms);
+        while (!w->closing && pthread_cond_timedwait(&w->tick, &w->mu, &ts) == 0)
+            ;
+        if (w->closing || w->err)
+            continue;
+        wal_flush_locked(w);    /* a failure is sticky: appends report it */
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void *ck_main(void *arg)
+{
+    wal *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->closing) {
+        struct timespec ts;
+        deadline_after(&ts, w->o.checkpoint_ms);
+        while (!w->closing && pthread_cond_timedwait(&w->tick, &w->mu, &ts) == 0)
+            ;
+        if (w->closing || w->err)
+            continue;
+        pthread_mutex_unlock(&w->mu);
+        w->ck_fn(w);            /* a failed checkpoint leaves the log as it was */
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+void wal_start_checkpointer(wal *w)
+{
+    if (w->o.checkpoint_ms && w->ck_fn && !w->ck_on &&
+        pthread_create(&w->ck, NULL, ck_main, w) == 0)
+        w->ck_on = 1;
+}
+
+int wal_close(wal *w)
+{
+    if (!w)
+        return 0;
+    pthread_mutex_lock(&w->mu);
+    w->closing = 1;
+    pthread_cond_broadcast(&w->tick);
+    pthread_mutex_unlock(&w->mu);
+    if (w->ck_on)
+        pthread_join(w->ck, NULL);
+    if (w->bg_on)
+        pthread_join(w->bg, NULL);
+    if (w->detach)
+        w->detach(w);
+    int rc = 0;
+    pthread_mutex_lock(&w->mu);
+    if (w->ready) {
+        /* Every mode, NONE included, is complete after a graceful close. */
+        rc = wal_flush_locked(w);
+        if (rc == EM_READONLY)
+            rc = w->err;
+    }
+    if (w->fd >= 0)
+        w->ops->close(w->ops->ctx, w->fd);
+    pthread_mutex_unlock(&w->mu);
+    em_buf_free(&w->enc);
+    em_buf_free(&w->pend);
+    pthread_cond_destroy(&w->cv);
+    pthread_cond_destroy(&w->tick);
+    pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->ckmu);
+    em_free(w->dir);
+    em_free(w);
+    return rc;
+}
+
+int wal_error(const wal *w) { return w->err; }
+const char *wal_errmsg(const wal *w) { return w->msg; }
+
+void wal_stats_get(wal *w, wal_stats *out)
+{
+    pthread_mutex_lock(&w->mu);
+    *out = w->st;
+    out->next_lsn = w->next_lsn;
+    pthread_mutex_unlock(&w->mu);
+}

@@ -1,0 +1,138 @@
+/* wal_store.c - the WAL's glue to the store (store/store.h): recovery through
+ * st_apply, the write observer that logs every update before it is
+ * acknowledged, and checkpoints that scan every cache.  Formats: wal.c,
+ * wal_codec.c, wal_ckpt.c.
+ */
+#include "wal/wal_int.h"
+
+#include "util/err.h"
+#include "util/mem.h"
+
+#include <string.h>
+
+/* Replaying over a fuzzy checkpoint may meet a cache the snapshot already
+ * holds (created after the checkpoint's WAL position) or updates for a cache
+ * the snapshot missed because it was destroyed before the scan reached it -
+ * the WAL tail destroys it again.  Neither is damage. */
+static int recover_apply(void *arg, const st_update *u)
+{
+    int rc = st_apply(arg, u);
+    return rc == EM_CACHEEXISTS || rc == EM_NOCACHE ? 0 : rc;
+}
+
+int wal_recover(wal *w, st_store *s)
+{
+    return wal_replay(w, recover_apply, s);
+}
+
+static int observe(void *arg, const st_update *u)
+{
+    return wal_append(arg, u);
+}
+
+static void detach(wal *w)
+{
+    if (w->store)
+        st_set_observer(w->store, NULL, NULL);
+    w->store = NULL;
+}
+
+static int periodic(wal *w)
+{
+    return wal_checkpoint(w, w->store);
+}
+
+int wal_attach(wal *w, st_store *s)
+{
+    if (!w->ready || w->store)
+        return EM_INVAL;
+    w->store = s;
+    w->detach = detach;
+    w->ck_fn = periodic;
+    st_set_observer(s, observe, w);
+    wal_start_checkpointer(w);
+    return 0;
+}
+
+typedef struct cache_list { st_cache **c; size_t n, cap; int err; } cache_list;
+
+static void collect(void *arg, st_cache *c)
+{
+    cache_list *l = arg;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        st_cache **nn = em_realloc(l->c, nc * sizeof *nn);
+        if (!nn) {
+            l->err = EM_NOMEM;
+            return;
+        }
+        l->c = nn;
+        l->cap = nc;
+    }
+    l->c[l->n++] = c;
+}
+
+typedef struct scan_ctx { wal_ckpt_writer *cw; int32_t cache_id; uint32_t part; } scan_ctx;
+
+static int put_entry(void *arg, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen)
+{
+    scan_ctx *sc = arg;
+    st_update u;
+    memset(&u, 0, sizeof u);
+    u.kind = ST_UPD_PUT;
+    u.cache_id = sc->cache_id;
+    u.partition = sc->part;
+    u.key = k;
+    u.klen = (uint32_t)klen;
+    u.val = v;
+    u.vlen = (uint32_t)vlen;
+    /* The scan interface does not expose expiry deadlines: snapshot entries
+     * are eternal until the WAL tail says otherwise (see the report). */
+    return wal_ckpt_put(sc->cw, &u);
+}
+
+static int fill_store(void *arg, wal_ckpt_writer *cw)
+{
+    st_store *s = arg;
+    cache_list l;
+    memset(&l, 0, sizeof l);
+    st_cache_each(s, collect, &l);
+    int rc = l.err;
+    for (size_t i = 0; !rc && i < l.n; i++) {
+        const st_cache_config *cfg = st_cache_cfg(l.c[i]);
+        st_update u;
+        memset(&u, 0, sizeof u);
+        u.kind = ST_UPD_CACHE_CREATE;
+        u.cache_id = st_cache_id(l.c[i]);
+        u.cfg = cfg;
+        if ((rc = wal_ckpt_put(cw, &u)))
+            break;
+        uint32_t parts = cfg->partitions ? cfg->partitions : 1;
+        for (uint32_t p = 0; !rc && p < parts; p++) {
+            st_scan *sc;
+            rc = st_scan_open(l.c[i], cfg->partitions ? (int32_t)p : -1, &sc);
+            if (rc == EM_NOCACHE) {     /* destroyed meanwhile: the WAL has it */
+                rc = 0;
+                break;
+            }
+            if (rc)
+                break;
+            scan_ctx ctx = {cw, u.cache_id, p};
+            int more = 1;
+            while (!rc && more)
+                rc = st_scan_next_page(sc, 256, put_entry, &ctx, &more);
+            st_scan_close(sc);
+            if (rc == EM_NOCACHE) {
+                rc = 0;
+                break;
+            }
+        }
+    }
+    em_free(l.c);
+    return rc;
+}
+
+int wal_checkpoint(wal *w, st_store *s)
+{
+    return wal_checkpoint_run(w, fill_store, s);
+}

@@ -1,0 +1,223 @@
+/* test_net.c - the event loops over real loopback sockets with a tiny framed
+ * echo protocol (int length + bytes): replies, the connection cap, the
+ * handshake timeout, and backpressure with a client that does not read.
+ */
+#include "test.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net/net.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+static int dummy_state;
+static uint32_t reply_size;         /* 0 = echo the payload */
+
+static void *t_open(void *arg, net_conn *c)
+{
+    (void)arg;
+    (void)c;
+    return &dummy_state;
+}
+
+/* Frames of `int len, bytes`; a first byte 'E' marks the connection
+ * established.  Replies: the payload echoed, or reply_size bytes. */
+static int t_data(void *arg, net_conn *c, void *state, const uint8_t *p, size_t n,
+                  em_buf *out, size_t cap, size_t *consumed)
+{
+    (void)arg;
+    (void)state;
+    size_t pos = 0;
+    while (n - pos >= 4 && out->len <= cap) {
+        uint32_t l = em_ld32(p + pos);
+        if (l == 0 || l > 1000)
+            return EM_BADLEN;
+        if (n - pos - 4 < l)
+            break;
+        const uint8_t *b = p + pos + 4;
+        if (b[0] == 'E')
+            net_conn_established(c);
+        if (reply_size) {
+            if (em_buf_put_le32(out, reply_size) || em_buf_reserve(out, reply_size))
+                return EM_NOMEM;
+            memset(out->p + out->len, 'r', reply_size);
+            out->len += reply_size;
+        } else if (em_buf_put_le32(out, l) || em_buf_append(out, b, l)) {
+            return EM_NOMEM;
+        }
+        pos += 4 + l;
+    }
+    *consumed = pos;
+    return 0;
+}
+
+static void t_close(void *arg, void *state)
+{
+    (void)arg;
+    (void)state;
+}
+
+static int start(net_server **s, uint32_t max_conns, uint32_t hs_ms, size_t soft)
+{
+    net_options o;
+    memset(&o, 0, sizeof o);
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.threads = 2;
+    o.limits.max_conns = max_conns;
+    o.limits.handshake_timeout_ms = hs_ms;
+    o.limits.out_soft_cap = soft;
+    o.cb.on_open = t_open;
+    o.cb.on_data = t_data;
+    o.cb.on_close = t_close;
+    return net_server_start(s, &o);
+}
+
+static int dial(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void send_frame(int fd, const char *s)
+{
+    uint8_t b[256];
+    uint32_t l = (uint32_t)strlen(s);
+    em_st32(b, l);
+    memcpy(b + 4, s, l);
+    (void)!write(fd, b, 4 + l);
+}
+
+/* read_n reads exactly n bytes within ms; returns bytes read (0 on EOF). */
+static size_t read_n(int fd, void *buf, size_t n, int ms)
+{
+    size_t got = 0;
+    uint64_t end = em_now_ms() + (uint64_t)ms;
+    while (got < n) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        int left = (int)(end - em_now_ms());
+        if (left <= 0 || poll(&p, 1, left) <= 0)
+            break;
+        ssize_t r = read(fd, (uint8_t *)buf + got, n - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* closed_within: 1 if the peer closes within ms. */
+static int closed_within(int fd, int ms)
+{
+    uint8_t b[64];
+    uint64_t end = em_now_ms() + (uint64_t)ms;
+    for (;;) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        int left = (int)(end - em_now_ms());
+        if (left <= 0 || poll(&p, 1, left) <= 0)
+            return 0;
+        ssize_t r = read(fd, b, sizeof b);
+        if (r == 0 || (r < 0 && errno == ECONNRESET))
+            return 1;
+    }
+}
+
+TEST(net_echo_pipelined)
+{
+    net_server *s;
+    reply_size = 0;
+    REQUIRE_OK(start(&s, 0, 0, 0));
+    int fd = dial(net_server_port(s));
+    REQUIRE(fd >= 0);
+    /* three frames in one write come back in order */
+    uint8_t req[3 * 9];
+    for (int i = 0; i < 3; i++) {
+        em_st32(req + 9 * i, 5);
+        memcpy(req + 9 * i + 4, i == 0 ? "abcde" : i == 1 ? "fghij" : "klmno", 5);
+    }
+    CHECK_EQ(write(fd, req, sizeof req), sizeof req);
+    uint8_t rep[sizeof req];
+    CHECK_EQ(read_n(fd, rep, sizeof rep, 2000), sizeof rep);
+    CHECK_MEM(rep, req, sizeof req);
+    CHECK_EQ(net_conn_count(s), 1);
+    close(fd);
+    net_server_stop(s);
+}
+
+TEST(net_max_connections_rejected_at_accept)
+{
+    net_server *s;
+    reply_size = 0;
+    REQUIRE_OK(start(&s, 2, 0, 0));
+    int a = dial(net_server_port(s)), b = dial(net_server_port(s));
+    REQUIRE(a >= 0 && b >= 0);
+    send_frame(a, "x");
+    send_frame(b, "y");
+    char r[5];
+    CHECK_EQ(read_n(a, r, 5, 2000), 5);
+    CHECK_EQ(read_n(b, r, 5, 2000), 5);
+    int c = dial(net_server_port(s));
+    REQUIRE(c >= 0);
+    CHECK(closed_within(c, 2000));
+    close(c);
+    /* the two admitted connections still work */
+    send_frame(a, "z");
+    CHECK_EQ(read_n(a, r, 5, 2000), 5);
+    close(a);
+    close(b);
+    net_server_stop(s);
+}
+
+TEST(net_handshake_timeout)
+{
+    net_server *s;
+    reply_size = 0;
+    REQUIRE_OK(start(&s, 0, 300, 0));
+    int idle = dial(net_server_port(s));
+    int est = dial(net_server_port(s));
+    REQUIRE(idle >= 0 && est >= 0);
+    send_frame(est, "E");
+    char r[5];
+    CHECK_EQ(read_n(est, r, 5, 2000), 5);
+    uint64_t t0 = em_now_ms();
+    CHECK(closed_within(idle, 2000));
+    CHECK(em_now_ms() - t0 < 1000);
+    CHECK(!closed_within(est, 600));
+    send_frame(est, "E");
+    CHECK_EQ(read_n(est, r, 5, 2000), 5);
+    close(idle);
+    close(est);
+    net_server_stop(s);
+}
+
+TEST(net_backpressure_client_not_reading)
+{
+    net_server *s;
+    reply_size = 32 * 1024;
+    REQUIRE_OK(start(&s, 0, 0, 64 * 1024));
+    int fd = dial(net_server_port(s));
+    REQUIRE(fd >= 0);
+    for (int i = 0; i < 200; i++)
+        send_frame(fd, "q");
+    usleep(200 * 1000);             /* server fills its cap, then stops reading */
+    static uint8_t buf[200 * (32 * 1024 + 4)];
+    CHECK_EQ(read_n(fd, buf, sizeof buf, 10000), sizeof buf);
+    for (int i = 0; i < 200; i++)
+        CHECK_EQ(em_ld32(buf + (size_t)i * (32 * 1024 + 4)), 32 * 1024);
+    close(fd);
+    net_server_stop(s);
+    reply_size = 0;
+}

@@ -1,0 +1,667 @@
+/* test_proto.c - the thin-client protocol layer in-process (no sockets):
+ * framing limits, handshakes of every era, both response headers, the Node
+ * 1.0.0 wire captures of reference §8, error replies, scan cursors, the
+ * configuration echo per version, and zero-allocation GET/PUT.
+ */
+#include "test.h"
+
+#include <string.h>
+
+#include "binary/binary.h"
+#include "proto/proto.h"
+#include "store/store.h"
+#include "util/err.h"
+#include "util/hash.h"
+#include "util/mem.h"
+
+typedef struct h_env {
+    st_store     *st;
+    bin_registry *reg;
+    pr_server    *ps;
+    pr_conn      *c;
+    em_buf        out;
+    em_buf        req;
+    int64_t       rid;
+} h_env;
+
+static int env_open(h_env *e, const pr_options *o)
+{
+    memset(e, 0, sizeof *e);
+    pr_options def;
+    if (!o) {
+        pr_options_default(&def);
+        o = &def;
+    }
+    int rc = st_open(&e->st, NULL);
+    if (rc)
+        return rc;
+    e->reg = bin_registry_new();
+    if (!e->reg)
+        return EM_NOMEM;
+    if ((rc = pr_server_new(&e->ps, e->st, e->reg, o)) != 0)
+        return rc;
+    e->c = pr_conn_new(e->ps);
+    return e->c ? 0 : EM_NOMEM;
+}
+
+static void env_close(h_env *e)
+{
+    pr_conn_free(e->c);
+    pr_server_free(e->ps);
+    if (e->reg)
+        bin_registry_free(e->reg);
+    if (e->st)
+        st_close(e->st);
+    em_buf_free(&e->out);
+    em_buf_free(&e->req);
+}
+
+/* feed runs bytes through pr_feed; returns its code, *used = consumed. */
+static int feed(h_env *e, const void *p, size_t n, size_t *used)
+{
+    size_t u = 0;
+    int rc = pr_feed(e->c, p, n, &e->out, SIZE_MAX / 2, &u);
+    if (used)
+        *used = u;
+    return rc;
+}
+
+static int feed_hex(h_env *e, const char *hex)
+{
+    uint8_t b[512];
+    size_t n = 0;
+    for (const char *h = hex; h[0] && h[1];) {
+        if (*h == ' ') { h++; continue; }
+        unsigned v;
+        sscanf(h, "%2x", &v);
+        b[n++] = (uint8_t)v;
+        h += 2;
+    }
+    size_t used;
+    int rc = feed(e, b, n, &used);
+    return rc ? rc : (used == n ? 0 : EM_AGAIN);
+}
+
+/* The request under construction: op, fresh request id, payload. */
+static void req_begin(h_env *e, int op)
+{
+    em_buf_reset(&e->req);
+    em_buf_put_le32(&e->req, 0);
+    em_buf_put_le16(&e->req, (uint16_t)op);
+    em_buf_put_le64(&e->req, (uint64_t)++e->rid);
+}
+
+static void put_str(em_buf *b, const char *s)
+{
+    em_buf_put_u8(b, 9);
+    em_buf_put_le32(b, (uint32_t)strlen(s));
+    em_buf_append(b, s, strlen(s));
+}
+
+static void put_int(em_buf *b, int32_t v)
+{
+    em_buf_put_u8(b, 3);
+    em_buf_put_le32(b, (uint32_t)v);
+}
+
+static void cache_hdr(em_buf *b, const char *name)
+{
+    em_buf_put_le32(b, (uint32_t)em_hash_java_str((const uint8_t *)name, strlen(name)));
+    em_buf_put_u8(b, 0);
+}
+
+/* req_send frames and feeds the request; the reply body (without its
+ * length) starts at *body in e->out. */
+static int req_send(h_env *e, const uint8_t **body, size_t *blen)
+{
+    em_st32(e->req.p, (uint32_t)(e->req.len - 4));
+    em_buf_reset(&e->out);
+    size_t used;
+    int rc = feed(e, e->req.p, e->req.len, &used);
+    if (rc)
+        return rc;
+    if (used != e->req.len || e->out.len < 4)
+        return EM_AGAIN;
+    uint32_t l = em_ld32(e->out.p);
+    if (l + 4 != e->out.len)
+        return EM_BADLEN;
+    *body = e->out.p + 4;
+    *blen = l;
+    return 0;
+}
+
+/* Pre-1.4.0 reply: long rid, int status, then payload or message. */
+static int32_t status_of(const uint8_t *b) { return (int32_t)em_ld32(b + 8); }
+
+static int hs_ok(h_env *e, int minor)
+{
+    uint8_t m[12] = { 8, 0, 0, 0, 1, 1, 0, (uint8_t)minor, 0, 0, 0, 2 };
+    em_buf_reset(&e->out);
+    return feed(e, m, sizeof m, NULL);
+}
+
+static void create_cache(h_env *e, const char *name)
+{
+    const uint8_t *b;
+    size_t n;
+    req_begin(e, 1052);
+    put_str(&e->req, name);
+    if (req_send(e, &b, &n) == 0)
+        CHECK_EQ(pr_conn_version(e->c) >= 10400 ? em_ld16(b + 8) & 1 : status_of(b), 0);
+}
+
+TEST(proto_handshake_node_capture)
+{
+    h_env e;
+    REQUIRE_OK(env_open(&e, NULL));
+    /* Reference §8: Node 1.0.0 opens with 1.2.0; the reply is 01000000 01. */
+    CHECK_OK(feed_hex(&e, "08000000 01 0100 0200 0000 02"));
+    CHECK_EQ(e.out.len, 5);
+    CHECK_MEM(e.out.p, "\x01\x00\x00\x00\x01", 5);
+    CHECK(pr_conn_ready(e.c));
+    CHECK_EQ(pr_conn_version(e.c), 10200);
+    env_close(&e);
+}
+
+TEST(proto_handshake_retry_same_socket)
+{
+    h_env e;
+    REQUIRE_OK(env_open(&e, NULL));
+    CHECK_OK(feed_hex(&e, "08000000 01 0100 0900 0000 02"));   /* 1.9.0 */
+    REQUIRE(e.out.len > 11);
+    CHECK_EQ(e.out.p[4], 0);                                   /* failure */
+    CHECK_EQ(em_ld16(e.out.p + 5), 1);
+    CHECK_EQ(em_ld16(e.out.p + 7), 7);                         /* names 1.7.0 */
+    CHECK_EQ(em_ld16(e.out.p + 9), 0);
+    CHECK_EQ(e.out.p[11], 9);                                  /* message */
+    uint32_t ml = em_ld32(e.out.p + 12);
+    CHECK_EQ(em_ld32(e.out.p + 16 + ml), 1);                   /* status (client >= 1.1.0) */
+    CHECK(!pr_conn_ready(e.c));
+    em_buf_reset(&e.out);
+    CHECK_OK(feed_hex(&e, "08000000 01 0100 0100 0000 02"));   /* retry 1.1.0 */
+    CHECK_EQ(e.out.len, 5);
+    CHECK(pr_conn_ready(e.c));
+    env_close(&e);
+}
+
+TEST(proto_handshake_170_features_and_node_id)
+{
+    pr_options o;
+    pr_options_default(&o);
+    memset(o.node_id, 0xab, 16);
+    h_env e;
+    REQUIRE_OK(env_open(&e, &o));
+    /* features: every bit of bytes 0-2 except USER_ATTRIBUTES (bit 0) */
+    CHECK_OK(feed_hex(&e, "10000000 01 0100 0700 0000 02 0c 03000000 feffff"));
+    /* 01 | 0c len=2 {04 09} (CLUSTER_STATES; BINARY_CONFIGURATION, HEARTBEAT) | 0a uuid */
+    REQUIRE_EQ(e.out.len, 4 + 1 + 5 + 2 + 17);
+    CHECK_MEM(e.out.p + 4, "\x01\x0c\x02\x00\x00\x00\x04\x09\x0a", 9);
+    CHECK_EQ(e.out.p[13], 0xab);
+    env_close(&e);
+}
+
+TEST(proto_handshake_user_attributes_and_credentials)
+{
+    h_env e;
+    pr_options o;
+    pr_options_default(&o);
+    o.username = "ignite";
+    o.password = "ignite";
+    REQUIRE_OK(env_open(&e, &o));
+    /* 1.7.0, feature USER_ATTRIBUTES, empty map attributes, wrong password */
+    CHECK_OK(feed_hex(&e, "27000000 01 0100 0700 0000 02 0c 01000000 01 19 00000000 01 "
+                          "09 06000000 69676e697465 09 03000000 626164"));
+    REQUIRE(e.out.len > 11);
+    CHECK_EQ(e.out.p[4], 0);
+    CHECK_EQ(em_ld16(e.out.p + 5), 0);                         /* auth failure: 0.0.0 */
+    uint32_t ml = em_ld32(e.out.p + 12);
+    CHECK_EQ(em_ld32(e.out.p + 16 + ml), 2000);
+    em_buf_reset(&e.out);
+    /* Node capture with ignite/ignite at 1.2.0 succeeds */
+    CHECK_OK(feed_hex(&e, "1e000000 01 0100 0200 0000 02 09 06000000 69676e697465 "
+                          "09 06000000 69676e697465"));
+    CHECK_EQ(e.out.len, 5);
+    CHECK(pr_conn_ready(e.c));
+    env_close(&e);
+}
+
+TEST(proto_framing_rejects_bad_lengths_without_allocating)
+{
+    h_env e;
+    REQUIRE_OK(env_open(&e, NULL));
+    em_mem_stats a = em_mem_thread();
+    CHECK(feed_hex(&e, "fbffffff") == EM_BADLEN);              /* negative */
+    CHECK(feed_hex(&e, "00000000") == EM_BADLEN);              /* zero */
+    CHECK(feed_hex(&e, "01001000") == EM_BADLEN);              /* 1 MiB + 1 before handshake */
+    CHECK(feed_hex(&e, "08000000 47") == EM_PROTO);            /* not a handshake */
+    CHECK(feed_hex(&e, "4745") == EM_AGAIN);                   /* too short to judge yet */
+    em_mem_stats b = em_mem_thread();
+    CHECK_EQ(b.allocs - a.allocs, 0);
+    CHECK_OK(hs_ok(&e, 2));
+    CHECK(feed_hex(&e, "ffffff7f") == EM_BADLEN);              /* 2 GiB after */
+    CHECK(feed_hex(&e, "05000000 0000000000") == EM_PROTO);    /* no room for a request id */
+    env_close(&e);
+}
+
+TEST(proto_framing_byte_at_a_time)
+{
+    h_env e;
+    REQUIRE_OK(env_open(&e, NULL));
+    static const uint8_t hs[] = { 8, 0, 0, 0, 1, 1, 0, 2, 0, 0, 0, 2 };
+    size_t have = 0;
+    uint8_t buf[32];
+    /* Keep unconsumed bytes as a network layer would. */
+    for (size_t i = 0; i < sizeof hs; i++) {
+        buf[have++] = hs[i];
+        size_t used;
+        REQUIRE_OK(feed(&e, buf, have, &used));
+        memmove(buf, buf + used, have - used);
+        have -= used;
+    }
+    CHECK_EQ(have, 0);
+    CHECK(pr_conn_ready(e.c));
+    env_close(&e);
+}
+
+TEST(proto_node_capture_put_get_and_errors)
+{
+    h_env e;
+    REQUIRE_OK(env_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 2));
+    em_buf_reset(&e.out);
+    /* §8: GET_OR_CREATE_WITH_NAME "myCache", then PUT 2 -> "x" (rid 4) */
+    CHECK_OK(feed_hex(&e, "16000000 1c04 0100000000000000 09 07000000 6d794361636865"));
+    CHECK_EQ(e.out.len, 16);
+    CHECK_MEM(e.out.p, "\x0c\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", 16);
+    em_buf_reset(&e.out);
+    CHECK_OK(feed_hex(&e, "1a000000 e903 0400000000000000 365d5f58 00 03 02000000 09 01000000 78"));
+    CHECK_EQ(e.out.len, 16);
+    CHECK_EQ(em_ld64(e.out.p + 4), 4);
+    const uint8_t *b;
+    size_t n;
+    req_begin(&e, 1000);
+    cache_hdr(&e.req, "myCache");
+    put_int(&e.req, 2);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 0);
+    REQUIRE_EQ(n, 12 + 6);
+    CHECK_MEM(b + 12, "\x09\x01\x00\x00\x00x", 6);
+    /* missing cache: status 1000 and the message Node shows */
+    req_begin(&e, 1000);
+    em_buf_put_le32(&e.req, 1);
+    em_buf_put_u8(&e.req, 0);
+    put_int(&e.req, 2);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 1000);
+    static const char msg[] = "Cache does not exist [cacheId= 1]";
+    REQUIRE_EQ(n, 12 + 5 + strlen(msg));
+    CHECK_MEM(b + 17, msg, strlen(msg));
+    /* unknown op code: status 2 */
+    req_begin(&e, 4242);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 2);
+    CHECK(memmem(b, n, "Invalid request op code: 4242", 29) != NULL);
+    /* SQL: a clear error, connection stays usable */
+    req_begin(&e, 2004);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 1);
+    CHECK(memmem(b, n, "SQL is not supported", 20) != NULL);
+    /* create an existing cache: 1001; destroy a missing one: 1000 */
+    req_begin(&e, 1051);
+    put_str(&e.req, "myCache");
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 1001);
+    req_begin(&e, 1056);
+    em_buf_put_le32(&e.req, 12345);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 1000);
+    /* transactional flag: refused with a message */
+    req_begin(&e, 1000);
+    em_buf_put_le32(&e.req, (uint32_t)em_hash_java_str((const uint8_t *)"myCache", 7));
+    em_buf_put_u8(&e.req, 2);
+    em_buf_put_le32(&e.req, 7);
+    put_int(&e.req, 2);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 1);
+    CHECK(memmem(b, n, "Transactions are not supported", 30) != NULL);
+    env_close(&e);
+}
+
+TEST(proto_header_140_topology_flag_once)
+{
+    h_env e;
+    REQUIRE_OK(env_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 4));
+    CHECK_EQ(e.out.len, 4 + 1 + 17);                           /* success + node uuid */
+    create_cache(&e, "c");
+    /* first reply: flags 2 + topology (1, 0); the create above was it */
+    CHECK_EQ(em_ld16(e.out.p + 12), 2);
+    CHECK_EQ(em_ld64(e.out.p + 14), 1);
+    CHECK_EQ(em_ld32(e.out.p + 22), 0);
+    const uint8_t *b;
+    size_t n;
+    req_begin(&e, 1000);
+    cache_hdr(&e.req, "c");
+    put_int(&e.req, 1);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(em_ld16(b + 8), 0);                               /* no flags now */
+    CHECK_EQ(n, 8 + 2 + 1);
+    CHECK_EQ(b[10], 101);
+    req_begin(&e, 1000);
+    em_buf_put_le32(&e.req, 98765);
+    em_buf_put_u8(&e.req, 0);
+    put_int(&e.req, 1);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(em_ld16(b + 8), 1);                               /* ERROR */
+    CHECK_EQ(em_ld32(b + 10), 1000);
+    env_close(&e);
+}
+
+TEST(proto_heartbeat_needs_feature)
+{
+    h_env e;
+    REQUIRE_OK(env_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 7 * 0 + 2));
+    const uint8_t *b;
+    size_t n;
+    req_begin(&e, 1);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 2);                                 /* not negotiated */
+    env_close(&e);
+    REQUIRE_OK(env_open(&e, NULL));
+    CHECK_OK(feed_hex(&e, "0f000000 01 0100 0700 0000 02 0c 02000000 0008"));
+    REQUIRE(pr_conn_ready(e.c));
+    req_begin(&e, 2);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    REQUIRE_EQ(n, 8 + 2 + 12 + 8);
+    CHECK_EQ(em_ld64(b + 22), 0);                              /* idle timeout off */
+    req_begin(&e, 1);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(n, 10);
+    env_close(&e);
+}
+
+TEST(proto_scan_pages_and_cursors)
+{
+    pr_options o;
+    pr_options_default(&o);
+    o.max_cursors = 2;
+    h_env e;
+    REQUIRE_OK(env_open(&e, &o));
+    CHECK_OK(hs_ok(&e, 2));
+    create_cache(&e, "s");
+    const uint8_t *b;
+    size_t n;
+    for (int i = 0; i < 25; i++) {
+        req_begin(&e, 1001);
+        cache_hdr(&e.req, "s");
+        put_int(&e.req, i);
+        put_int(&e.req, i * 10);
+        REQUIRE_OK(req_send(&e, &b, &n));
+        REQUIRE_EQ(status_of(b), 0);
+    }
+    req_begin(&e, 2000);
+    cache_hdr(&e.req, "s");
+    em_buf_put_u8(&e.req, 101);
+    em_buf_put_le32(&e.req, 10);
+    em_buf_put_le32(&e.req, (uint32_t)-1);
+    em_buf_put_u8(&e.req, 0);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    REQUIRE_EQ(status_of(b), 0);
+    int64_t cur = (int64_t)em_ld64(b + 12);
+    CHECK_EQ(em_ld32(b + 20), 10);
+    CHECK_EQ(b[n - 1], 1);                                     /* more */
+    int total = 10, pages = 1;
+    for (;;) {
+        req_begin(&e, 2001);
+        em_buf_put_le64(&e.req, (uint64_t)cur);
+        REQUIRE_OK(req_send(&e, &b, &n));
+        REQUIRE_EQ(status_of(b), 0);
+        total += (int)em_ld32(b + 12);
+        pages++;
+        if (!b[n - 1])
+            break;
+        REQUIRE(pages < 10);
+    }
+    CHECK_EQ(total, 25);
+    CHECK_EQ(pages, 3);
+    /* auto-closed after the last page */
+    req_begin(&e, 0);
+    em_buf_put_le64(&e.req, (uint64_t)cur);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 1011);
+    /* cursor limit: 2 open, the third is refused with 1010 */
+    for (int i = 0; i < 3; i++) {
+        req_begin(&e, 2000);
+        cache_hdr(&e.req, "s");
+        em_buf_put_u8(&e.req, 101);
+        em_buf_put_le32(&e.req, 1);
+        em_buf_put_le32(&e.req, (uint32_t)-1);
+        em_buf_put_u8(&e.req, 0);
+        REQUIRE_OK(req_send(&e, &b, &n));
+        CHECK_EQ(status_of(b), i < 2 ? 0 : 1010);
+    }
+    /* a filter is refused */
+    req_begin(&e, 2000);
+    cache_hdr(&e.req, "s");
+    put_int(&e.req, 1);
+    em_buf_put_u8(&e.req, 1);
+    em_buf_put_le32(&e.req, 1);
+    em_buf_put_le32(&e.req, (uint32_t)-1);
+    em_buf_put_u8(&e.req, 0);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 1);
+    env_close(&e);                                             /* open cursors freed */
+}
+
+/* The CREATE_WITH_CONFIGURATION body Node 1.0.0 sent (reference §2.4). */
+static const char node_cfg_hex[] =
+    "65000000 0400 0300 01000000 cb00 09 06000000 505542 4c4943 c800 01000000 "
+    "09 03000000 494e54 09 01000000 50 65 65 65 01000000 09 02000000 6964 "
+    "09 03000000 494e54 01 00 65 ffffffff ffffffff 00000000 00000000 "
+    "0000 09 08000000 63666743616368 65";
+
+static size_t get_config(h_env *e, int minor, const uint8_t **b)
+{
+    size_t n = 0;
+    req_begin(e, 1055);
+    cache_hdr(&e->req, "cfgCache");
+    (void)minor;
+    if (req_send(e, b, &n))
+        return 0;
+    return n;
+}
+
+TEST(proto_config_round_trip_per_version)
+{
+    size_t len[3];
+    static const int minors[3] = { 1, 2, 6 };
+    for (int v = 0; v < 3; v++) {
+        h_env e;
+        REQUIRE_OK(env_open(&e, NULL));
+        CHECK_OK(hs_ok(&e, minors[v]));
+        req_begin(&e, 1053);
+        size_t at = e.req.len;
+        char hex[sizeof node_cfg_hex];
+        strcpy(hex, node_cfg_hex);
+        if (minors[v] < 2) {        /* before 1.2.0 fields carry no precision/scale */
+            char *ps = strstr(hex, "ffffffff ffffffff ");
+            memmove(ps, ps + 18, strlen(ps + 18) + 1);
+        }
+        for (char *h = hex; h[0] && h[1];) {
+            if (*h == ' ') { h++; continue; }
+            unsigned x;
+            sscanf(h, "%2x", &x);
+            em_buf_put_u8(&e.req, (uint8_t)x);
+            h += 2;
+        }
+        (void)at;
+        const uint8_t *b;
+        size_t n;
+        REQUIRE_OK(req_send(&e, &b, &n));
+        int hdr = minors[v] >= 4 ? 10 + 12 : 12;
+        if (minors[v] < 4 && status_of(b))
+            fprintf(stderr, "%.*s\n", (int)(n - 17), (const char *)b + 17);
+        REQUIRE_EQ(minors[v] >= 4 ? em_ld16(b + 8) & 1 : status_of(b), 0);
+        n = get_config(&e, minors[v], &b);
+        REQUIRE(n > 12);
+        hdr = minors[v] >= 4 ? 10 : 12;
+        if (minors[v] >= 4)
+            REQUIRE_EQ(em_ld16(b + 8), 0);
+        else
+            REQUIRE_EQ(status_of(b), 0);
+        const uint8_t *p = b + hdr;
+        CHECK_EQ(em_ld32(p) + 4, n - (size_t)hdr);
+        CHECK_EQ(em_ld32(p + 4), 1);                           /* ATOMIC */
+        CHECK_EQ(em_ld32(p + 8), 1);                           /* backups = 1 */
+        CHECK(memmem(p, n - (size_t)hdr, "cfgCache", 8) != NULL);
+        CHECK(memmem(p, n - (size_t)hdr, "PUBLIC", 6) != NULL);
+        len[v] = n - (size_t)hdr;
+        env_close(&e);
+    }
+    /* 1.2.0 adds precision + scale (8 bytes for the one field); 1.6.0 adds
+     * the expiry policy bool. */
+    CHECK_EQ(len[1] - len[0], 8);
+    CHECK_EQ(len[2] - len[1], 1);
+}
+
+TEST(proto_partitions_single_node)
+{
+    pr_options o;
+    pr_options_default(&o);
+    memset(o.node_id, 0x11, 16);
+    h_env e;
+    REQUIRE_OK(env_open(&e, &o));
+    CHECK_OK(hs_ok(&e, 4));
+    create_cache(&e, "p");
+    const uint8_t *b;
+    size_t n;
+    req_begin(&e, 1101);
+    em_buf_put_le32(&e.req, 2);
+    em_buf_put_le32(&e.req, (uint32_t)em_hash_java_str((const uint8_t *)"p", 1));
+    em_buf_put_le32(&e.req, 777);                              /* unknown: skipped */
+    REQUIRE_OK(req_send(&e, &b, &n));
+    const uint8_t *p = b + 10;
+    CHECK_EQ(em_ld64(p), 1);
+    CHECK_EQ(em_ld32(p + 12), 1);                              /* one group */
+    CHECK_EQ(p[16], 1);                                        /* applicable */
+    CHECK_EQ(em_ld32(p + 17), 1);                              /* one cache */
+    CHECK_EQ(em_ld32(p + 25), 0);                              /* no key configs */
+    CHECK_EQ(em_ld32(p + 29), 1);                              /* one node */
+    CHECK_EQ(p[33], 10);
+    CHECK_EQ(p[34], 0x11);
+    CHECK_EQ(em_ld32(p + 50), 1024);
+    CHECK_EQ(em_ld32(p + 54 + 4 * 1023), 1023);
+    CHECK_EQ(n, 10 + 54 + 4 * 1024);
+    env_close(&e);
+}
+
+TEST(proto_get_put_allocate_nothing_in_steady_state)
+{
+    h_env e;
+    REQUIRE_OK(env_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 2));
+    create_cache(&e, "a");
+    const uint8_t *b;
+    size_t n;
+    char val[101];
+    memset(val, 'v', 100);
+    val[100] = 0;
+    em_mem_stats before = {0};
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            before = em_mem_thread();
+        for (int i = 0; i < 500; i++) {
+            req_begin(&e, 1001);
+            cache_hdr(&e.req, "a");
+            put_int(&e.req, i % 50);
+            put_str(&e.req, val);
+            REQUIRE_OK(req_send(&e, &b, &n));
+            REQUIRE_EQ(status_of(b), 0);
+            req_begin(&e, 1000);
+            cache_hdr(&e.req, "a");
+            put_int(&e.req, i % 50);
+            REQUIRE_OK(req_send(&e, &b, &n));
+            REQUIRE_EQ(n, 12 + 105);
+        }
+    }
+    em_mem_stats after = em_mem_thread();
+    CHECK_EQ(after.allocs - before.allocs, 0);
+    CHECK_EQ(after.bytes - before.bytes, 0);
+    env_close(&e);
+}
+
+TEST(proto_output_cap_stops_early)
+{
+    h_env e;
+    REQUIRE_OK(env_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 2));
+    create_cache(&e, "o");
+    /* three pipelined GETs, cap lets only the first reply out */
+    em_buf pipe = EM_BUF_INIT;
+    for (int i = 0; i < 3; i++) {
+        req_begin(&e, 1000);
+        cache_hdr(&e.req, "o");
+        put_int(&e.req, i);
+        em_st32(e.req.p, (uint32_t)(e.req.len - 4));
+        em_buf_append(&pipe, e.req.p, e.req.len);
+    }
+    em_buf_reset(&e.out);
+    size_t used;
+    CHECK_OK(pr_feed(e.c, pipe.p, pipe.len, &e.out, 1, &used));
+    CHECK_EQ(used, pipe.len / 3);
+    CHECK_OK(pr_feed(e.c, pipe.p + used, pipe.len - used, &e.out, SIZE_MAX / 2, &used));
+    CHECK_EQ(used, pipe.len / 3 * 2);
+    CHECK_EQ(e.out.len, 3 * 17);
+    em_buf_free(&pipe);
+    env_close(&e);
+}
+
+TEST(proto_binary_type_ops)
+{
+    h_env e;
+    REQUIRE_OK(env_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 2));
+    const uint8_t *b;
+    size_t n;
+    /* §2.6: Node's PUT_BINARY_TYPE for Person{id:int, name:string} */
+    static const char person[] =
+        "559be3c4 09 06000000 506572736f6e 65 02000000 09 02000000 6964 03000000 1b0d0000 "
+        "09 04000000 6e616d65 09000000 8b7a3300 00 01000000 f3f1dc39 02000000 1b0d0000 8b7a3300";
+    req_begin(&e, 3003);
+    for (const char *h = person; h[0] && h[1];) {
+        if (*h == ' ') { h++; continue; }
+        unsigned x;
+        sscanf(h, "%2x", &x);
+        em_buf_put_u8(&e.req, (uint8_t)x);
+        h += 2;
+    }
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 0);
+    req_begin(&e, 3002);
+    em_buf_put_le32(&e.req, 0xc4e39b55u);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    REQUIRE_EQ(status_of(b), 0);
+    CHECK_EQ(b[12], 1);
+    CHECK(memmem(b, n, "Person", 6) != NULL);
+    req_begin(&e, 3002);
+    em_buf_put_le32(&e.req, 12345);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(n, 13);
+    CHECK_EQ(b[12], 0);
+    /* type names: register -> bool true, then read back */
+    req_begin(&e, 3001);
+    em_buf_put_u8(&e.req, 0);
+    em_buf_put_le32(&e.req, 42);
+    put_str(&e.req, "org.example.Foo");
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 0);
+    CHECK_EQ(b[12], 1);
+    req_begin(&e, 3000);
+    em_buf_put_u8(&e.req, 0);
+    em_buf_put_le32(&e.req, 42);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 0);
+    CHECK(memmem(b, n, "org.example.Foo", 15) != NULL);
+    env_close(&e);
+}
