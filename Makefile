@@ -115,6 +115,10 @@ $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libemb
 
 .PHONY: fuzz-build
 fuzz-build: $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
+# Keep the fuzz objects (make would delete them as intermediates and rebuild
+# them on every run).
+.SECONDARY: $(FUZZ_NAMES:%=$(FUZZ_BUILD)/obj/tests/fuzz/%.o) \
+            $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/%.o) $(BUILD)/tests/fuzz/replay_main.o
 
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-build
@@ -166,6 +170,10 @@ install: all
 	-install -m 755 $(BUILD)/ember-cli $(BUILD)/ember-bench $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/ember.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/doc/ember
+	sed 's|/usr/local|$(PREFIX)|g' packaging/emberd.service \
+	  > $(DESTDIR)$(PREFIX)/lib/systemd/system/emberd.service
+	install -m 644 packaging/emberd.ini docs/operations.md $(DESTDIR)$(PREFIX)/share/doc/ember/
 
 clean:
 	rm -rf build

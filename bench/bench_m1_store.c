@@ -3,8 +3,8 @@
  *
  * Value: a user-type complex object with one field holding, per row, an empty
  * HashMap, empty ArrayList, empty TreeMap, empty TreeSet, or a TreeMap of 12
- * entries (int 0..11 -> short strings), built once with the binary writer in
- * setup (the toBinary column measures building).  Key: int cycling over 1 000
+ * entries (int 0..11 -> short strings), built once in setup with the
+ * toBinary column's builder (bench_m1.h).  Key: int cycling over 1 000
  * keys, all present before timing, so every put overwrites.
  *
  * cache.put / cache.get measure the store operation on encoded bytes
@@ -15,6 +15,7 @@
  * and value first, so the validation cost is on the table too.
  */
 #include "bench.h"
+#include "bench_m1.h"
 
 #include "binary/binary.h"
 #include "ember.h"
@@ -26,7 +27,6 @@
 #include <string.h>
 
 enum { NKEYS = 1000 };
-enum { V_HASHMAP, V_ARRAYLIST, V_TREEMAP, V_TREESET, V_TREEMAP12 };
 
 typedef struct m1s_ctx {
     ember_node *node;
@@ -37,56 +37,12 @@ typedef struct m1s_ctx {
     uint32_t next;
 } m1s_ctx;
 
-/* m1s_build_value writes the row's value object into out with the writer. */
-static int m1s_build_value(int kind, em_buf *out)
+/* The row's value, built by the toBinary column's builder (bench_m1.h), and
+ * checked once: the store is given only valid objects. */
+static int m1s_build_value(int row, em_buf *out)
 {
-    bin_registry *r = bin_registry_new();
-    if (!r)
-        return -1;
-    static const char *const fields[] = {"field"};
-    static const int32_t codes[] = {BIN_OBJ};
-    const bin_desc *d;
-    bin_writer w;
-    int rc = bin_registry_define(r, "M1Value", fields, codes, 1, &d);
-    if (rc) {
-        bin_registry_free(r);
-        return rc;
-    }
-    bin_writer_init(&w, r, out);
-    bin_w_obj_begin(&w, d);
-    bin_w_field_idx(&w, 0);
-    switch (kind) {
-    case V_HASHMAP:
-        bin_w_begin(&w, BIN_MAP, 1);
-        bin_w_end(&w);
-        break;
-    case V_ARRAYLIST:
-        bin_w_begin(&w, BIN_COLLECTION, 1);
-        bin_w_end(&w);
-        break;
-    case V_TREEMAP:
-        bin_w_treemap_begin(&w);
-        bin_w_tree_end(&w);
-        break;
-    case V_TREESET:
-        bin_w_treeset_begin(&w);
-        bin_w_tree_end(&w);
-        break;
-    default: {
-        char s[16];
-        bin_w_treemap_begin(&w);
-        for (int i = 0; i < 12; i++) {
-            int n = snprintf(s, sizeof s, "value%d", i);
-            bin_w_int(&w, i);
-            bin_w_string(&w, s, (size_t)n);
-        }
-        bin_w_tree_end(&w);
-    }
-    }
-    rc = bin_w_obj_end(&w);
-    bin_writer_free(&w);
-    bin_registry_free(r);
     size_t len;
+    int rc = m1_build_value(row, out);
     if (!rc)
         rc = bin_validate(out->p, out->len, &len, 0);
     return rc ? rc : (len == out->len ? 0 : -1);
@@ -179,11 +135,11 @@ static int m1s_get(void *p, uint64_t n)
     return 0;
 }
 
-static void *m1s_hashmap(void) { return m1s_setup(V_HASHMAP); }
-static void *m1s_arraylist(void) { return m1s_setup(V_ARRAYLIST); }
-static void *m1s_treemap(void) { return m1s_setup(V_TREEMAP); }
-static void *m1s_treeset(void) { return m1s_setup(V_TREESET); }
-static void *m1s_treemap12(void) { return m1s_setup(V_TREEMAP12); }
+static void *m1s_hashmap(void) { return m1s_setup(M1_HASHMAP); }
+static void *m1s_arraylist(void) { return m1s_setup(M1_ARRAYLIST); }
+static void *m1s_treemap(void) { return m1s_setup(M1_TREEMAP); }
+static void *m1s_treeset(void) { return m1s_setup(M1_TREESET); }
+static void *m1s_treemap12(void) { return m1s_setup(M1_TREEMAP12); }
 
 /* Anchors: the seed's "fixed" column (ns / B per op). */
 BENCH_REGISTER(m1s_cache_put_hm, {"m1", "empty HashMap", "cache.put", "1209 ns 2224 B",

@@ -5,8 +5,9 @@
  * timing, so puts overwrite in place); each thread picks keys with its own
  * xorshift generator, so threads collide on partitions only by chance.
  * Value: a 64-byte byte array object.  Each cell runs for --ms milliseconds
- * and prints total op/s, op/s per thread, and process CPU ns per op (on a
- * machine shared with other work, CPU/op is the fairer figure).
+ * and prints total op/s, op/s per thread, process CPU ns per op, and the
+ * share of wall time x threads the threads actually ran (on a machine shared
+ * with other work, CPU/op is the fairer figure).
  */
 #include "bench.h"
 
@@ -117,9 +118,11 @@ static int sc_cell(st_cache *c, uint32_t keys, int put, int nthreads, uint64_t m
         printf("scale %-4s threads=%d ERROR\n", put ? "put" : "get", nthreads);
         return 1;
     }
-    printf("scale %-4s threads=%d %12.0f op/s %12.0f op/s/thread %8.1f cpu-ns/op\n",
+    /* cpu-share: CPU the threads got / (wall time x threads); below 1 the
+     * machine was busy with other work and op/s understates the store. */
+    printf("scale %-4s threads=%d %12.0f op/s %12.0f op/s/thread %8.1f cpu-ns/op  cpu-share %.2f\n",
            put ? "put" : "get", nthreads, (double)total / secs,
-           (double)total / secs / nthreads, cpu / (double)total);
+           (double)total / secs / nthreads, cpu / (double)total, cpu / 1e9 / secs / nthreads);
     fflush(stdout);
     return 0;
 }

@@ -64,6 +64,7 @@ typedef struct conn {
     uint16_t *free_idx, *fifo;   /* free slot stack; send order (RESP, memcached) */
     int nslots, nfree, fifo_head, fifo_n, inflight;
     uint64_t seq;
+    uint64_t lat_sum, lat_n;     /* measured latency of this connection */
 } conn;
 
 struct run;
@@ -311,7 +312,10 @@ static int complete(worker *w, conn *c, const ld_resp *r, uint64_t now, int phas
             w->gets++;
         else
             w->puts++;
-        ld_hist_add(&w->hist, now > s->t0 ? now - s->t0 : 0);
+        uint64_t lat = now > s->t0 ? now - s->t0 : 0;
+        ld_hist_add(&w->hist, lat);
+        c->lat_sum += lat;
+        c->lat_n++;
     } else if (phase == PH_PREFILL) {
         w->prefill_puts++;
     }
@@ -981,6 +985,23 @@ static int cmd_load(int argc, char **argv)
             first = w->first_err;
         ld_hist_merge(h, &w->hist);
     }
+    /* Spread of the per-connection mean latency: a server that serves some
+     * connections much later than others (e.g. event loops with unequal
+     * shares of the connections) shows a wide spread at the same p50. */
+    double cmin = -1, cmax = 0;
+    for (int t = 0; t < o->threads; t++)
+        for (int i = 0; i < R->w[t].nconns; i++) {
+            const conn *c = &R->w[t].conns[i];
+            if (!c->lat_n)
+                continue;
+            double m = (double)c->lat_sum / (double)c->lat_n / 1e3;
+            if (cmin < 0 || m < cmin)
+                cmin = m;
+            if (m > cmax)
+                cmax = m;
+        }
+    if (cmin < 0)
+        cmin = 0;
     uint64_t errors = e_srv + e_ver + e_proto + e_conn + e_lost;
     double secs = (double)(t1 - t0) / 1e9;
     double ops_s = secs > 0 ? (double)ops / secs : 0;
@@ -996,13 +1017,14 @@ static int cmd_load(int argc, char **argv)
     if (o->csv) {
         printf("label,proto,connections,threads,pipeline,value_size,keys,mix,seconds,ops,ops_s,"
                "gets,hits,misses,puts,errors,p50_us,p99_us,p999_us,max_us,mean_us,"
-               "server_cpu_us_op,server_cpu_pct,client_cpu_us_op\n");
+               "server_cpu_us_op,server_cpu_pct,client_cpu_us_op,conn_mean_min_us,conn_mean_max_us\n");
         printf("%s,%s,%d,%d,%d,%u,%u,%d,%.3f,%llu,%.0f,%llu,%llu,%llu,%llu,%llu,"
-               "%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.1f,%.3f\n",
+               "%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.1f,%.3f,%.1f,%.1f\n",
                o->label, pname[o->proto], o->conns, o->threads, o->pipeline, o->value_size,
                o->keys, o->mix, secs, (unsigned long long)ops, ops_s, (unsigned long long)gets,
                (unsigned long long)hits, (unsigned long long)misses, (unsigned long long)puts,
-               (unsigned long long)errors, p50, p99, p999, pmax, mean, srv_op, srv_pct, cli_op);
+               (unsigned long long)errors, p50, p99, p999, pmax, mean, srv_op, srv_pct, cli_op,
+               cmin, cmax);
     } else if (o->json) {
         printf("{\"label\":\"%s\",\"proto\":\"%s\",\"connections\":%d,\"threads\":%d,"
                "\"pipeline\":%d,\"value_size\":%u,\"keys\":%u,\"mix\":%d,\"seconds\":%.3f,"
@@ -1011,13 +1033,14 @@ static int cmd_load(int argc, char **argv)
                "\"errors_protocol\":%llu,\"errors_connection\":%llu,\"errors_lost\":%llu,"
                "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f,"
                "\"mean_us\":%.1f,\"server_cpu_us_op\":%.3f,\"server_cpu_pct\":%.1f,"
-               "\"client_cpu_us_op\":%.3f}\n",
+               "\"client_cpu_us_op\":%.3f,\"conn_mean_min_us\":%.1f,\"conn_mean_max_us\":%.1f}\n",
                o->label, pname[o->proto], o->conns, o->threads, o->pipeline, o->value_size,
                o->keys, o->mix, secs, (unsigned long long)ops, ops_s, (unsigned long long)gets,
                (unsigned long long)hits, (unsigned long long)misses, (unsigned long long)puts,
                (unsigned long long)errors, (unsigned long long)e_srv, (unsigned long long)e_ver,
                (unsigned long long)e_proto, (unsigned long long)e_conn,
-               (unsigned long long)e_lost, p50, p99, p999, pmax, mean, srv_op, srv_pct, cli_op);
+               (unsigned long long)e_lost, p50, p99, p999, pmax, mean, srv_op, srv_pct, cli_op,
+               cmin, cmax);
     } else {
         printf("ember-bench load: %s %s:%d  %d conns, %d threads, pipeline %d, value %u B, "
                "%u keys, %d%% GET\n",
@@ -1031,6 +1054,8 @@ static int cmd_load(int argc, char **argv)
         printf("throughput  %.0f ops/s\n", ops_s);
         printf("latency     p50 %.1f us  p99 %.1f us  p999 %.1f us  max %.1f us  mean %.1f us\n",
                p50, p99, p999, pmax, mean);
+        printf("per conn    mean latency from %.1f us (fastest connection) to %.1f us (slowest)\n",
+               cmin, cmax);
         if (o->pid)
             printf("server cpu  %.3f us/op  (pid %ld, %.0f%% of one core)\n", srv_op, o->pid, srv_pct);
         printf("client cpu  %.3f us/op\n", cli_op);

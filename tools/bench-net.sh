@@ -8,7 +8,8 @@
 #
 # Environment: BUILD (build), BENCH_SECONDS (4) and BENCH_WARMUP (1) per cell,
 # BENCH_THREADS (1 client thread), BENCH_SERVERS ("emberd redis memcached"),
-# BENCH_NO_README=1 to leave README.md alone, EMBERD_ARGS extra emberd flags.
+# BENCH_NO_README=1 for a trial run that leaves README.md and docs/ alone
+# (csv and svg go to $BUILD/bench-net/), EMBERD_ARGS extra emberd flags.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -18,7 +19,9 @@ THREADS=${BENCH_THREADS:-1}
 SERVERS=${BENCH_SERVERS:-emberd redis memcached}
 BENCH=$BUILD/ember-bench
 OUT=$BUILD/bench-net
-mkdir -p "$OUT" docs
+DOCS=docs
+[ "${BENCH_NO_README:-0}" = 1 ] && DOCS=$OUT
+mkdir -p "$OUT" "$DOCS"
 
 TARGETS=$BENCH
 case " $SERVERS " in *" emberd "*) TARGETS="$TARGETS $BUILD/emberd" ;; esac
@@ -124,7 +127,7 @@ done
 T1=$(date +%s)
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 [ -n "$HDR" ] || { echo "bench-net: no cell ran" >&2; exit 1; }
-{ echo "$HDR"; cat "$CSV"; } >docs/bench-net.csv
+{ echo "$HDR"; cat "$CSV"; } >"$DOCS/bench-net.csv"
 
 # ---- markdown table, one row per cell and server ----
 BLOCK=$OUT/block.md
@@ -151,6 +154,8 @@ CPU=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
                    ($22 == "?" || $22 + 0 < 0 ? "?" : $22), $16 }' "$CSV" | sort | cut -f2-
     echo
     echo "![N1: server CPU per op and p99 per cell](docs/bench-net.svg)"
+    echo
+    echo "Profiles and analysis of a grid run (by hand, not regenerated): docs/bench-net-notes.md."
 } >"$BLOCK"
 
 # ---- chart: server CPU µs/op and p99 per cell, clustered by server ----
@@ -171,7 +176,7 @@ pivot 18 "$OUT/sorted.csv" >"$OUT/p99.dat"
 if command -v gnuplot >/dev/null; then
     gnuplot <<EOF || echo "bench-net: gnuplot failed" >&2
 set terminal svg size 1000,760 dynamic font "sans,11" background "white"
-set output 'docs/bench-net.svg'
+set output '$DOCS/bench-net.svg'
 set datafile missing '?'
 set multiplot layout 2,1 title "N1: emberd vs redis vs memcached, 50 connections, 100 000 keys (ember-bench load)"
 set style data histograms
@@ -206,4 +211,4 @@ awk -v block="$BLOCK" '
     /<!-- bench-net:begin -->/ { print; while ((getline l < block) > 0) print l; skip = 1; next }
     /<!-- bench-net:end -->/ { skip = 0 }
     !skip { print }' README.md >"$OUT/readme.tmp" && cat "$OUT/readme.tmp" >README.md
-echo "bench-net: README.md, docs/bench-net.csv, docs/bench-net.svg updated"
+echo "bench-net: README.md, $DOCS/bench-net.csv, $DOCS/bench-net.svg updated"

@@ -10,6 +10,12 @@
  *   bin_key_prepare   - normalise a key (DESIGN §4) and compute its Java hash
  *   bin_value_prepare - normalise a value for storage (unwrap 27 where safe)
  *   bin_partition     - Ignite's rendezvous partition of a key hash
+ *
+ * Additions below the fixed part: bin_hash (Java hashCode of any value), the
+ * type registry and metadata codec (registry.c), the writer and its type
+ * descriptors (writer.c), the reader and reply form (reader.c).  Files:
+ * validate.c, key.c, hash31.c, registry.c, writer.c, reader.c, and
+ * bin_public.c (the ember_* section 2 of include/ember.h).
  */
 #ifndef EM_BINARY_H
 #define EM_BINARY_H
@@ -221,6 +227,8 @@ typedef struct bin_wframe {
     uint32_t f0;               /* first entry of this object in fields[] */
     uint32_t count;            /* containers: values written */
     uint32_t raw_pos;          /* objects: raw data offset, 0 if none */
+    uint32_t hpos;             /* objects: region bytes [24, hpos) are hashed ... */
+    uint32_t hq;               /* ... into this polynomial sum (hash31.c) */
     uint8_t kind;              /* container type code, BIN_OBJ, or tree kind */
     uint8_t in_order;          /* fields so far follow the declared order */
 } bin_wframe;
@@ -240,18 +248,14 @@ typedef struct bin_writer {
 
 void bin_writer_init(bin_writer *w, bin_registry *reg, em_buf *out);
 void bin_writer_free(bin_writer *w);
-/* bin_writer_reset: start again (after an error, or for a new top value). */
-void bin_writer_reset(bin_writer *w, em_buf *out);
 
 int bin_w_byte(bin_writer *w, int8_t v);
 int bin_w_short(bin_writer *w, int16_t v);
-int bin_w_int(bin_writer *w, int32_t v);
 int bin_w_long(bin_writer *w, int64_t v);
 int bin_w_float(bin_writer *w, float v);
 int bin_w_double(bin_writer *w, double v);
 int bin_w_char(bin_writer *w, uint16_t v);
 int bin_w_bool(bin_writer *w, int v);
-int bin_w_string(bin_writer *w, const char *s, size_t len);   /* s must be UTF-8 */
 int bin_w_uuid(bin_writer *w, uint64_t msb, uint64_t lsb);
 int bin_w_date(bin_writer *w, int64_t ms);
 int bin_w_timestamp(bin_writer *w, int64_t ms, int32_t nanos);
@@ -266,29 +270,263 @@ int bin_w_prim_array(bin_writer *w, uint8_t code, const void *elems, uint32_t co
 /* bin_w_value copies one already-encoded, validated data object. */
 int bin_w_value(bin_writer *w, const uint8_t *p, size_t len);
 
-/* Containers: values written between begin and end are the elements (for a
- * map: key, value, key, value, ...).  code: BIN_COLLECTION, BIN_MAP,
- * BIN_OBJ_ARR or the typed arrays 20,21,22,29,31,34,37; arg is the
- * subtype for 24/25, the element type id for 23/29 (-1 = Object). */
-int bin_w_begin(bin_writer *w, uint8_t code, int32_t arg);
-int bin_w_end(bin_writer *w);
+/* Containers (bin_w_begin / bin_w_end, inline below): values written
+ * between begin and end are the elements (for a map: key, value, key,
+ * value, ...).  code: BIN_COLLECTION, BIN_MAP, BIN_OBJ_ARR or the typed
+ * arrays 20,21,22,29,31,34,37; arg is the subtype for 24/25, the element
+ * type id for 23/29 (-1 = Object). */
 
-/* Complex objects.  Name each field value with bin_w_field (field id) or
- * bin_w_field_idx (index in the descriptor) before writing it.
+/* Complex objects (bin_w_obj_begin inline below ... bin_w_obj_end).  Name
+ * each field value with bin_w_field (field id) or bin_w_field_idx (index in
+ * the descriptor, both inline below) before writing it.
  * bin_w_raw switches to raw data; bin_w_raw_int writes an int without code. */
-int bin_w_obj_begin(bin_writer *w, const bin_desc *d);
-int bin_w_field(bin_writer *w, int32_t field_id);
-int bin_w_field_idx(bin_writer *w, uint32_t idx);
 int bin_w_raw(bin_writer *w);
 int bin_w_raw_int(bin_writer *w, int32_t v);
 int bin_w_obj_end(bin_writer *w);
 
-/* BinaryTreeMap / BinaryTreeSet (reference §3.5): a raw-mode object with a
- * null comparator, the size, then the entries written between begin and end
- * (key, value, ... for the map). */
-int bin_w_treemap_begin(bin_writer *w);
-int bin_w_treeset_begin(bin_writer *w);
-int bin_w_tree_end(bin_writer *w);
+/* BinaryTreeMap / BinaryTreeSet (reference §3.5, bin_w_treemap_begin,
+ * bin_w_treeset_begin, bin_w_tree_end inline below): a raw-mode object with
+ * a null comparator, the size, then the entries written between begin and
+ * end (key, value, ... for the map). */
+
+/* ---- writer fast paths ------------------------------------------------
+ *
+ * The calls a typical object write makes (obj_begin, field, int, string,
+ * begin/end of 24/25, the tree types) are inline here, so a caller's
+ * sequence of them compiles into straight-line stores with no call per
+ * value.  Each inline function handles only the common case (no error,
+ * room in the buffer, a frame kind that needs no element check) and does
+ * nothing else; anything else goes to its bin_w_*_slow twin in writer.c,
+ * which is the complete function and makes every check again, so the bytes
+ * and errors are the same whichever path ran.  Prototypes above list the
+ * rest of the writer.
+ *
+ *   bin_writer_reset: start again (after an error, or for a new top value)
+ *   bin_w_string: s must be UTF-8
+ */
+enum { BIN_WK_TREEMAP = 200, BIN_WK_TREESET = 201 };   /* frame kinds */
+
+int bin_w_int_slow(bin_writer *w, int32_t v);
+int bin_w_string_slow(bin_writer *w, const char *s, size_t len);
+int bin_w_begin_slow(bin_writer *w, uint8_t code, int32_t arg);
+int bin_w_end_slow(bin_writer *w);
+int bin_w_obj_begin_slow(bin_writer *w, const bin_desc *d);
+int bin_w_field_slow(bin_writer *w, int32_t field_id);
+int bin_w_field_idx_slow(bin_writer *w, uint32_t idx);
+int bin_w_treemap_begin_slow(bin_writer *w);
+int bin_w_treeset_begin_slow(bin_writer *w);
+int bin_w_tree_end_slow(bin_writer *w);
+
+static inline void bin_writer_reset(bin_writer *w, em_buf *out)
+{
+    w->out = out;
+    w->depth = 0;
+    w->err = 0;
+    w->nf = 0;
+}
+
+/* bin_w__put: the fast half of accounting for one value of code c and
+ * reserving its 1 + n bytes; NULL (and nothing changed) when the slow path
+ * must decide. */
+static inline __attribute__((always_inline)) uint8_t *bin_w__put(bin_writer *w, uint8_t c,
+                                                                 size_t n)
+{
+    em_buf *o = w->out;
+    if (__builtin_expect(w->err != 0 || o->cap - o->len < 1 + n, 0))
+        return NULL;
+    if (w->depth) {
+        bin_wframe *f = &w->fr[w->depth - 1];
+        if (f->kind == BIN_OBJ) {
+            if (!f->raw_pos) {
+                if (__builtin_expect(w->nf == f->f0 || w->fields[w->nf - 1].off != UINT32_MAX, 0))
+                    return NULL;                /* a value without a name */
+                w->fields[w->nf - 1].off = (uint32_t)(o->len - f->start);
+            }
+        } else if (f->kind == BIN_COLLECTION || f->kind == BIN_MAP || f->kind == BIN_OBJ_ARR ||
+                   f->kind == BIN_WK_TREEMAP || f->kind == BIN_WK_TREESET) {
+            f->count++;
+        } else {
+            return NULL;                        /* typed arrays check elements */
+        }
+    }
+    uint8_t *p = o->p + o->len;
+    p[0] = c;
+    o->len += 1 + n;
+    return p + 1;
+}
+
+static inline int bin_w_int(bin_writer *w, int32_t v)
+{
+    uint8_t *p = bin_w__put(w, BIN_INT, 4);
+    if (__builtin_expect(!p, 0))
+        return bin_w_int_slow(w, v);
+    em_st32(p, (uint32_t)v);
+    return 0;
+}
+
+static inline int bin_w_string(bin_writer *w, const char *s, size_t len)
+{
+    const uint8_t *u = (const uint8_t *)s;
+    if (len >= 4 && len <= 16) {
+        /* two overlapping words: they prove ASCII and copy the string */
+        uint64_t a = len >= 8 ? em_ld64(u) : em_ld32(u);
+        uint64_t b = len >= 8 ? em_ld64(u + len - 8) : em_ld32(u + len - 4);
+        if (!((a | b) & 0x8080808080808080ULL)) {
+            uint8_t *p = bin_w__put(w, BIN_STRING, 4 + len);
+            if (p) {
+                em_st32(p, (uint32_t)len);
+                if (len >= 8) {
+                    em_st64(p + 4, a);
+                    em_st64(p + 4 + len - 8, b);
+                } else {
+                    em_st32(p + 4, (uint32_t)a);
+                    em_st32(p + len, (uint32_t)b);
+                }
+                return 0;
+            }
+        }
+    }
+    return bin_w_string_slow(w, s, len);
+}
+
+static inline int bin_w_begin(bin_writer *w, uint8_t code, int32_t arg)
+{
+    if ((code == BIN_COLLECTION || code == BIN_MAP) && w->depth < BIN_W_MAX_DEPTH) {
+        uint8_t *p = bin_w__put(w, code, 5);
+        if (p) {
+            bin_wframe *f = &w->fr[w->depth++];
+            f->kind = code;
+            f->start = (size_t)(p - w->out->p);
+            f->count = 0;
+            p[4] = (uint8_t)arg;
+            return 0;
+        }
+    }
+    return bin_w_begin_slow(w, code, arg);
+}
+
+static inline int bin_w_end(bin_writer *w)
+{
+    if (!w->err && w->depth) {
+        bin_wframe *f = &w->fr[w->depth - 1];
+        if (f->kind == BIN_COLLECTION || (f->kind == BIN_MAP && !(f->count & 1))) {
+            em_st32(w->out->p + f->start, f->kind == BIN_MAP ? f->count / 2 : f->count);
+            w->depth--;
+            return 0;
+        }
+    }
+    return bin_w_end_slow(w);
+}
+
+/* bin_w__obj_push: the fast half of starting a complex object of d with
+ * `extra` more bytes of room; NULL when the slow path must decide. */
+static inline __attribute__((always_inline)) bin_wframe *bin_w__obj_push(bin_writer *w,
+                                                                        const bin_desc *d,
+                                                                        size_t extra)
+{
+    if (!d || w->depth >= BIN_W_MAX_DEPTH || w->out->cap - w->out->len < BIN_HDR_LEN + extra)
+        return NULL;
+    uint8_t *p = bin_w__put(w, BIN_OBJ, BIN_HDR_LEN - 1);
+    if (!p)
+        return NULL;
+    bin_wframe *f = &w->fr[w->depth++];
+    f->kind = BIN_OBJ;
+    f->start = (size_t)(p - 1 - w->out->p);
+    f->count = 0;
+    f->raw_pos = 0;
+    f->desc = d;
+    f->f0 = w->nf;
+    f->in_order = 1;
+    f->hpos = BIN_HDR_LEN;
+    f->hq = 0;
+    return f;
+}
+
+static inline int bin_w_obj_begin(bin_writer *w, const bin_desc *d)
+{
+    if (bin_w__obj_push(w, d, 0))
+        return 0;
+    return bin_w_obj_begin_slow(w, d);
+}
+
+/* bin_w__field: names the next value fid (pos-th in the declared order
+ * when it equals fids[pos]); 0 when the slow path must decide. */
+static inline __attribute__((always_inline)) int bin_w__field(bin_writer *w, int32_t fid)
+{
+    if (w->err || !w->depth || w->nf == w->capf)
+        return 0;
+    bin_wframe *f = &w->fr[w->depth - 1];
+    if (f->kind != BIN_OBJ || f->raw_pos ||
+        (w->nf > f->f0 && w->fields[w->nf - 1].off == UINT32_MAX))
+        return 0;
+    uint32_t pos = w->nf - f->f0;
+    if (f->in_order && (pos >= f->desc->nfields || f->desc->fids[pos] != fid))
+        f->in_order = 0;
+    w->fields[w->nf].fid = fid;
+    w->fields[w->nf].off = UINT32_MAX;     /* set by the value's start */
+    w->nf++;
+    return 1;
+}
+
+static inline int bin_w_field(bin_writer *w, int32_t field_id)
+{
+    if (bin_w__field(w, field_id))
+        return 0;
+    return bin_w_field_slow(w, field_id);
+}
+
+static inline int bin_w_field_idx(bin_writer *w, uint32_t idx)
+{
+    if (!w->err && w->depth && w->fr[w->depth - 1].kind == BIN_OBJ) {
+        const bin_desc *d = w->fr[w->depth - 1].desc;
+        if (idx < d->nfields && bin_w__field(w, d->fids[idx]))
+            return 0;
+    }
+    return bin_w_field_idx_slow(w, idx);
+}
+
+/* The tree types: a raw object with the null comparator and the size. */
+static inline __attribute__((always_inline)) int bin_w__tree_begin(bin_writer *w,
+                                                                  const bin_desc *d,
+                                                                  uint8_t kind)
+{
+    bin_wframe *f = bin_w__obj_push(w, d, 5);
+    if (!f)
+        return 0;
+    f->raw_pos = BIN_HDR_LEN;
+    f->kind = kind;
+    w->out->p[w->out->len] = BIN_NULL;
+    w->out->len += 5;
+    return 1;
+}
+
+static inline int bin_w_treemap_begin(bin_writer *w)
+{
+    if (!w->err && bin_w__tree_begin(w, w->treemap, BIN_WK_TREEMAP))
+        return 0;
+    return bin_w_treemap_begin_slow(w);
+}
+
+static inline int bin_w_treeset_begin(bin_writer *w)
+{
+    if (!w->err && bin_w__tree_begin(w, w->treeset, BIN_WK_TREESET))
+        return 0;
+    return bin_w_treeset_begin_slow(w);
+}
+
+static inline int bin_w_tree_end(bin_writer *w)
+{
+    if (!w->err && w->depth) {
+        bin_wframe *f = &w->fr[w->depth - 1];
+        if (f->kind == BIN_WK_TREESET || (f->kind == BIN_WK_TREEMAP && !(f->count & 1))) {
+            em_st32(w->out->p + f->start + BIN_HDR_LEN + 1,
+                    f->kind == BIN_WK_TREEMAP ? f->count / 2 : f->count);
+            f->kind = BIN_OBJ;
+            return bin_w_obj_end(w);
+        }
+    }
+    return bin_w_tree_end_slow(w);
+}
 
 /* ---- reader (reader.c) -----------------------------------------------
  *

@@ -75,6 +75,20 @@ static inline uint32_t bin_hdr_off(const uint8_t *o, const bin_hdr *h, uint32_t 
 /* bin_hash31: em_hash_bytes31 (Java's h = 31*h + b from 1), vectorised
  * where the CPU allows (hash31.c). */
 int32_t bin_hash31(const uint8_t *p, size_t n);
+/* bin_pow31: 31^e mod 2^32.  With it hashes of concatenations combine:
+ * hash(AB) = hash(A) * 31^|B| + (hash(B) - 31^|B|). */
+#define BIN_PW31_MAX 4096
+extern uint32_t bin_pw31_tab[BIN_PW31_MAX + 1];
+uint32_t bin_pow31_slow(size_t e);
+static inline uint32_t bin_pow31(size_t e)
+{
+    return e <= BIN_PW31_MAX ? bin_pw31_tab[e] : bin_pow31_slow(e);
+}
+/* bin_q31: the polynomial part of bin_hash31 (the sum without 31^n). */
+static inline uint32_t bin_q31(const uint8_t *p, size_t n)
+{
+    return (uint32_t)bin_hash31(p, n) - bin_pow31(n);
+}
 
 /* bin_hash_region: Java's identity hash of a complex object (reference §3.3):
  * bytes from 24 to the footer start (or the total length). */

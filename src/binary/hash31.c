@@ -16,7 +16,21 @@
 
 enum { HMAX = 4096 };                /* longest region the tables cover */
 
-static uint32_t pw31[HMAX + 1];      /* pw31[d] = 31^d mod 2^32 */
+uint32_t bin_pw31_tab[BIN_PW31_MAX + 1];   /* 31^d mod 2^32 */
+#define pw31 bin_pw31_tab
+_Static_assert(HMAX == BIN_PW31_MAX, "table sizes");
+
+uint32_t bin_pow31_slow(size_t e)
+{
+    uint32_t r = 1, b = 31;
+    while (e) {
+        if (e & 1)
+            r *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return r;
+}
 
 static int32_t scalar(uint32_t h, const uint8_t *p, size_t n)
 {
@@ -83,7 +97,14 @@ static uint32_t dot_avx2(const uint8_t *p, size_t n)
 
 int32_t bin_hash31(const uint8_t *p, size_t n)
 {
-    if (n < 32 || !have_avx2)
+    if (n < 16) {
+        /* short: independent multiplies by table powers, no chain */
+        uint32_t s = pw31[n];
+        for (size_t k = 0; k < n; k++)
+            s += (uint32_t)(int32_t)(int8_t)p[k] * pw31[n - 1 - k];
+        return (int32_t)s;
+    }
+    if (!have_avx2)
         return scalar(1, p, n);
     if (n <= HMAX)
         return (int32_t)(pw31[n] + dot_avx2(p, n));
@@ -93,6 +114,13 @@ int32_t bin_hash31(const uint8_t *p, size_t n)
 }
 
 #else
+
+__attribute__((constructor)) static void hash31_init(void)
+{
+    pw31[0] = 1;
+    for (int d = 1; d <= HMAX; d++)
+        pw31[d] = pw31[d - 1] * 31u;
+}
 
 int32_t bin_hash31(const uint8_t *p, size_t n)
 {

@@ -30,6 +30,18 @@ typedef struct vctx {
 int bin_utf8_ok(const uint8_t *s, size_t n)
 {
     size_t i = 0;
+    /* ASCII first, 8 bytes at a time, the short tail OR-ed together: most
+     * strings (keys, names) end here without the per-byte decoder. */
+    for (; i + 8 <= n; i += 8)
+        if (em_ld64(s + i) & 0x8080808080808080ULL)
+            break;
+    if (i + 8 > n) {
+        uint8_t acc = 0;
+        for (size_t k = i; k < n; k++)
+            acc |= s[k];
+        if (!(acc & 0x80))
+            return 1;
+    }
     while (i < n) {
         if (n - i >= 8 && !(em_ld64(s + i) & 0x8080808080808080ULL)) {
             i += 8;

@@ -16,7 +16,7 @@
 
 #include <string.h>
 
-enum { KIND_TREEMAP = 200, KIND_TREESET = 201 };
+enum { KIND_TREEMAP = BIN_WK_TREEMAP, KIND_TREESET = BIN_WK_TREESET };
 
 /* ---- descriptor table (lives in the registry, locked by its lock) ---- */
 
@@ -239,14 +239,6 @@ void bin_writer_free(bin_writer *w)
     w->capf = w->nf = 0;
 }
 
-void bin_writer_reset(bin_writer *w, em_buf *out)
-{
-    w->out = out;
-    w->depth = 0;
-    w->err = 0;
-    w->nf = 0;
-}
-
 static inline int fail(bin_writer *w, int rc)
 {
     if (!w->err)
@@ -270,7 +262,7 @@ static inline int elem_ok(uint8_t kind, uint8_t c)
 }
 
 /* vstart accounts for one value of code c about to be written. */
-static inline int vstart(bin_writer *w, uint8_t c)
+static inline __attribute__((always_inline)) int vstart(bin_writer *w, uint8_t c)
 {
     if (w->err)
         return w->err;
@@ -292,7 +284,7 @@ static inline int vstart(bin_writer *w, uint8_t c)
 }
 
 /* put reserves 1 + n bytes for a value of code c and returns the payload. */
-static inline uint8_t *put(bin_writer *w, uint8_t c, size_t n)
+static inline __attribute__((always_inline)) uint8_t *put(bin_writer *w, uint8_t c, size_t n)
 {
     if (vstart(w, c))
         return NULL;
@@ -316,7 +308,7 @@ static inline uint8_t *put(bin_writer *w, uint8_t c, size_t n)
 
 int bin_w_byte(bin_writer *w, int8_t v)   { PUT_FIXED(BIN_BYTE, 1, p_[0] = (uint8_t)v); }
 int bin_w_short(bin_writer *w, int16_t v) { PUT_FIXED(BIN_SHORT, 2, em_st16(p_, (uint16_t)v)); }
-int bin_w_int(bin_writer *w, int32_t v)   { PUT_FIXED(BIN_INT, 4, em_st32(p_, (uint32_t)v)); }
+int bin_w_int_slow(bin_writer *w, int32_t v) { PUT_FIXED(BIN_INT, 4, em_st32(p_, (uint32_t)v)); }
 int bin_w_long(bin_writer *w, int64_t v)  { PUT_FIXED(BIN_LONG, 8, em_st64(p_, (uint64_t)v)); }
 int bin_w_char(bin_writer *w, uint16_t v) { PUT_FIXED(BIN_CHAR, 2, em_st16(p_, v)); }
 int bin_w_bool(bin_writer *w, int v)      { PUT_FIXED(BIN_BOOL, 1, p_[0] = v ? 1 : 0); }
@@ -362,18 +354,43 @@ int bin_w_binary_enum(bin_writer *w, int32_t type_id, int32_t ordinal)
     PUT_FIXED(BIN_BINARY_ENUM, 8, (em_st32(p_, (uint32_t)type_id), em_st32(p_ + 4, (uint32_t)ordinal)));
 }
 
-int bin_w_string(bin_writer *w, const char *s, size_t len)
+/* Short strings dominate (keys, names): copy them with overlapping word
+ * moves rather than a libc call. */
+static inline void small_copy(uint8_t *d, const uint8_t *s, size_t n)
 {
-    if (len > 0x7FFFFFFF)
+    if (n >= 8 && n <= 16) {
+        em_st64(d, em_ld64(s));
+        em_st64(d + n - 8, em_ld64(s + n - 8));
+    } else if (n >= 4 && n < 8) {
+        em_st32(d, em_ld32(s));
+        em_st32(d + n - 4, em_ld32(s + n - 4));
+    } else if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            d[i] = s[i];
+    } else {
+        memcpy(d, s, n);
+    }
+}
+
+int bin_w_string_slow(bin_writer *w, const char *s, size_t len)
+{
+    const uint8_t *u = (const uint8_t *)s;
+    if (len >= 4 && len <= 16) {
+        /* the two overlapping words small_copy moves also prove ASCII */
+        uint64_t a = len >= 8 ? em_ld64(u) : em_ld32(u);
+        uint64_t b = len >= 8 ? em_ld64(u + len - 8) : em_ld32(u + len - 4);
+        if (((a | b) & 0x8080808080808080ULL) && !bin_utf8_ok(u, len))
+            return fail(w, EM_BADUTF8);
+    } else if (len > 0x7FFFFFFF) {
         return fail(w, EM_TOOBIG);
-    if (!bin_utf8_ok((const uint8_t *)s, len))
+    } else if (!bin_utf8_ok(u, len)) {
         return fail(w, EM_BADUTF8);
+    }
     uint8_t *p = put(w, BIN_STRING, 4 + len);
     if (!p)
         return w->err;
     em_st32(p, (uint32_t)len);
-    if (len)
-        memcpy(p + 4, s, len);
+    small_copy(p + 4, u, len);
     return 0;
 }
 
@@ -431,11 +448,27 @@ static inline bin_wframe *push(bin_writer *w, uint8_t kind, size_t start)
     f->desc = NULL;
     f->f0 = w->nf;
     f->in_order = 1;
+    f->hpos = BIN_HDR_LEN;
+    f->hq = 0;
     return f;
 }
 
-int bin_w_begin(bin_writer *w, uint8_t code, int32_t arg)
+int bin_w_begin_slow(bin_writer *w, uint8_t code, int32_t arg)
 {
+    if (code == BIN_COLLECTION || code == BIN_MAP) {
+        /* the common containers: a container frame needs kind, start, count */
+        if (w->depth >= BIN_W_MAX_DEPTH)
+            return fail(w, EM_DEPTH);
+        uint8_t *p = put(w, code, 5);
+        if (!p)
+            return w->err;
+        bin_wframe *f = &w->fr[w->depth++];
+        f->kind = code;
+        f->start = (size_t)(p - w->out->p);
+        f->count = 0;
+        p[4] = (uint8_t)arg;
+        return 0;
+    }
     size_t n;
     switch (code) {
     case BIN_COLLECTION: case BIN_MAP: n = 5; break;
@@ -461,7 +494,7 @@ int bin_w_begin(bin_writer *w, uint8_t code, int32_t arg)
     return push(w, code, cpos) ? 0 : w->err;
 }
 
-int bin_w_end(bin_writer *w)
+int bin_w_end_slow(bin_writer *w)
 {
     if (w->err)
         return w->err;
@@ -481,7 +514,7 @@ int bin_w_end(bin_writer *w)
     return 0;
 }
 
-int bin_w_obj_begin(bin_writer *w, const bin_desc *d)
+int bin_w_obj_begin_slow(bin_writer *w, const bin_desc *d)
 {
     if (!d)
         return fail(w, EM_INVAL);
@@ -495,7 +528,7 @@ int bin_w_obj_begin(bin_writer *w, const bin_desc *d)
     return 0;
 }
 
-int bin_w_field(bin_writer *w, int32_t fid)
+int bin_w_field_slow(bin_writer *w, int32_t fid)
 {
     if (w->err)
         return w->err;
@@ -520,7 +553,7 @@ int bin_w_field(bin_writer *w, int32_t fid)
     return 0;
 }
 
-int bin_w_field_idx(bin_writer *w, uint32_t idx)
+int bin_w_field_idx_slow(bin_writer *w, uint32_t idx)
 {
     if (w->err)
         return w->err;
@@ -529,7 +562,7 @@ int bin_w_field_idx(bin_writer *w, uint32_t idx)
     const bin_desc *d = w->fr[w->depth - 1].desc;
     if (idx >= d->nfields)
         return fail(w, EM_NOFIELD);
-    return bin_w_field(w, d->fids[idx]);
+    return bin_w_field_slow(w, d->fids[idx]);
 }
 
 int bin_w_raw(bin_writer *w)
@@ -583,30 +616,60 @@ static int ensure_schema(bin_writer *w, const bin_desc *d, int32_t sid, uint32_t
     return rc == 0;
 }
 
+/* write_footer stores nfl entries; one loop per layout so the width test
+ * is not repeated per field. Returns the end of what it wrote. */
+static uint8_t *write_footer(uint8_t *q, const bin_wfield *fl, uint32_t nfl, int compact,
+                             uint8_t width)
+{
+    if (compact) {
+        switch (width) {
+        case 1: for (uint32_t i = 0; i < nfl; i++) *q++ = (uint8_t)fl[i].off; break;
+        case 2: for (uint32_t i = 0; i < nfl; i++, q += 2) em_st16(q, (uint16_t)fl[i].off); break;
+        default: for (uint32_t i = 0; i < nfl; i++, q += 4) em_st32(q, fl[i].off); break;
+        }
+        return q;
+    }
+    for (uint32_t i = 0; i < nfl; i++) {
+        em_st32(q, (uint32_t)fl[i].fid);
+        q += 4;
+        if (width == 1) *q = (uint8_t)fl[i].off;
+        else if (width == 2) em_st16(q, (uint16_t)fl[i].off);
+        else em_st32(q, fl[i].off);
+        q += width;
+    }
+    return q;
+}
+
 int bin_w_obj_end(bin_writer *w)
 {
     if (w->err)
         return w->err;
     if (w->depth == 0)
         return fail(w, EM_BUILDER);
+    /* Everything is read into locals first: the byte stores below alias
+     * all memory, and would otherwise force the compiler to reload it. */
     bin_wframe *f = &w->fr[w->depth - 1];
+    const uint32_t f0 = f->f0, nfl = w->nf - f0;
+    const uint32_t raw_pos = f->raw_pos, hpos0 = f->hpos, hq0 = f->hq;
+    const int in_order = f->in_order;
+    const bin_desc *d = f->desc;
+    const size_t start = f->start;
+    em_buf *out = w->out;
     if (f->kind != BIN_OBJ)
         return fail(w, EM_BUILDER);
-    uint32_t nfl = w->nf - f->f0;
-    const bin_wfield *fl = w->fields + f->f0;
+    const bin_wfield *fl = w->fields + f0;
     if (nfl && fl[nfl - 1].off == UINT32_MAX)
         return fail(w, EM_BUILDER);         /* a named field without a value */
-    const bin_desc *d = f->desc;
-    size_t start = f->start;
-    uint32_t end = (uint32_t)(w->out->len - start);
+    const uint32_t end = (uint32_t)(out->len - start);
     uint16_t flags = d->flags;
-    uint32_t soff = 0, hend = end;
+    uint32_t soff = 0;
     int32_t sid = 0;
     if (nfl) {
         uint32_t last = fl[nfl - 1].off;
         uint8_t width = (last < 0x100 && w->min_width <= 1) ? 1
                       : (last < 0x10000 && w->min_width <= 2) ? 2 : 4;
-        if (f->in_order && nfl == d->nfields) {
+        int declared = in_order && nfl == d->nfields;
+        if (declared) {
             sid = d->schema_id;
         } else {
             uint32_t s = 0x811C9DC5u;
@@ -620,52 +683,66 @@ int bin_w_obj_end(bin_writer *w)
             sid = (int32_t)s;
         }
         int compact = !w->full_footer &&
-                      ((f->in_order && nfl == d->nfields && w->reg) ||
-                       ensure_schema(w, d, sid, f->f0, nfl));
-        fl = w->fields + f->f0;             /* ensure_schema does not move it, but be plain */
-        size_t esz = width + (compact ? 0 : 4);
-        size_t fsz = nfl * esz + (f->raw_pos ? 4 : 0);
-        if (em_buf_reserve(w->out, fsz))
+                      ((declared && w->reg) || ensure_schema(w, d, sid, f0, nfl));
+        size_t fsz = (size_t)nfl * (width + (compact ? 0 : 4)) + (raw_pos ? 4 : 0);
+        if (em_buf_reserve(out, fsz))
             return fail(w, EM_NOMEM);
-        uint8_t *q = w->out->p + w->out->len;
-        for (uint32_t i = 0; i < nfl; i++) {
-            if (!compact) {
-                em_st32(q, (uint32_t)fl[i].fid);
-                q += 4;
-            }
-            if (width == 1) *q = (uint8_t)fl[i].off;
-            else if (width == 2) em_st16(q, (uint16_t)fl[i].off);
-            else em_st32(q, fl[i].off);
-            q += width;
-        }
-        if (f->raw_pos) {
-            em_st32(q, f->raw_pos);
+        uint8_t *q = write_footer(out->p + out->len, fl, nfl, compact, width);
+        if (raw_pos) {
+            em_st32(q, raw_pos);
             flags |= BIN_FLAG_HAS_RAW;
         }
-        w->out->len += fsz;
+        out->len += fsz;
         soff = end;
-        hend = end;
         flags |= BIN_FLAG_HAS_SCHEMA | (compact ? BIN_FLAG_COMPACT : 0) |
                  (width == 1 ? BIN_FLAG_OFFSET_1 : width == 2 ? BIN_FLAG_OFFSET_2 : 0);
     } else {
-        if (f->raw_pos) {
-            soff = f->raw_pos;
+        if (raw_pos) {
+            soff = raw_pos;
             flags |= BIN_FLAG_HAS_RAW;
         }
         if (!w->full_footer)
             flags |= BIN_FLAG_COMPACT;     /* as Java writes an empty schema */
     }
-    uint8_t *o = w->out->p + start;
-    uint32_t total = (uint32_t)(w->out->len - start);
+    const uint32_t hend = end;             /* region = [24, footer start or end) */
+    uint8_t *o = out->p + start;
+    const uint32_t total = (uint32_t)(out->len - start);
+    /* Region hash: nested objects were folded into hq when they ended, so
+     * only the bytes after the last of them are hashed now. */
+    uint32_t hash, q;
+    if (hpos0 == BIN_HDR_LEN) {
+        hash = (uint32_t)bin_hash31(o + BIN_HDR_LEN, hend - BIN_HDR_LEN);
+        q = hash - bin_pow31(hend - BIN_HDR_LEN);
+    } else {
+        q = hq0 * bin_pow31(hend - hpos0) + bin_q31(o + hpos0, hend - hpos0);
+        hash = bin_pow31(hend - BIN_HDR_LEN) + q;
+    }
+    const int32_t tid = d->type_id;
+    w->nf = f0;
+    unsigned depth = --w->depth;
     o[1] = 1;
     em_st16(o + 2, flags);
-    em_st32(o + 4, (uint32_t)d->type_id);
-    em_st32(o + 8, (uint32_t)bin_hash31(o + BIN_HDR_LEN, hend - BIN_HDR_LEN));
+    em_st32(o + 4, (uint32_t)tid);
+    em_st32(o + 8, hash);
     em_st32(o + 12, total);
     em_st32(o + 16, (uint32_t)sid);
     em_st32(o + 20, soff);
-    w->nf = f->f0;
-    w->depth--;
+    /* Fold a large object's bytes into the nearest enclosing object's sum,
+     * so its region is not hashed twice (Java's hash covers nested bytes);
+     * rehashing a small one is cheaper than folding it. */
+    for (unsigned k = total > 64 ? depth : 0; k-- > 0;) {
+        bin_wframe *e = &w->fr[k];
+        if (e->kind != BIN_OBJ && e->kind != KIND_TREEMAP && e->kind != KIND_TREESET)
+            continue;
+        const uint8_t *eo = out->p + e->start;
+        uint32_t xs = (uint32_t)(start - e->start), ehpos = e->hpos;
+        uint32_t qx = bin_q31(o, BIN_HDR_LEN) * bin_pow31(total - BIN_HDR_LEN)
+                    + q * bin_pow31(total - hend) + bin_q31(o + hend, total - hend);
+        uint32_t eq = e->hq * bin_pow31(xs - ehpos) + bin_q31(eo + ehpos, xs - ehpos);
+        e->hq = eq * bin_pow31(total) + qx;
+        e->hpos = xs + total;
+        break;
+    }
     return 0;
 }
 
@@ -676,7 +753,7 @@ static int tree_begin(bin_writer *w, int32_t tid, uint8_t kind)
     const bin_desc *d = tid == BIN_TYPE_TREEMAP_ID ? w->treemap : w->treeset;
     if (!d)
         return fail(w, EM_INVAL);
-    int rc = bin_w_obj_begin(w, d);
+    int rc = bin_w_obj_begin_slow(w, d);
     if (rc)
         return rc;
     bin_wframe *f = &w->fr[w->depth - 1];
@@ -690,10 +767,10 @@ static int tree_begin(bin_writer *w, int32_t tid, uint8_t kind)
     return 0;
 }
 
-int bin_w_treemap_begin(bin_writer *w) { return tree_begin(w, BIN_TYPE_TREEMAP_ID, KIND_TREEMAP); }
-int bin_w_treeset_begin(bin_writer *w) { return tree_begin(w, BIN_TYPE_TREESET_ID, KIND_TREESET); }
+int bin_w_treemap_begin_slow(bin_writer *w) { return tree_begin(w, BIN_TYPE_TREEMAP_ID, KIND_TREEMAP); }
+int bin_w_treeset_begin_slow(bin_writer *w) { return tree_begin(w, BIN_TYPE_TREESET_ID, KIND_TREESET); }
 
-int bin_w_tree_end(bin_writer *w)
+int bin_w_tree_end_slow(bin_writer *w)
 {
     if (w->err)
         return w->err;

@@ -519,6 +519,15 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
             return EM_NOMEM;
         }
     }
+    if (out->len - start - 4 > INT32_MAX) {
+        /* The int length field cannot describe it (e.g. a huge GET_ALL). */
+        out->len = start;
+        pr_fail(c, PR_ST_FAILED, "Reply too large (over 2 GiB); request fewer entries");
+        if (put_header(c, out, rid, topo, PR_ST_FAILED, c->msg)) {
+            out->len = start;
+            return EM_NOMEM;
+        }
+    }
     em_st32(out->p + start, (uint32_t)(out->len - start - 4));
     if (topo)
         c->topo_sent = 1;

@@ -27,8 +27,13 @@ enum pr_status {
     PR_ST_AUTH_FAILED = 2000
 };
 
-/* Private op code answered only when pr_options.debug_ops is set: the
- * server's allocation counters (see pr_options.debug_stats). */
+/* Private op code answered only when pr_options.debug_ops is set (emberd
+ * --debug-ops); otherwise it is an unknown op (status 2).  Request: no
+ * payload.  Reply payload, five longs: allocation calls, bytes requested,
+ * and frees, summed over every worker thread since start
+ * (pr_options.debug_stats), then live bytes and live blocks of the process.
+ * Tests read it before and after a run of requests: equal allocation
+ * counts mean the requests allocated nothing. */
 #define PR_OP_DEBUG_STATS 32000
 
 typedef struct pr_options {

@@ -317,8 +317,11 @@ static int check_slow(srv_auth *a, auth_user *u, const uint8_t *pw, size_t pwlen
 int srv_auth_check(srv_auth *a, const uint8_t *user, size_t ulen, const uint8_t *pw,
                    size_t pwlen)
 {
-    if (!a || (!user && ulen) || (!pw && pwlen))
+    if (!a || !user || (!pw && pwlen))
         return EM_AUTH;
+    static const uint8_t empty[1] = {0};
+    if (!pw)
+        pw = empty;
     auth_user *u = find_user(a, user, ulen);
     if (u && check_fast(a, u, pw, pwlen))
         return 0;
@@ -327,7 +330,8 @@ int srv_auth_check(srv_auth *a, const uint8_t *user, size_t ulen, const uint8_t 
 
 /* ---- limiter -------------------------------------------------------------- */
 
-/* peer_id hashes the address part of "host", "host:port" or "[v6]:port". */
+/* peer_id hashes the address part of "host:port" (net_conn_peer's text,
+ * IPv6 included: "::1:5678"), "[v6]:port" or a bare IPv4 address. */
 static uint64_t peer_id(const char *peer)
 {
     if (!peer)
@@ -339,9 +343,8 @@ static uint64_t peer_id(const char *peer)
         s++;
         n = e ? (size_t)(e - s) : strlen(s);
     } else {
-        const char *c = strchr(s, ':');
-        /* exactly one ':' = IPv4 or name with a port; more = bare IPv6 */
-        if (c && !strchr(c + 1, ':'))
+        const char *c = strrchr(s, ':');
+        if (c)
             n = (size_t)(c - s);
     }
     uint64_t h = 1469598103934665603ull;
@@ -404,7 +407,18 @@ int srv_auth_login(srv_auth *a, const char *peer, const uint8_t *user, size_t ul
     if (refused)
         return EM_TOOMANY;
 
-    auth_user *u = find_user(a, user, ulen);
+    static const uint8_t empty[1] = {0};
+    if (!pw)
+        pw = empty, pwlen = 0;
+    auth_user *u = user ? find_user(a, user, ulen) : NULL;
+    if (!user || ulen == 0) {
+        /* No credentials at all: nothing to hash, but it is a failure. */
+        pthread_mutex_lock(&a->mu);
+        s = peer_slot_get(a, id, now_ms);
+        s->tokens -= 1.0;
+        pthread_mutex_unlock(&a->mu);
+        return EM_AUTH;
+    }
     if (u && check_fast(a, u, pw, pwlen))
         return 0;
 

@@ -54,10 +54,15 @@ int  srv_auth_check(srv_auth *a, const uint8_t *user, size_t ulen,
                     const uint8_t *pw, size_t pwlen);
 
 /* srv_auth_login: srv_auth_check behind the limiter.  peer identifies the
- * client address ("1.2.3.4", "::1"; a trailing ":port" and [] are stripped).
+ * client: net_conn_peer's "address:port" text (the part after the last ':'
+ * is dropped, so IPv6 "::1:5678" works), "[v6]:port", or a bare IPv4
+ * address.
  * Returns 0, EM_AUTH (wrong user or password), or EM_TOOMANY (refused
  * without checking: this address failed too often, or the server is doing
- * too many slow checks right now - retry later).  now_ms: em_now_ms(). */
+ * too many slow checks right now - retry later).  now_ms: em_now_ms().
+ * A handshake without credentials (user NULL or empty) fails at once, with
+ * no hash computed, and counts as a failure of its address.  pw may be
+ * NULL (= empty). */
 int  srv_auth_login(srv_auth *a, const char *peer, const uint8_t *user, size_t ulen,
                     const uint8_t *pw, size_t pwlen, uint64_t now_ms);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/srv.h"
 #include "util/err.h"
@@ -128,8 +129,9 @@ int main(int argc, char **argv)
         EM_ERROR("emberd: cannot start on %s:%d: %s", cfg.host, cfg.port, em_strerror(rc));
         return 1;
     }
-    EM_INFO("emberd listening on %s:%d (thin client protocol 1.0.0-1.7.0, %s threads)",
-            cfg.host, srv_port(s), cfg.threads ? "configured" : "per-CPU");
+    long nthreads = cfg.threads > 0 ? cfg.threads : sysconf(_SC_NPROCESSORS_ONLN);
+    EM_INFO("emberd listening on %s:%d (thin-client protocol 1.0.0-1.7.0, %ld worker threads)",
+            cfg.host, srv_port(s), nthreads > 0 ? nthreads : 1);
 
     for (;;) {
         struct timespec ts = { 0, 100 * 1000 * 1000 };

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <ini.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,6 +24,9 @@ struct srv {
     bin_registry *reg;
     pr_server    *ps;
     net_server   *net;
+    /* The same pointer for worker threads: they start (and may answer the
+     * debug op) before net_server_start returns. */
+    _Atomic(net_server *) net_pub;
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -266,8 +270,9 @@ static void on_close(void *arg, void *state)
 static void debug_stats(void *arg, em_mem_stats *sum)
 {
     srv *s = arg;
-    if (s->net)
-        net_mem_stats(s->net, sum);
+    net_server *n = atomic_load(&s->net_pub);
+    if (n)
+        net_mem_stats(n, sum);
     else
         *sum = em_mem_thread();
 }
@@ -324,6 +329,7 @@ int srv_start(srv **out, const srv_config *c)
     no.cb.on_close = on_close;
     if ((rc = net_server_start(&s->net, &no)) != 0)
         goto fail;
+    atomic_store(&s->net_pub, s->net);
     *out = s;
     return 0;
 fail:

@@ -275,7 +275,7 @@ static void reg_remove(st_store *s, st_cache *c)
 
 static int notify(st_store *s, const st_update *u)
 {
-    return s->obs ? s->obs(s->obs_arg, u) : 0;
+    return st_observe(s, u);
 }
 
 static int cache_new(st_store *s, const st_cache_config *cfg, st_cache **out)
@@ -462,8 +462,9 @@ void st_region_stats_get(st_store *s, const char *region, st_region_stats *out)
 void st_set_observer(st_store *s, st_observer_fn fn, void *arg)
 {
     pthread_mutex_lock(&s->reg_lock);
-    s->obs = fn;
-    s->obs_arg = arg;
+    atomic_store_explicit(&s->obs, NULL, memory_order_release);
+    atomic_store_explicit(&s->obs_arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&s->obs, fn, memory_order_release);
     pthread_mutex_unlock(&s->reg_lock);
 }
 

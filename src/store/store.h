@@ -189,6 +189,14 @@ int st_expire_tick(st_store *s, uint32_t budget);
  * valid until st_close; every operation on it returns EM_NOCACHE). */
 int st_cache_destroyed(const st_cache *c);
 
+/* st_size's peek_mode_mask: bit m set for peek mode m (reference §2.3: 0 ALL,
+ * 1 NEAR, 2 PRIMARY, 3 BACKUP, 4 ONHEAP, 5 OFFHEAP); 0 = ALL.  A single node
+ * holds only primaries and no near cache: NEAR and/or BACKUP alone give 0,
+ * any other mode counts every live (unexpired) entry once.
+ *
+ * Scan cursors copy one partition at a time (under its lock) into the
+ * cursor, so a cache configured with one partition is copied whole. */
+
 /* Record conventions for the observer / st_apply:
  *  - PUT carries the normalised key, the stored (normalised) value and the
  *    absolute deadline; a PUT whose deadline has passed replays as nothing.
@@ -201,7 +209,12 @@ int st_cache_destroyed(const st_cache *c);
  *  - Writes racing a destroy may be reported after its CACHE_DESTROY (they
  *    hit partitions the destroy had not reached yet); replay gets
  *    EM_NOCACHE for them and should skip them.
- *  - st_set_observer must be called before operations start (the hot path
- *    reads the hook without synchronisation). */
+ *  - The observer runs under the partition's lock (that is what orders the
+ *    records of a partition): it should append and return; waiting for
+ *    fsync there makes readers of that partition wait too (DESIGN §5).
+ *  - A deadline moved by an access-expiry read is not reported.
+ *  - st_set_observer may be called while operations run (the hook is read
+ *    atomically); operations already past the check may still report to
+ *    the previous hook. */
 
 #endif

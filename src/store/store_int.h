@@ -145,13 +145,25 @@ struct st_store {
     _Atomic(st_regtab *) reg;
     st_cache        *all;         /* every cache, live or destroyed */
     uint32_t         ncaches;
-    st_observer_fn   obs;
-    void            *obs_arg;
+    _Atomic(st_observer_fn) obs;  /* set arg first, then fn (release) */
+    _Atomic(void *)  obs_arg;
     _Atomic uint32_t tick_cache;  /* round-robin position of st_expire_tick */
     _Atomic uint32_t tick_part;
 };
 
 extern st_cache st_tomb_;
+
+/* st_observe reports u to the write observer, if any (0 if none). */
+static inline int st_observe(st_store *s, const st_update *u)
+{
+    st_observer_fn fn = atomic_load_explicit(&s->obs, memory_order_acquire);
+    return fn ? fn(atomic_load_explicit(&s->obs_arg, memory_order_relaxed), u) : 0;
+}
+
+static inline int st_has_observer(const st_store *s)
+{
+    return atomic_load_explicit(&s->obs, memory_order_relaxed) != NULL;
+}
 #define ST_TOMB (&st_tomb_)
 
 /* Relaxed counter bump for a field owned by a held partition lock. */

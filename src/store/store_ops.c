@@ -357,13 +357,12 @@ static uint32_t lookup(st_cache *c, st_part *p, const kprep *x, int64_t *now)
 
 static inline int notify(st_cache *c, const st_update *u)
 {
-    st_store *s = c->store;
-    return s->obs ? s->obs(s->obs_arg, u) : 0;
+    return st_observe(c->store, u);
 }
 
 static int notify_remove(st_cache *c, uint32_t pi, const st_entry *e)
 {
-    if (!c->store->obs)
+    if (!st_has_observer(c->store))
         return 0;
     st_update u = {.kind = ST_UPD_REMOVE, .cache_id = c->id, .partition = pi,
                    .key = e->data, .klen = e->klen};
@@ -403,6 +402,7 @@ static int64_t sample(st_cache *c, st_entry **e, uint64_t *stamp, uint32_t *tag)
 static int evict_one(st_cache *c)
 {
     st_entry *e1 = NULL, *e2 = NULL;
+    int rc = 0;
     uint64_t s1 = 0, s2 = 0;
     uint32_t t1 = 0, t2 = 0;
     int64_t p1 = sample(c, &e1, &s1, &t1);
@@ -423,13 +423,17 @@ static int evict_one(st_cache *c)
         if (i == UINT32_MAX)
             for (i = (uint32_t)rng_next() & p->mask; !p->slots[i].e; i = (i + 1) & p->mask)
                 ;
-        notify_remove(c, (uint32_t)p1, p->slots[i].e);
-        entry_drop(c, p, i);
-        ST_BUMP(p->st.evictions, 1);
-        atomic_fetch_add_explicit(&c->region->evictions, 1, memory_order_relaxed);
+        /* An eviction the log cannot record is not made (replay would bring
+         * the entry back); the write that needed the room fails instead. */
+        rc = notify_remove(c, (uint32_t)p1, p->slots[i].e);
+        if (!rc) {
+            entry_drop(c, p, i);
+            ST_BUMP(p->st.evictions, 1);
+            atomic_fetch_add_explicit(&c->region->evictions, 1, memory_order_relaxed);
+        }
     }
     st_lock_release(&p->lock);
-    return 0;
+    return rc;
 }
 
 /* ---- writes ----------------------------------------------------------- */
@@ -543,7 +547,7 @@ retry:
     st_update u = {.kind = ST_UPD_PUT, .cache_id = c->id, .partition = x->part,
                    .key = x->k.p, .klen = x->k.len, .val = v, .vlen = (uint32_t)vlen,
                    .expire_at_ms = at};
-    int observe = w->notify && c->store->obs;
+    int observe = w->notify && st_has_observer(c->store);
 
     if (e && vlen <= e->cap) {
         /* In place: no allocation, no accounting change. */
@@ -936,7 +940,7 @@ int st_clear_part(st_cache *c, uint32_t pi, int notify_obs)
     if (p->dead) {
         rc = EM_NOCACHE;
     } else if (p->count) {
-        if (notify_obs && c->store->obs) {
+        if (notify_obs && st_has_observer(c->store)) {
             st_update u = {.kind = ST_UPD_CLEAR, .cache_id = c->id, .partition = pi};
             rc = notify(c, &u);
         }

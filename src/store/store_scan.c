@@ -72,8 +72,14 @@ static int snapshot(st_scan *sc)
      * dominate; prefetching a few slots ahead overlaps them.  The buffer is
      * reused across partitions, so after the first ones it rarely grows. */
     for (uint32_t i = 0; i <= p->mask; i++) {
-        if (i + 12 <= p->mask && p->slots[i + 12].e)
-            __builtin_prefetch(p->slots[i + 12].e);
+        if (i + 12 <= p->mask && p->slots[i + 12].e) {
+            /* the first three lines: header, key and a value of up to
+             * ~150 bytes, so larger values do not add serial misses */
+            const char *pe = (const char *)p->slots[i + 12].e;
+            __builtin_prefetch(pe);
+            __builtin_prefetch(pe + 64);
+            __builtin_prefetch(pe + 128);
+        }
         const st_entry *e = p->slots[i].e;
         if (!e)
             continue;

@@ -484,7 +484,8 @@ int wal_replay(wal *w, wal_apply_fn fn, void *arg)
         em_free(d.segs);
         return rc;
     }
-    qsort(d.segs, d.nsegs, sizeof *d.segs, cmp_u64);
+    if (d.nsegs)
+        qsort(d.segs, d.nsegs, sizeof *d.segs, cmp_u64);
     char path[WAL_PATH_MAX];
     uint64_t next_lsn = 0, start_seg = 0, applied = 0;
     em_buf b = EM_BUF_INIT;
@@ -507,7 +508,7 @@ int wal_replay(wal *w, wal_apply_fn fn, void *arg)
     size_t first = 0;
     while (first < d.nsegs && d.segs[first] < start_seg)
         first++;
-    const uint64_t *segs = d.segs + first;
+    const uint64_t *segs = d.segs ? d.segs + first : NULL;   /* no arithmetic on NULL */
     size_t n = d.nsegs - first;
     if (n && segs[0] != start_seg) {
         wal_seg_path(w, start_seg, path);
@@ -680,6 +681,11 @@ static int sync_upto_locked(wal *w, uint64_t lsn)
     return 0;
 }
 
+/* The last record each thread appended under deferred_sync, for
+ * wal_commit_wait. */
+static _Thread_local wal *tl_wal;
+static _Thread_local uint64_t tl_lsn;
+
 static int buffered(const wal *w) { return w->o.mode == WAL_BACKGROUND || w->o.mode == WAL_NONE; }
 
 int wal_roll_locked(wal *w)
@@ -778,9 +784,28 @@ int wal_append(wal *w, const st_update *u)
         return rc;
     }
     w->written_lsn = lsn;
-    if (w->o.mode == WAL_FSYNC)
+    if (w->o.mode == WAL_FSYNC && w->o.deferred_sync) {
+        tl_wal = w;
+        tl_lsn = lsn;
+    } else if (w->o.mode == WAL_FSYNC) {
         rc = sync_upto_locked(w, lsn);
+    }
     pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int wal_commit_wait(wal *w)
+{
+    if (tl_wal != w || !tl_lsn)
+        return 0;
+    pthread_mutex_lock(&w->mu);
+    /* an LSN above anything written is left from an earlier log that lived
+     * at the same address: nothing of this log is waiting */
+    uint64_t lsn = tl_lsn <= w->written_lsn ? tl_lsn : 0;
+    int rc = lsn ? sync_upto_locked(w, lsn) : 0;
+    pthread_mutex_unlock(&w->mu);
+    if (rc == 0)
+        tl_lsn = 0;
     return rc;
 }
 
@@ -882,7 +907,14 @@ int wal_close(wal *w)
     return rc;
 }
 
-int wal_error(const wal *w) { return w->err; }
+int wal_error(const wal *w)
+{
+    wal *m = (wal *)(uintptr_t)w;     /* the lock, not the log, changes */
+    pthread_mutex_lock(&m->mu);
+    int err = m->err;
+    pthread_mutex_unlock(&m->mu);
+    return err;
+}
 const char *wal_errmsg(const wal *w) { return w->msg; }
 
 void wal_stats_get(wal *w, wal_stats *out)

@@ -177,6 +177,8 @@ typedef struct wal_options {
     uint32_t    flush_ms;        /* BACKGROUND flush period; 0 = 2000 (Ignite's walFlushFrequency) */
     uint32_t    checkpoint_ms;   /* periodic checkpoints after wal_attach; 0 = none */
     int         read_only;       /* wal_replay only reads: no truncation, no writer */
+    int         deferred_sync;   /* FSYNC only: wal_append returns after write(2) and the
+                                    caller waits with wal_commit_wait (see there) */
     const wal_fileops *ops;      /* NULL = wal_posix_ops() */
 } wal_options;
 
@@ -213,6 +215,18 @@ int  wal_attach(wal *w, st_store *s);
  * later append returns EM_READONLY. */
 int  wal_append(wal *w, const st_update *u);
 
+/* wal_commit_wait: with deferred_sync, waits until every record the calling
+ * thread appended is on disk (group commit: one fsync covers all threads'
+ * records written meanwhile).  A server calls it once per event-loop pass,
+ * before sending the replies of the writes it ran, so a worker thread never
+ * blocks in the store's observer (which runs under a partition lock) and
+ * one fsync acknowledges every client served in that pass.  Trade-off: the
+ * write is visible to readers before it is durable; if the fsync fails the
+ * log is failed and the write is never acknowledged.  Returns 0, or the
+ * fsync error / EM_IO / EM_READONLY.  Without deferred_sync (or in another
+ * mode) it returns 0 at once. */
+int  wal_commit_wait(wal *w);
+
 /* wal_flush writes and fsyncs everything appended so far. */
 int  wal_flush(wal *w);
 
@@ -227,7 +241,9 @@ int  wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), voi
 int  wal_checkpoint(wal *w, st_store *s);
 
 /* wal_close flushes (per mode), detaches from the store, stops threads and
- * frees w.  Returns the flush result or the log's sticky error. */
+ * frees w.  Returns the flush result or the log's sticky error.  Stop the
+ * store's writers first (an operation already past the observer check may
+ * still call into w), and close the log before st_close. */
 int  wal_close(wal *w);
 
 /* wal_error: 0 or the first write/fsync error; wal_errmsg: a message for the

@@ -20,8 +20,35 @@
 #include <time.h>
 #include <unistd.h>
 
-#define START(s) tc_server s; REQUIRE_OK(tc_server_start(&s, NULL))
-#define STOP(s) CHECK_EQ(tc_server_stop(&s), 0)
+/* A well-behaved client holds one connection open for the whole test (opened
+ * before any hostile input) and checks it after each attack, besides opening
+ * fresh connections (tc_sanity). */
+static tc_conn good = {.fd = -1};
+static int good_n;
+
+static int good_open(int port)
+{
+    int rc = tc_open(&good, port);
+    return rc ? rc : tc_create_cache(&good, "good");
+}
+
+static int good_check(void)
+{
+    char want[32], got[32];
+    snprintf(want, sizeof want, "good-%d", good_n);
+    int rc = tc_put_int_str(&good, "good", good_n % 7, want);
+    if (rc)
+        return rc;
+    int g = tc_get_int_str(&good, "good", good_n % 7, got, sizeof got);
+    good_n++;
+    if (g < 0)
+        return g;
+    return g == 1 && strcmp(got, want) == 0 ? 0 : EM_PROTO;
+}
+
+#define START(s) tc_server s; REQUIRE_OK(tc_server_start(&s, NULL)); REQUIRE_OK(good_open(s.port))
+#define START_ARGS(s, args) tc_server s; REQUIRE_OK(tc_server_start(&s, args)); REQUIRE_OK(good_open(s.port))
+#define STOP(s) do { tc_close(&good); CHECK_EQ(tc_server_stop(&s), 0); } while (0)
 
 static int64_t now_ms(void)
 {
@@ -82,6 +109,7 @@ static int answer(tc_conn *c, int ms, int handshaken)
 /* server_ok: the server runs and serves a well-behaved client. */
 #define CHECK_SERVER_OK(s) do {                                                 \
         CHECK(tc_server_alive(&(s)));                                           \
+        CHECK_OK(good_check());                                                 \
         CHECK_OK(tc_sanity((s).port));                                          \
     } while (0)
 
@@ -271,8 +299,7 @@ TEST(bad_truncated_values_inside_frame)
 TEST(bad_slow_sender_closed_at_handshake_timeout)
 {
     const char *args[] = {TC_FLAG_HANDSHAKE_TIMEOUT, "500", NULL};
-    tc_server s;
-    REQUIRE_OK(tc_server_start(&s, args));
+    START_ARGS(s, args);
     tc_conn c;
     REQUIRE_OK(tc_connect(&c, s.port));
     int64_t t0 = now_ms();
@@ -288,7 +315,7 @@ TEST(bad_slow_sender_closed_at_handshake_timeout)
             break;
         }
         if (i == 3)
-            CHECK_OK(tc_sanity(s.port));   /* others are served meanwhile */
+            CHECK_OK(good_check());        /* others are served meanwhile */
     }
     /* 12 bytes at 100 ms each take 1.2 s; the 500 ms timeout must cut it */
     CHECK(closed_at >= 400);
@@ -313,8 +340,7 @@ TEST(bad_5000_idle_connections)
     REQUIRE(rl.rlim_cur >= (rlim_t)N + 100);
     /* emberd inherits the raised limit; it needs N + a few fds too */
     const char *args[] = {TC_FLAG_HANDSHAKE_TIMEOUT, "2000", TC_FLAG_MAX_CONNS, "20000", NULL};
-    tc_server s;
-    REQUIRE_OK(tc_server_start(&s, args));
+    START_ARGS(s, args);
     int *fds = em_malloc(sizeof(int) * N);
     REQUIRE(fds);
     int n = 0;
@@ -324,8 +350,10 @@ TEST(bad_5000_idle_connections)
         if (tc_connect(&c, s.port))
             break;
         fds[n] = c.fd;
-        if (n % 1000 == 999)
+        if (n % 1000 == 999) {
             CHECK_OK(tc_sanity(s.port));
+            CHECK_OK(good_check());
+        }
     }
     int64_t t_open = now_ms() - t0;
     CHECK_EQ(n, N);
@@ -409,6 +437,7 @@ TEST(bad_declared_counts_too_large)
         int o = send_raw_fresh(s.port, 1, b.p, b.len);
         CHECK_REJECTED(o, what, b.p, b.len);
         CHECK(now_ms() - t0 < 1500);
+        CHECK_OK(good_check());
     }
     em_buf_free(&b);
     CHECK_SERVER_OK(s);
@@ -459,6 +488,7 @@ TEST(bad_deep_nesting)
             CHECK_REJECTED(o, kind == 0 ? "nested collections" : kind == 1 ? "nested arrays" : "nested maps",
                            b.p, b.len);
             CHECK(tc_server_alive(&s));
+            CHECK_OK(good_check());
         }
         /* a shallow value of the same shape is fine and comes back intact */
         em_buf_reset(&v);
@@ -530,6 +560,7 @@ TEST(bad_handles)
         int o = put_value(s.port, "handles", &v, &b);
         CHECK_REJECTED(o, what, b.p, b.len);
         CHECK(tc_server_alive(&s));
+        CHECK_OK(good_check());
     }
     em_buf_free(&v);
     em_buf_free(&b);
@@ -761,5 +792,85 @@ TEST(bad_pipelined_flood_without_reading)
     em_buf_free(&many);
     tc_close(&c);
     CHECK_SERVER_OK(s);
+    STOP(s);
+}
+
+/* A reader that never reads: 1 MiB values requested 2 000 times (2 GiB of
+ * replies).  The server must bound what it queues for that connection
+ * (backpressure or close), keep its memory small and keep serving others. */
+static long rss_kb_of(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kb = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+TEST(bad_slow_reader_bounded_memory)
+{
+    START(s);
+    tc_conn c;
+    REQUIRE_OK(tc_open(&c, s.port));
+    REQUIRE_OK(tc_create_cache(&c, "big"));
+    em_buf b = EM_BUF_INIT, many = EM_BUF_INIT;
+    tc_reply r;
+    tc_req_begin(&c, &b, 1001);
+    tc_cache_hdr(&b, tc_cache_id("big"), 0);
+    tc_v_int(&b, 1);
+    tc_v_bytes(&b, 1 << 20, 0x5a);
+    tc_req_end(&b);
+    REQUIRE_OK(tc_call(&c, &b, &r));
+    REQUIRE_EQ(r.status, 0);
+    long rss0 = rss_kb_of(s.pid);
+    for (int i = 0; i < 2000; i++) {
+        tc_req_begin(&c, &b, 1000);
+        tc_cache_hdr(&b, tc_cache_id("big"), 0);
+        tc_v_int(&b, 1);
+        tc_req_end(&b);
+        tc_put_bytes(&many, b.p, b.len);
+    }
+    /* push requests until the server stops taking them for 500 ms */
+    size_t sent = 0;
+    int64_t stalled_since = -1;
+    while (sent < many.len) {
+        ssize_t w = send(c.fd, many.p + sent, many.len - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            sent += (size_t)w;
+            stalled_since = -1;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            break;                          /* closed by the server: fine */
+        if (stalled_since < 0)
+            stalled_since = now_ms();
+        else if (now_ms() - stalled_since > 500)
+            break;
+        msleep(10);
+    }
+    msleep(1000);
+    long rss1 = rss_kb_of(s.pid);
+    /* 2 GiB of replies must not be queued: allow the 256 MiB hard cap plus slack */
+    CHECK(rss1 > 0 && rss1 - rss0 < 320 * 1024);
+    CHECK_SERVER_OK(s);
+    /* the connection is not wedged: reading resumes the replies (or the
+     * server has closed it) */
+    int got = 0, rc = 0;
+    while (got < 50 && (rc = tc_recv_frame(&c, 5000)) == 0) {
+        if (tc_parse_reply(&c, &r) || r.status || r.n != 5 + (1u << 20))
+            break;
+        got++;
+    }
+    CHECK(got == 50 || rc == EM_CLOSED);
+    tc_close(&c);
+    msleep(200);
+    CHECK_SERVER_OK(s);
+    em_buf_free(&b);
+    em_buf_free(&many);
     STOP(s);
 }

@@ -794,3 +794,123 @@ TEST(proto_scan_filter_and_tx_flag_refused)
     tc_close(&c);
     STOP(s);
 }
+
+/* 1.7.0 with USER_ATTRIBUTES (feature 0): the handshake carries an attribute
+ * map (or null) after the features; the server must read past it. */
+TEST(proto_handshake_user_attributes)
+{
+    START(s);
+    for (int variant = 0; variant < 2; variant++) {
+        tc_conn c;
+        REQUIRE_OK(tc_connect(&c, s.port));
+        em_buf m = EM_BUF_INIT;
+        tc_put_i32(&m, 0);
+        tc_put_u8(&m, 1);
+        tc_put_i16(&m, 1);
+        tc_put_i16(&m, 7);
+        tc_put_i16(&m, 0);
+        tc_put_u8(&m, 2);
+        tc_put_u8(&m, 12);
+        tc_put_i32(&m, 2);
+        tc_put_u8(&m, 0x01);          /* USER_ATTRIBUTES */
+        tc_put_u8(&m, 0x08);          /* HEARTBEAT */
+        if (variant == 0) {
+            tc_put_u8(&m, 25);
+            tc_put_i32(&m, 2);
+            tc_put_u8(&m, 1);
+            tc_v_str(&m, "app");
+            tc_v_str(&m, "ember-tests");
+            tc_v_str(&m, "n");
+            tc_v_int(&m, 7);
+        } else {
+            tc_v_null(&m);
+        }
+        em_st32(m.p, (uint32_t)(m.len - 4));
+        CHECK_OK(tc_send(&c, m.p, m.len));
+        em_buf_free(&m);
+        REQUIRE_OK(tc_recv_frame(&c, 2000));
+        REQUIRE(c.in.len >= 1);
+        CHECK_EQ(c.in.p[0], 1);
+        /* 01, typed byte array of the intersection, typed UUID */
+        tc_rd d = {c.in.p, c.in.len, 1, 0};
+        CHECK_EQ(tc_rd_u8(&d), 12);
+        int32_t nf = tc_rd_i32(&d);
+        CHECK(nf >= 2);
+        if (nf >= 2 && !d.err) {
+            tc_rd_u8(&d);                  /* bit 0: server's choice */
+            CHECK_EQ(tc_rd_u8(&d), 0x08);
+            for (int i = 2; i < nf; i++)
+                CHECK_EQ(tc_rd_u8(&d), 0);
+        }
+        CHECK_EQ(tc_rd_u8(&d), 10);
+        c.ver = TC_VER(1, 7, 0);
+        c.flags_hdr = 1;
+        tc_reply r;
+        CHECK_OK(get_names(&c, &r));
+        tc_close(&c);
+    }
+    STOP(s);
+}
+
+/* CACHE_PARTITIONS for several caches and an unknown id: every known cache
+ * appears exactly once, the unknown one not at all. */
+TEST(proto_cache_partitions_several_caches)
+{
+    START(s);
+    tc_conn c;
+    REQUIRE_OK(tc_connect(&c, s.port));
+    REQUIRE_EQ(tc_handshake(&c, 1, 4, 0, NULL, 0), 1);
+    REQUIRE_OK(tc_create_cache(&c, "pa"));
+    REQUIRE_OK(tc_create_cache(&c, "pb"));
+    int32_t ids[3] = {tc_cache_id("pa"), 987654, tc_cache_id("pb")};
+    em_buf b = EM_BUF_INIT;
+    tc_reply r;
+    tc_req_begin(&c, &b, 1101);
+    tc_put_i32(&b, 3);
+    for (int i = 0; i < 3; i++)
+        tc_put_i32(&b, ids[i]);
+    tc_req_end(&b);
+    REQUIRE_OK(tc_call(&c, &b, &r));
+    em_buf_free(&b);
+    REQUIRE_EQ(r.status, 0);
+    tc_rd d = tc_rd_of(&r);
+    tc_rd_i64(&d);
+    tc_rd_i32(&d);
+    int32_t groups = tc_rd_i32(&d);
+    int count[3] = {0, 0, 0};
+    for (int g = 0; g < groups && !d.err; g++) {
+        int applicable = tc_rd_u8(&d);
+        int32_t nc = tc_rd_i32(&d);
+        for (int i = 0; i < nc && !d.err; i++) {
+            int32_t id = tc_rd_i32(&d);
+            for (int k = 0; k < 3; k++)
+                if (id == ids[k])
+                    count[k]++;
+            if (applicable) {
+                int32_t nk = tc_rd_i32(&d);
+                for (int k = 0; k < nk && !d.err; k++) {
+                    tc_rd_i32(&d);
+                    tc_rd_i32(&d);
+                }
+            }
+        }
+        if (!applicable)
+            continue;
+        int32_t nodes = tc_rd_i32(&d);
+        for (int n = 0; n < nodes && !d.err; n++) {
+            tc_rd_u8(&d);
+            tc_rd_i64(&d);
+            tc_rd_i64(&d);
+            int32_t np = tc_rd_i32(&d);
+            for (int k = 0; k < np && !d.err; k++)
+                tc_rd_i32(&d);
+        }
+    }
+    CHECK(!d.err);
+    CHECK_EQ(d.pos, r.n);
+    CHECK_EQ(count[0], 1);
+    CHECK_EQ(count[1], 0);
+    CHECK_EQ(count[2], 1);
+    tc_close(&c);
+    STOP(s);
+}

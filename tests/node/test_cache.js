@@ -392,3 +392,77 @@ test('SQL queries are refused with OperationError', async () => {
     await expectOperationError(() => cache.query(new SqlQuery('Person', 'age > 3')), 'SQL query');
     assert.equal(await cache.get(1), 'x');
 });
+
+test('large values: 8 MiB byte array, 1 MiB string, 20 000 entries', async () => {
+    const client = await connect();
+    const cache = (await client.getOrCreateCache(cacheName('large'))).setKeyType(T.INTEGER);
+    const bytes = [];
+    for (let i = 0; i < 8 << 20; i++) bytes.push((i * 7) & 0x7f);
+    cache.setValueType(T.BYTE_ARRAY);
+    await cache.put(1, bytes);
+    const got = await cache.get(1);
+    assert.equal(got.length, bytes.length);
+    assert.ok(got.every((b, i) => b === bytes[i]), 'byte array content');
+    cache.setValueType(T.STRING);
+    const str = 'ü'.repeat(1 << 19);   // 1 MiB of UTF-8
+    await cache.put(2, str);
+    assert.equal(await cache.get(2), str);
+    const entries = [];
+    for (let i = 0; i < 20000; i++) entries.push(new CacheEntry(100 + i, 'e' + i));
+    await cache.putAll(entries);
+    assert.equal(await cache.getSize(), 20002);
+    const some = await cache.getAll([100, 10099, 20099, 999999]);
+    assert.deepStrictEqual(some.map((e) => [e.getKey(), e.getValue()]).sort(),
+        [[100, 'e0'], [10099, 'e9999'], [20099, 'e19999']].sort());
+});
+
+// Authentication through the real client: a second emberd that requires a
+// user name and password (handshake 1.2.0 with credentials, reference §1.9).
+test('authentication with user name and password', async () => {
+    const { spawn } = require('node:child_process');
+    const net = require('node:net');
+    const path = require('node:path');
+    const port = await new Promise((res) => {
+        const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); });
+    });
+    const root = path.resolve(__dirname, '../..');
+    const build = process.env.EMBER_BUILD || 'build';
+    const emberd = path.isAbsolute(build) ? path.join(build, 'emberd') : path.join(root, build, 'emberd');
+    const proc = spawn(emberd, ['--host', '127.0.0.1', '--port', String(port),
+                                '--username', 'ignite', '--password', 's3cret'], { stdio: 'ignore' });
+    const exited = new Promise((res) => proc.on('exit', (code, sig) => res({ code, sig })));
+    try {
+        for (let i = 0; i < 200; i++) {
+            const ok = await new Promise((res) => {
+                const c = net.connect(port, '127.0.0.1', () => { c.end(); res(true); });
+                c.on('error', () => res(false));
+            });
+            if (ok) break;
+            await new Promise((r) => setTimeout(r, 25));
+        }
+        const { IgniteClientConfiguration } = IgniteClient;
+        const good = new IgniteClient();
+        await good.connect(new IgniteClientConfiguration('127.0.0.1:' + port).setUserName('ignite').setPassword('s3cret'));
+        const cache = (await good.getOrCreateCache('authed')).setKeyType(T.INTEGER);
+        await cache.put(1, 'in');
+        assert.equal(await cache.get(1), 'in');
+        good.disconnect();
+        for (const [user, pass] of [['ignite', 'wrong'], [null, null], ['nobody', 's3cret']]) {
+            const bad = new IgniteClient();
+            const cfg = new IgniteClientConfiguration('127.0.0.1:' + port);
+            if (user) cfg.setUserName(user).setPassword(pass);
+            let err = null;
+            try {
+                await bad.connect(cfg);
+            } catch (e) {
+                err = e;
+            }
+            bad.disconnect();
+            assert.ok(err, 'connect as ' + user + ' must fail');
+        }
+    } finally {
+        proc.kill('SIGTERM');
+        const { code } = await exited;
+        assert.equal(code, 0, 'second emberd exits 0 on SIGTERM');
+    }
+});

@@ -158,6 +158,18 @@ TEST(auth_limiter_per_address)
     /* other addresses are unaffected */
     CHECK_OK(srv_auth_login(a, "10.0.0.2:5000", U("ignite"), U("ignite"), t));
     CHECK_OK(srv_auth_login(a, "[::1]:7000", U("ignite"), U("ignite"), t));
+    /* IPv6 as net_conn_peer writes it: ports differ, the address is one */
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(srv_auth_login(a, i & 1 ? "fe80::2:4000" : "fe80::2:4001", U("ignite"), U("x"), t),
+                 EM_AUTH);
+    CHECK_EQ(srv_auth_login(a, "fe80::2:4002", U("ignite"), U("ignite"), t), EM_TOOMANY);
+    CHECK_OK(srv_auth_login(a, "fe80::3:4002", U("ignite"), U("ignite"), t));
+    /* no credentials: refused without a slow check, counted as a failure */
+    CHECK_EQ(srv_auth_login(a, "10.0.0.9:1", NULL, 0, NULL, 0, t), EM_AUTH);
+    CHECK_EQ(srv_auth_login(a, "10.0.0.9:1", U(""), NULL, 0, t), EM_AUTH);
+    CHECK_EQ(srv_auth_login(a, "10.0.0.9:1", U("ignite"), NULL, 0, t), EM_AUTH);
+    CHECK_EQ(srv_auth_login(a, "10.0.0.9:1", U("ignite"), U("ignite"), t), EM_TOOMANY);
+    CHECK_EQ(srv_auth_check(a, NULL, 0, NULL, 0), EM_AUTH);
     /* one failure is forgiven per second */
     CHECK_EQ(srv_auth_login(a, "10.0.0.1", U("ignite"), U("ignite"), t + 999), EM_TOOMANY);
     CHECK_OK(srv_auth_login(a, "10.0.0.1", U("ignite"), U("ignite"), t + 1000));

@@ -910,3 +910,109 @@ TEST(store_alloc_failure)
     CHECK_EQ(st.entries, 200 - fails);
     st_close(s);
 }
+
+/* ---- randomised model check ------------------------------------------- */
+
+TEST(store_model_random_ops)
+{
+    /* 200 000 random operations on 64 keys against a plain array model;
+     * every result and, at the end, a full scan must agree with it */
+    st_store *s = open_store(0, 0);
+    st_cache *c = make_cache(s, "model", 4);
+    REQUIRE(c);
+    enum { K = 64 };
+    int64_t model[K];
+    int present[K] = {0};
+    uint64_t rng = 88172645463325252ULL;
+    em_buf out = EM_BUF_INIT;
+    uint8_t kb[5], vb[64];
+    char str[48];
+    for (int step = 0; step < 200000; step++) {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        int k = (int)(rng % K), op = (int)((rng >> 8) % 11), f = -1, r = -1;
+        int64_t nv = (int64_t)(rng >> 20) % 1000;
+        /* values are strings of varying length, so overwrites both fit and
+         * outgrow the entry's capacity */
+        snprintf(str, sizeof str, "%lld%.*s", (long long)nv, (int)(nv % 30), "------------------------------");
+        size_t kl = ikey(kb, k), vl = sval(vb, str);
+        int64_t ev = (rng >> 40) % 2 && present[k] ? model[k] : nv + 1;
+        char es[48];
+        snprintf(es, sizeof es, "%lld%.*s", (long long)ev, (int)(ev % 30), "------------------------------");
+        uint8_t ebuf[64];
+        size_t el = sval(ebuf, es);
+        em_buf_reset(&out);
+        int rc = 0;
+        switch (op) {
+        case 0: rc = st_put(c, NULL, kb, kl, vb, vl); present[k] = 1; model[k] = nv; break;
+        case 1:
+            rc = st_get(c, NULL, kb, kl, &out, &f);
+            CHECK_EQ(f, present[k]);
+            if (f) {
+                snprintf(es, sizeof es, "%lld%.*s", (long long)model[k], (int)(model[k] % 30), "------------------------------");
+                CHECK(out.len == 5 + strlen(es) && memcmp(out.p + 5, es, strlen(es)) == 0);
+            }
+            break;
+        case 2: rc = st_remove(c, NULL, kb, kl, &r); CHECK_EQ(r, present[k]); present[k] = 0; break;
+        case 3:
+            rc = st_replace(c, NULL, kb, kl, vb, vl, &r);
+            CHECK_EQ(r, present[k]);
+            if (r) model[k] = nv;
+            break;
+        case 4:
+            rc = st_put_if_absent(c, NULL, kb, kl, vb, vl, &r);
+            CHECK_EQ(r, !present[k]);
+            if (r) { present[k] = 1; model[k] = nv; }
+            break;
+        case 5: {
+            int eq = present[k] && model[k] == ev;
+            rc = st_replace_if_equals(c, NULL, kb, kl, ebuf, el, vb, vl, &r);
+            CHECK_EQ(r, eq);
+            if (r) model[k] = nv;
+            break;
+        }
+        case 6: {
+            int eq = present[k] && model[k] == ev;
+            rc = st_remove_if_equals(c, NULL, kb, kl, ebuf, el, &r);
+            CHECK_EQ(r, eq);
+            if (r) present[k] = 0;
+            break;
+        }
+        case 7:
+            rc = st_get_and_put(c, NULL, kb, kl, vb, vl, &out, &f);
+            CHECK_EQ(f, present[k]);
+            present[k] = 1; model[k] = nv;
+            break;
+        case 8:
+            rc = st_get_and_remove(c, NULL, kb, kl, &out, &f);
+            CHECK_EQ(f, present[k]);
+            present[k] = 0;
+            break;
+        case 9:
+            rc = st_get_and_replace(c, NULL, kb, kl, vb, vl, &out, &f);
+            CHECK_EQ(f, present[k]);
+            if (f) model[k] = nv;
+            break;
+        default:
+            if (step % 1000 == 0) {
+                rc = st_clear(c);
+                memset(present, 0, sizeof present);
+            } else {
+                rc = st_contains(c, NULL, kb, kl, &f);
+                CHECK_EQ(f, present[k]);
+            }
+        }
+        CHECK_OK(rc);
+        if (test_failed())
+            break;
+    }
+    int64_t sz, n = 0;
+    for (int k = 0; k < K; k++)
+        n += present[k];
+    CHECK_OK(st_size(c, 0, &sz));
+    CHECK_EQ(sz, n);
+    st_cache_stats st;
+    st_cache_stats_get(c, &st);
+    CHECK_EQ(st.entries, n);
+    em_buf_free(&out);
+    st_close(s);
+}

@@ -367,3 +367,72 @@ TEST(store_conc_expiry_eviction)
     CHECK(st.evictions > 0);
     st_close(s);
 }
+
+/* ---- scans racing writers --------------------------------------------- */
+
+struct scan_ctx { st_cache *c; atomic_int stop; atomic_int bad; };
+
+static void *churn_worker(void *arg)
+{
+    struct scan_ctx *x = arg;
+    uint8_t kb[5], vb[9];
+    int r;
+    for (int i = 0; !atomic_load(&x->stop); i++) {
+        int key = 1000 + i % 5000;            /* never the stable keys 0..999 */
+        size_t kl = ikey(kb, key);
+        int rc = (i / 5000) % 2 ? st_remove(x->c, NULL, kb, kl, &r)
+                                : st_put(x->c, NULL, kb, kl, vb, lval(vb, i));
+        if (rc)
+            atomic_fetch_add(&x->bad, 1);
+    }
+    return NULL;
+}
+
+static int stable_fn(void *arg, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen)
+{
+    uint8_t *seen = arg;
+    (void)v; (void)vlen;
+    int32_t key = (int32_t)em_ld32(k + 1);
+    if (klen == 5 && key >= 0 && key < 1000)
+        seen[key]++;
+    return 0;
+}
+
+TEST(store_conc_scan_vs_writers)
+{
+    st_store *s = NULL;
+    REQUIRE_OK(st_open(&s, NULL));
+    st_cache_config cfg;
+    st_cache_config_init(&cfg);
+    cfg.name = "scanrace";
+    cfg.partitions = 64;
+    struct scan_ctx x;
+    memset(&x, 0, sizeof x);
+    REQUIRE_OK(st_cache_create(s, &cfg, &x.c));
+    uint8_t kb[5], vb[9];
+    for (int i = 0; i < 1000; i++)
+        REQUIRE_OK(st_put(x.c, NULL, kb, ikey(kb, i), vb, lval(vb, i)));
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        REQUIRE(pthread_create(&t[i], NULL, churn_worker, &x) == 0);
+    static uint8_t seen[1000];
+    for (int round = 0; round < 20; round++) {
+        memset(seen, 0, sizeof seen);
+        st_scan *sc;
+        REQUIRE_OK(st_scan_open(x.c, -1, &sc));
+        int more = 1;
+        while (more)
+            CHECK_OK(st_scan_next_page(sc, 37, stable_fn, seen, &more));
+        st_scan_close(sc);
+        for (int i = 0; i < 1000; i++)
+            if (seen[i] != 1) {
+                CHECK_EQ(seen[i], 1);
+                break;
+            }
+    }
+    atomic_store(&x.stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    CHECK_EQ(atomic_load(&x.bad), 0);
+    st_close(s);
+}

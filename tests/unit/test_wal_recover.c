@@ -717,3 +717,199 @@ TEST(wal_posix_files_round_trip)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK_EQ(system(cmd), 0);
 }
+
+/* Power loss in the middle of a checkpoint: the fill callback crashes the
+ * file system halfway through writing the snapshot.  The half-written
+ * .tmp is never loaded; the previous checkpoint + WAL give the state. */
+typedef struct mid_ckpt { fake f; wal_memfs *fs, *crashed; int emitted; } mid_ckpt;
+
+static int crash_mid_fill(void *arg, wal_ckpt_writer *cw)
+{
+    mid_ckpt *m = arg;
+    int rc = fake_fill(&m->f, cw);
+    if (!rc && !m->crashed)
+        rc = wal_memfs_crash(m->fs, -1.0, 77, &m->crashed);
+    return rc;
+}
+
+TEST(wal_power_loss_during_checkpoint)
+{
+    enum { K = 60 };
+    uint32_t val[K] = {0};
+    wal_memfs *fs;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    wal *w;
+    model m = {0};
+    REQUIRE_OK(open_log(fs, WAL_FSYNC, 1024, &w, &m));
+    fake f = {K, val};
+    for (uint32_t i = 0; i < 200; i++) {
+        uint32_t k = (i * 7) % K;
+        REQUIRE_OK(put(w, k, i + 1, 4));
+        val[k] = i + 1;
+        if (i == 100)
+            REQUIRE_OK(wal_checkpoint_run(w, fake_fill, &f));
+    }
+    mid_ckpt mc = {f, fs, NULL, 0};
+    REQUIRE_OK(wal_checkpoint_run(w, crash_mid_fill, &mc));
+    REQUIRE(mc.crashed);
+    wal_close(w);
+    REQUIRE_OK(open_log(mc.crashed, WAL_FSYNC, 1024, &w, &m));
+    uint32_t got[K] = {0};
+    for (uint32_t i = 0; i < m.n; i++)
+        if (m.e[i].kind == ST_UPD_PUT)
+            got[m.e[i].key] = m.e[i].val;
+    CHECK_MEM(got, val, sizeof got);
+    wal_close(w);
+    model_free(&m);
+    wal_memfs_free(mc.crashed);
+    wal_memfs_free(fs);
+}
+
+/* A crash after the checkpoint's rename but before the old segments were
+ * deleted leaves segments the checkpoint already holds: they are skipped,
+ * not replayed over it and not mistaken for a gap. */
+TEST(wal_leftover_segments_before_a_checkpoint_are_skipped)
+{
+    uint32_t val[20] = {0};
+    fake f = {20, val};
+    wal_memfs *fs, *before;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    wal *w;
+    model m = {0};
+    REQUIRE_OK(open_log(fs, WAL_FSYNC, 0, &w, &m));
+    for (uint32_t i = 0; i < 20; i++) {
+        REQUIRE_OK(put(w, i, i + 1, 4));
+        val[i] = i + 1;
+    }
+    REQUIRE_OK(wal_memfs_crash(fs, 1.0, 0, &before));
+    REQUIRE_OK(wal_checkpoint_run(w, fake_fill, &f));
+    REQUIRE_OK(put(w, 3, 999, 4));
+    val[3] = 999;
+    wal_close(w);
+    uint8_t *p, *q;
+    size_t len, qlen;
+    REQUIRE(wal_memfs_file(fs, SEG0, &q, &qlen) != 0);      /* deleted */
+    REQUIRE_OK(wal_memfs_file(before, SEG0, &p, &len));
+    const wal_fileops *ops = wal_memfs_ops(fs);
+    int fd;
+    REQUIRE_OK(ops->open(ops->ctx, SEG0, WAL_O_WRITE | WAL_O_CREATE, &fd));
+    CHECK_EQ(ops->pwrite(ops->ctx, fd, p, len, 0), (int64_t)len);
+    ops->close(ops->ctx, fd);
+    REQUIRE_OK(open_log(fs, WAL_FSYNC, 0, &w, &m));
+    uint32_t got[20] = {0};
+    uint32_t puts = 0;
+    for (uint32_t i = 0; i < m.n; i++)
+        if (m.e[i].kind == ST_UPD_PUT) {
+            got[m.e[i].key] = m.e[i].val;
+            puts++;
+        }
+    CHECK_EQ(puts, 21);                  /* 20 from the checkpoint, 1 from the WAL */
+    CHECK_MEM(got, val, sizeof got);
+    wal_close(w);
+    model_free(&m);
+    wal_memfs_free(before);
+    wal_memfs_free(fs);
+}
+
+TEST(wal_failed_checkpoint_leaves_the_log_working)
+{
+    uint32_t val[10] = {0};
+    fake f = {10, val};
+    wal_memfs *fs;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    wal *w;
+    model m = {0};
+    REQUIRE_OK(open_log(fs, WAL_LOG_ONLY, 0, &w, &m));
+    REQUIRE_OK(write_n(w, 0, 10));
+    /* fsyncs in this checkpoint: the log's flush, the old segment's at the
+     * roll, the new segment's, then the checkpoint file's - fail that one */
+    wal_memfs_fault(fs, WAL_FAULT_FSYNC, 4, EIO, 0, 0);
+    CHECK_EQ(wal_checkpoint_run(w, fake_fill, &f), -EIO);
+    CHECK_EQ(wal_error(w), 0);
+    REQUIRE_OK(write_n(w, 10, 5));
+    REQUIRE_OK(wal_close(w));
+    int ck;
+    seg_count(fs, &ck);
+    CHECK_EQ(ck, 0);
+    REQUIRE_OK(open_log(fs, WAL_LOG_ONLY, 0, &w, &m));
+    CHECK_EQ(m.n, 15);
+    CHECK(check_prefix(&m, 15));
+    wal_close(w);
+    model_free(&m);
+    wal_memfs_free(fs);
+}
+
+typedef struct dw_arg { wal *w; uint32_t base; int rc, waits; } dw_arg;
+
+/* A server-like thread: a "pass" appends several records without waiting,
+ * then one wal_commit_wait acknowledges them all. */
+static void *deferred_writer(void *p)
+{
+    dw_arg *a = p;
+    for (uint32_t pass = 0; pass < 20 && !a->rc; pass++) {
+        for (uint32_t i = 0; i < 5 && !a->rc; i++) {
+            uint32_t k = a->base + pass * 5 + i;
+            a->rc = put(a->w, k, k * 3 + 1, 30);
+        }
+        if (!a->rc)
+            a->rc = wal_commit_wait(a->w);
+        a->waits++;
+    }
+    return NULL;
+}
+
+TEST(wal_deferred_sync_commit_wait_covers_a_pass)
+{
+    enum { T = 4 };
+    wal_memfs *fs, *after;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    wal_memfs_slow_fsync(fs, 200);
+    wal_options o;
+    memset(&o, 0, sizeof o);
+    o.dir = DIR;
+    o.mode = WAL_FSYNC;
+    o.deferred_sync = 1;
+    o.ops = wal_memfs_ops(fs);
+    wal *w;
+    model m = {0};
+    REQUIRE_OK(wal_open(&w, &o));
+    REQUIRE_OK(wal_replay(w, NULL, NULL));
+    /* before the wait nothing is promised; after it everything is */
+    REQUIRE_OK(put(w, 900000, 1, 8));
+    wal_stats st;
+    wal_stats_get(w, &st);
+    CHECK_EQ(st.fsyncs, 0);
+    REQUIRE_OK(wal_commit_wait(w));
+    wal_stats_get(w, &st);
+    CHECK_EQ(st.fsyncs, 1);
+    CHECK_OK(wal_commit_wait(w));        /* nothing new: no fsync */
+    wal_stats_get(w, &st);
+    CHECK_EQ(st.fsyncs, 1);
+    pthread_t th[T];
+    dw_arg args[T];
+    for (int t = 0; t < T; t++) {
+        args[t] = (dw_arg){w, (uint32_t)t * 1000, 0, 0};
+        pthread_create(&th[t], NULL, deferred_writer, &args[t]);
+    }
+    for (int t = 0; t < T; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_OK(args[t].rc);
+    }
+    wal_stats_get(w, &st);
+    CHECK(st.fsyncs <= 1 + T * 20);      /* at most one per pass, never one per record */
+    REQUIRE_OK(wal_memfs_crash(fs, 0.0, 3, &after));
+    wal_close(w);
+    o.ops = wal_memfs_ops(after);
+    REQUIRE_OK(wal_open(&w, &o));
+    REQUIRE_OK(wal_replay(w, collect, &m));
+    CHECK_EQ(m.n, 1 + T * 100);          /* every waited-for record survived */
+    /* a failed fsync fails the wait, and the log */
+    wal_memfs_fault(after, WAL_FAULT_FSYNC, 1, EIO, 0, 0);
+    REQUIRE_OK(put(w, 5, 16, 8));
+    CHECK_EQ(wal_commit_wait(w), -EIO);
+    CHECK_EQ(put(w, 6, 19, 8), EM_READONLY);
+    wal_close(w);
+    model_free(&m);
+    wal_memfs_free(after);
+    wal_memfs_free(fs);
+}

@@ -1,0 +1,109 @@
+/* bench_m2.c - M2's decode rows (../shared/BENCHMARKS.md M2, seed
+ * CASSANDRA-21587): 100 000 encoded objects of one type (id int, name
+ * string, score long, city string) in one array, written in 1, 2 or 3
+ * footer encodings interleaved (object i uses encoding i % variants):
+ * compact footer with 1-byte offsets, compact with 2-byte offsets, full
+ * footer (field id + offset) with 4-byte offsets.  One op = read the named
+ * field "score" of one object with bin_rd_field (the name -> field id and
+ * the type's metadata resolved once, DESIGN rule 1); one round is a pass
+ * over all 100 000.  ns/op is per entry; target: 3 variants within 5% of 1.
+ * The store's scan rows (bench_m2_scan.c) read the same field from a cache.
+ */
+#include "bench.h"
+
+#include "binary/binary.h"
+#include "util/buf.h"
+#include "util/mem.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { M2_N = 100000 };
+
+typedef struct m2ctx {
+    bin_registry *reg;
+    const bin_type *type;
+    int32_t fid;
+    em_buf data;                /* the encoded objects back to back */
+    uint32_t *off;              /* start of object i in data */
+} m2ctx;
+
+static void m2_teardown(void *p)
+{
+    m2ctx *c = p;
+    bin_registry_free(c->reg);
+    em_buf_free(&c->data);
+    em_free(c->off);
+    em_free(c);
+}
+
+static void *m2_setup(int variants)
+{
+    m2ctx *c = em_calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->off = em_malloc(M2_N * sizeof *c->off);
+    c->reg = bin_registry_new();
+    static const char *const f[] = {"id", "name", "score", "city"};
+    static const int32_t codes[] = {BIN_INT, BIN_STRING, BIN_LONG, BIN_STRING};
+    const bin_desc *d;
+    if (!c->off || !c->reg || bin_registry_define(c->reg, "M2Person", f, codes, 4, &d)) {
+        m2_teardown(c);
+        return NULL;
+    }
+    bin_writer w;
+    bin_writer_init(&w, c->reg, &c->data);
+    int rc = 0;
+    for (int i = 0; i < M2_N && !rc; i++) {
+        int v = i % variants;
+        w.min_width = v == 0 ? 1 : v == 1 ? 2 : 4;
+        w.full_footer = v == 2;
+        c->off[i] = (uint32_t)c->data.len;
+        char s[32];
+        int n = snprintf(s, sizeof s, "name-%d", i);
+        bin_w_obj_begin(&w, d);
+        bin_w_field_idx(&w, 0); bin_w_int(&w, i);
+        bin_w_field_idx(&w, 1); bin_w_string(&w, s, (size_t)n);
+        bin_w_field_idx(&w, 2); bin_w_long(&w, i);
+        bin_w_field_idx(&w, 3); bin_w_string(&w, "Lisbon", 6);
+        rc = bin_w_obj_end(&w);
+    }
+    bin_writer_free(&w);
+    c->type = bin_registry_get(c->reg, d->type_id);
+    c->fid = bin_field_id("score", 5);
+    size_t len;
+    for (int i = 0; i < M2_N && !rc; i++)
+        rc = bin_validate(c->data.p + c->off[i], c->data.len - c->off[i], &len, 0);
+    if (rc || !c->type) {
+        m2_teardown(c);
+        return NULL;
+    }
+    return c;
+}
+
+static int m2_decode(void *p, uint64_t n)
+{
+    m2ctx *c = p;
+    int64_t sum = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t k = (uint32_t)(i % M2_N);
+        const uint8_t *v;
+        int64_t x;
+        if (bin_rd_field(c->data.p + c->off[k], c->type, c->fid, &v) || bin_rd_long(v, &x))
+            return 1;
+        sum += x;
+    }
+    bench_sink += (uint64_t)sum;
+    return 0;
+}
+
+static void *m2_v1(void) { return m2_setup(1); }
+static void *m2_v2(void) { return m2_setup(2); }
+static void *m2_v3(void) { return m2_setup(3); }
+
+BENCH_REGISTER(m2_dec1, {"m2", "1 variant", "decode", "Cassandra 934.7 ns",
+                         m2_decode, m2_v1, m2_teardown, M2_N})
+BENCH_REGISTER(m2_dec2, {"m2", "2 variants", "decode", "Cassandra 981.4 ns",
+                         m2_decode, m2_v2, m2_teardown, M2_N})
+BENCH_REGISTER(m2_dec3, {"m2", "3 variants", "decode", "Cassandra 1129.1 ns",
+                         m2_decode, m2_v3, m2_teardown, M2_N})
