@@ -336,15 +336,15 @@ static inline __attribute__((always_inline)) uint8_t *bin_w__put(bin_writer *w, 
         return NULL;
     if (w->depth) {
         bin_wframe *f = &w->fr[w->depth - 1];
-        if (f->kind == BIN_OBJ) {
+        uint8_t k = f->kind;
+        if (k >= BIN_WK_TREEMAP || (uint8_t)(k - BIN_OBJ_ARR) <= BIN_MAP - BIN_OBJ_ARR) {
+            f->count++;                         /* tree types, 23, 24, 25 */
+        } else if (k == BIN_OBJ) {
             if (!f->raw_pos) {
                 if (__builtin_expect(w->nf == f->f0 || w->fields[w->nf - 1].off != UINT32_MAX, 0))
                     return NULL;                /* a value without a name */
                 w->fields[w->nf - 1].off = (uint32_t)(o->len - f->start);
             }
-        } else if (f->kind == BIN_COLLECTION || f->kind == BIN_MAP || f->kind == BIN_OBJ_ARR ||
-                   f->kind == BIN_WK_TREEMAP || f->kind == BIN_WK_TREESET) {
-            f->count++;
         } else {
             return NULL;                        /* typed arrays check elements */
         }

@@ -97,13 +97,8 @@ static uint32_t dot_avx2(const uint8_t *p, size_t n)
 
 int32_t bin_hash31(const uint8_t *p, size_t n)
 {
-    if (n < 16) {
-        /* short: independent multiplies by table powers, no chain */
-        uint32_t s = pw31[n];
-        for (size_t k = 0; k < n; k++)
-            s += (uint32_t)(int32_t)(int8_t)p[k] * pw31[n - 1 - k];
-        return (int32_t)s;
-    }
+    if (n < 16)
+        return scalar(1, p, n);    /* short: 4 bytes a step beats table loads */
     if (!have_avx2)
         return scalar(1, p, n);
     if (n <= HMAX)

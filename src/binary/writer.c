@@ -640,7 +640,66 @@ static uint8_t *write_footer(uint8_t *q, const bin_wfield *fl, uint32_t nfl, int
     return q;
 }
 
+/* obj_end_fast: the common end of an object - every declared field in
+ * declared order (or none), compact footer, 1-byte offsets, no nested
+ * object folded into its hash sum and none to fold into a parent.  The
+ * bytes are exactly what the general path below writes in that case.
+ * Returns 0 when the general path must run (nothing changed then). */
+static inline int obj_end_fast(bin_writer *w)
+{
+    bin_wframe *f = &w->fr[w->depth - 1];
+    const bin_desc *d = f->desc;
+    em_buf *out = w->out;
+    const uint32_t f0 = f->f0, nfl = w->nf - f0, raw = f->raw_pos;
+    if (f->kind != BIN_OBJ || f->hpos != BIN_HDR_LEN || w->full_footer ||
+        out->cap - out->len < (size_t)nfl + 4)
+        return 0;
+    const size_t start = f->start;
+    const uint32_t end = (uint32_t)(out->len - start);
+    const bin_wfield *fl = w->fields + f0;
+    uint16_t flags = (uint16_t)(d->flags | BIN_FLAG_COMPACT | (raw ? BIN_FLAG_HAS_RAW : 0));
+    uint32_t soff = raw, total = end;
+    if (nfl) {
+        if (!f->in_order || nfl != d->nfields || !w->reg || w->min_width > 1 ||
+            fl[nfl - 1].off >= 0x100)
+            return 0;
+        total += nfl + (raw ? 4 : 0);
+        soff = end;
+        flags |= BIN_FLAG_HAS_SCHEMA | BIN_FLAG_OFFSET_1;
+    }
+    if (total > 64 && w->depth > 1)
+        return 0;                          /* the general path folds it */
+    uint8_t *q = out->p + out->len;
+    for (uint32_t i = 0; i < nfl; i++)
+        q[i] = (uint8_t)fl[i].off;
+    if (nfl && raw)
+        em_st32(q + nfl, raw);
+    out->len = start + total;
+    uint8_t *o = out->p + start;
+    const int32_t tid = d->type_id, sid = nfl ? d->schema_id : 0;
+    w->nf = f0;
+    w->depth--;
+    o[1] = 1;
+    em_st16(o + 2, flags);
+    em_st32(o + 4, (uint32_t)tid);
+    em_st32(o + 8, (uint32_t)bin_hash31_inl(o + BIN_HDR_LEN, end - BIN_HDR_LEN));
+    em_st32(o + 12, total);
+    em_st32(o + 16, (uint32_t)sid);
+    em_st32(o + 20, soff);
+    return 1;
+}
+
+static int obj_end_slow(bin_writer *w);
+
 int bin_w_obj_end(bin_writer *w)
+{
+    if (!w->err && w->depth && obj_end_fast(w))
+        return 0;
+    return obj_end_slow(w);
+}
+
+/* the general path, out of line so the fast one saves no registers */
+__attribute__((noinline)) static int obj_end_slow(bin_writer *w)
 {
     if (w->err)
         return w->err;
