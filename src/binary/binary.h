@@ -231,6 +231,7 @@ typedef struct bin_wframe {
     uint32_t hq;               /* ... into this polynomial sum (hash31.c) */
     uint8_t kind;              /* container type code, BIN_OBJ, or tree kind */
     uint8_t in_order;          /* fields so far follow the declared order */
+    uint8_t pmode;             /* the parent's vmode once this frame is popped */
 } bin_wframe;
 
 typedef struct bin_writer {
@@ -243,6 +244,8 @@ typedef struct bin_writer {
     const bin_desc *treemap, *treeset;   /* predefined, looked up once */
     bin_wfield *fields;        /* reused across objects */
     uint32_t nf, capf;
+    uint8_t vmode;             /* what starting a value does now: BIN_WM_* */
+    bin_wframe *top;           /* &fr[depth - 1], NULL at depth 0 */
     bin_wframe fr[BIN_W_MAX_DEPTH];
 } bin_writer;
 
@@ -276,13 +279,12 @@ int bin_w_value(bin_writer *w, const uint8_t *p, size_t len);
  * arrays 20,21,22,29,31,34,37; arg is the subtype for 24/25, the element
  * type id for 23/29 (-1 = Object). */
 
-/* Complex objects (bin_w_obj_begin inline below ... bin_w_obj_end).  Name
+/* Complex objects (bin_w_obj_begin ... bin_w_obj_end, inline below).  Name
  * each field value with bin_w_field (field id) or bin_w_field_idx (index in
  * the descriptor, both inline below) before writing it.
  * bin_w_raw switches to raw data; bin_w_raw_int writes an int without code. */
 int bin_w_raw(bin_writer *w);
 int bin_w_raw_int(bin_writer *w, int32_t v);
-int bin_w_obj_end(bin_writer *w);
 
 /* BinaryTreeMap / BinaryTreeSet (reference §3.5, bin_w_treemap_begin,
  * bin_w_treeset_begin, bin_w_tree_end inline below): a raw-mode object with
@@ -298,13 +300,60 @@ int bin_w_obj_end(bin_writer *w);
  * room in the buffer, a frame kind that needs no element check) and does
  * nothing else; anything else goes to its bin_w_*_slow twin in writer.c,
  * which is the complete function and makes every check again, so the bytes
- * and errors are the same whichever path ran.  Prototypes above list the
- * rest of the writer.
+ * and errors are the same whichever path ran.  (bin_w_obj_end's fast path
+ * covers the declared fields in order with 1-byte offsets and a compact
+ * footer.)  Prototypes above list the rest of the writer.
  *
  *   bin_writer_reset: start again (after an error, or for a new top value)
  *   bin_w_string: s must be UTF-8
  */
 enum { BIN_WK_TREEMAP = 200, BIN_WK_TREESET = 201 };   /* frame kinds */
+
+/* w->vmode caches what the state (err, top frame, pending field name) means
+ * for the next value, so the fast paths test one byte: */
+enum {
+    BIN_WM_TOP,        /* depth 0: nothing to account */
+    BIN_WM_COUNT,      /* in 23/24/25 or a tree type: count it */
+    BIN_WM_FIELD,      /* in an object, a named field awaits its value */
+    BIN_WM_RAW,        /* in an object's raw data: nothing to account */
+    BIN_WM_NEEDNAME,   /* in an object, the next value needs a name first */
+    BIN_WM_SLOW        /* error set, or a typed array: the slow path decides */
+};
+
+/* bin_w__sync recomputes vmode and top from the state; every slow path
+ * that changes the state calls it. */
+static inline void bin_w__sync(bin_writer *w)
+{
+    if (w->err) {
+        w->vmode = BIN_WM_SLOW;
+        return;
+    }
+    if (!w->depth) {
+        w->top = NULL;
+        w->vmode = BIN_WM_TOP;
+        return;
+    }
+    bin_wframe *f = w->top = &w->fr[w->depth - 1];
+    uint8_t k = f->kind;
+    if (k >= BIN_WK_TREEMAP || (uint8_t)(k - BIN_OBJ_ARR) <= BIN_MAP - BIN_OBJ_ARR)
+        w->vmode = BIN_WM_COUNT;
+    else if (k != BIN_OBJ)
+        w->vmode = BIN_WM_SLOW;
+    else if (f->raw_pos)
+        w->vmode = BIN_WM_RAW;
+    else if (w->nf > f->f0 && w->fields[w->nf - 1].off == UINT32_MAX)
+        w->vmode = BIN_WM_FIELD;
+    else
+        w->vmode = BIN_WM_NEEDNAME;
+}
+
+/* bin_w__pop: the fast end of a frame (no error is set on fast paths). */
+static inline void bin_w__pop(bin_writer *w)
+{
+    bin_wframe *f = w->top;
+    w->vmode = f->pmode;
+    w->top = --w->depth ? f - 1 : NULL;
+}
 
 int bin_w_int_slow(bin_writer *w, int32_t v);
 int bin_w_string_slow(bin_writer *w, const char *s, size_t len);
@@ -316,6 +365,13 @@ int bin_w_field_idx_slow(bin_writer *w, uint32_t idx);
 int bin_w_treemap_begin_slow(bin_writer *w);
 int bin_w_treeset_begin_slow(bin_writer *w);
 int bin_w_tree_end_slow(bin_writer *w);
+int bin_w_obj_end_slow(bin_writer *w);
+/* hash31.c: Java's 31*h+b hash of p[0..n); the 16 bytes before p must be
+ * readable (an object's header precedes its data region). */
+int32_t bin_hash31_after(const uint8_t *p, size_t n);
+/* Objects larger than this are folded into the enclosing object's hash sum
+ * instead of being hashed again with it (writer.c). */
+#define BIN_W_FOLD_MIN 512
 
 static inline void bin_writer_reset(bin_writer *w, em_buf *out)
 {
@@ -323,6 +379,23 @@ static inline void bin_writer_reset(bin_writer *w, em_buf *out)
     w->depth = 0;
     w->err = 0;
     w->nf = 0;
+    w->top = NULL;
+    w->vmode = BIN_WM_TOP;
+}
+
+/* bin_w__account: a value starts at offset len in mode m (< NEEDNAME):
+ * count it, or give the pending field its offset.  Returns the mode the
+ * writer is in after the value. */
+static inline __attribute__((always_inline)) uint8_t bin_w__account(bin_writer *w, uint8_t m,
+                                                                    size_t len)
+{
+    if (m == BIN_WM_COUNT) {
+        w->top->count++;
+    } else if (m == BIN_WM_FIELD) {
+        w->fields[w->nf - 1].off = (uint32_t)(len - w->top->start);
+        w->vmode = m = BIN_WM_NEEDNAME;
+    }
+    return m;
 }
 
 /* bin_w__put: the fast half of accounting for one value of code c and
@@ -332,26 +405,14 @@ static inline __attribute__((always_inline)) uint8_t *bin_w__put(bin_writer *w, 
                                                                  size_t n)
 {
     em_buf *o = w->out;
-    if (__builtin_expect(w->err != 0 || o->cap - o->len < 1 + n, 0))
+    uint8_t m = w->vmode;
+    size_t len = o->len;
+    if (__builtin_expect(m >= BIN_WM_NEEDNAME || o->cap - len < 1 + n, 0))
         return NULL;
-    if (w->depth) {
-        bin_wframe *f = &w->fr[w->depth - 1];
-        uint8_t k = f->kind;
-        if (k >= BIN_WK_TREEMAP || (uint8_t)(k - BIN_OBJ_ARR) <= BIN_MAP - BIN_OBJ_ARR) {
-            f->count++;                         /* tree types, 23, 24, 25 */
-        } else if (k == BIN_OBJ) {
-            if (!f->raw_pos) {
-                if (__builtin_expect(w->nf == f->f0 || w->fields[w->nf - 1].off != UINT32_MAX, 0))
-                    return NULL;                /* a value without a name */
-                w->fields[w->nf - 1].off = (uint32_t)(o->len - f->start);
-            }
-        } else {
-            return NULL;                        /* typed arrays check elements */
-        }
-    }
-    uint8_t *p = o->p + o->len;
+    bin_w__account(w, m, len);
+    uint8_t *p = o->p + len;
+    o->len = len + 1 + n;
     p[0] = c;
-    o->len += 1 + n;
     return p + 1;
 }
 
@@ -391,27 +452,34 @@ static inline int bin_w_string(bin_writer *w, const char *s, size_t len)
 
 static inline int bin_w_begin(bin_writer *w, uint8_t code, int32_t arg)
 {
-    if ((code == BIN_COLLECTION || code == BIN_MAP) && w->depth < BIN_W_MAX_DEPTH) {
-        uint8_t *p = bin_w__put(w, code, 5);
-        if (p) {
-            bin_wframe *f = &w->fr[w->depth++];
-            f->kind = code;
-            f->start = (size_t)(p - w->out->p);
-            f->count = 0;
-            p[4] = (uint8_t)arg;
-            return 0;
-        }
+    em_buf *o = w->out;
+    uint8_t m = w->vmode;
+    size_t len = o->len;
+    if ((code == BIN_COLLECTION || code == BIN_MAP) && m < BIN_WM_NEEDNAME &&
+        w->depth < BIN_W_MAX_DEPTH && o->cap - len >= 6) {
+        m = bin_w__account(w, m, len);
+        uint8_t *p = o->p + len;
+        o->len = len + 6;
+        p[0] = code;
+        p[5] = (uint8_t)arg;
+        bin_wframe *f = w->top = &w->fr[w->depth++];
+        f->kind = code;
+        f->start = len + 1;
+        f->count = 0;
+        f->pmode = m;
+        w->vmode = BIN_WM_COUNT;
+        return 0;
     }
     return bin_w_begin_slow(w, code, arg);
 }
 
 static inline int bin_w_end(bin_writer *w)
 {
-    if (!w->err && w->depth) {
-        bin_wframe *f = &w->fr[w->depth - 1];
+    if (w->vmode == BIN_WM_COUNT) {
+        bin_wframe *f = w->top;
         if (f->kind == BIN_COLLECTION || (f->kind == BIN_MAP && !(f->count & 1))) {
             em_st32(w->out->p + f->start, f->kind == BIN_MAP ? f->count / 2 : f->count);
-            w->depth--;
+            bin_w__pop(w);
             return 0;
         }
     }
@@ -424,14 +492,20 @@ static inline __attribute__((always_inline)) bin_wframe *bin_w__obj_push(bin_wri
                                                                         const bin_desc *d,
                                                                         size_t extra)
 {
-    if (!d || w->depth >= BIN_W_MAX_DEPTH || w->out->cap - w->out->len < BIN_HDR_LEN + extra)
+    em_buf *o = w->out;
+    uint8_t m = w->vmode;
+    size_t len = o->len;
+    if (!d || m >= BIN_WM_NEEDNAME || w->depth >= BIN_W_MAX_DEPTH ||
+        o->cap - len < BIN_HDR_LEN + extra)
         return NULL;
-    uint8_t *p = bin_w__put(w, BIN_OBJ, BIN_HDR_LEN - 1);
-    if (!p)
-        return NULL;
-    bin_wframe *f = &w->fr[w->depth++];
+    m = bin_w__account(w, m, len);
+    o->p[len] = BIN_OBJ;
+    o->len = len + BIN_HDR_LEN;
+    bin_wframe *f = w->top = &w->fr[w->depth++];
+    f->pmode = m;
+    w->vmode = BIN_WM_NEEDNAME;
     f->kind = BIN_OBJ;
-    f->start = (size_t)(p - 1 - w->out->p);
+    f->start = len;
     f->count = 0;
     f->raw_pos = 0;
     f->desc = d;
@@ -453,12 +527,10 @@ static inline int bin_w_obj_begin(bin_writer *w, const bin_desc *d)
  * when it equals fids[pos]); 0 when the slow path must decide. */
 static inline __attribute__((always_inline)) int bin_w__field(bin_writer *w, int32_t fid)
 {
-    if (w->err || !w->depth || w->nf == w->capf)
+    if (w->vmode != BIN_WM_NEEDNAME || w->nf == w->capf)
         return 0;
-    bin_wframe *f = &w->fr[w->depth - 1];
-    if (f->kind != BIN_OBJ || f->raw_pos ||
-        (w->nf > f->f0 && w->fields[w->nf - 1].off == UINT32_MAX))
-        return 0;
+    bin_wframe *f = w->top;
+    w->vmode = BIN_WM_FIELD;
     uint32_t pos = w->nf - f->f0;
     if (f->in_order && (pos >= f->desc->nfields || f->desc->fids[pos] != fid))
         f->in_order = 0;
@@ -477,12 +549,68 @@ static inline int bin_w_field(bin_writer *w, int32_t field_id)
 
 static inline int bin_w_field_idx(bin_writer *w, uint32_t idx)
 {
-    if (!w->err && w->depth && w->fr[w->depth - 1].kind == BIN_OBJ) {
-        const bin_desc *d = w->fr[w->depth - 1].desc;
+    if (w->vmode == BIN_WM_NEEDNAME) {
+        const bin_desc *d = w->top->desc;
         if (idx < d->nfields && bin_w__field(w, d->fids[idx]))
             return 0;
     }
     return bin_w_field_idx_slow(w, idx);
+}
+
+/* bin_w__obj_end: the common end of an object - every declared field in
+ * declared order (or none), compact footer, 1-byte offsets, no nested
+ * object folded into its hash sum and none to fold into a parent.  The
+ * bytes are exactly what bin_w_obj_end_slow writes in that case.  Returns
+ * 0 when the general path must run (nothing changed then). */
+static inline __attribute__((always_inline)) int bin_w__obj_end(bin_writer *w)
+{
+    bin_wframe *f = w->top;
+    if (f->kind != BIN_OBJ || f->hpos != BIN_HDR_LEN || w->full_footer)
+        return 0;
+    em_buf *out = w->out;
+    const bin_desc *d = f->desc;
+    const uint32_t f0 = f->f0, nfl = w->nf - f0, raw = f->raw_pos;
+    const size_t start = f->start, len = out->len;
+    const uint32_t end = (uint32_t)(len - start);
+    uint32_t flags = d->flags | BIN_FLAG_COMPACT | (raw ? BIN_FLAG_HAS_RAW : 0);
+    uint32_t total = end, sid = 0, soff = raw;
+    if (nfl) {
+        const bin_wfield *fl = w->fields + f0;
+        if (!f->in_order || nfl != d->nfields || !w->reg || w->min_width > 1 ||
+            fl[nfl - 1].off >= 0x100 || out->cap - len < (size_t)nfl + 4)
+            return 0;
+        total += nfl + (raw ? 4 : 0);
+        if (total > BIN_W_FOLD_MIN && w->depth > 1)
+            return 0;                      /* the general path folds it */
+        uint8_t *q = out->p + len;
+        for (uint32_t i = 0; i < nfl; i++)
+            q[i] = (uint8_t)fl[i].off;
+        if (raw)
+            em_st32(q + nfl, raw);
+        flags |= BIN_FLAG_HAS_SCHEMA | BIN_FLAG_OFFSET_1;
+        sid = (uint32_t)d->schema_id;
+        soff = end;
+    } else if (total > BIN_W_FOLD_MIN && w->depth > 1) {
+        return 0;
+    }
+    out->len = start + total;
+    w->nf = f0;
+    bin_w__pop(w);
+    uint8_t *o = out->p + start;
+    /* code, version, flags, type id in one store; o[0] is already 103 */
+    em_st64(o, BIN_OBJ | 1u << 8 | flags << 16 | (uint64_t)(uint32_t)d->type_id << 32);
+    em_st32(o + 12, total);
+    em_st32(o + 16, sid);
+    em_st32(o + 20, soff);
+    em_st32(o + 8, (uint32_t)bin_hash31_after(o + BIN_HDR_LEN, end - BIN_HDR_LEN));
+    return 1;
+}
+
+static inline __attribute__((always_inline)) int bin_w_obj_end(bin_writer *w)
+{
+    if (w->vmode != BIN_WM_TOP && w->vmode != BIN_WM_SLOW && bin_w__obj_end(w))
+        return 0;
+    return bin_w_obj_end_slow(w);
 }
 
 /* The tree types: a raw object with the null comparator and the size. */
@@ -495,29 +623,30 @@ static inline __attribute__((always_inline)) int bin_w__tree_begin(bin_writer *w
         return 0;
     f->raw_pos = BIN_HDR_LEN;
     f->kind = kind;
+    w->vmode = BIN_WM_COUNT;
     w->out->p[w->out->len] = BIN_NULL;
     w->out->len += 5;
     return 1;
 }
 
-static inline int bin_w_treemap_begin(bin_writer *w)
+static inline __attribute__((always_inline)) int bin_w_treemap_begin(bin_writer *w)
 {
-    if (!w->err && bin_w__tree_begin(w, w->treemap, BIN_WK_TREEMAP))
+    if (bin_w__tree_begin(w, w->treemap, BIN_WK_TREEMAP))
         return 0;
     return bin_w_treemap_begin_slow(w);
 }
 
-static inline int bin_w_treeset_begin(bin_writer *w)
+static inline __attribute__((always_inline)) int bin_w_treeset_begin(bin_writer *w)
 {
-    if (!w->err && bin_w__tree_begin(w, w->treeset, BIN_WK_TREESET))
+    if (bin_w__tree_begin(w, w->treeset, BIN_WK_TREESET))
         return 0;
     return bin_w_treeset_begin_slow(w);
 }
 
-static inline int bin_w_tree_end(bin_writer *w)
+static inline __attribute__((always_inline)) int bin_w_tree_end(bin_writer *w)
 {
-    if (!w->err && w->depth) {
-        bin_wframe *f = &w->fr[w->depth - 1];
+    if (w->vmode == BIN_WM_COUNT) {
+        bin_wframe *f = w->top;
         if (f->kind == BIN_WK_TREESET || (f->kind == BIN_WK_TREEMAP && !(f->count & 1))) {
             em_st32(w->out->p + f->start + BIN_HDR_LEN + 1,
                     f->kind == BIN_WK_TREEMAP ? f->count / 2 : f->count);

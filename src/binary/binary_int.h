@@ -75,21 +75,10 @@ static inline uint32_t bin_hdr_off(const uint8_t *o, const bin_hdr *h, uint32_t 
 /* bin_hash31: em_hash_bytes31 (Java's h = 31*h + b from 1), vectorised
  * where the CPU allows (hash31.c). */
 int32_t bin_hash31(const uint8_t *p, size_t n);
-/* bin_hash31_inl: the same, inline for the short regions most objects
- * have (4 bytes a step, no table loads); longer ones call bin_hash31. */
-static inline int32_t bin_hash31_inl(const uint8_t *p, size_t n)
-{
-    if (n >= 16)
-        return bin_hash31(p, n);
-    uint32_t h = 1;
-    for (; n >= 4; n -= 4, p += 4)
-        h = h * 923521u + (uint32_t)(int32_t)(int8_t)p[0] * 29791u
-          + (uint32_t)(int32_t)(int8_t)p[1] * 961u + (uint32_t)(int32_t)(int8_t)p[2] * 31u
-          + (uint32_t)(int32_t)(int8_t)p[3];
-    for (; n; n--)
-        h = h * 31u + (uint32_t)(int32_t)(int8_t)*p++;
-    return (int32_t)h;
-}
+/* bin_hash31_after: the same, for p whose 16 preceding bytes are readable
+ * (any content, e.g. the header before an object's data region): reads no
+ * byte past p + n and has no per-byte loop (hash31.c). */
+int32_t bin_hash31_after(const uint8_t *p, size_t n);
 /* bin_pow31: 31^e mod 2^32.  With it hashes of concatenations combine:
  * hash(AB) = hash(A) * 31^|B| + (hash(B) - 31^|B|). */
 #define BIN_PW31_MAX 4096
@@ -103,6 +92,10 @@ static inline uint32_t bin_pow31(size_t e)
 static inline uint32_t bin_q31(const uint8_t *p, size_t n)
 {
     return (uint32_t)bin_hash31(p, n) - bin_pow31(n);
+}
+static inline uint32_t bin_q31_after(const uint8_t *p, size_t n)
+{
+    return (uint32_t)bin_hash31_after(p, n) - bin_pow31(n);
 }
 
 /* bin_hash_region: Java's identity hash of a complex object (reference §3.3):

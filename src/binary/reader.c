@@ -40,35 +40,53 @@ static inline uint32_t foff(const uint8_t *e, uint8_t width)
     }
 }
 
+/* Footer layout by flags bits 3..5 (OFFSET_1, OFFSET_2, COMPACT; OFFSET_1
+ * wins when both are set, as in bin_hdr_read).  bin_rd_field reads its
+ * geometry from this table instead of branching on the flags: objects of
+ * one type written with different encodings arrive in any order (a scan
+ * over a cache), and a branch per encoding choice would mispredict on every
+ * change of encoding (benchmark M2).
+ *
+ *   width  offset width in bytes
+ *   shift  right shift that keeps the top `width` bytes of a 4-byte load
+ *          ending at the offset's last byte (so no load runs past it)
+ *   esz    footer entry size (full: id + offset; compact: offset only)
+ *   ooff   offset's position within an entry
+ *   compact 1 if the ids come from the schema (compact footer) */
+typedef struct foot_geom {
+    uint8_t width, shift, esz, ooff, compact;
+} foot_geom;
+
+static const foot_geom foot_tab[8] = {
+    {4, 0, 8, 4, 0}, {1, 24, 5, 4, 0}, {2, 16, 6, 4, 0}, {1, 24, 5, 4, 0},
+    {4, 0, 4, 0, 1}, {1, 24, 1, 0, 1}, {2, 16, 2, 0, 1}, {1, 24, 1, 0, 1},
+};
+
 int bin_rd_field(const uint8_t *o, const bin_type *t, int32_t fid, const uint8_t **val)
 {
     uint16_t flags = em_ld16(o + 2);
     if (!(flags & BIN_FLAG_HAS_SCHEMA))
         return EM_NOFIELD;
+    const foot_geom g = foot_tab[(flags >> 3) & 7];
     uint32_t len = em_ld32(o + 12);
     uint32_t soff = em_ld32(o + 20);
-    uint32_t fend = (flags & BIN_FLAG_HAS_RAW) ? len - 4 : len;
-    uint8_t width = (flags & BIN_FLAG_OFFSET_1) ? 1 : (flags & BIN_FLAG_OFFSET_2) ? 2 : 4;
-    const uint8_t *f = o + soff;
-    if (flags & BIN_FLAG_COMPACT) {
-        uint32_t n = (fend - soff) / width;
-        if (!t)
-            return EM_BADSCHEMA;
-        const bin_schema *s = bin_type_schema(t, (int32_t)em_ld32(o + 16));
-        if (!s || s->nfields != n)
-            return EM_BADSCHEMA;
-        for (uint32_t i = 0; i < n; i++)
-            if (s->fids[i] == fid) {
-                *val = o + foff(f + (size_t)i * width, width);
-                return 0;
-            }
-        return EM_NOFIELD;
-    }
-    uint32_t esz = 4u + width;
-    const uint8_t *e = o + fend;
-    for (; f < e; f += esz)
-        if ((int32_t)em_ld32(f) == fid) {
-            *val = o + foff(f + 4, width);
+    uint32_t fend = len - ((flags & BIN_FLAG_HAS_RAW) ? 4u : 0u);
+    uint32_t flen = fend - soff;
+    /* The schema is looked up for full footers too (it is then unused): one
+     * path for both keeps the choice out of the branch history. */
+    const bin_schema *s = t ? bin_type_schema(t, (int32_t)em_ld32(o + 16)) : NULL;
+    const int32_t *fids = s ? s->fids : NULL;
+    uint32_t nf = s ? s->nfields : 0;
+    if (g.compact & ((s == NULL) | (nf * g.width != flen)))
+        return EM_BADSCHEMA;
+    /* Field ids: the schema's array (stride 4) or the footer (stride esz). */
+    const uint8_t *ids[2] = {o + soff, (const uint8_t *)fids};
+    const uint8_t *ip = ids[g.compact];
+    uint32_t istride = g.compact ? 4u : g.esz;
+    const uint8_t *op = o + soff + g.ooff + g.width - 4;
+    for (uint32_t pos = 0, i = 0; pos < flen; pos += g.esz, i += istride)
+        if ((int32_t)em_ld32(ip + i) == fid) {
+            *val = o + (em_ld32(op + pos) >> g.shift);
             return 0;
         }
     return EM_NOFIELD;

@@ -30,16 +30,24 @@ typedef struct vctx {
 int bin_utf8_ok(const uint8_t *s, size_t n)
 {
     size_t i = 0;
-    /* ASCII first, 8 bytes at a time, the short tail OR-ed together: most
-     * strings (keys, names) end here without the per-byte decoder. */
-    for (; i + 8 <= n; i += 8)
-        if (em_ld64(s + i) & 0x8080808080808080ULL)
-            break;
-    if (i + 8 > n) {
-        uint8_t acc = 0;
-        for (size_t k = i; k < n; k++)
-            acc |= s[k];
-        if (!(acc & 0x80))
+    /* ASCII first: 8 bytes at a time, then the tail as one overlapping load
+     * (short strings as two), so most strings (keys, names, short values)
+     * end here without a per-byte loop. */
+    if (n >= 8) {
+        for (; i + 8 <= n; i += 8)
+            if (em_ld64(s + i) & 0x8080808080808080ULL)
+                break;
+        if (i + 8 > n && !(em_ld64(s + n - 8) & 0x8080808080808080ULL))
+            return 1;
+    } else {
+        uint32_t acc;
+        if (n >= 4)
+            acc = em_ld32(s) | em_ld32(s + n - 4);
+        else if (n >= 2)
+            acc = (uint32_t)em_ld16(s) | em_ld16(s + n - 2);
+        else
+            acc = n ? s[0] : 0;
+        if (!(acc & 0x80808080u))
             return 1;
     }
     while (i < n) {
@@ -129,6 +137,36 @@ static int v_type_id(const vctx *c, size_t q, size_t end, size_t *next)
     return v_string_payload(c, q + 1, end, next);
 }
 
+/* Payload size + 1 of the fixed-size leaf codes v_item checks inline; 0 for
+ * every other code (enums carry a type id that may need a class name). */
+static const uint8_t leaf_size1[256] = {
+    [BIN_BYTE] = 2, [BIN_BOOL] = 2, [BIN_SHORT] = 3, [BIN_CHAR] = 3,
+    [BIN_INT] = 5, [BIN_FLOAT] = 5, [BIN_LONG] = 9, [BIN_DOUBLE] = 9,
+    [BIN_DATE] = 9, [BIN_TIME] = 9, [BIN_TIMESTAMP] = 13, [BIN_UUID] = 17,
+    [BIN_NULL] = 1,
+};
+
+/* v_item: v_obj for one element of a container or object.  Most elements
+ * are primitives and strings: those are checked here, with the same checks
+ * and results as v_obj, without its call and dispatch.  The handle pass
+ * (c->starts set) and anything else take the full path. */
+static inline int v_item(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
+{
+    if (pos < end && depth <= c->max_depth && !c->starts) {
+        uint8_t t = c->p[pos];
+        size_t f = leaf_size1[t];
+        if (f) {
+            if (end - pos < f)
+                return short_err(c, end);
+            *next = pos + f;
+            return 0;
+        }
+        if (t == BIN_STRING)
+            return v_string_payload(c, pos + 1, end, next);
+    }
+    return v_obj(c, pos, end, depth, next);
+}
+
 /* count elements, each of code `want` or null (typed arrays 20-22, 29, ...). */
 static int v_elems(vctx *c, size_t q, size_t end, unsigned depth, int64_t count,
                    uint8_t want, uint8_t want2, size_t *next)
@@ -141,7 +179,7 @@ static int v_elems(vctx *c, size_t q, size_t end, unsigned depth, int64_t count,
         uint8_t t = c->p[q];
         if (want && t != want && t != want2 && t != BIN_NULL)
             return EM_BADTYPE;
-        int rc = v_obj(c, q, end, depth + 1, &q);
+        int rc = v_item(c, q, end, depth + 1, &q);
         if (rc)
             return rc;
     }
@@ -153,7 +191,7 @@ static int v_elems(vctx *c, size_t q, size_t end, unsigned depth, int64_t count,
  * comparator object, int size, size entries (pairs for the map). */
 static int v_tree_raw(vctx *c, size_t q, size_t end, unsigned depth, int map)
 {
-    int rc = v_obj(c, q, end, depth + 1, &q);
+    int rc = v_item(c, q, end, depth + 1, &q);
     if (rc)
         return rc;
     int32_t size;
@@ -162,10 +200,11 @@ static int v_tree_raw(vctx *c, size_t q, size_t end, unsigned depth, int map)
     q += 4;
     if ((size_t)size > end - q)
         return EM_BADLEN;
-    for (int64_t i = 0; i < (int64_t)size * (map ? 2 : 1); i++) {
+    int64_t items = (int64_t)size * (map ? 2 : 1);
+    for (int64_t i = 0; i < items; i++) {
         if (q >= end)
             return EM_BADLEN;
-        if ((rc = v_obj(c, q, end, depth + 1, &q)))
+        if ((rc = v_item(c, q, end, depth + 1, &q)))
             return rc;
     }
     return q == end ? 0 : EM_BADOFFSET;
@@ -215,7 +254,7 @@ static int v_cplx(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
             if (bin_hdr_off(o, &h, i) != cur || cur >= h.data_end)
                 return EM_BADOFFSET;
             size_t nx;
-            if ((rc = v_obj(c, pos + cur, pos + h.data_end, depth + 1, &nx)))
+            if ((rc = v_item(c, pos + cur, pos + h.data_end, depth + 1, &nx)))
                 return rc == EM_TRUNCATED ? EM_BADLEN : rc;
             cur = nx - pos;
         }

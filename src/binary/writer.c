@@ -7,6 +7,11 @@
  * Complex objects are written in place: the 24-byte header is reserved at
  * begin and filled at end, when the field offsets (kept in w->fields, a
  * reused array) give the footer, so no value is ever copied twice.
+ *
+ * The common calls have inline fast paths in binary.h; the bin_w_*_slow
+ * functions here are the complete versions they fall back to.  Every slow
+ * path that changes the writer's state ends with bin_w__sync, which keeps
+ * w->vmode and w->top (what the fast paths test) in step with it.
  */
 #include "binary/binary_int.h"
 
@@ -17,6 +22,10 @@
 #include <string.h>
 
 enum { KIND_TREEMAP = BIN_WK_TREEMAP, KIND_TREESET = BIN_WK_TREESET };
+/* Objects up to FOLD_MIN bytes are not folded into their parent's hash sum
+ * (bin_w_obj_end): the vectorised hash rehashes them for fewer instructions
+ * than folding costs (two powers, the header's sum and the parent prefix). */
+enum { FOLD_MIN = BIN_W_FOLD_MIN };
 
 /* ---- descriptor table (lives in the registry, locked by its lock) ---- */
 
@@ -226,6 +235,7 @@ void bin_writer_init(bin_writer *w, bin_registry *reg, em_buf *out)
     w->reg = reg;
     w->out = out;
     w->min_width = 1;
+    bin_w__sync(w);
     if (reg) {
         w->treemap = bin_registry_desc(reg, BIN_TYPE_TREEMAP_ID);
         w->treeset = bin_registry_desc(reg, BIN_TYPE_TREESET_ID);
@@ -243,6 +253,7 @@ static inline int fail(bin_writer *w, int rc)
 {
     if (!w->err)
         w->err = rc;
+    w->vmode = BIN_WM_SLOW;
     return w->err;
 }
 
@@ -275,6 +286,7 @@ static inline __attribute__((always_inline)) int vstart(bin_writer *w, uint8_t c
         if (w->nf == f->f0 || w->fields[w->nf - 1].off != UINT32_MAX)
             return fail(w, EM_BUILDER);     /* a field value needs a name first */
         w->fields[w->nf - 1].off = (uint32_t)(w->out->len - f->start);
+        w->vmode = BIN_WM_NEEDNAME;
         return 0;
     }
     if (!elem_ok(f->kind, c))
@@ -440,6 +452,8 @@ static inline bin_wframe *push(bin_writer *w, uint8_t kind, size_t start)
         fail(w, EM_DEPTH);
         return NULL;
     }
+    bin_w__sync(w);                        /* the parent after this value */
+    uint8_t pmode = w->vmode;
     bin_wframe *f = &w->fr[w->depth++];
     f->kind = kind;
     f->start = start;
@@ -450,6 +464,8 @@ static inline bin_wframe *push(bin_writer *w, uint8_t kind, size_t start)
     f->in_order = 1;
     f->hpos = BIN_HDR_LEN;
     f->hq = 0;
+    f->pmode = pmode;
+    bin_w__sync(w);
     return f;
 }
 
@@ -462,11 +478,15 @@ int bin_w_begin_slow(bin_writer *w, uint8_t code, int32_t arg)
         uint8_t *p = put(w, code, 5);
         if (!p)
             return w->err;
+        bin_w__sync(w);
+        uint8_t pmode = w->vmode;
         bin_wframe *f = &w->fr[w->depth++];
         f->kind = code;
         f->start = (size_t)(p - w->out->p);
         f->count = 0;
+        f->pmode = pmode;
         p[4] = (uint8_t)arg;
+        bin_w__sync(w);
         return 0;
     }
     size_t n;
@@ -511,6 +531,7 @@ int bin_w_end_slow(bin_writer *w)
     }
     em_st32(w->out->p + f->start, c);
     w->depth--;
+    bin_w__sync(w);
     return 0;
 }
 
@@ -550,6 +571,7 @@ int bin_w_field_slow(bin_writer *w, int32_t fid)
     if (f->in_order && (idx >= f->desc->nfields || f->desc->fids[idx] != fid))
         f->in_order = 0;
     w->fields[w->nf++] = (bin_wfield){fid, UINT32_MAX};   /* offset set by vstart */
+    bin_w__sync(w);
     return 0;
 }
 
@@ -576,6 +598,7 @@ int bin_w_raw(bin_writer *w)
         return fail(w, EM_BUILDER);
     if (!f->raw_pos)
         f->raw_pos = (uint32_t)(w->out->len - f->start);
+    bin_w__sync(w);
     return 0;
 }
 
@@ -640,66 +663,9 @@ static uint8_t *write_footer(uint8_t *q, const bin_wfield *fl, uint32_t nfl, int
     return q;
 }
 
-/* obj_end_fast: the common end of an object - every declared field in
- * declared order (or none), compact footer, 1-byte offsets, no nested
- * object folded into its hash sum and none to fold into a parent.  The
- * bytes are exactly what the general path below writes in that case.
- * Returns 0 when the general path must run (nothing changed then). */
-static inline int obj_end_fast(bin_writer *w)
-{
-    bin_wframe *f = &w->fr[w->depth - 1];
-    const bin_desc *d = f->desc;
-    em_buf *out = w->out;
-    const uint32_t f0 = f->f0, nfl = w->nf - f0, raw = f->raw_pos;
-    if (f->kind != BIN_OBJ || f->hpos != BIN_HDR_LEN || w->full_footer ||
-        out->cap - out->len < (size_t)nfl + 4)
-        return 0;
-    const size_t start = f->start;
-    const uint32_t end = (uint32_t)(out->len - start);
-    const bin_wfield *fl = w->fields + f0;
-    uint16_t flags = (uint16_t)(d->flags | BIN_FLAG_COMPACT | (raw ? BIN_FLAG_HAS_RAW : 0));
-    uint32_t soff = raw, total = end;
-    if (nfl) {
-        if (!f->in_order || nfl != d->nfields || !w->reg || w->min_width > 1 ||
-            fl[nfl - 1].off >= 0x100)
-            return 0;
-        total += nfl + (raw ? 4 : 0);
-        soff = end;
-        flags |= BIN_FLAG_HAS_SCHEMA | BIN_FLAG_OFFSET_1;
-    }
-    if (total > 64 && w->depth > 1)
-        return 0;                          /* the general path folds it */
-    uint8_t *q = out->p + out->len;
-    for (uint32_t i = 0; i < nfl; i++)
-        q[i] = (uint8_t)fl[i].off;
-    if (nfl && raw)
-        em_st32(q + nfl, raw);
-    out->len = start + total;
-    uint8_t *o = out->p + start;
-    const int32_t tid = d->type_id, sid = nfl ? d->schema_id : 0;
-    w->nf = f0;
-    w->depth--;
-    o[1] = 1;
-    em_st16(o + 2, flags);
-    em_st32(o + 4, (uint32_t)tid);
-    em_st32(o + 8, (uint32_t)bin_hash31_inl(o + BIN_HDR_LEN, end - BIN_HDR_LEN));
-    em_st32(o + 12, total);
-    em_st32(o + 16, (uint32_t)sid);
-    em_st32(o + 20, soff);
-    return 1;
-}
-
-static int obj_end_slow(bin_writer *w);
-
-int bin_w_obj_end(bin_writer *w)
-{
-    if (!w->err && w->depth && obj_end_fast(w))
-        return 0;
-    return obj_end_slow(w);
-}
-
-/* the general path, out of line so the fast one saves no registers */
-__attribute__((noinline)) static int obj_end_slow(bin_writer *w)
+/* the general end of an object (bin_w_obj_end in binary.h is the fast
+ * path for the common case) */
+int bin_w_obj_end_slow(bin_writer *w)
 {
     if (w->err)
         return w->err;
@@ -770,10 +736,10 @@ __attribute__((noinline)) static int obj_end_slow(bin_writer *w)
      * only the bytes after the last of them are hashed now. */
     uint32_t hash, q;
     if (hpos0 == BIN_HDR_LEN) {
-        hash = (uint32_t)bin_hash31(o + BIN_HDR_LEN, hend - BIN_HDR_LEN);
+        hash = (uint32_t)bin_hash31_after(o + BIN_HDR_LEN, hend - BIN_HDR_LEN);
         q = hash - bin_pow31(hend - BIN_HDR_LEN);
     } else {
-        q = hq0 * bin_pow31(hend - hpos0) + bin_q31(o + hpos0, hend - hpos0);
+        q = hq0 * bin_pow31(hend - hpos0) + bin_q31_after(o + hpos0, hend - hpos0);
         hash = bin_pow31(hend - BIN_HDR_LEN) + q;
     }
     const int32_t tid = d->type_id;
@@ -788,20 +754,21 @@ __attribute__((noinline)) static int obj_end_slow(bin_writer *w)
     em_st32(o + 20, soff);
     /* Fold a large object's bytes into the nearest enclosing object's sum,
      * so its region is not hashed twice (Java's hash covers nested bytes);
-     * rehashing a small one is cheaper than folding it. */
-    for (unsigned k = total > 64 ? depth : 0; k-- > 0;) {
+     * rehashing a small one is cheaper than folding it (FOLD_MIN). */
+    for (unsigned k = total > FOLD_MIN ? depth : 0; k-- > 0;) {
         bin_wframe *e = &w->fr[k];
         if (e->kind != BIN_OBJ && e->kind != KIND_TREEMAP && e->kind != KIND_TREESET)
             continue;
         const uint8_t *eo = out->p + e->start;
         uint32_t xs = (uint32_t)(start - e->start), ehpos = e->hpos;
-        uint32_t qx = bin_q31(o, BIN_HDR_LEN) * bin_pow31(total - BIN_HDR_LEN)
-                    + q * bin_pow31(total - hend) + bin_q31(o + hend, total - hend);
-        uint32_t eq = e->hq * bin_pow31(xs - ehpos) + bin_q31(eo + ehpos, xs - ehpos);
+        uint32_t qx = bin_q31_after(o, BIN_HDR_LEN) * bin_pow31(total - BIN_HDR_LEN)
+                    + q * bin_pow31(total - hend) + bin_q31_after(o + hend, total - hend);
+        uint32_t eq = e->hq * bin_pow31(xs - ehpos) + bin_q31_after(eo + ehpos, xs - ehpos);
         e->hq = eq * bin_pow31(total) + qx;
         e->hpos = xs + total;
         break;
     }
+    bin_w__sync(w);
     return 0;
 }
 
@@ -823,6 +790,7 @@ static int tree_begin(bin_writer *w, int32_t tid, uint8_t kind)
     w->out->p[w->out->len] = BIN_NULL;
     w->out->len += 5;
     f->kind = kind;
+    bin_w__sync(w);
     return 0;
 }
 

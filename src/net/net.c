@@ -6,6 +6,10 @@
  * bytes arrive (never sized from a declared length).  Output path: replies
  * are appended to one per-connection buffer and sent with one send() after
  * each read batch, so an unpipelined client gets each reply in one write.
+ * Balance: whichever loop wakes for the listener accepts, then hands each
+ * connection to the loop owning the fewest (its inbox + eventfd).  Durable
+ * replies: with a before_send callback, replies produced in a loop pass are
+ * held until the callback (e.g. a WAL group fsync) has returned 0.
  */
 #include "net/net.h"
 
@@ -37,10 +41,19 @@
 
 typedef struct net_loop net_loop;
 
+/* A connection accepted by one loop for another (the inbox). */
+typedef struct handoff {
+    int fd;
+    socklen_t sl;
+    struct sockaddr_storage ss;
+} handoff;
+
 struct net_conn {
     int       fd;
     uint32_t  events;               /* epoll interest now registered */
     uint8_t   established, closing, paused;
+    uint8_t   pending;              /* on loop->pending: replies wait for before_send */
+    uint8_t   close_pending;        /* close once the pending replies are out */
     net_loop *loop;
     void     *state;
     em_buf    in;
@@ -48,6 +61,7 @@ struct net_conn {
     size_t    out_off;              /* bytes of out already sent */
     uint64_t  accepted_ms, active_ms, write_ms;
     net_conn *prev, *next;          /* the loop's list of connections */
+    net_conn *pnext;                /* the loop's pending list */
     struct sockaddr_storage peer;
     socklen_t peer_len;
 };
@@ -63,6 +77,12 @@ struct net_loop {
     uint64_t    next_tick_ms;
     uint64_t    accept_pause_until;
     int         listen_armed;
+    int         evfd;               /* signals the inbox */
+    pthread_mutex_t inbox_mu;
+    handoff    *inbox;
+    size_t      inbox_len, inbox_cap;
+    net_conn   *pending;            /* replies held for before_send */
+    _Atomic uint32_t load;          /* connections owned + in the inbox */
     _Atomic uint64_t pub_allocs, pub_bytes, pub_frees;
 };
 
@@ -114,6 +134,19 @@ static void conn_close(net_conn *c)
     c->next = l->dead;              /* events later in this batch may name c */
     l->dead = c;
     atomic_fetch_sub(&l->srv->nconns, 1);
+    atomic_fetch_sub(&l->load, 1);
+}
+
+static int deferred(const net_loop *l) { return l->srv->cb.before_send != NULL; }
+
+/* mark_pending holds c's replies until the end of the loop pass. */
+static void mark_pending(net_conn *c)
+{
+    if (c->pending)
+        return;
+    c->pending = 1;
+    c->pnext = c->loop->pending;
+    c->loop->pending = c;
 }
 
 static void free_dead(net_loop *l)
@@ -202,6 +235,13 @@ static int process_buffered(net_conn *c)
 
 static void close_after_flush(net_conn *c)
 {
+    if (deferred(c->loop)) {
+        /* the replies go out (or not) after before_send; read no more */
+        c->close_pending = 1;
+        (void)set_interest(c, 0);
+        mark_pending(c);
+        return;
+    }
     (void)flush(c);                 /* best effort: e.g. a final error reply */
     conn_close(c);
 }
@@ -226,6 +266,10 @@ static void pump(net_conn *c)
         }
         if (c->in.len == before)
             break;                  /* only an incomplete frame is left */
+        if (deferred(c->loop)) {
+            mark_pending(c);        /* new replies wait for before_send */
+            return;
+        }
     }
     if (c->in.len == 0 && c->in.cap > IN_SHRINK)
         em_buf_free(&c->in);
@@ -285,14 +329,109 @@ static void on_readable(net_conn *c)
         if ((size_t)r < room)
             break;                  /* drained the socket */
     }
-    if (c->closing)
+    if (c->closing || c->close_pending)
         return;
-    pump(c);
+    if (deferred(l))
+        mark_pending(c);
+    else
+        pump(c);
 }
 
 static void on_writable(net_conn *c)
 {
     pump(c);
+}
+
+/* conn_setup makes fd a connection of l (its load was already counted). */
+static void conn_setup(net_loop *l, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+{
+    net_server *s = l->srv;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    net_conn *c = em_calloc(1, sizeof *c);
+    if (!c) {
+        atomic_fetch_sub(&s->nconns, 1);
+        atomic_fetch_sub(&l->load, 1);
+        close(fd);
+        return;
+    }
+    c->fd = fd;
+    c->loop = l;
+    c->peer = *ss;
+    c->peer_len = sl;
+    c->accepted_ms = c->active_ms = c->write_ms = em_now_ms();
+    c->next = l->conns;
+    if (l->conns)
+        l->conns->prev = c;
+    l->conns = c;
+    struct epoll_event e = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
+    c->events = e.events;
+    if (epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &e) != 0) {
+        c->events = 0;
+        conn_close(c);
+        return;
+    }
+    c->state = s->cb.on_open ? s->cb.on_open(s->cb.arg, c) : NULL;
+    if (!c->state)
+        conn_close(c);
+}
+
+/* least_loaded picks the loop owning the fewest connections (l on a tie). */
+static net_loop *least_loaded(net_loop *l)
+{
+    net_server *s = l->srv;
+    net_loop *best = l;
+    uint32_t min = atomic_load_explicit(&l->load, memory_order_relaxed);
+    for (int i = 0; i < s->nloops && min; i++) {
+        uint32_t n = atomic_load_explicit(&s->loops[i].load, memory_order_relaxed);
+        if (n < min) {
+            min = n;
+            best = &s->loops[i];
+        }
+    }
+    return best;
+}
+
+/* hand_off queues fd in t's inbox and wakes t.  0 or EM_NOMEM. */
+static int hand_off(net_loop *t, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+{
+    pthread_mutex_lock(&t->inbox_mu);
+    if (t->inbox_len == t->inbox_cap) {
+        size_t cap = t->inbox_cap ? t->inbox_cap * 2 : 16;
+        handoff *p = em_realloc(t->inbox, cap * sizeof *p);
+        if (!p) {
+            pthread_mutex_unlock(&t->inbox_mu);
+            return EM_NOMEM;
+        }
+        t->inbox = p;
+        t->inbox_cap = cap;
+    }
+    handoff *h = &t->inbox[t->inbox_len++];
+    h->fd = fd;
+    h->ss = *ss;
+    h->sl = sl;
+    pthread_mutex_unlock(&t->inbox_mu);
+    uint64_t one = 1;
+    (void)!write(t->evfd, &one, sizeof one);
+    return 0;
+}
+
+/* drain_inbox sets up the connections other loops handed to l. */
+static void drain_inbox(net_loop *l)
+{
+    uint64_t v;
+    (void)!read(l->evfd, &v, sizeof v);
+    for (;;) {
+        handoff h;
+        pthread_mutex_lock(&l->inbox_mu);
+        int got = l->inbox_len > 0;
+        if (got)
+            h = l->inbox[--l->inbox_len];
+        pthread_mutex_unlock(&l->inbox_mu);
+        if (!got)
+            break;
+        conn_setup(l, h.fd, &h.ss, h.sl);
+    }
 }
 
 static void accept_some(net_loop *l)
@@ -320,33 +459,45 @@ static void accept_some(net_loop *l)
             close(fd);              /* over the cap: reject at accept */
             continue;
         }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        net_conn *c = em_calloc(1, sizeof *c);
-        if (!c) {
+        /* The loop that happens to wake accepts; the least loaded owns. */
+        net_loop *t = least_loaded(l);
+        atomic_fetch_add(&t->load, 1);
+        if (t == l) {
+            conn_setup(l, fd, &ss, sl);
+        } else if (hand_off(t, fd, &ss, sl) != 0) {
+            atomic_fetch_sub(&t->load, 1);
             atomic_fetch_sub(&s->nconns, 1);
             close(fd);
-            continue;
         }
-        c->fd = fd;
-        c->loop = l;
-        c->peer = ss;
-        c->peer_len = sl;
-        c->accepted_ms = c->active_ms = c->write_ms = em_now_ms();
-        c->next = l->conns;
-        if (l->conns)
-            l->conns->prev = c;
-        l->conns = c;
-        struct epoll_event e = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
-        c->events = e.events;
-        if (epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &e) != 0) {
-            c->events = 0;
-            conn_close(c);
-            continue;
+    }
+}
+
+/* send_pending: the end of a loop pass with before_send.  Replies of this
+ * pass leave only after before_send returned 0; if it failed, connections
+ * holding such replies are closed (a failed fsync is never acknowledged).
+ * Sending may run more buffered requests, which wait for the next round. */
+static void send_pending(net_loop *l)
+{
+    while (l->pending) {
+        int rc = l->srv->cb.before_send(l->srv->cb.arg);
+        net_conn *list = l->pending;
+        l->pending = NULL;
+        while (list) {
+            net_conn *c = list;
+            list = c->pnext;
+            c->pending = 0;
+            c->pnext = NULL;
+            if (c->closing)
+                continue;
+            if (rc != 0) {
+                conn_close(c);
+            } else if (c->close_pending) {
+                (void)flush(c);     /* best effort, as close_after_flush */
+                conn_close(c);
+            } else {
+                pump(c);
+            }
         }
-        c->state = s->cb.on_open ? s->cb.on_open(s->cb.arg, c) : NULL;
-        if (!c->state)
-            conn_close(c);
     }
 }
 
@@ -406,8 +557,12 @@ static void *loop_main(void *arg)
             }
             if (tag == &tag_wake)
                 continue;           /* stop flag is checked by the loop */
+            if (tag == l) {
+                drain_inbox(l);
+                continue;
+            }
             net_conn *c = tag;
-            if (c->closing)
+            if (c->closing || c->close_pending)
                 continue;
             if (ev & EPOLLOUT)
                 on_writable(c);
@@ -418,6 +573,8 @@ static void *loop_main(void *arg)
             else if (!c->paused && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)))
                 on_readable(c);
         }
+        if (l->pending)
+            send_pending(l);
         now = em_now_ms();
         if (now >= l->next_tick_ms) {
             tick(l, now);
@@ -475,6 +632,14 @@ static void destroy(net_server *s)
         while (l->conns)
             conn_close(l->conns);
         free_dead(l);
+        for (size_t j = 0; j < l->inbox_len; j++) {
+            close(l->inbox[j].fd);
+            atomic_fetch_sub(&s->nconns, 1);
+        }
+        em_free(l->inbox);
+        pthread_mutex_destroy(&l->inbox_mu);
+        if (l->evfd >= 0)
+            close(l->evfd);
         if (l->ep >= 0)
             close(l->ep);
         em_free(l->rbuf);
@@ -522,22 +687,27 @@ int net_server_start(net_server **out, const net_options *opt)
         return rc;
     }
     s->nloops = n;
-    for (int i = 0; i < n; i++)
-        s->loops[i].ep = -1;
+    for (int i = 0; i < n; i++) {
+        s->loops[i].ep = s->loops[i].evfd = -1;
+        pthread_mutex_init(&s->loops[i].inbox_mu, NULL);
+    }
     for (int i = 0; i < n; i++) {
         net_loop *l = &s->loops[i];
         l->srv = s;
         l->ep = epoll_create1(EPOLL_CLOEXEC);
+        l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         l->rbuf = em_malloc(RBUF_SIZE);
-        if (l->ep < 0 || !l->rbuf) {
-            rc = l->ep < 0 ? -errno : EM_NOMEM;
+        if (l->ep < 0 || l->evfd < 0 || !l->rbuf) {
+            rc = l->ep < 0 || l->evfd < 0 ? -errno : EM_NOMEM;
             destroy(s);
             return rc;
         }
         struct epoll_event e = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &tag_listen };
         struct epoll_event w = { .events = EPOLLIN, .data.ptr = &tag_wake };
+        struct epoll_event x = { .events = EPOLLIN, .data.ptr = l };
         if (epoll_ctl(l->ep, EPOLL_CTL_ADD, s->lfd, &e) != 0 ||
-            epoll_ctl(l->ep, EPOLL_CTL_ADD, s->wakefd, &w) != 0) {
+            epoll_ctl(l->ep, EPOLL_CTL_ADD, s->wakefd, &w) != 0 ||
+            epoll_ctl(l->ep, EPOLL_CTL_ADD, l->evfd, &x) != 0) {
             rc = -errno;
             destroy(s);
             return rc;

@@ -2,8 +2,8 @@
  * per-connection input buffers and output queues, backpressure and timers.
  *
  * One loop per worker thread; every loop waits on the one listening socket
- * (EPOLLEXCLUSIVE, so one worker wakes per pending connection) and owns the
- * connections it accepted.  net/ knows nothing about the protocol: the layer
+ * (EPOLLEXCLUSIVE, so one worker wakes per pending connection) and hands each
+ * accepted connection to the loop owning the fewest, which then owns it.  net/ knows nothing about the protocol: the layer
  * above registers callbacks (net_callbacks) that consume input bytes and
  * append replies to the connection's output buffer (STYLE.md habit 1).
  */
@@ -42,6 +42,11 @@ typedef struct net_callbacks {
                    em_buf *out, size_t out_cap, size_t *consumed);
     /* on_close: the connection is gone; free state. */
     void (*on_close)(void *arg, void *state);
+    /* before_send (optional): called once per loop pass, on the worker
+     * thread, after the pass's input was processed and before any reply
+     * produced in it is sent (e.g. a WAL group fsync).  Nonzero = those
+     * replies must never leave: their connections are closed. */
+    int (*before_send)(void *arg);
 } net_callbacks;
 
 typedef struct net_options {

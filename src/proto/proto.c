@@ -416,8 +416,14 @@ static int op_cluster(pr_conn *c, int op, pr_rd *r, em_buf *out)
         int32_t id = em_hash_java_str(s, n);
         if (!st_cache_find(c->srv->st, id))
             return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", id);
-        /* In-memory caches have no WAL, so nothing changes and it reads off. */
-        return pr_put_bool(out, 0);
+        /* In-memory caches have no WAL, so nothing changes and it reads off.
+         * Persistent caches always log: enabling changes nothing, and
+         * disabling (Ignite's bulk-load switch) is not offered. */
+        if (!c->srv->opt.persistent)
+            return pr_put_bool(out, 0);
+        if (op == 5002 && !en)
+            return pr_fail(c, PR_ST_FAILED, "Disabling the WAL is not supported by ember");
+        return pr_put_bool(out, op == 5003);
     }
     default:
         return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);

@@ -49,6 +49,15 @@ typedef struct pr_options {
     /* debug_stats fills allocation counters summed over the server's threads. */
     void   (*debug_stats)(void *arg, em_mem_stats *sum);
     void    *debug_arg;
+    /* persistent: the caches live in a persistent data region; the WAL
+     * state ops (5002/5003) then answer "enabled". */
+    int      persistent;
+    /* meta_persist (optional): called after a binary type record (op 3003,
+     * kind 1: the record bytes) or type name (op 3001, kind 2: byte
+     * platform, int type id, name bytes) was registered and before the
+     * reply; nonzero makes the reply an error. */
+    int    (*meta_persist)(void *arg, int kind, const uint8_t *p, size_t n);
+    void    *meta_arg;
 } pr_options;
 
 /* pr_options_default fills the defaults listed above (random node id). */

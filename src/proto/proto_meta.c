@@ -53,6 +53,20 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
         rc = bin_registry_name_put(reg, plat, id, (const char *)s, n);
         if (rc)
             return reg_err(c, rc, id);
+        if (c->srv->opt.meta_persist) {
+            uint8_t hdr[5 + 256];
+            uint8_t *rec = n <= 256 ? hdr : em_malloc(5 + n);
+            if (!rec)
+                return EM_NOMEM;
+            rec[0] = plat;
+            em_st32(rec + 1, (uint32_t)id);
+            memcpy(rec + 5, s, n);
+            rc = c->srv->opt.meta_persist(c->srv->opt.meta_arg, 2, rec, 5 + n);
+            if (rec != hdr)
+                em_free(rec);
+            if (rc)
+                return pr_fail(c, PR_ST_FAILED, "Type name was not persisted: %s", em_strerror(rc));
+        }
         return pr_put_bool(out, 1);
     }
     case 3002: {    /* GET_BINARY_TYPE: int type id -> bool [+ record] */
@@ -68,7 +82,8 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
     case 3003: {    /* PUT_BINARY_TYPE: record -> empty; merged into the registry */
         bin_type *t = NULL;
         size_t used = 0;
-        int rc = bin_meta_decode(r->p + r->pos, pr_rd_left(r), &t, &used);
+        const uint8_t *rec = r->p + r->pos;
+        int rc = bin_meta_decode(rec, pr_rd_left(r), &t, &used);
         if (rc == EM_NOMEM)
             return rc;
         if (rc)
@@ -77,7 +92,15 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
         int32_t id = t->type_id;
         rc = bin_registry_put(reg, t, NULL);
         bin_type_free(t);
-        return rc ? reg_err(c, rc, id) : 0;
+        if (rc)
+            return reg_err(c, rc, id);
+        /* Durable before the reply: stored objects of this type must stay
+         * readable after a restart. */
+        if (c->srv->opt.meta_persist &&
+            (rc = c->srv->opt.meta_persist(c->srv->opt.meta_arg, 1, rec, used)) != 0)
+            return pr_fail(c, PR_ST_FAILED, "Binary type was not persisted [typeId= %d]: %s",
+                           id, em_strerror(rc));
+        return 0;
     }
     case 3004:      /* BINARY_CONFIGURATION_GET: bool compact footer, byte name
                      * mapper (0 = basic full name, Ignite's default) */

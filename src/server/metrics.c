@@ -71,27 +71,6 @@ srv_metrics_block *srv_metrics_worker(srv_metrics *m, int i)
     return &m->blocks[i];
 }
 
-int srv_metrics_slot(int opcode)
-{
-    switch (opcode) {
-#define SRV_METRICS_CASE_(code, name) case code: return SRV_METRICS_SLOT_##name;
-    SRV_METRICS_OPS(SRV_METRICS_CASE_)
-#undef SRV_METRICS_CASE_
-    default: return SRV_METRICS_SLOT_OTHER;
-    }
-}
-
-const char *srv_metrics_op_name(int slot)
-{
-    static const char *const names[SRV_METRICS_SLOTS] = {
-        "OTHER",
-#define SRV_METRICS_NAME_(code, name) #name,
-        SRV_METRICS_OPS(SRV_METRICS_NAME_)
-#undef SRV_METRICS_NAME_
-    };
-    return slot >= 0 && slot < SRV_METRICS_SLOTS ? names[slot] : "OTHER";
-}
-
 /* ---- rendering ------------------------------------------------------------ */
 
 typedef struct out_t {

@@ -14,7 +14,9 @@
 #include "binary/binary.h"
 #include "net/net.h"
 #include "proto/proto.h"
+#include "server/srv_meta.h"
 #include "store/store.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -24,6 +26,9 @@ struct srv {
     bin_registry *reg;
     pr_server    *ps;
     net_server   *net;
+    wal          *wal;              /* NULL without persistence */
+    srv_meta     *meta;
+    int           deferred;         /* FSYNC: replies wait for wal_commit_wait */
     /* The same pointer for worker threads: they start (and may answer the
      * debug op) before net_server_start returns. */
     _Atomic(net_server *) net_pub;
@@ -47,6 +52,11 @@ void srv_config_default(srv_config *c)
     c->write_stall_timeout_ms = 60000;
     c->eviction = 0;
     c->log_level = EM_LOG_INFO;
+    strcpy(c->wal_path, "./ember-data");
+    c->wal_mode = WAL_LOG_ONLY;
+    c->wal_segment_size = 64u << 20;
+    c->wal_flush_frequency_ms = 2000;
+    c->checkpoint_frequency_ms = 180000;
 }
 
 /* parse_u64 reads a decimal number with an optional unit: sizes take
@@ -93,7 +103,8 @@ static int parse_bool(const char *v, int *out)
 
 typedef struct key_desc {
     const char *key;
-    char kind;          /* s string, i int, u32 size, t time ms, b bool, l log level, z u64 size */
+    char kind;          /* s string, i int, u32 size, t time ms, b bool, l log level, z u64 size,
+                           w WAL mode */
     size_t off;
     size_t size;        /* strings: buffer size */
     const char *help;
@@ -121,6 +132,12 @@ static const key_desc keys[] = {
     K("debug_ops", 'b', debug_ops, "answer the private op 32000 with allocation counters (false)"),
     K("username", 's', username, "require this user name in handshakes (none)"),
     K("password", 's', password, "and this password"),
+    K("persistence", 'b', persistence, "persist the default data region, i.e. every cache (false)"),
+    K("wal_path", 's', wal_path, "directory of WAL, checkpoints, binary metadata (./ember-data)"),
+    K("wal_mode", 'w', wal_mode, "FSYNC, LOG_ONLY, BACKGROUND or NONE (LOG_ONLY)"),
+    K("wal_segment_size", 'z', wal_segment_size, "WAL segment file size (64m)"),
+    K("wal_flush_frequency", 't', wal_flush_frequency_ms, "BACKGROUND mode flush period (2000 ms)"),
+    K("checkpoint_frequency", 't', checkpoint_frequency_ms, "checkpoint period (180000 ms; 0 = off)"),
 };
 #undef K
 
@@ -177,6 +194,13 @@ int srv_config_set(srv_config *c, const char *key, const char *value, char *err,
             if (!rc)
                 *(int *)field = b;
             break;
+        case 'w': {
+            wal_mode m;
+            rc = wal_mode_parse(value, &m) ? -1 : 0;
+            if (!rc)
+                *(int *)field = (int)m;
+            break;
+        }
         case 'l':
             b = em_log_parse_level(value);
             rc = b < 0 ? -1 : 0;
@@ -267,6 +291,79 @@ static void on_close(void *arg, void *state)
     pr_conn_free(state);
 }
 
+/* before_send: FSYNC group commit, once per event-loop pass (net.h). */
+static int before_send(void *arg)
+{
+    srv *s = arg;
+    return wal_commit_wait(s->wal);
+}
+
+static int meta_persist(void *arg, int kind, const uint8_t *p, size_t n)
+{
+    srv *s = arg;
+    int rc = srv_meta_append(s->meta, kind, p, n);
+    if (rc)
+        EM_ERROR("binary metadata log: append failed: %s", em_strerror(rc));
+    return rc;
+}
+
+/* open_persistence: metadata log, then WAL recovery into the store, then
+ * the WAL becomes the store's write observer. */
+static int open_persistence(srv *s, const srv_config *c)
+{
+    const wal_fileops *ops = wal_posix_ops();
+    char err[1200] = "";
+    uint64_t t0 = em_now_ms();
+    int rc = srv_meta_open(&s->meta, ops, c->wal_path, s->reg, err, sizeof err);
+    if (rc) {
+        EM_ERROR("cannot open binary metadata in %s: %s", c->wal_path, err);
+        return rc;
+    }
+    wal_options wo;
+    memset(&wo, 0, sizeof wo);
+    wo.dir = c->wal_path;
+    wo.mode = (wal_mode)c->wal_mode;
+    wo.segment_bytes = c->wal_segment_size;
+    wo.flush_ms = c->wal_flush_frequency_ms;
+    wo.checkpoint_ms = c->checkpoint_frequency_ms;
+    wo.deferred_sync = wo.mode == WAL_FSYNC;
+    if ((rc = wal_open(&s->wal, &wo)) != 0) {
+        EM_ERROR("cannot open the WAL in %s: %s", c->wal_path, em_strerror(rc));
+        return rc;
+    }
+    if ((rc = wal_recover(s->wal, s->st)) != 0) {
+        const char *m = wal_errmsg(s->wal);
+        EM_ERROR("WAL recovery failed, refusing to start: %s%s%s", em_strerror(rc),
+                 m[0] ? ": " : "", m);
+        return rc;
+    }
+    wal_stats ws;
+    wal_stats_get(s->wal, &ws);
+    if ((rc = wal_attach(s->wal, s->st)) != 0) {
+        EM_ERROR("cannot attach the WAL: %s", em_strerror(rc));
+        return rc;
+    }
+    s->deferred = wo.deferred_sync;
+    EM_INFO("persistence on: %s, wal_mode %s, recovered %llu records (%llu bytes of torn tail cut) "
+            "and %llu binary metadata records in %llu ms",
+            c->wal_path, wal_mode_name(wo.mode), (unsigned long long)ws.replayed,
+            (unsigned long long)ws.cut_bytes, (unsigned long long)srv_meta_records(s->meta),
+            (unsigned long long)(em_now_ms() - t0));
+    return 0;
+}
+
+static void close_persistence(srv *s)
+{
+    if (s->wal) {
+        int rc = wal_close(s->wal);
+        if (rc)
+            EM_ERROR("WAL close: %s", em_strerror(rc));
+        s->wal = NULL;
+    }
+    srv_meta_close(s->meta);
+    s->meta = NULL;
+}
+
 static void debug_stats(void *arg, em_mem_stats *sum)
 {
     srv *s = arg;
@@ -296,6 +393,8 @@ int srv_start(srv **out, const srv_config *c)
         rc = EM_NOMEM;
         goto fail;
     }
+    if (c->persistence && (rc = open_persistence(s, c)) != 0)
+        goto fail;
     pr_options po;
     pr_options_default(&po);
     po.max_msg = c->max_message_size;
@@ -306,6 +405,11 @@ int srv_start(srv **out, const srv_config *c)
     po.debug_ops = c->debug_ops;
     po.debug_stats = debug_stats;
     po.debug_arg = s;
+    if (c->persistence) {
+        po.persistent = 1;
+        po.meta_persist = meta_persist;
+        po.meta_arg = s;
+    }
     if (c->username[0]) {
         po.username = c->username;
         po.password = c->password;
@@ -327,12 +431,15 @@ int srv_start(srv **out, const srv_config *c)
     no.cb.on_open = on_open;
     no.cb.on_data = on_data;
     no.cb.on_close = on_close;
+    if (s->deferred)
+        no.cb.before_send = before_send;
     if ((rc = net_server_start(&s->net, &no)) != 0)
         goto fail;
     atomic_store(&s->net_pub, s->net);
     *out = s;
     return 0;
 fail:
+    close_persistence(s);
     pr_server_free(s->ps);
     if (s->reg)
         bin_registry_free(s->reg);
@@ -354,6 +461,7 @@ void srv_stop(srv *s)
     if (!s)
         return;
     net_server_stop(s->net);        /* joins workers: nothing uses the rest now */
+    close_persistence(s);           /* final flush, before the store goes */
     pr_server_free(s->ps);
     bin_registry_free(s->reg);
     st_close(s->st);

@@ -31,6 +31,14 @@ typedef struct srv_config {
     int      debug_ops;             /* answer the private debug-stats op */
     char     username[128];         /* empty = no authentication */
     char     password[128];
+    /* Persistence (Ignite's names).  Like Ignite's per-data-region switch;
+     * emberd has one (default) region, so it covers every cache. */
+    int      persistence;           /* off by default */
+    char     wal_path[512];         /* WAL segments, checkpoints, binary metadata */
+    int      wal_mode;              /* enum wal_mode: FSYNC, LOG_ONLY (default), ... */
+    uint64_t wal_segment_size;      /* bytes (64m) */
+    uint32_t wal_flush_frequency_ms;/* BACKGROUND flush period (2000) */
+    uint32_t checkpoint_frequency_ms;/* 180000; 0 = no periodic checkpoints */
 } srv_config;
 
 void srv_config_default(srv_config *c);
@@ -44,13 +52,16 @@ void srv_config_help(FILE *f);
 
 typedef struct srv srv;
 
-/* srv_start opens the store and starts listening; returns 0 or a negative
- * code (EM_NOMEM, -EADDRINUSE, ...). */
+/* srv_start opens the store, with persistence recovers it from the WAL
+ * directory (EM_CORRUPT: refuses, the message names file and offset and is
+ * logged), and starts listening; returns 0 or a negative code (EM_NOMEM,
+ * -EADDRINUSE, ...). */
 int  srv_start(srv **out, const srv_config *c);
 int  srv_port(const srv *s);
 /* srv_maintain runs periodic housekeeping (expiry); call every ~100 ms. */
 void srv_maintain(srv *s);
-/* srv_stop closes the listener and all connections, then the store. */
+/* srv_stop closes the listener and all connections, then the WAL (final
+ * flush), then the store. */
 void srv_stop(srv *s);
 
 #endif

@@ -160,15 +160,19 @@ int st_open(st_store **out, const st_options *opt)
     return 0;
 }
 
+/* Frees c; its partitions' contents too if c still owns its array (a
+ * destroyed cache's were emptied, and the array may be another's now).
+ * Arrays themselves are freed by st_close. */
 static void cache_free(st_cache *c)
 {
-    for (uint32_t i = 0; i < c->nparts; i++) {
-        st_part *p = &c->parts[i];
-        st_part_free_all(c, p);
-        em_free(p->slots);
-        em_free(p->heap);
+    if (c->arr && c->arr->owner == c) {
+        for (uint32_t i = 0; i < c->nparts; i++) {
+            st_part *p = &c->parts[i];
+            st_part_free_all(c, p);
+            em_free(p->slots);
+            em_free(p->heap);
+        }
     }
-    em_free(c->parts_mem);
     st_cache_config_free(&c->cfg);
     em_free(c);
 }
@@ -182,6 +186,13 @@ void st_close(st_store *s)
         st_cache *n = c->next_all;
         cache_free(c);
         c = n;
+    }
+    st_parr *a = s->arrays;
+    while (a) {
+        st_parr *n = a->next;
+        em_free(a->mem);
+        em_free(a);
+        a = n;
     }
     st_regtab *t = atomic_load(&s->reg);
     while (t) {
@@ -278,6 +289,75 @@ static int notify(st_store *s, const st_update *u)
     return st_observe(s, u);
 }
 
+/* Under reg_lock: a free array of np partitions, or a new one (NULL if out
+ * of memory).  The caller claims it with parr_claim. */
+static st_parr *parr_get(st_store *s, uint32_t np)
+{
+    for (st_parr *a = s->arrays; a; a = a->next)
+        if (!a->owner && a->nparts == np)
+            return a;
+    st_parr *a = em_calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->mem = em_calloc(1, np * sizeof(st_part) + 64);
+    if (!a->mem) {
+        em_free(a);
+        return NULL;
+    }
+    a->parts = (st_part *)(((uintptr_t)a->mem + 63) & ~(uintptr_t)63);
+    a->nparts = np;
+    a->next = s->arrays;
+    s->arrays = a;
+    return a;
+}
+
+/* Under reg_lock: hand a's (empty) partitions to c.  Each one changes hands
+ * under its lock, so a thread in an op on the previous owner (through an
+ * old pointer) sees a gen that is not its cache's either way. */
+static void parr_claim(st_parr *a, st_cache *c)
+{
+    a->owner = c;
+    c->arr = a;
+    c->parts = a->parts;
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        st_part *p = &a->parts[i];
+        st_lock_acquire(&p->lock);
+        atomic_store_explicit(&p->puts, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->gets, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->hits, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->next_expire, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->st.entries, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->st.mem, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->st.evictions, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->st.expirations, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->st.removals, 0, memory_order_relaxed);
+        p->gen = c->gen;
+        st_lock_release(&p->lock);
+    }
+}
+
+/* Empties c's partitions and marks them dead for c (each under its lock);
+ * then, under reg_lock, frees the array for the next cache. */
+static void parr_release(st_store *s, st_cache *c)
+{
+    for (uint32_t i = 0; i < c->nparts; i++) {
+        st_part *p = &c->parts[i];
+        st_lock_acquire(&p->lock);
+        st_part_free_all(c, p);
+        em_free(p->slots);
+        em_free(p->heap);
+        p->slots = NULL;
+        p->heap = NULL;
+        p->mask = p->count = p->heap_n = p->heap_cap = 0;
+        p->gen = 0;
+        st_lock_release(&p->lock);
+    }
+    pthread_mutex_lock(&s->reg_lock);
+    c->arr->owner = NULL;
+    pthread_mutex_unlock(&s->reg_lock);
+}
+
+/* Under reg_lock. */
 static int cache_new(st_store *s, const st_cache_config *cfg, st_cache **out)
 {
     uint32_t np = cfg->partitions ? cfg->partitions : 1024;
@@ -286,13 +366,16 @@ static int cache_new(st_store *s, const st_cache_config *cfg, st_cache **out)
     st_cache *c = em_calloc(1, sizeof *c);
     if (!c)
         return EM_NOMEM;
-    c->parts_mem = em_calloc(1, np * sizeof(st_part) + 64);
-    c->parts = (st_part *)(((uintptr_t)c->parts_mem + 63) & ~(uintptr_t)63);
-    if (!c->parts_mem || st_cache_config_copy(&c->cfg, cfg)) {
-        em_free(c->parts_mem);
+    st_parr *a = parr_get(s, np);
+    if (!a || st_cache_config_copy(&c->cfg, cfg)) {
         em_free(c);
         return EM_NOMEM;
     }
+    /* 0 is never a gen (p->gen = 0 means dead); 2^32 creates would have to
+     * pass while a thread holds an old pointer for a gen to repeat. */
+    if (++s->next_gen == 0)
+        s->next_gen = 1;
+    c->gen = s->next_gen;
     c->cfg.partitions = np;
     c->store = s;
     c->id = em_hash_java_str((const uint8_t *)cfg->name, strlen(cfg->name));
@@ -300,8 +383,22 @@ static int cache_new(st_store *s, const st_cache_config *cfg, st_cache **out)
     c->region = &s->region;    /* named regions map to the default one */
     c->evictable = s->region.eviction && cfg->eviction_enabled;
     c->has_expiry = cfg->has_expiry;
+    parr_claim(a, c);
     *out = c;
     return 0;
+}
+
+/* Under reg_lock: frees a cache that was never published. */
+static void cache_unmake(st_cache *c)
+{
+    for (uint32_t i = 0; i < c->nparts; i++) {
+        st_part *p = &c->parts[i];  /* empty; old owners' threads may lock it */
+        st_lock_acquire(&p->lock);
+        p->gen = 0;
+        st_lock_release(&p->lock);
+    }
+    c->arr->owner = NULL;
+    cache_free(c);
 }
 
 static int create_locked(st_store *s, const st_cache_config *cfg, st_cache **out, int observe)
@@ -318,7 +415,7 @@ static int create_locked(st_store *s, const st_cache_config *cfg, st_cache **out
         rc = notify(s, &u);
     }
     if (rc) {
-        cache_free(c);
+        cache_unmake(c);
         return rc;
     }
     reg_insert(s, c);
@@ -380,20 +477,10 @@ static int cache_destroy(st_store *s, int32_t cache_id, int observe)
     pthread_mutex_unlock(&s->reg_lock);
     /* Threads inside an operation on c hold (or wait for) one partition
      * lock; each partition is emptied and marked dead under its lock, so
-     * they either finish before or see `dead` after.  The cache struct and
-     * its partitions stay allocated until st_close. */
-    for (uint32_t i = 0; i < c->nparts; i++) {
-        st_part *p = &c->parts[i];
-        st_lock_acquire(&p->lock);
-        st_part_free_all(c, p);
-        em_free(p->slots);
-        em_free(p->heap);
-        p->slots = NULL;
-        p->heap = NULL;
-        p->mask = p->count = p->heap_n = p->heap_cap = 0;
-        p->dead = 1;
-        st_lock_release(&p->lock);
-    }
+     * they either finish before or see it dead after.  The cache struct
+     * stays allocated until st_close (old pointers stay valid); its
+     * partition array goes to the next cache of the same size. */
+    parr_release(s, c);
     return 0;
 }
 
@@ -425,6 +512,8 @@ int st_cache_destroyed(const st_cache *c) { return atomic_load(&c->destroyed); }
 void st_cache_stats_get(st_cache *c, st_cache_stats *out)
 {
     memset(out, 0, sizeof *out);
+    if (atomic_load(&c->destroyed))
+        return;                     /* its array may be another cache's now */
     for (uint32_t i = 0; i < c->nparts; i++) {
         st_part *p = &c->parts[i];
         out->entries += RD(p->st.entries);
@@ -553,7 +642,7 @@ int st_expire_tick(st_store *s, uint32_t budget)
         int64_t ne = atomic_load_explicit(&p->next_expire, memory_order_relaxed);
         if (ne && ne <= now) {
             st_lock_acquire(&p->lock);
-            int r = p->dead ? 0 : st_part_purge_expired(c, p, now, budget);
+            int r = st_part_dead(c, p) ? 0 : st_part_purge_expired(c, p, now, budget);
             st_lock_release(&p->lock);
             reclaimed += r;
             budget = (uint32_t)r >= budget ? 0 : budget - (uint32_t)r;

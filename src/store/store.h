@@ -145,6 +145,11 @@ typedef struct st_scan st_scan;
 int  st_scan_open(st_cache *c, int32_t part, st_scan **out);
 /* st_scan_next_page emits up to max entries through fn; *more = 0 after the last. */
 int  st_scan_next_page(st_scan *sc, uint32_t max, st_kv_fn fn, void *arg, int *more);
+/* st_scan_next_page_exp: the same, also passing each entry's expiry deadline
+ * (wall-clock ms as st_update.expire_at_ms, 0 = never), for checkpoints. */
+typedef int (*st_kve_fn)(void *arg, const uint8_t *k, size_t klen, const uint8_t *v,
+                         size_t vlen, int64_t expire_at_ms);
+int  st_scan_next_page_exp(st_scan *sc, uint32_t max, st_kve_fn fn, void *arg, int *more);
 void st_scan_close(st_scan *sc);
 
 /* Statistics, readable per cache (lock-free reads of relaxed counters). */

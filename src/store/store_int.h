@@ -94,7 +94,8 @@ typedef struct st_part {
     uint32_t  mask;           /* capacity - 1 */
     uint32_t  count;
     uint32_t  heap_n;
-    int       dead;           /* cache destroyed: every op returns EM_NOCACHE */
+    uint32_t  gen;            /* owning cache's gen; else (0 after a destroy, or a
+                               * later owner's) dead for that cache: EM_NOCACHE */
     uint32_t  heap_cap;
     st_slot  *slots;          /* NULL until the first insert */
     st_entry **heap;          /* expiry min-heap on expire_at */
@@ -122,10 +123,31 @@ struct st_cache {
     int             evictable;    /* region evicts and the cache allows it */
     int             has_expiry;   /* cfg carries a policy (else eternal/unchanged) */
     _Atomic int     destroyed;
+    uint32_t        gen;          /* store-unique, fixed for the struct's life */
     st_cache       *next_all;     /* every cache ever created (freed at close) */
     st_part        *parts;        /* nparts partitions, 64-byte aligned */
-    void           *parts_mem;    /* the allocation parts points into */
+    struct st_parr *arr;          /* the array parts lives in (owned while live) */
 };
+
+/* A partition array.  Destroyed caches hand theirs back for the next cache
+ * with the same partition count: the 128 B per partition is most of a
+ * cache, so create/destroy loops reuse it instead of growing.  Arrays live
+ * until st_close, because a destroyed cache's struct (kept, so old pointers
+ * stay valid) still points at its old array: its ops lock a partition and
+ * find p->gen != c->gen, the same EM_NOCACHE as before the reuse. */
+typedef struct st_parr {
+    struct st_parr *next;
+    void     *mem;            /* the allocation parts points into */
+    st_part  *parts;
+    uint32_t  nparts;
+    st_cache *owner;          /* live cache using it, NULL = free */
+} st_parr;
+
+/* st_part_dead: under p's lock, c no longer owns p (destroyed). */
+static inline int st_part_dead(const st_cache *c, const st_part *p)
+{
+    return p->gen != c->gen;
+}
 
 /* Cache registry: open addressing on the cache id, read lock-free.  Slots
  * hold cache pointers (the id is read from the cache); a removed slot holds
@@ -145,6 +167,8 @@ struct st_store {
     _Atomic(st_regtab *) reg;
     st_cache        *all;         /* every cache, live or destroyed */
     uint32_t         ncaches;
+    uint32_t         next_gen;    /* under reg_lock; cache gens start at 1 */
+    st_parr         *arrays;      /* every partition array (freed at close) */
     _Atomic(st_observer_fn) obs;  /* set arg first, then fn (release) */
     _Atomic(void *)  obs_arg;
     _Atomic uint32_t tick_cache;  /* round-robin position of st_expire_tick */

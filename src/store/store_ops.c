@@ -380,7 +380,7 @@ static int64_t sample(st_cache *c, st_entry **e, uint64_t *stamp, uint32_t *tag)
         uint32_t pi = (uint32_t)(r % c->nparts);
         st_part *p = &c->parts[pi];
         st_lock_acquire(&p->lock);
-        if (!p->dead && p->count) {
+        if (!st_part_dead(c, p) && p->count) {
             for (uint32_t i = (uint32_t)(r >> 32) & p->mask;; i = (i + 1) & p->mask) {
                 if (p->slots[i].e) {
                     *e = p->slots[i].e;
@@ -416,7 +416,7 @@ static int evict_one(st_cache *c)
     }
     st_part *p = &c->parts[p1];
     st_lock_acquire(&p->lock);
-    if (!p->dead && p->count) {
+    if (!st_part_dead(c, p) && p->count) {
         /* The sampled entry may be gone by now; then evict whatever the
          * partition offers at a random slot (still a random choice). */
         uint32_t i = slot_of(p, e1, t1);
@@ -489,7 +489,7 @@ static int do_write(st_cache *c, const kprep *x, const uint8_t *v, size_t vlen, 
         return EM_TOOBIG;
 retry:
     st_lock_acquire(&p->lock);
-    if (p->dead) {
+    if (st_part_dead(c, p)) {
         rc = EM_NOCACHE;
         goto out;
     }
@@ -754,7 +754,7 @@ static int read_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen
     }
     st_part *p = &c->parts[x.part];
     st_lock_acquire(&p->lock);
-    if (p->dead) {
+    if (st_part_dead(c, p)) {
         rc = EM_NOCACHE;
     } else {
         uint32_t i = lookup(c, p, &x, &now);
@@ -821,7 +821,7 @@ int st_get_all(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n, s
         }
         st_part *p = &c->parts[x.part];
         st_lock_acquire(&p->lock);
-        if (p->dead) {
+        if (st_part_dead(c, p)) {
             rc = EM_NOCACHE;
         } else {
             uint32_t i = lookup(c, p, &x, &now);
@@ -858,7 +858,7 @@ static int remove_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t kl
         goto done;
     st_part *p = &c->parts[x.part];
     st_lock_acquire(&p->lock);
-    if (p->dead) {
+    if (st_part_dead(c, p)) {
         rc = EM_NOCACHE;
     } else {
         uint32_t i = lookup(c, p, &x, &now);
@@ -917,7 +917,7 @@ int st_apply_remove(st_cache *c, const st_update *u)
     if (!rc) {
         st_part *p = &c->parts[x.part];
         st_lock_acquire(&p->lock);
-        if (p->dead) {
+        if (st_part_dead(c, p)) {
             rc = EM_NOCACHE;
         } else {
             uint32_t i = lookup(c, p, &x, &now);
@@ -937,7 +937,7 @@ int st_clear_part(st_cache *c, uint32_t pi, int notify_obs)
     st_part *p = &c->parts[pi];
     int rc = 0;
     st_lock_acquire(&p->lock);
-    if (p->dead) {
+    if (st_part_dead(c, p)) {
         rc = EM_NOCACHE;
     } else if (p->count) {
         if (notify_obs && st_has_observer(c->store)) {
@@ -974,7 +974,7 @@ int st_size(st_cache *c, int peek_mode_mask, int64_t *size)
     for (uint32_t i = 0; i < c->nparts; i++) {
         st_part *p = &c->parts[i];
         st_lock_acquire(&p->lock);
-        if (p->dead) {
+        if (st_part_dead(c, p)) {
             st_lock_release(&p->lock);
             return EM_NOCACHE;
         }

@@ -7,11 +7,12 @@
  * partition is snapshotted once), and no lock is held while the caller
  * encodes a page.  Snapshot record layout (native endian, unaligned):
  *
- *   offset  size  field
- *   0       4     klen
- *   4       4     vlen
- *   8       klen  key bytes (normalised)
- *   8+klen  vlen  value bytes
+ *   offset   size  field
+ *   0        4     klen
+ *   4        4     vlen
+ *   8        8     expire_at: wall-clock ms, 0 = never (st_scan_next_page_exp)
+ *   16       klen  key bytes (normalised)
+ *   16+klen  vlen  value bytes
  */
 #include "store/store_int.h"
 
@@ -20,6 +21,8 @@
 #include "util/mem.h"
 
 #include <string.h>
+
+enum { SNAP_HDR = 16 };
 
 struct st_scan {
     st_cache *c;
@@ -62,7 +65,7 @@ static int snapshot(st_scan *sc)
     em_buf_reset(&sc->snap);
     sc->pos = 0;
     st_lock_acquire(&p->lock);
-    if (p->dead) {
+    if (st_part_dead(c, p)) {
         rc = EM_NOCACHE;
         goto out;
     }
@@ -90,13 +93,14 @@ static int snapshot(st_scan *sc)
                 continue;       /* invisible; reclaimed by writes or the tick */
         }
         size_t n = (size_t)e->klen + e->vlen;
-        if ((rc = em_buf_reserve(&sc->snap, 8 + n)) != 0)
+        if ((rc = em_buf_reserve(&sc->snap, SNAP_HDR + n)) != 0)
             goto out;
         uint8_t *d = sc->snap.p + sc->snap.len;
         em_st32(d, e->klen);
         em_st32(d + 4, e->vlen);
-        memcpy(d + 8, e->data, n);
-        sc->snap.len += 8 + n;
+        em_st64(d + 8, (uint64_t)e->expire_at);
+        memcpy(d + SNAP_HDR, e->data, n);
+        sc->snap.len += SNAP_HDR + n;
     }
 out:
     st_lock_release(&p->lock);
@@ -104,7 +108,9 @@ out:
     return rc;
 }
 
-int st_scan_next_page(st_scan *sc, uint32_t max, st_kv_fn fn, void *arg, int *more)
+/* One page through fn or, when fn is NULL, through fne with the deadline. */
+static int next_page(st_scan *sc, uint32_t max, st_kv_fn fn, st_kve_fn fne, void *arg,
+                     int *more)
 {
     uint32_t emitted = 0;
     int rc;
@@ -115,9 +121,12 @@ int st_scan_next_page(st_scan *sc, uint32_t max, st_kv_fn fn, void *arg, int *mo
         while (sc->pos < sc->snap.len && emitted < max) {
             const uint8_t *d = sc->snap.p + sc->pos;
             uint32_t kl = em_ld32(d), vl = em_ld32(d + 4);
-            sc->pos += 8 + (size_t)kl + vl;
+            const uint8_t *k = d + SNAP_HDR;
+            sc->pos += SNAP_HDR + (size_t)kl + vl;
             emitted++;
-            if ((rc = fn(arg, d + 8, kl, d + 8 + kl, vl)) != 0)
+            rc = fn ? fn(arg, k, kl, k + kl, vl)
+                    : fne(arg, k, kl, k + kl, vl, (int64_t)em_ld64(d + 8));
+            if (rc != 0)
                 return rc;
         }
         if (emitted == max || sc->next_part >= sc->end_part)
@@ -132,4 +141,14 @@ int st_scan_next_page(st_scan *sc, uint32_t max, st_kv_fn fn, void *arg, int *mo
             return rc;
     *more = sc->pos < sc->snap.len;
     return 0;
+}
+
+int st_scan_next_page(st_scan *sc, uint32_t max, st_kv_fn fn, void *arg, int *more)
+{
+    return next_page(sc, max, fn, NULL, arg, more);
+}
+
+int st_scan_next_page_exp(st_scan *sc, uint32_t max, st_kve_fn fn, void *arg, int *more)
+{
+    return next_page(sc, max, NULL, fn, arg, more);
 }

@@ -74,7 +74,8 @@ static void collect(void *arg, st_cache *c)
 
 typedef struct scan_ctx { wal_ckpt_writer *cw; int32_t cache_id; uint32_t part; } scan_ctx;
 
-static int put_entry(void *arg, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen)
+static int put_entry(void *arg, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen,
+                     int64_t expire_at_ms)
 {
     scan_ctx *sc = arg;
     st_update u;
@@ -86,8 +87,9 @@ static int put_entry(void *arg, const uint8_t *k, size_t klen, const uint8_t *v,
     u.klen = (uint32_t)klen;
     u.val = v;
     u.vlen = (uint32_t)vlen;
-    /* The scan interface does not expose expiry deadlines: snapshot entries
-     * are eternal until the WAL tail says otherwise (see the report). */
+    /* The absolute deadline, as the WAL logs it: a restored entry expires
+     * when it would have, whatever the restart took. */
+    u.expire_at_ms = expire_at_ms;
     return wal_ckpt_put(sc->cw, &u);
 }
 
@@ -120,7 +122,7 @@ static int fill_store(void *arg, wal_ckpt_writer *cw)
             scan_ctx ctx = {cw, u.cache_id, p};
             int more = 1;
             while (!rc && more)
-                rc = st_scan_next_page(sc, 256, put_entry, &ctx, &more);
+                rc = st_scan_next_page_exp(sc, 256, put_entry, &ctx, &more);
             st_scan_close(sc);
             if (rc == EM_NOCACHE) {
                 rc = 0;

@@ -66,7 +66,7 @@ typedef struct conn {
 
 static int      g_port, g_conns = 1000, g_keys = 32, g_caches = 16;
 static pid_t    g_pid;
-static double   g_seconds = 60, g_think_ms = 50, g_warmup = -1, g_sample = 5;
+static double   g_seconds = 60, g_think_ms = 50, g_warmup = -1, g_sample = -1;
 static uint64_t g_seed = 1;
 static int      g_rss_check = 1;     /* --rss-check 0 under sanitizers */
 
@@ -567,6 +567,8 @@ int main(int argc, char **argv)
     if (argc % 2 == 0 || g_port <= 0 || g_pid <= 0 || g_conns < 1 || g_keys < MAX_BATCH ||
         g_caches < 1)
         usage();
+    if (g_sample <= 0)                  /* about 12 samples per run, 1..10 s apart */
+        g_sample = g_seconds / 12 < 1 ? 1 : (g_seconds / 12 > 10 ? 10 : g_seconds / 12);
     if (g_warmup < 0)
         g_warmup = g_seconds / 5 > 10 ? g_seconds / 5 : (g_seconds / 3 < 10 ? g_seconds / 3 : 10);
     setvbuf(stdout, NULL, _IOLBF, 0);
