@@ -64,7 +64,7 @@ start_server() {
     emberd)
         PORT=$(free_port 10900); PROTO=ignite
         # shellcheck disable=SC2086
-        "$BUILD/emberd" --port "$PORT" ${EMBERD_ARGS:-} >"$OUT/emberd.log" 2>&1 &
+        "$BUILD/emberd" --port "$PORT" --http false ${EMBERD_ARGS:-} >"$OUT/emberd.log" 2>&1 &
         SPID=$! ;;
     redis)
         PORT=$(free_port 6400); PROTO=resp

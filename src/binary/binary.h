@@ -245,7 +245,7 @@ typedef struct bin_writer {
     bin_wfield *fields;        /* reused across objects */
     uint32_t nf, capf;
     uint8_t vmode;             /* what starting a value does now: BIN_WM_* */
-    bin_wframe *top;           /* &fr[depth - 1], NULL at depth 0 */
+    bin_wframe *top;           /* &fr[depth - 1]; unused at depth 0 */
     bin_wframe fr[BIN_W_MAX_DEPTH];
 } bin_writer;
 
@@ -352,7 +352,8 @@ static inline void bin_w__pop(bin_writer *w)
 {
     bin_wframe *f = w->top;
     w->vmode = f->pmode;
-    w->top = --w->depth ? f - 1 : NULL;
+    w->depth--;
+    w->top = f - (w->depth != 0);          /* stays &fr[0] at depth 0 */
 }
 
 int bin_w_int_slow(bin_writer *w, int32_t v);
@@ -557,6 +558,29 @@ static inline int bin_w_field_idx(bin_writer *w, uint32_t idx)
     return bin_w_field_idx_slow(w, idx);
 }
 
+/* bin_w__hash_short: Java's 31*h+b hash of n < 16 bytes, 4 at a step;
+ * byte loads, as the bytes were just stored in pieces (a wide load over
+ * several pending stores cannot be forwarded and stalls). */
+static inline uint32_t bin_w__hash_short(const uint8_t *p, uint32_t n)
+{
+    uint32_t h = 1;
+    for (; n >= 4; n -= 4, p += 4)
+        h = h * 923521u + (uint32_t)(int32_t)(int8_t)p[0] * 29791u +
+            (uint32_t)(int32_t)(int8_t)p[1] * 961u + (uint32_t)(int32_t)(int8_t)p[2] * 31u +
+            (uint32_t)(int32_t)(int8_t)p[3];
+    switch (n) {
+    case 3:
+        return h * 29791u + (uint32_t)(int32_t)(int8_t)p[0] * 961u +
+               (uint32_t)(int32_t)(int8_t)p[1] * 31u + (uint32_t)(int32_t)(int8_t)p[2];
+    case 2:
+        return h * 961u + (uint32_t)(int32_t)(int8_t)p[0] * 31u + (uint32_t)(int32_t)(int8_t)p[1];
+    case 1:
+        return h * 31u + (uint32_t)(int32_t)(int8_t)p[0];
+    default:
+        return h;
+    }
+}
+
 /* bin_w__obj_end: the common end of an object - every declared field in
  * declared order (or none), compact footer, 1-byte offsets, no nested
  * object folded into its hash sum and none to fold into a parent.  The
@@ -602,7 +626,9 @@ static inline __attribute__((always_inline)) int bin_w__obj_end(bin_writer *w)
     em_st32(o + 12, total);
     em_st32(o + 16, sid);
     em_st32(o + 20, soff);
-    em_st32(o + 8, (uint32_t)bin_hash31_after(o + BIN_HDR_LEN, end - BIN_HDR_LEN));
+    const uint32_t n = end - BIN_HDR_LEN;
+    em_st32(o + 8, n < 16 ? bin_w__hash_short(o + BIN_HDR_LEN, n)
+                          : (uint32_t)bin_hash31_after(o + BIN_HDR_LEN, n));
     return 1;
 }
 

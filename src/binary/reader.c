@@ -52,14 +52,15 @@ static inline uint32_t foff(const uint8_t *e, uint8_t width)
  *          ending at the offset's last byte (so no load runs past it)
  *   esz    footer entry size (full: id + offset; compact: offset only)
  *   ooff   offset's position within an entry
- *   compact 1 if the ids come from the schema (compact footer) */
+ *   compact 1 if the ids come from the schema (compact footer)
+ *   istride distance between field ids (schema array: 4; footer: esz) */
 typedef struct foot_geom {
-    uint8_t width, shift, esz, ooff, compact;
+    uint8_t width, shift, esz, ooff, compact, istride;
 } foot_geom;
 
 static const foot_geom foot_tab[8] = {
-    {4, 0, 8, 4, 0}, {1, 24, 5, 4, 0}, {2, 16, 6, 4, 0}, {1, 24, 5, 4, 0},
-    {4, 0, 4, 0, 1}, {1, 24, 1, 0, 1}, {2, 16, 2, 0, 1}, {1, 24, 1, 0, 1},
+    {4, 0, 8, 4, 0, 8}, {1, 24, 5, 4, 0, 5}, {2, 16, 6, 4, 0, 6}, {1, 24, 5, 4, 0, 5},
+    {4, 0, 4, 0, 1, 4}, {1, 24, 1, 0, 1, 4}, {2, 16, 2, 0, 1, 4}, {1, 24, 1, 0, 1, 4},
 };
 
 int bin_rd_field(const uint8_t *o, const bin_type *t, int32_t fid, const uint8_t **val)
@@ -74,7 +75,16 @@ int bin_rd_field(const uint8_t *o, const bin_type *t, int32_t fid, const uint8_t
     uint32_t flen = fend - soff;
     /* The schema is looked up for full footers too (it is then unused): one
      * path for both keeps the choice out of the branch history. */
-    const bin_schema *s = t ? bin_type_schema(t, (int32_t)em_ld32(o + 16)) : NULL;
+    const bin_schema *s = NULL;
+    if (t) {
+        /* bin_type_schema inline: the call would spill the geometry above */
+        int32_t sid = (int32_t)em_ld32(o + 16);
+        for (uint32_t i = t->nschemas; i-- > 0;)
+            if (t->schemas[i].id == sid) {
+                s = &t->schemas[i];
+                break;
+            }
+    }
     const int32_t *fids = s ? s->fids : NULL;
     uint32_t nf = s ? s->nfields : 0;
     if (g.compact & ((s == NULL) | (nf * g.width != flen)))
@@ -82,7 +92,7 @@ int bin_rd_field(const uint8_t *o, const bin_type *t, int32_t fid, const uint8_t
     /* Field ids: the schema's array (stride 4) or the footer (stride esz). */
     const uint8_t *ids[2] = {o + soff, (const uint8_t *)fids};
     const uint8_t *ip = ids[g.compact];
-    uint32_t istride = g.compact ? 4u : g.esz;
+    uint32_t istride = g.istride;
     const uint8_t *op = o + soff + g.ooff + g.width - 4;
     for (uint32_t pos = 0, i = 0; pos < flen; pos += g.esz, i += istride)
         if ((int32_t)em_ld32(ip + i) == fid) {

@@ -247,6 +247,7 @@ void bin_writer_free(bin_writer *w)
     em_free(w->fields);
     w->fields = NULL;
     w->capf = w->nf = 0;
+    bin_w__sync(w);
 }
 
 static inline int fail(bin_writer *w, int rc)

@@ -12,6 +12,7 @@
  * held until the callback (e.g. a WAL group fsync) has returned 0.
  */
 #include "net/net.h"
+#include "net/tls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +65,8 @@ struct net_conn {
     net_conn *pnext;                /* the loop's pending list */
     struct sockaddr_storage peer;
     socklen_t peer_len;
+    net_tls  *tls;                  /* NULL on a plaintext port */
+    uint8_t   tls_hs;               /* TLS handshake still running */
 };
 
 struct net_loop {
@@ -84,6 +87,7 @@ struct net_loop {
     net_conn   *pending;            /* replies held for before_send */
     _Atomic uint32_t load;          /* connections owned + in the inbox */
     _Atomic uint64_t pub_allocs, pub_bytes, pub_frees;
+    int         index;              /* position in net_server.loops */
 };
 
 struct net_server {
@@ -94,6 +98,7 @@ struct net_server {
     net_loop     *loops;
     net_limits    lim;
     net_callbacks cb;
+    net_tls_ctx  *tls;
     _Atomic int   stop;
     _Atomic uint32_t nconns;
 };
@@ -123,6 +128,11 @@ static void conn_close(net_conn *c)
     net_loop *l = c->loop;
     c->closing = 1;
     epoll_ctl(l->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    if (c->tls) {
+        net_tls_close_notify(c->tls);
+        net_tls_free(c->tls);
+        c->tls = NULL;
+    }
     close(c->fd);
     c->fd = -1;
     if (c->state && l->srv->cb.on_close)
@@ -170,14 +180,39 @@ static int update_interest(net_conn *c)
     return set_interest(c, ev);
 }
 
+/* conn_send / conn_recv: send(2) / recv(2), or the TLS layer with the same
+ * contract (-1 + errno EAGAIN when the socket is not ready). */
+static ssize_t conn_send(net_conn *c, const void *p, size_t n)
+{
+    if (!c->tls)
+        return send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    int want;
+    ssize_t w = net_tls_write(c->tls, p, n, &want);
+    if (w > 0)
+        return w;
+    errno = w == EM_AGAIN ? EAGAIN : (w < 0 && w > -4096 ? (int)-w : EPROTO);
+    return -1;
+}
+
+static ssize_t conn_recv(net_conn *c, void *p, size_t n)
+{
+    if (!c->tls)
+        return recv(c->fd, p, n, MSG_DONTWAIT);
+    int want;
+    ssize_t r = net_tls_read(c->tls, p, n, &want);
+    if (r >= 0)
+        return r;
+    errno = r == EM_AGAIN ? EAGAIN : (r > -4096 ? (int)-r : EPROTO);
+    return -1;
+}
+
 /* flush sends queued output; returns 0, or negative when the connection must
  * be closed.  One send() for everything queued (the kernel takes it whole
  * unless the socket buffer is full). */
 static int flush(net_conn *c)
 {
     while (c->out_off < c->out.len) {
-        ssize_t w = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = conn_send(c, c->out.p + c->out_off, c->out.len - c->out_off);
         if (w > 0) {
             c->out_off += (size_t)w;
             c->write_ms = em_now_ms();
@@ -280,7 +315,9 @@ static void pump(net_conn *c)
 static void on_readable(net_conn *c)
 {
     net_loop *l = c->loop;
-    for (int i = 0; i < READS_PER_EV && !c->closing; i++) {
+    /* Bytes TLS already decrypted are invisible to epoll: read them too. */
+    for (int i = 0; (i < READS_PER_EV || (c->tls && net_tls_pending(c->tls))) && !c->closing;
+         i++) {
         if (c->out.len - c->out_off > l->srv->lim.out_soft_cap)
             break;                  /* backpressure: leave bytes in the kernel */
         uint8_t *dst;
@@ -297,7 +334,7 @@ static void on_readable(net_conn *c)
             dst = c->in.p + c->in.len;
             room = c->in.cap - c->in.len;
         }
-        ssize_t r = recv(c->fd, dst, room, MSG_DONTWAIT);
+        ssize_t r = conn_recv(c, dst, room);
         if (r == 0) {
             close_after_flush(c);   /* a half-closing client still gets its replies */
             return;
@@ -326,8 +363,8 @@ static void on_readable(net_conn *c)
             close_after_flush(c);
             return;
         }
-        if ((size_t)r < room)
-            break;                  /* drained the socket */
+        if ((size_t)r < room && !(c->tls && net_tls_pending(c->tls)))
+            break;                  /* drained the socket (and the TLS buffer) */
     }
     if (c->closing || c->close_pending)
         return;
@@ -335,6 +372,27 @@ static void on_readable(net_conn *c)
         mark_pending(c);
     else
         pump(c);
+}
+
+/* tls_step advances a TLS handshake; once done, reads what the client sent. */
+static void tls_step(net_conn *c)
+{
+    int want;
+    int rc = net_tls_accept_step(c->tls, &want);
+    if (rc == EM_AGAIN) {
+        if (set_interest(c, want == NET_TLS_WANT_WRITE ? EPOLLOUT : EPOLLIN | EPOLLRDHUP) < 0)
+            conn_close(c);
+        return;
+    }
+    if (rc < 0) {
+        net_server *s = c->loop->srv;
+        if (s->cb.on_tls_fail)
+            s->cb.on_tls_fail(s->cb.arg, c, rc == EM_CLOSED ? "peer closed" : net_tls_errstr());
+        conn_close(c);
+        return;
+    }
+    c->tls_hs = 0;
+    on_readable(c);
 }
 
 static void on_writable(net_conn *c)
@@ -360,6 +418,16 @@ static void conn_setup(net_loop *l, int fd, const struct sockaddr_storage *ss, s
     c->peer = *ss;
     c->peer_len = sl;
     c->accepted_ms = c->active_ms = c->write_ms = em_now_ms();
+    if (s->tls) {
+        if (net_tls_new(s->tls, fd, &c->tls) != 0) {
+            atomic_fetch_sub(&s->nconns, 1);
+            atomic_fetch_sub(&l->load, 1);
+            close(fd);
+            em_free(c);
+            return;
+        }
+        c->tls_hs = 1;
+    }
     c->next = l->conns;
     if (l->conns)
         l->conns->prev = c;
@@ -564,6 +632,10 @@ static void *loop_main(void *arg)
             net_conn *c = tag;
             if (c->closing || c->close_pending)
                 continue;
+            if (c->tls_hs) {
+                tls_step(c);
+                continue;
+            }
             if (ev & EPOLLOUT)
                 on_writable(c);
             if (c->closing)
@@ -667,6 +739,7 @@ int net_server_start(net_server **out, const net_options *opt)
     if (s->lim.out_hard_cap < s->lim.out_soft_cap)
         s->lim.out_hard_cap = s->lim.out_soft_cap;
     s->cb = opt->cb;
+    s->tls = opt->tls;
     int n = opt->threads;
     if (n <= 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -694,6 +767,7 @@ int net_server_start(net_server **out, const net_options *opt)
     for (int i = 0; i < n; i++) {
         net_loop *l = &s->loops[i];
         l->srv = s;
+        l->index = i;
         l->ep = epoll_create1(EPOLL_CLOEXEC);
         l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         l->rbuf = em_malloc(RBUF_SIZE);
@@ -750,6 +824,8 @@ void net_server_stop(net_server *s)
 }
 
 void net_conn_established(net_conn *c) { c->established = 1; }
+
+int net_conn_worker(const net_conn *c) { return c->loop->index; }
 
 void net_conn_peer(const net_conn *c, char *buf, size_t n)
 {

@@ -47,7 +47,12 @@ typedef struct net_callbacks {
      * produced in it is sent (e.g. a WAL group fsync).  Nonzero = those
      * replies must never leave: their connections are closed. */
     int (*before_send)(void *arg);
+    /* on_tls_fail: a TLS handshake failed (optional); the connection closes
+     * right after (on_close follows). */
+    void (*on_tls_fail)(void *arg, net_conn *c, const char *why);
 } net_callbacks;
+
+struct net_tls_ctx;
 
 typedef struct net_options {
     const char *host;             /* numeric IPv4/IPv6 address or name; NULL = 127.0.0.1 */
@@ -55,6 +60,7 @@ typedef struct net_options {
     int         threads;          /* worker loops; <= 0 = one per online CPU */
     net_limits  limits;
     net_callbacks cb;
+    struct net_tls_ctx *tls;      /* TLS only on this port; NULL = plaintext (borrowed) */
 } net_options;
 
 /* net_server_start binds and listens, then starts the worker threads.
@@ -70,6 +76,9 @@ void net_server_stop(net_server *s);
 /* net_conn_established tells the loop the connection passed its handshake,
  * which disarms the handshake timeout. */
 void net_conn_established(net_conn *c);
+
+/* net_conn_worker: index of the worker loop that owns c (0..threads-1). */
+int  net_conn_worker(const net_conn *c);
 
 /* net_conn_peer writes the peer address as text ("1.2.3.4:5678"). */
 void net_conn_peer(const net_conn *c, char *buf, size_t n);

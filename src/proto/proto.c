@@ -277,6 +277,10 @@ static int handshake(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
         /* Name our preferred version so the client can retry on this socket. */
         snprintf(msg, sizeof msg, "Unsupported version: %d.%d.%d (ember supports 1.0.0 to 1.7.0)",
                  major, minor, patch);
+        if (c->stats) {
+            pr_stats_event(c->stats, PR_EV_HANDSHAKE_FAIL);
+            pr_stats_bytes(c->stats, len + 4, 0);
+        }
         return handshake_fail(out, ver, 1, 7, 0, msg, PR_ST_FAILED);
     }
     pr_rd r = { body + 8, len - 8, 0 };
@@ -311,8 +315,25 @@ static int handshake(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
             return rc ? rc : EM_PROTO;
         }
     }
-    const char *wu = c->srv->opt.username;
+    if (c->srv->opt.auth) {
+        int arc = c->srv->opt.auth(c->srv->opt.auth_arg, c->peer, user, ul, pass, pl);
+        if (arc) {
+            if (c->stats) {
+                pr_stats_event(c->stats, arc == EM_TOOMANY ? PR_EV_AUTH_LIMITED : PR_EV_AUTH_FAIL);
+                pr_stats_bytes(c->stats, len + 4, 0);
+            }
+            /* Java answers auth failures with version 0.0.0 and status 2000. */
+            return handshake_fail(out, ver, 0, 0, 0,
+                                  arc == EM_TOOMANY
+                                      ? "Too many failed login attempts; retry later"
+                                      : "The user name or password is incorrect",
+                                  PR_ST_AUTH_FAILED);
+        }
+    }
+    const char *wu = c->srv->opt.auth ? NULL : c->srv->opt.username;
     if (wu && (!str_eq(user, ul, wu) || !str_eq(pass, pl, c->srv->opt.password))) {
+        if (c->stats)
+            pr_stats_event(c->stats, PR_EV_AUTH_FAIL);
         /* Java answers auth failures with version 0.0.0 and status 2000. */
         return handshake_fail(out, ver, 0, 0, 0, "The user name or password is incorrect",
                               PR_ST_AUTH_FAILED);
@@ -337,6 +358,10 @@ static int handshake(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     c->ready = 1;
     c->ver = ver;
     memcpy(c->feat, feat, sizeof feat);
+    if (c->stats) {
+        pr_stats_event(c->stats, PR_EV_HANDSHAKE_OK);
+        pr_stats_bytes(c->stats, len + 4, out->len - start);
+    }
     return 0;
 }
 
@@ -514,6 +539,12 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     if (rc)
         return rc;
     c->msg[0] = 0;
+    /* Counting is inline here, into the worker's own block.  One request in
+     * sample_mask + 1 of each connection is timed, its first included, so
+     * even a few requests show in the latency histogram. */
+    pr_stats *st = c->stats;
+    int timed = st && (c->stats_tick++ & st->sample_mask) == 0;
+    uint64_t t0 = timed ? em_now_ns() : 0;
     rc = dispatch(c, op, &r, out);
     if (rc != 0) {
         out->len = start;
@@ -537,8 +568,18 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     em_st32(out->p + start, (uint32_t)(out->len - start - 4));
     if (topo)
         c->topo_sent = 1;
+    if (st)
+        pr_stats_op(st, op, rc < 0 ? PR_ST_FAILED : rc, timed ? em_now_ns() - t0 : PR_STATS_UNTIMED,
+                    len + 4, out->len - start);
     return 0;
 }
+
+void pr_conn_set_peer(pr_conn *c, const char *peer)
+{
+    snprintf(c->peer, sizeof c->peer, "%s", peer ? peer : "");
+}
+
+void pr_conn_set_stats(pr_conn *c, pr_stats *st) { c->stats = st; }
 
 /* ---- framing ---------------------------------------------------------- */
 

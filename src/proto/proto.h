@@ -36,6 +36,14 @@ enum pr_status {
  * counts mean the requests allocated nothing. */
 #define PR_OP_DEBUG_STATS 32000
 
+/* pr_auth_fn checks handshake credentials (user NULL when none were sent):
+ * 0 = accept, EM_AUTH = wrong, EM_TOOMANY = refused by a failure limiter.
+ * peer is the text given to pr_conn_set_peer ("" if none). */
+typedef int (*pr_auth_fn)(void *arg, const char *peer, const uint8_t *user, size_t ulen,
+                          const uint8_t *pw, size_t pwlen);
+
+struct pr_stats;
+
 typedef struct pr_options {
     uint32_t max_msg;             /* max frame length after the handshake (64 MiB) */
     uint32_t max_handshake_msg;   /* max frame length before it succeeds (1 MiB) */
@@ -45,6 +53,8 @@ typedef struct pr_options {
     uint8_t  node_id[16];         /* UUID sent in 1.4.0+ handshakes and 1101 */
     const char *username;         /* NULL = no authentication */
     const char *password;
+    pr_auth_fn auth;              /* if set, replaces username/password */
+    void    *auth_arg;
     int      debug_ops;           /* answer PR_OP_DEBUG_STATS */
     /* debug_stats fills allocation counters summed over the server's threads. */
     void   (*debug_stats)(void *arg, em_mem_stats *sum);
@@ -85,6 +95,14 @@ void     pr_conn_free(pr_conn *c);
  * that cannot be parsed); a reply may have been appended before the close. */
 int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
             size_t *consumed);
+
+/* pr_conn_set_peer: the client's address for the auth hook (copied). */
+void pr_conn_set_peer(pr_conn *c, const char *peer);
+
+/* pr_conn_set_stats: count this connection's handshake and requests in st
+ * (proto_stats.h; the calling worker's block, which must outlive c).  NULL =
+ * count nothing. */
+void pr_conn_set_stats(pr_conn *c, struct pr_stats *st);
 
 /* pr_conn_ready: 1 once a handshake has succeeded. */
 int pr_conn_ready(const pr_conn *c);

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "proto/proto.h"
+#include "proto/proto_stats.h"
 #include "store/store.h"
 #include "util/err.h"
 #include "util/hash.h"
@@ -48,6 +49,9 @@ struct pr_conn {
     st_slice  *ks, *vs;             /* reused slice arrays for batch ops */
     size_t     slices_cap;
     char       msg[512];            /* error message of the current request */
+    pr_stats  *stats;               /* the worker's counters, or NULL */
+    uint32_t   stats_tick;          /* requests seen, for latency sampling */
+    char       peer[64];            /* client address, for the auth hook */
 };
 
 static inline int pr_has_feat(const pr_conn *c, int f)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/auth.h"
 #include "server/srv.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -29,6 +30,10 @@ static void usage(FILE *f)
         "  --threads N            worker event loops (0 = one per CPU)\n"
         "  --log-level LEVEL      debug, info, warn, error, off\n"
         "  --debug-ops            enable the private allocation-stats op (32000)\n"
+        "  --add-user USER        add USER to users_file (or --users-file FILE), or\n"
+        "                         change its password; the password comes from\n"
+        "                         $EMBER_PASSWORD or stdin (asked twice on a terminal)\n"
+        "  --remove-user USER     delete USER from the users file\n"
         "  --KEY VALUE            any setting below (dashes or underscores)\n"
         "  --help                 this text\n"
         "\n"
@@ -61,6 +66,10 @@ int main(int argc, char **argv)
             }
         }
     }
+    /* User management (--add-user / --remove-user) runs and exits. */
+    int arc = srv_auth_cli(argc, argv, cfg.users_file[0] ? cfg.users_file : NULL);
+    if (arc >= 0)
+        return arc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--config")) {

@@ -10,12 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "binary/binary.h"
 #include "net/net.h"
+#include "net/tls.h"
 #include "proto/proto.h"
+#include "server/auth.h"
+#include "server/http.h"
+#include "server/metrics.h"
 #include "server/srv_meta.h"
 #include "store/store.h"
+#include "util/clock.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -26,6 +32,11 @@ struct srv {
     bin_registry *reg;
     pr_server    *ps;
     net_server   *net;
+    srv_auth     *auth;             /* NULL = no users file */
+    net_tls_ctx  *tls;              /* NULL = plaintext port */
+    srv_metrics  *metrics;
+    srv_http     *http;             /* NULL = no HTTP endpoint */
+    int           count_requests;   /* metrics = true: per-request counters */
     wal          *wal;              /* NULL without persistence */
     srv_meta     *meta;
     int           deferred;         /* FSYNC: replies wait for wal_commit_wait */
@@ -33,6 +44,12 @@ struct srv {
      * debug op) before net_server_start returns. */
     _Atomic(net_server *) net_pub;
 };
+
+/* Per-connection state: the protocol state and the worker's counters. */
+typedef struct srv_conn {
+    pr_conn           *pc;
+    srv_metrics_block *mb;
+} srv_conn;
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -52,6 +69,12 @@ void srv_config_default(srv_config *c)
     c->write_stall_timeout_ms = 60000;
     c->eviction = 0;
     c->log_level = EM_LOG_INFO;
+    strcpy(c->tls_client_auth, "none");
+    c->http = 1;
+    strcpy(c->http_host, "127.0.0.1");
+    c->http_port = 8080;
+    c->http_timeout_ms = 5000;
+    c->metrics = 1;
     strcpy(c->wal_path, "./ember-data");
     c->wal_mode = WAL_LOG_ONLY;
     c->wal_segment_size = 64u << 20;
@@ -132,6 +155,23 @@ static const key_desc keys[] = {
     K("debug_ops", 'b', debug_ops, "answer the private op 32000 with allocation counters (false)"),
     K("username", 's', username, "require this user name in handshakes (none)"),
     K("password", 's', password, "and this password"),
+    K("users_file", 's', users_file, "users file with salted password hashes; enables authentication (none)"),
+    K("auth_max_failures", 'u', auth_max_failures, "failed logins per client address before refusing it (5)"),
+    K("auth_failure_forgive", 't', auth_failure_forgive_ms, "one failure of an address forgiven per (2000 ms)"),
+    K("auth_slow_burst", 'u', auth_slow_burst, "password hash checks in a burst, all clients (16)"),
+    K("auth_slow_rate", 'u', auth_slow_rate, "password hash checks per second, all clients (8)"),
+    K("tls", 'b', tls, "serve the thin-client port over TLS 1.2/1.3 only (false)"),
+    K("tls_cert", 's', tls_cert, "server certificate chain, PEM (none)"),
+    K("tls_key", 's', tls_key, "server private key, PEM (tls_cert)"),
+    K("tls_ca", 's', tls_ca, "CA certificates for client certificates, PEM (none)"),
+    K("tls_client_auth", 's', tls_client_auth, "none, optional or require (none)"),
+    K("tls_ciphers", 's', tls_ciphers, "TLS 1.2 cipher list (ECDHE/DHE AEAD)"),
+    K("tls_ciphersuites", 's', tls_ciphersuites, "TLS 1.3 cipher suites (OpenSSL default)"),
+    K("http", 'b', http, "serve /metrics and /health over HTTP (true)"),
+    K("http_host", 's', http_host, "HTTP address (127.0.0.1)"),
+    K("http_port", 'i', http_port, "HTTP port (8080; 0 = any free port)"),
+    K("http_timeout", 't', http_timeout_ms, "HTTP request/response time limit (5000 ms)"),
+    K("metrics", 'b', metrics, "count requests per op, bytes and latencies for /metrics (true)"),
     K("persistence", 'b', persistence, "persist the default data region, i.e. every cache (false)"),
     K("wal_path", 's', wal_path, "directory of WAL, checkpoints, binary metadata (./ember-data)"),
     K("wal_mode", 'w', wal_mode, "FSYNC, LOG_ONLY, BACKGROUND or NONE (LOG_ONLY)"),
@@ -264,17 +304,63 @@ int srv_config_load(srv_config *c, const char *path, char *err, size_t errlen)
 static void *on_open(void *arg, net_conn *nc)
 {
     srv *s = arg;
-    (void)nc;
-    return pr_conn_new(s->ps);
+    srv_conn *sc = em_malloc(sizeof *sc);
+    if (!sc)
+        return NULL;
+    sc->pc = pr_conn_new(s->ps);
+    if (!sc->pc) {
+        em_free(sc);
+        return NULL;
+    }
+    sc->mb = srv_metrics_worker(s->metrics, net_conn_worker(nc));
+    if (sc->mb) {
+        srv_metrics_event(sc->mb, SRV_EV_CONN_OPEN);
+        if (s->count_requests)
+            pr_conn_set_stats(sc->pc, sc->mb);  /* proto counts into it directly */
+    }
+    if (s->auth) {
+        char peer[80];
+        net_conn_peer(nc, peer, sizeof peer);
+        pr_conn_set_peer(sc->pc, peer);
+    }
+    return sc;
+}
+
+static void on_tls_fail(void *arg, net_conn *nc, const char *why)
+{
+    srv *s = arg;
+    srv_metrics_block *b = srv_metrics_worker(s->metrics, net_conn_worker(nc));
+    if (b)
+        srv_metrics_event(b, SRV_EV_TLS_FAIL);
+    if (em_log_get_level() <= EM_LOG_DEBUG) {
+        char peer[80];
+        net_conn_peer(nc, peer, sizeof peer);
+        EM_DEBUG("TLS handshake with %s failed: %s", peer, why);
+    }
+}
+
+static int auth_hook(void *arg, const char *peer, const uint8_t *user, size_t ul,
+                     const uint8_t *pw, size_t pl)
+{
+    return srv_auth_login(arg, peer, user, ul, pw, pl, em_now_ms());
+}
+
+static int render_metrics(void *arg, em_buf *out)
+{
+    srv *s = arg;
+    return srv_metrics_render(s->metrics, s->st, out);
 }
 
 static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_t n,
                    em_buf *out, size_t out_cap, size_t *consumed)
 {
     (void)arg;
-    pr_conn *pc = state;
+    srv_conn *sc = state;
+    pr_conn *pc = sc->pc;
     int was = pr_conn_ready(pc);
     int rc = pr_feed(pc, p, n, out, out_cap, consumed);
+    if (rc < 0 && sc->mb && rc != EM_UNSUPPORTED)
+        srv_metrics_event(sc->mb, SRV_EV_PROTO_ERROR);
     if (!was && pr_conn_ready(pc))
         net_conn_established(nc);
     if (rc < 0 && em_log_get_level() <= EM_LOG_DEBUG) {
@@ -288,7 +374,11 @@ static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_
 static void on_close(void *arg, void *state)
 {
     (void)arg;
-    pr_conn_free(state);
+    srv_conn *sc = state;
+    if (sc->mb)
+        srv_metrics_event(sc->mb, SRV_EV_CONN_CLOSE);
+    pr_conn_free(sc->pc);
+    em_free(sc);
 }
 
 /* before_send: FSYNC group commit, once per event-loop pass (net.h). */
@@ -414,6 +504,52 @@ int srv_start(srv **out, const srv_config *c)
         po.username = c->username;
         po.password = c->password;
     }
+    if (c->users_file[0]) {
+        srv_auth_limits lim = {c->auth_max_failures, c->auth_failure_forgive_ms,
+                               c->auth_slow_burst, c->auth_slow_rate};
+        int bad = 0;
+        rc = srv_auth_load(c->users_file, &lim, &s->auth, &bad);
+        if (rc) {
+            if (bad)
+                EM_ERROR("users file %s line %d is malformed or too weak", c->users_file, bad);
+            else
+                EM_ERROR("cannot read users file %s: %s", c->users_file, em_strerror(rc));
+            goto fail;
+        }
+        if (srv_auth_count(s->auth) == 0)
+            EM_WARN("users file %s has no users: every login will fail", c->users_file);
+        po.auth = auth_hook;
+        po.auth_arg = s->auth;
+    }
+    if (c->tls) {
+        net_tls_options to = {c->tls_cert[0] ? c->tls_cert : NULL,
+                              c->tls_key[0] ? c->tls_key : NULL,
+                              c->tls_ca[0] ? c->tls_ca : NULL, NET_TLS_VERIFY_NONE,
+                              c->tls_ciphers[0] ? c->tls_ciphers : NULL,
+                              c->tls_ciphersuites[0] ? c->tls_ciphersuites : NULL};
+        if (!strcmp(c->tls_client_auth, "optional"))
+            to.verify_client = NET_TLS_VERIFY_OPTIONAL;
+        else if (!strcmp(c->tls_client_auth, "require"))
+            to.verify_client = NET_TLS_VERIFY_REQUIRE;
+        else if (strcmp(c->tls_client_auth, "none")) {
+            EM_ERROR("tls_client_auth must be none, optional or require");
+            rc = EM_CONFIG;
+            goto fail;
+        }
+        char err[512];
+        if ((rc = net_tls_ctx_new(&to, &s->tls, err, sizeof err)) != 0) {
+            EM_ERROR("%s", err);
+            goto fail;
+        }
+    }
+    {
+        /* One counter block per worker loop (net/ makes the same count). */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        int nw = c->threads > 0 ? c->threads : (cpus > 0 ? (int)cpus : 1);
+        if ((rc = srv_metrics_new(nw > 256 ? 256 : nw, &s->metrics)) != 0)
+            goto fail;
+        s->count_requests = c->metrics;
+    }
     if ((rc = pr_server_new(&s->ps, s->st, s->reg, &po)) != 0)
         goto fail;
     net_options no;
@@ -431,15 +567,32 @@ int srv_start(srv **out, const srv_config *c)
     no.cb.on_open = on_open;
     no.cb.on_data = on_data;
     no.cb.on_close = on_close;
+    no.cb.on_tls_fail = on_tls_fail;
+    no.tls = s->tls;
     if (s->deferred)
         no.cb.before_send = before_send;
     if ((rc = net_server_start(&s->net, &no)) != 0)
         goto fail;
     atomic_store(&s->net_pub, s->net);
+    if (c->http) {
+        srv_http_options ho = {c->http_host, c->http_port, render_metrics, s,
+                               (int)c->http_timeout_ms};
+        /* Not fatal: a second emberd on one host (tests, a blue/green
+         * switch) must still serve clients; the warning says what is off. */
+        int hrc = srv_http_start_opts(&ho, &s->http);
+        if (hrc)
+            EM_WARN("HTTP endpoint off: cannot listen on %s:%d: %s", c->http_host,
+                    c->http_port, em_strerror(hrc));
+        else
+            EM_INFO("metrics on http://%s:%d/metrics", c->http_host, srv_http_port(s->http));
+    }
     *out = s;
     return 0;
 fail:
     close_persistence(s);
+    srv_metrics_free(s->metrics);
+    net_tls_ctx_free(s->tls);
+    srv_auth_free(s->auth);
     pr_server_free(s->ps);
     if (s->reg)
         bin_registry_free(s->reg);
@@ -460,7 +613,11 @@ void srv_stop(srv *s)
 {
     if (!s)
         return;
+    srv_http_stop(s->http);         /* before the store its scrapes read */
     net_server_stop(s->net);        /* joins workers: nothing uses the rest now */
+    srv_metrics_free(s->metrics);
+    net_tls_ctx_free(s->tls);
+    srv_auth_free(s->auth);
     close_persistence(s);           /* final flush, before the store goes */
     pr_server_free(s->ps);
     bin_registry_free(s->reg);

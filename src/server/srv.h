@@ -31,6 +31,20 @@ typedef struct srv_config {
     int      debug_ops;             /* answer the private debug-stats op */
     char     username[128];         /* empty = no authentication */
     char     password[128];
+    char     users_file[512];       /* users file (auth.h); replaces username/password */
+    uint32_t auth_max_failures;     /* 0 = auth.h defaults */
+    uint32_t auth_failure_forgive_ms;
+    uint32_t auth_slow_burst;
+    uint32_t auth_slow_rate;
+    int      tls;
+    char     tls_cert[512], tls_key[512], tls_ca[512];
+    char     tls_client_auth[16];   /* none, optional, require */
+    char     tls_ciphers[512], tls_ciphersuites[256];
+    int      http;
+    char     http_host[256];
+    int      http_port;
+    uint32_t http_timeout_ms;
+    int      metrics;               /* per-request counters (connection counts always) */
     /* Persistence (Ignite's names).  Like Ignite's per-data-region switch;
      * emberd has one (default) region, so it covers every cache. */
     int      persistence;           /* off by default */

@@ -95,6 +95,9 @@ int tc_server_start(tc_server *s, const char *const *extra)
         argv[n++] = "127.0.0.1";
         argv[n++] = "--port";
         argv[n++] = portstr;
+        /* Tests run many servers at once: none takes the HTTP port (8080). */
+        argv[n++] = "--http";
+        argv[n++] = "false";
         for (int i = 0; extra && extra[i] && n < 62; i++)
             argv[n++] = extra[i];
         argv[n] = NULL;

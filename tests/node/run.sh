@@ -25,7 +25,7 @@ fi
 
 PORT=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close();})')
 LOG=$(mktemp)
-"$EMBERD" --host 127.0.0.1 --port "$PORT" >"$LOG" 2>&1 &
+"$EMBERD" --host 127.0.0.1 --port "$PORT" --http false >"$LOG" 2>&1 &
 PID=$!
 
 # wait until it accepts connections (10 s)

@@ -46,7 +46,8 @@ done
 ulimit -n 8192 2>/dev/null || true
 # A short handshake timeout so the never-handshaking sockets can be checked
 # within the run.
-"$BUILD/emberd" --host 127.0.0.1 --port 0 --handshake-timeout 3000 --debug-ops --log-level warn \
+# --http false: no HTTP listener, so the port found below is the thin-client one.
+"$BUILD/emberd" --host 127.0.0.1 --port 0 --http false --handshake-timeout 3000 --debug-ops --log-level warn \
     >"$TMP/emberd.log" 2>&1 &
 PID=$!
 PORT=

@@ -18,7 +18,7 @@ trap cleanup EXIT
 
 # start_emberd ARGS...: runs emberd on a free port, sets PID and PORT.
 start_emberd() {
-    "$EMBERD" --port 0 "$@" >"$TMP/log" 2>&1 &
+    "$EMBERD" --port 0 --http false "$@" >"$TMP/log" 2>&1 &
     PID=$!
     PORT=
     i=0

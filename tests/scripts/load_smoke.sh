@@ -89,7 +89,7 @@ COMMON="--connections 8 --threads 2 --keys 2000 --warmup 0.3"
 # ---- emberd ----
 if [ -x "$BUILD/emberd" ]; then
     EP=$(free_port 21800)
-    "$BUILD/emberd" --port "$EP" >"$TMP/emberd.log" 2>&1 &
+    "$BUILD/emberd" --port "$EP" --http false >"$TMP/emberd.log" 2>&1 &
     EPID=$!
     PIDS="$PIDS $EPID"
     if wait_port "$EPID" "$EP"; then

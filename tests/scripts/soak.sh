@@ -45,7 +45,8 @@ done
 
 # Both ends need a descriptor per connection.
 ulimit -n $((CONNS + 1024)) 2>/dev/null || ulimit -n 4096 2>/dev/null || true
-"$BUILD/emberd" --host 127.0.0.1 --port 0 --debug-ops --log-level warn >"$TMP/emberd.log" 2>&1 &
+# --http false: no HTTP listener, so the port found below is the thin-client one.
+"$BUILD/emberd" --host 127.0.0.1 --port 0 --http false --debug-ops --log-level warn >"$TMP/emberd.log" 2>&1 &
 PID=$!
 PORT=
 i=0

@@ -725,7 +725,11 @@ static void do_unknown_op(thr *t)
     if (rnd(t, 4) == 0) {
         /* the same request id twice, back to back: both must be answered */
         size_t one = t->fb.len;
-        sx_put_raw(&t->fb, t->fb.p, one);
+        /* reserve first: appending a buffer to itself must not read freed bytes */
+        if (em_buf_reserve(&t->fb, one))
+            return;
+        memcpy(t->fb.p + one, t->fb.p, one);
+        t->fb.len += one;
         t->ks[K_UNKNOWN_OP].frames++;
         atomic_fetch_add(&g_sent, 1);
         if (sx_write_all(t->pc.fd, t->fb.p, t->fb.len, 2000) != 0) {

@@ -197,7 +197,8 @@ static int cmd_caches(cli_conn *c, const cli_opts *o)
     }
     if (o->json)
         em_buf_append(&out, "]}\n", 3);
-    fwrite(out.p, 1, out.len, stdout);
+    if (out.len)   /* an empty list leaves out.p NULL: fwrite must not see it */
+        fwrite(out.p, 1, out.len, stdout);
     em_buf_free(&out);
     return 0;
 }
