@@ -277,10 +277,8 @@ static int handshake(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
         /* Name our preferred version so the client can retry on this socket. */
         snprintf(msg, sizeof msg, "Unsupported version: %d.%d.%d (ember supports 1.0.0 to 1.7.0)",
                  major, minor, patch);
-        if (c->stats) {
+        if (c->stats)
             pr_stats_event(c->stats, PR_EV_HANDSHAKE_FAIL);
-            pr_stats_bytes(c->stats, len + 4, 0);
-        }
         return handshake_fail(out, ver, 1, 7, 0, msg, PR_ST_FAILED);
     }
     pr_rd r = { body + 8, len - 8, 0 };
@@ -318,10 +316,8 @@ static int handshake(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     if (c->srv->opt.auth) {
         int arc = c->srv->opt.auth(c->srv->opt.auth_arg, c->peer, user, ul, pass, pl);
         if (arc) {
-            if (c->stats) {
+            if (c->stats)
                 pr_stats_event(c->stats, arc == EM_TOOMANY ? PR_EV_AUTH_LIMITED : PR_EV_AUTH_FAIL);
-                pr_stats_bytes(c->stats, len + 4, 0);
-            }
             /* Java answers auth failures with version 0.0.0 and status 2000. */
             return handshake_fail(out, ver, 0, 0, 0,
                                   arc == EM_TOOMANY
@@ -358,10 +354,8 @@ static int handshake(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     c->ready = 1;
     c->ver = ver;
     memcpy(c->feat, feat, sizeof feat);
-    if (c->stats) {
+    if (c->stats)
         pr_stats_event(c->stats, PR_EV_HANDSHAKE_OK);
-        pr_stats_bytes(c->stats, len + 4, out->len - start);
-    }
     return 0;
 }
 
@@ -543,8 +537,11 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
      * sample_mask + 1 of each connection is timed, its first included, so
      * even a few requests show in the latency histogram. */
     pr_stats *st = c->stats;
-    int timed = st && (c->stats_tick++ & st->sample_mask) == 0;
-    uint64_t t0 = timed ? em_now_ns() : 0;
+    uint64_t t0 = 0;
+    if (st && --c->stats_left == 0) {
+        c->stats_left = st->sample_mask + 1;
+        t0 = em_now_ns();           /* never 0 here: a monotonic clock since boot */
+    }
     rc = dispatch(c, op, &r, out);
     if (rc != 0) {
         out->len = start;
@@ -569,8 +566,7 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     if (topo)
         c->topo_sent = 1;
     if (st)
-        pr_stats_op(st, op, rc < 0 ? PR_ST_FAILED : rc, timed ? em_now_ns() - t0 : PR_STATS_UNTIMED,
-                    len + 4, out->len - start);
+        pr_stats_req(st, op, rc < 0 ? PR_ST_FAILED : rc, t0 ? em_now_ns() - t0 : PR_STATS_UNTIMED);
     return 0;
 }
 
@@ -579,7 +575,11 @@ void pr_conn_set_peer(pr_conn *c, const char *peer)
     snprintf(c->peer, sizeof c->peer, "%s", peer ? peer : "");
 }
 
-void pr_conn_set_stats(pr_conn *c, pr_stats *st) { c->stats = st; }
+void pr_conn_set_stats(pr_conn *c, pr_stats *st)
+{
+    c->stats = st;
+    c->stats_left = 1;              /* time the first request */
+}
 
 /* ---- framing ---------------------------------------------------------- */
 

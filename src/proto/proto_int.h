@@ -50,7 +50,7 @@ struct pr_conn {
     size_t     slices_cap;
     char       msg[512];            /* error message of the current request */
     pr_stats  *stats;               /* the worker's counters, or NULL */
-    uint32_t   stats_tick;          /* requests seen, for latency sampling */
+    uint32_t   stats_left;          /* requests until the next timed one */
     char       peer[64];            /* client address, for the auth hook */
 };
 

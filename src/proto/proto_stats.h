@@ -89,8 +89,15 @@ typedef struct pr_stats {
 } __attribute__((aligned(64))) pr_stats;
 
 /* pr_stats_slot: the slot of an op code (PR_STATS_SLOT_OTHER if it has no
- * series of its own).  A direct table lookup. */
-int pr_stats_slot(int opcode);
+ * series of its own).  A table keyed by the op code itself: one bounds check
+ * and one load, inline in the request path. */
+#define PR_STATS_MAX_CODE 5001
+extern const uint8_t pr_stats_slot_table[PR_STATS_MAX_CODE + 1];
+static inline int pr_stats_slot(int opcode)
+{
+    return (unsigned)opcode <= PR_STATS_MAX_CODE ? pr_stats_slot_table[opcode]
+                                                 : PR_STATS_SLOT_OTHER;
+}
 
 /* pr_stats_op_name: "CACHE_GET" etc. for a slot ("OTHER" for slot 0). */
 const char *pr_stats_op_name(int slot);
@@ -118,11 +125,11 @@ static inline int pr_stats_time_this(pr_stats *b)
     return (b->tick++ & b->sample_mask) == 0;
 }
 
-/* pr_stats_op counts one request: op code, reply status (0 = success), time
- * from decoding to reply queued (PR_STATS_UNTIMED if not sampled), and its
- * wire bytes (frame included). */
-static inline void pr_stats_op(pr_stats *b, int opcode, int status, uint64_t ns,
-                               size_t bytes_in, size_t bytes_out)
+/* pr_stats_req counts one request: op code, reply status (0 = success) and
+ * time from decoding to reply queued (PR_STATS_UNTIMED if not sampled).
+ * proto/ calls this per request; wire bytes are counted per read batch by
+ * the server (pr_stats_bytes), which costs less under pipelining. */
+static inline void pr_stats_req(pr_stats *b, int opcode, int status, uint64_t ns)
 {
     int s = pr_stats_slot(opcode);
     pr_counter_add(&b->requests[s], 1);
@@ -132,11 +139,19 @@ static inline void pr_stats_op(pr_stats *b, int opcode, int status, uint64_t ns,
     }
     if (status)
         pr_counter_add(&b->errors[s], 1);
+}
+
+/* pr_stats_op: pr_stats_req plus the request's wire bytes (frame included). */
+static inline void pr_stats_op(pr_stats *b, int opcode, int status, uint64_t ns,
+                               size_t bytes_in, size_t bytes_out)
+{
+    pr_stats_req(b, opcode, status, ns);
     pr_counter_add(&b->bytes_in, bytes_in);
     pr_counter_add(&b->bytes_out, bytes_out);
 }
 
-/* pr_stats_bytes counts wire bytes outside requests (handshakes). */
+/* pr_stats_bytes counts thin-client wire bytes (frames consumed, replies
+ * queued). */
 static inline void pr_stats_bytes(pr_stats *b, size_t in, size_t out)
 {
     pr_counter_add(&b->bytes_in, in);

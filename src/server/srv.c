@@ -49,6 +49,7 @@ struct srv {
 typedef struct srv_conn {
     pr_conn           *pc;
     srv_metrics_block *mb;
+    int                count;       /* metrics = true: count wire bytes too */
 } srv_conn;
 
 /* ---- configuration ------------------------------------------------------ */
@@ -304,7 +305,7 @@ int srv_config_load(srv_config *c, const char *path, char *err, size_t errlen)
 static void *on_open(void *arg, net_conn *nc)
 {
     srv *s = arg;
-    srv_conn *sc = em_malloc(sizeof *sc);
+    srv_conn *sc = em_calloc(1, sizeof *sc);
     if (!sc)
         return NULL;
     sc->pc = pr_conn_new(s->ps);
@@ -315,7 +316,8 @@ static void *on_open(void *arg, net_conn *nc)
     sc->mb = srv_metrics_worker(s->metrics, net_conn_worker(nc));
     if (sc->mb) {
         srv_metrics_event(sc->mb, SRV_EV_CONN_OPEN);
-        if (s->count_requests)
+        sc->count = s->count_requests;
+        if (sc->count)
             pr_conn_set_stats(sc->pc, sc->mb);  /* proto counts into it directly */
     }
     if (s->auth) {
@@ -358,7 +360,10 @@ static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_
     srv_conn *sc = state;
     pr_conn *pc = sc->pc;
     int was = pr_conn_ready(pc);
+    size_t before = out->len;
     int rc = pr_feed(pc, p, n, out, out_cap, consumed);
+    if (sc->count)                  /* once per read batch, not per request */
+        srv_metrics_bytes(sc->mb, *consumed, out->len - before);
     if (rc < 0 && sc->mb && rc != EM_UNSUPPORTED)
         srv_metrics_event(sc->mb, SRV_EV_PROTO_ERROR);
     if (!was && pr_conn_ready(pc))
