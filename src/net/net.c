@@ -37,8 +37,10 @@
 #define MIN_READ      4096          /* free space ensured before a buffered read */
 #define READS_PER_EV  16            /* fairness: reads per readiness event */
 #define TICK_MS       200           /* timer scan period */
-#define IN_SHRINK     (1u << 20)    /* drop idle input buffers larger than this */
-#define OUT_SHRINK    (4u << 20)    /* drop drained output buffers larger than this */
+#define IN_SHRINK     (64u << 10)   /* drop idle input buffers larger than this */
+#define OUT_SHRINK    (64u << 10)   /* drop drained output buffers larger than this:
+                                       an idle connection keeps at most ~128 KiB, while
+                                       replies up to 64 KiB still reuse their buffer */
 
 typedef struct net_loop net_loop;
 
