@@ -120,16 +120,50 @@ static uint32_t dot_avx2_after(const uint8_t *p, size_t n)
         alo = _mm256_madd_epi16(b, _mm256_loadu_si256((const __m256i *)(const void *)(l + head - 16)));
         ahi = _mm256_madd_epi16(b, _mm256_loadu_si256((const __m256i *)(const void *)(h + head - 16)));
     }
-    for (size_t k = head; k < n; k += 16) {
+    size_t k = head;
+    if ((n - head) & 16) {                 /* an odd block first, then pairs */
         __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p + k)));
         alo = _mm256_add_epi32(alo, _mm256_madd_epi16(b, _mm256_loadu_si256((const __m256i *)(const void *)(l + k))));
         ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(b, _mm256_loadu_si256((const __m256i *)(const void *)(h + k))));
+        k += 16;
+    }
+    for (; k < n; k += 32) {
+        __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p + k)));
+        __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p + k + 16)));
+        __m256i lo = _mm256_add_epi32(
+            _mm256_madd_epi16(b0, _mm256_loadu_si256((const __m256i *)(const void *)(l + k))),
+            _mm256_madd_epi16(b1, _mm256_loadu_si256((const __m256i *)(const void *)(l + k + 16))));
+        __m256i hi = _mm256_add_epi32(
+            _mm256_madd_epi16(b0, _mm256_loadu_si256((const __m256i *)(const void *)(h + k))),
+            _mm256_madd_epi16(b1, _mm256_loadu_si256((const __m256i *)(const void *)(h + k + 16))));
+        alo = _mm256_add_epi32(alo, lo);
+        ahi = _mm256_add_epi32(ahi, hi);
     }
     __m256i acc = _mm256_add_epi32(alo, _mm256_slli_epi32(ahi, 16));
     __m128i x = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
     x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
     x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
     return (uint32_t)_mm_cvtsi128_si32(x);
+}
+
+/* sse2_dot: the 4 partial sums of bytes v (sign-extended to 16 bits by
+ * unpack + shift) times the split weights l/h (see the top of the file). */
+static inline __m128i sse2_dot(__m128i v, const int16_t *l, const int16_t *h)
+{
+    __m128i b0 = _mm_srai_epi16(_mm_unpacklo_epi8(v, v), 8);
+    __m128i b1 = _mm_srai_epi16(_mm_unpackhi_epi8(v, v), 8);
+    __m128i lo = _mm_add_epi32(
+        _mm_madd_epi16(b0, _mm_loadu_si128((const __m128i *)(const void *)l)),
+        _mm_madd_epi16(b1, _mm_loadu_si128((const __m128i *)(const void *)(l + 8))));
+    __m128i hi = _mm_add_epi32(
+        _mm_madd_epi16(b0, _mm_loadu_si128((const __m128i *)(const void *)h)),
+        _mm_madd_epi16(b1, _mm_loadu_si128((const __m128i *)(const void *)(h + 8))));
+    return _mm_add_epi32(lo, _mm_slli_epi32(hi, 16));
+}
+
+static inline __m128i sse2_block(const uint8_t *p, const int16_t *l, const int16_t *h)
+{
+    return sse2_dot(_mm_loadu_si128((const __m128i *)(const void *)p), l, h);
 }
 
 int32_t bin_hash31_after(const uint8_t *p, size_t n)
@@ -140,21 +174,17 @@ int32_t bin_hash31_after(const uint8_t *p, size_t n)
      * cycles than the scalar loop takes). */
     if (n < 16)
         return scalar(1, p, n);
-    if (n == 16) {
-        /* most object regions: one masked block, SSE2 (always present),
-         * no dispatch; bytes sign-extended to 16 bits by unpack + shift */
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + n - 16));
-        v = _mm_and_si128(v, _mm_loadu_si128((const __m128i *)(const void *)(head_mask + n)));
-        __m128i b0 = _mm_srai_epi16(_mm_unpacklo_epi8(v, v), 8);
-        __m128i b1 = _mm_srai_epi16(_mm_unpackhi_epi8(v, v), 8);
-        const int16_t *l = wl + (HMAX - 16), *h = wh + (HMAX - 16);
-        __m128i lo = _mm_add_epi32(
-            _mm_madd_epi16(b0, _mm_loadu_si128((const __m128i *)(const void *)l)),
-            _mm_madd_epi16(b1, _mm_loadu_si128((const __m128i *)(const void *)(l + 8))));
-        __m128i hi = _mm_add_epi32(
-            _mm_madd_epi16(b0, _mm_loadu_si128((const __m128i *)(const void *)h)),
-            _mm_madd_epi16(b1, _mm_loadu_si128((const __m128i *)(const void *)(h + 8))));
-        __m128i x = _mm_add_epi32(lo, _mm_slli_epi32(hi, 16));
+    if (n <= 32) {
+        /* most object regions: one or two blocks, SSE2 (always present),
+         * no dispatch.  The last 16 bytes take weights 31^15..31^0; for
+         * n > 16 the block before them (its bytes before p masked off)
+         * takes 31^31..31^16. */
+        __m128i x = sse2_block(p + n - 16, wl + (HMAX - 16), wh + (HMAX - 16));
+        if (n > 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + n - 32));
+            v = _mm_and_si128(v, _mm_loadu_si128((const __m128i *)(const void *)(head_mask + (n - 16))));
+            x = _mm_add_epi32(x, sse2_dot(v, wl + (HMAX - 32), wh + (HMAX - 32)));
+        }
         x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
         x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
         return (int32_t)(pw31[n] + (uint32_t)_mm_cvtsi128_si32(x));

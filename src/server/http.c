@@ -73,9 +73,7 @@ static void text(srv_http *h, http_conn *c, int code, const char *reason, const 
     respond(h, c, code, reason, "text/plain; charset=utf-8", msg, strlen(msg), head_only, extra);
 }
 
-/* head_end: length of the request head if complete (through the empty
- * line), else 0. */
-static size_t head_end(const char *p, size_t n)
+size_t srv_http_head_end(const char *p, size_t n)
 {
     for (size_t i = 0; i + 1 < n; i++) {
         if (p[i] != '\n')
@@ -88,39 +86,69 @@ static size_t head_end(const char *p, size_t n)
     return 0;
 }
 
+static int span_is(const char *p, size_t n, const char *s)
+{
+    return strlen(s) == n && memcmp(p, s, n) == 0;
+}
+
+void srv_http_parse(const char *p, size_t n, srv_http_req *r)
+{
+    r->status = 400;
+    r->head = 0;
+    r->route = SRV_HTTP_OTHER;
+    /* request line: METHOD SP target SP HTTP/1.x (a NUL ends it early) */
+    const char *eol = memchr(p, '\n', n);
+    if (!eol)
+        return;
+    size_t len = (size_t)(eol - p);
+    if (len > 0 && p[len - 1] == '\r')
+        len--;
+    const char *nul = memchr(p, 0, len);
+    if (nul)
+        len = (size_t)(nul - p);
+    const char *end = p + len;
+    const char *sp1 = memchr(p, ' ', len);
+    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1)) : NULL;
+    if (!sp2)
+        return;
+    const char *ver = sp2 + 1;
+    size_t vlen = (size_t)(end - ver);
+    if (vlen < 7 || memcmp(ver, "HTTP/1.", 7) != 0 || memchr(ver, ' ', vlen))
+        return;
+    const char *target = sp1 + 1;
+    size_t tlen = (size_t)(sp2 - target);
+    const char *q = memchr(target, '?', tlen);
+    if (q)
+        tlen = (size_t)(q - target);
+    size_t mlen = (size_t)(sp1 - p);
+    r->head = span_is(p, mlen, "HEAD");
+    if (!r->head && !span_is(p, mlen, "GET")) {
+        r->status = 405;
+        return;
+    }
+    r->status = 0;
+    if (span_is(target, tlen, "/health"))
+        r->route = SRV_HTTP_HEALTH;
+    else if (span_is(target, tlen, "/metrics"))
+        r->route = SRV_HTTP_METRICS;
+}
+
 static void handle_request(srv_http *h, http_conn *c)
 {
-    /* request line: METHOD SP target SP HTTP/1.x */
-    char *line = c->in;
-    char *eol = memchr(line, '\n', c->inlen);
-    if (!eol) {
+    srv_http_req r;
+    srv_http_parse(c->in, c->inlen, &r);
+    if (r.status == 400) {
         text(h, c, 400, "Bad Request", "bad request\n", 0, NULL);
         return;
     }
-    *eol = 0;
-    if (eol > line && eol[-1] == '\r')
-        eol[-1] = 0;
-    char *sp1 = strchr(line, ' ');
-    char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-    if (!sp1 || !sp2 || strncmp(sp2 + 1, "HTTP/1.", 7) != 0 || strchr(sp2 + 1, ' ')) {
-        text(h, c, 400, "Bad Request", "bad request\n", 0, NULL);
-        return;
-    }
-    *sp1 = 0;
-    *sp2 = 0;
-    const char *method = line;
-    char *target = sp1 + 1;
-    char *q = strchr(target, '?');
-    if (q)
-        *q = 0;
-    int head = !strcmp(method, "HEAD");
-    if (!head && strcmp(method, "GET")) {
+    if (r.status == 405) {
         text(h, c, 405, "Method Not Allowed", "method not allowed\n", 0, "Allow: GET, HEAD\r\n");
         return;
     }
-    if (!strcmp(target, "/health")) {
+    int head = r.head;
+    if (r.route == SRV_HTTP_HEALTH) {
         text(h, c, 200, "OK", "ok\n", head, NULL);
-    } else if (!strcmp(target, "/metrics") && h->render) {
+    } else if (r.route == SRV_HTTP_METRICS && h->render) {
         em_buf_reset(&h->body);
         int rc = h->render(h->arg, &h->body);
         if (rc) {
@@ -168,7 +196,7 @@ static void conn_read(srv_http *h, http_conn *c)
         }
         size_t scanned_from = c->inlen > 3 ? c->inlen - 3 : 0;
         c->inlen += (size_t)r;
-        if (head_end(c->in + scanned_from, c->inlen - scanned_from)) {
+        if (srv_http_head_end(c->in + scanned_from, c->inlen - scanned_from)) {
             handle_request(h, c);
             return;
         }

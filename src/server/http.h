@@ -39,4 +39,20 @@ int  srv_http_port(const srv_http *h);
  * NULL is ignored. */
 void srv_http_stop(srv_http *h);
 
+/* srv_http_parse: the request line of one complete request head (p, n:
+ * bytes through the empty line, not NUL-terminated, not modified) decided
+ * without sockets, so the parser can be fuzzed alone (tests/fuzz/fuzz_http.c).
+ * status 0 = a GET or HEAD to route; 400 = malformed; 405 = other method. */
+enum { SRV_HTTP_OTHER = 0, SRV_HTTP_HEALTH = 1, SRV_HTTP_METRICS = 2 };
+typedef struct srv_http_req {
+    int status;     /* 0, 400 or 405 */
+    int head;       /* HEAD: headers only */
+    int route;      /* SRV_HTTP_* (when status is 0) */
+} srv_http_req;
+void   srv_http_parse(const char *p, size_t n, srv_http_req *r);
+
+/* srv_http_head_end: length of the request head in p[0, n) through its
+ * empty line (LF LF or LF CR LF), or 0 while it is incomplete. */
+size_t srv_http_head_end(const char *p, size_t n);
+
 #endif

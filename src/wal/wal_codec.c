@@ -65,9 +65,8 @@ static inline uint8_t *put_v32(uint8_t *d, uint32_t v)
         *d = (uint8_t)v;
         return d + 1;
     }
-    if (v < 0x4000) {
-        d[0] = (uint8_t)(v | 0x80);
-        d[1] = (uint8_t)(v >> 7);
+    if (v < 0x4000) {         /* both bytes in one 16-bit store */
+        em_st16(d, (uint16_t)((v & 0x7f) | 0x80 | (v << 1 & 0x7f00)));
         return d + 2;
     }
     while (v >= 0x80) { *d++ = (uint8_t)(v | 0x80); v >>= 7; }
@@ -152,7 +151,9 @@ static size_t cmd_head_size(const wal_cmd *c, uint32_t nrows)
  * the general memcpy. */
 static inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
 {
-    if (n >= 16 && n <= 32) {
+    if (n > 256) {            /* payloads: straight to memcpy, no ladder */
+        memcpy(d, s, n);
+    } else if (n >= 16 && n <= 32) {
         memcpy(d, s, 16);
         memcpy(d + n - 16, s + n - 16, 16);
     } else if (n >= 8 && n < 16) {
@@ -161,7 +162,7 @@ static inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
     } else if (n < 8) {
         for (size_t i = 0; i < n; i++)
             d[i] = s[i];
-    } else if (n <= 256) {
+    } else {
         size_t i = 0;
         for (; i + 32 <= n; i += 32) {
             memcpy(d + i, s + i, 16);
@@ -171,8 +172,6 @@ static inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
             memcpy(d + n - 32, s + n - 32, 16);
             memcpy(d + n - 16, s + n - 16, 16);
         }
-    } else {
-        memcpy(d, s, n);
     }
 }
 
@@ -188,8 +187,7 @@ static inline __attribute__((always_inline)) uint8_t *put_cmd_head(uint8_t *d, c
     uint32_t cat = (uint32_t)c->catalog_version, table = (uint32_t)c->table_id;
     uint32_t part = (uint32_t)c->partition, clen = c->coord_len;
     const uint8_t *coord = (const uint8_t *)c->coord;
-    d[0] = op;
-    d[1] = fl;
+    em_st16(d, (uint16_t)(op | fl << 8));
     put_uuid(d + 2, tx);
     em_st64(d + 18, lease);
     em_st64(d + 26, safe);
