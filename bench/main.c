@@ -78,10 +78,13 @@ void bench_print(const char *bench, const char *row, const char *op,
                  const bench_result *r, const char *anchor)
 {
     if (csv) {
+        /* RFC 4180: a field holding a comma ("TreeMap, 12 entries") is quoted. */
+        const char *q = strchr(row, ',') ? "\"" : "";
         if (r->error)
-            printf("%s,%s,%s,error,error,error\n", bench, row, op);
+            printf("%s,%s%s%s,%s,error,error,error\n", bench, q, row, q, op);
         else
-            printf("%s,%s,%s,%.1f,%.1f,%.2f\n", bench, row, op, r->ns_op, r->b_op, r->allocs_op);
+            printf("%s,%s%s%s,%s,%.1f,%.1f,%.2f\n", bench, q, row, q, op, r->ns_op,
+                   r->b_op, r->allocs_op);
         return;
     }
     if (r->error) {
