@@ -6,6 +6,7 @@
  */
 #include "proto/proto_int.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "binary/binary.h"
@@ -41,6 +42,12 @@ static int st_err(pr_conn *c, const pr_cache_hdr *h, int rc)
         return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", h->cache_id);
     if (rc == EM_NOMEM)
         return rc;
+    if (rc == EM_READONLY || rc == -EIO || rc == -ENOSPC) {
+        const char *region = st_cache_region(h->cache);
+        return pr_fail(c, PR_ST_FAILED,
+                       "Persistence failed (%s): data region %s no longer accepts writes",
+                       em_strerror(rc), region ? region : "default");
+    }
     return pr_fail(c, PR_ST_FAILED, "Operation failed: %s", em_strerror(rc));
 }
 

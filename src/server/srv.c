@@ -40,6 +40,7 @@ struct srv {
     wal          *wal;              /* NULL without persistence */
     srv_meta     *meta;
     int           deferred;         /* FSYNC: replies wait for wal_commit_wait */
+    int           wal_fail_logged;  /* srv_maintain reported wal_error */
     /* The same pointer for worker threads: they start (and may answer the
      * debug op) before net_server_start returns. */
     _Atomic(net_server *) net_pub;
@@ -173,7 +174,7 @@ static const key_desc keys[] = {
     K("http_port", 'i', http_port, "HTTP port (8080; 0 = any free port)"),
     K("http_timeout", 't', http_timeout_ms, "HTTP request/response time limit (5000 ms)"),
     K("metrics", 'b', metrics, "count requests per op, bytes and latencies for /metrics (true)"),
-    K("persistence", 'b', persistence, "persist the default data region, i.e. every cache (false)"),
+    K("persistence", 'b', persistence, "persist the default data region (caches naming no region) (false)"),
     K("wal_path", 's', wal_path, "directory of WAL, checkpoints, binary metadata (./ember-data)"),
     K("wal_mode", 'w', wal_mode, "FSYNC, LOG_ONLY, BACKGROUND or NONE (LOG_ONLY)"),
     K("wal_segment_size", 'z', wal_segment_size, "WAL segment file size (64m)"),
@@ -186,10 +187,34 @@ void srv_config_help(FILE *f)
 {
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         fprintf(f, "  %-22s %s\n", keys[i].key, keys[i].help);
+    fprintf(f, "\nData regions: a [region:NAME] section per region (flag form:\n"
+               "--region:NAME:KEY VALUE); caches name them in DATA_REGION_NAME:\n"
+               "  %-22s %s\n  %-22s %s\n  %-22s %s\n",
+            "persistence", "log the region's caches in the WAL (false)",
+            "max_size", "memory limit of the region (0 = none)",
+            "eviction", "evict entries when the region is full (false)");
 }
+
+static int region_set(srv_config *c, const char *rname, const char *key, const char *value,
+                      char *err, size_t errlen);
 
 int srv_config_set(srv_config *c, const char *key, const char *value, char *err, size_t errlen)
 {
+    /* Flag form of a [region:NAME] key: region:NAME:KEY (--region:NAME:KEY). */
+    const char *colon;
+    if (!strncmp(key, "region:", 7) && (colon = strrchr(key, ':')) != key + 6) {
+        char rname[128], rkey[32];
+        size_t rl = (size_t)(colon - (key + 7)), kl = strlen(colon + 1);
+        if (rl >= sizeof rname || kl >= sizeof rkey) {
+            snprintf(err, errlen, "unknown setting '%s'", key);
+            return EM_CONFIG;
+        }
+        memcpy(rname, key + 7, rl);
+        rname[rl] = 0;
+        for (size_t i = 0; i <= kl; i++)
+            rkey[i] = colon[1 + i] == '-' ? '_' : colon[1 + i];
+        return region_set(c, rname, rkey, value, err, errlen);
+    }
     char k[64];
     size_t kl = strlen(key);
     if (kl >= sizeof k)
@@ -270,13 +295,63 @@ typedef struct ini_ctx {
     int rc;
 } ini_ctx;
 
+/* region_set: one key of a [region:NAME] section (the region is created by
+ * its first key). */
+static int region_set(srv_config *c, const char *rname, const char *key, const char *value,
+                      char *err, size_t errlen)
+{
+    struct srv_region *r = NULL;
+    for (int i = 0; i < c->nregions; i++)
+        if (!strcmp(c->regions[i].name, rname))
+            r = &c->regions[i];
+    if (!r) {
+        size_t n = strlen(rname);
+        if (!n || n >= sizeof r->name || !strcmp(rname, "default")) {
+            snprintf(err, errlen, "bad data region name '%s'", rname);
+            return EM_CONFIG;
+        }
+        if (c->nregions == (int)(sizeof c->regions / sizeof c->regions[0])) {
+            snprintf(err, errlen, "too many data regions (at most %d)", c->nregions);
+            return EM_CONFIG;
+        }
+        r = &c->regions[c->nregions++];
+        memset(r, 0, sizeof *r);
+        memcpy(r->name, rname, n + 1);
+    }
+    int b, rc = 0;
+    uint64_t u;
+    if (!strcmp(key, "persistence")) {
+        if (!(rc = parse_bool(value, &b)))
+            r->persistence = b;
+    } else if (!strcmp(key, "eviction")) {
+        if (!(rc = parse_bool(value, &b)))
+            r->eviction = b;
+    } else if (!strcmp(key, "max_size")) {
+        if (!(rc = parse_u64(value, 0, UINT64_MAX, &u)))
+            r->max_size = u;
+    } else {
+        snprintf(err, errlen, "unknown data region setting '%s'", key);
+        return EM_CONFIG;
+    }
+    if (rc) {
+        snprintf(err, errlen, "bad value for %s of region %s: '%s'", key, rname, value);
+        return EM_CONFIG;
+    }
+    return 0;
+}
+
 static int ini_cb(void *arg, const char *section, const char *name, const char *value)
 {
-    (void)section;
     ini_ctx *x = arg;
     if (x->rc)
         return 0;
-    x->rc = srv_config_set(x->c, name, value, x->err, x->errlen);
+    if (section && !strncmp(section, "region:", 7))
+        x->rc = region_set(x->c, section + 7, name, value, x->err, x->errlen);
+    else if (section && section[0]) {
+        snprintf(x->err, x->errlen, "unknown section [%s]", section);
+        x->rc = EM_CONFIG;
+    } else
+        x->rc = srv_config_set(x->c, name, value, x->err, x->errlen);
     return x->rc == 0;
 }
 
@@ -475,12 +550,22 @@ int srv_start(srv **out, const srv_config *c)
     srv *s = em_calloc(1, sizeof *s);
     if (!s)
         return EM_NOMEM;
-    st_options so;
-    memset(&so, 0, sizeof so);
-    so.default_region.name = "default";
-    so.default_region.max_bytes = c->memory_limit;
-    so.default_region.eviction = (uint8_t)c->eviction;
-    int rc = st_open(&s->st, &so);
+    st_region_spec def, named[sizeof c->regions / sizeof c->regions[0]];
+    memset(&def, 0, sizeof def);
+    def.cfg.name = "default";
+    def.cfg.max_bytes = c->memory_limit;
+    def.cfg.eviction = (uint8_t)c->eviction;
+    def.in_memory = !c->persistence;
+    int any_persistent = c->persistence;
+    for (int i = 0; i < c->nregions; i++) {
+        memset(&named[i], 0, sizeof named[i]);
+        named[i].cfg.name = c->regions[i].name;
+        named[i].cfg.max_bytes = c->regions[i].max_size;
+        named[i].cfg.eviction = (uint8_t)c->regions[i].eviction;
+        named[i].in_memory = !c->regions[i].persistence;
+        any_persistent |= c->regions[i].persistence;
+    }
+    int rc = st_open_regions(&s->st, &def, named, (size_t)c->nregions);
     if (rc)
         goto fail;
     s->reg = bin_registry_new();
@@ -488,7 +573,7 @@ int srv_start(srv **out, const srv_config *c)
         rc = EM_NOMEM;
         goto fail;
     }
-    if (c->persistence && (rc = open_persistence(s, c)) != 0)
+    if (any_persistent && (rc = open_persistence(s, c)) != 0)
         goto fail;
     pr_options po;
     pr_options_default(&po);
@@ -500,7 +585,7 @@ int srv_start(srv **out, const srv_config *c)
     po.debug_ops = c->debug_ops;
     po.debug_stats = debug_stats;
     po.debug_arg = s;
-    if (c->persistence) {
+    if (any_persistent) {
         po.persistent = 1;
         po.meta_persist = meta_persist;
         po.meta_arg = s;
@@ -612,6 +697,15 @@ int srv_port(const srv *s) { return net_server_port(s->net); }
 void srv_maintain(srv *s)
 {
     st_expire_tick(s->st, 4096);
+    /* A failed WAL write/fsync: persistent regions now refuse writes
+     * (EM_READONLY); said once, here, as the store and WAL do not log. */
+    int werr;
+    if (s->wal && !s->wal_fail_logged && (werr = wal_error(s->wal)) != 0) {
+        s->wal_fail_logged = 1;
+        EM_ERROR("persistence failed (%s): persistent data regions no longer accept writes; "
+                 "reads and memory-only regions keep working: %s", em_strerror(werr),
+                 wal_errmsg(s->wal));
+    }
 }
 
 void srv_stop(srv *s)

@@ -45,14 +45,24 @@ typedef struct srv_config {
     int      http_port;
     uint32_t http_timeout_ms;
     int      metrics;               /* per-request counters (connection counts always) */
-    /* Persistence (Ignite's names).  Like Ignite's per-data-region switch;
-     * emberd has one (default) region, so it covers every cache. */
-    int      persistence;           /* off by default */
+    /* Persistence (Ignite's names), switched per data region as in Ignite:
+     * `persistence` is the default region's switch; named regions come
+     * from [region:NAME] sections of the config file.  The WAL is opened
+     * when any region is persistent. */
+    int      persistence;           /* default region; off by default */
     char     wal_path[512];         /* WAL segments, checkpoints, binary metadata */
     int      wal_mode;              /* enum wal_mode: FSYNC, LOG_ONLY (default), ... */
     uint64_t wal_segment_size;      /* bytes (64m) */
     uint32_t wal_flush_frequency_ms;/* BACKGROUND flush period (2000) */
     uint32_t checkpoint_frequency_ms;/* 180000; 0 = no periodic checkpoints */
+    /* Named data regions ([region:NAME]: persistence, max_size, eviction). */
+    struct srv_region {
+        char     name[64];
+        uint64_t max_size;          /* bytes; 0 = unlimited */
+        int      eviction;
+        int      persistence;       /* off by default */
+    } regions[16];
+    int      nregions;
 } srv_config;
 
 void srv_config_default(srv_config *c);

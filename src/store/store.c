@@ -136,7 +136,57 @@ static st_regtab *regtab_new(uint32_t cap)
     return t;
 }
 
+static void region_set(st_region *r, const st_region_spec *rs)
+{
+    r->max_bytes = rs->cfg.max_bytes;
+    r->eviction = rs->cfg.eviction;
+    r->in_memory = rs->in_memory;
+}
+
+static void regions_free(st_store *s)
+{
+    for (size_t i = 0; i < s->nregions; i++)
+        em_free(s->regions[i].name);
+    em_free(s->regions);
+    em_free(s->region.name);
+}
+
+/* regions_copy: the named regions of opt; EM_CONFIG for a missing, empty,
+ * "default" or repeated name. */
+static int regions_copy(st_store *s, const st_region_spec *regions, size_t nr)
+{
+    if (!nr)
+        return 0;
+    if (!regions)
+        return EM_INVAL;
+    s->regions = em_calloc(nr, sizeof *s->regions);
+    if (!s->regions)
+        return EM_NOMEM;
+    for (size_t i = 0; i < nr; i++) {
+        const char *n = regions[i].cfg.name;
+        if (!n || !n[0] || !strcmp(n, "default"))
+            return EM_CONFIG;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(s->regions[j].name, n))
+                return EM_CONFIG;
+        if (!(s->regions[i].name = em_strndup(n, strlen(n))))
+            return EM_NOMEM;
+        s->nregions = i + 1;
+        region_set(&s->regions[i], &regions[i]);
+    }
+    return 0;
+}
+
 int st_open(st_store **out, const st_options *opt)
+{
+    st_region_spec def = {.cfg = {.name = "default"}};
+    if (opt)
+        def.cfg = opt->default_region;
+    return st_open_regions(out, &def, NULL, 0);
+}
+
+int st_open_regions(st_store **out, const st_region_spec *def,
+                    const st_region_spec *regions, size_t nr)
 {
     *out = NULL;
     st_store *s = em_calloc(1, sizeof *s);
@@ -144,20 +194,46 @@ int st_open(st_store **out, const st_options *opt)
         return EM_NOMEM;
     st_regtab *t = regtab_new(16);
     s->region.name = em_strndup("default", 7);
-    if (!t || !s->region.name) {
+    int rc = !t || !s->region.name ? EM_NOMEM : 0;
+    if (!rc && def)
+        region_set(&s->region, def);
+    if (!rc)
+        rc = regions_copy(s, regions, nr);
+    if (rc) {
         em_free(t);
-        em_free(s->region.name);
+        regions_free(s);
         em_free(s);
-        return EM_NOMEM;
-    }
-    if (opt) {
-        s->region.max_bytes = opt->default_region.max_bytes;
-        s->region.eviction = opt->default_region.eviction;
+        return rc;
     }
     atomic_init(&s->reg, t);
     pthread_mutex_init(&s->reg_lock, NULL);
     *out = s;
     return 0;
+}
+
+/* find_region: NULL or "default" = the default region; NULL if unknown. */
+static st_region *find_region(const st_store *s, const char *name)
+{
+    if (!name || !strcmp(name, "default"))
+        return (st_region *)(uintptr_t)&s->region;
+    for (size_t i = 0; i < s->nregions; i++)
+        if (!strcmp(s->regions[i].name, name))
+            return &s->regions[i];
+    return NULL;
+}
+
+int st_region_exists(const st_store *s, const char *region)
+{
+    return find_region(s, region) != NULL;
+}
+
+const char *st_cache_region(const st_cache *c) { return c->region->name; }
+int st_cache_in_memory(const st_cache *c) { return c->region->in_memory; }
+
+int st_region_in_memory(const st_store *s, const char *region)
+{
+    const st_region *r = find_region(s, region);
+    return r ? r->in_memory : 0;
 }
 
 /* Frees c; its partitions' contents too if c still owns its array (a
@@ -201,7 +277,7 @@ void st_close(st_store *s)
         t = o;
     }
     pthread_mutex_destroy(&s->reg_lock);
-    em_free(s->region.name);
+    regions_free(s);
     em_free(s);
 }
 
@@ -363,6 +439,10 @@ static int cache_new(st_store *s, const st_cache_config *cfg, st_cache **out)
     uint32_t np = cfg->partitions ? cfg->partitions : 1024;
     if (!cfg->name || np > 65000)
         return EM_INVAL;
+    /* Ignite refuses a cache whose region is not configured. */
+    st_region *r = find_region(s, cfg->data_region_name);
+    if (!r)
+        return EM_CONFIG;
     st_cache *c = em_calloc(1, sizeof *c);
     if (!c)
         return EM_NOMEM;
@@ -380,8 +460,8 @@ static int cache_new(st_store *s, const st_cache_config *cfg, st_cache **out)
     c->store = s;
     c->id = em_hash_java_str((const uint8_t *)cfg->name, strlen(cfg->name));
     c->nparts = np;
-    c->region = &s->region;    /* named regions map to the default one */
-    c->evictable = s->region.eviction && cfg->eviction_enabled;
+    c->region = r;
+    c->evictable = r->eviction && cfg->eviction_enabled;
     c->has_expiry = cfg->has_expiry;
     parr_claim(a, c);
     *out = c;
@@ -527,23 +607,32 @@ void st_cache_stats_get(st_cache *c, st_cache_stats *out)
     }
 }
 
+typedef struct mem_sum { const st_region *r; uint64_t bytes; } mem_sum;
+
 static void sum_mem(void *arg, st_cache *c)
 {
-    uint64_t *m = arg;
+    mem_sum *m = arg;
+    if (c->region != m->r)
+        return;
     for (uint32_t i = 0; i < c->nparts; i++)
-        *m += RD(c->parts[i].st.mem);
+        m->bytes += RD(c->parts[i].st.mem);
 }
 
 void st_region_stats_get(st_store *s, const char *region, st_region_stats *out)
 {
-    (void)region;   /* one region: every cache lives in the default one */
     memset(out, 0, sizeof *out);
-    out->max_bytes = s->region.max_bytes;
-    out->evictions = RD(s->region.evictions);
-    if (s->region.max_bytes)
-        out->used_bytes = RD(s->region.used);
-    else
-        st_cache_each(s, sum_mem, &out->used_bytes);
+    const st_region *r = find_region(s, region);
+    if (!r)
+        return;
+    out->max_bytes = r->max_bytes;
+    out->evictions = RD(r->evictions);
+    if (r->max_bytes) {
+        out->used_bytes = RD(r->used);
+    } else {
+        mem_sum m = {r, 0};
+        st_cache_each(s, sum_mem, &m);
+        out->used_bytes = m.bytes;
+    }
 }
 
 /* ---- observer, replay ------------------------------------------------- */

@@ -88,6 +88,25 @@ typedef struct st_options {
 } st_options;
 
 int  st_open(st_store **out, const st_options *opt);
+
+/* A data region with its persistence switch (Ignite's persistenceEnabled,
+ * inverted so that zeroed specs keep st_open's behaviour): in_memory = 0
+ * makes the region's updates be logged once a WAL is attached (wal_attach),
+ * 1 keeps it memory-only (the WAL skips it, checkpoints leave it out). */
+typedef struct st_region_spec {
+    st_region_config cfg;
+    uint8_t          in_memory;
+} st_region_spec;
+
+/* st_open_regions: st_open with the default region given by def (NULL =
+ * unlimited, persistent) and n named regions besides it (Ignite's
+ * dataRegionConfigurations).  A cache whose data_region_name is NULL or
+ * "default" lives in the default region; any other name must be one of
+ * these, else creating the cache fails with EM_CONFIG (Ignite refuses it:
+ * "data region N is not configured").  Names are copied; an empty,
+ * "default" or repeated name is EM_CONFIG. */
+int  st_open_regions(st_store **out, const st_region_spec *def,
+                     const st_region_spec *regions, size_t n);
 void st_close(st_store *s);
 
 /* Cache registry.  Cache id = Java hashCode of the name.  A st_cache pointer
@@ -182,6 +201,16 @@ void st_set_observer(st_store *s, st_observer_fn fn, void *arg);
 int st_apply(st_store *s, const st_update *u);
 
 /* ---- additions (store helper) ------------------------------------------ */
+
+/* Data regions: st_region_stats_get takes a region name (NULL = default);
+ * an unknown name gives all zeros.  st_region_exists: 1 if configured.
+ * st_cache_region: the name of the region the cache lives in;
+ * st_cache_in_memory: nonzero if that region is not persistent;
+ * st_region_in_memory: the same by region name (0 if unknown). */
+int         st_region_exists(const st_store *s, const char *region);
+const char *st_cache_region(const st_cache *c);
+int         st_cache_in_memory(const st_cache *c);
+int         st_region_in_memory(const st_store *s, const char *region);
 
 /* st_expire_tick reclaims up to `budget` expired entries, visiting partitions
  * round-robin across calls and locking only those whose earliest deadline

@@ -110,6 +110,7 @@ typedef struct st_region {
     char     *name;
     uint64_t  max_bytes;      /* 0 = unlimited */
     uint8_t   eviction;
+    uint8_t   in_memory;      /* not persistent: observers are told so */
     _Atomic uint64_t used;    /* maintained only when max_bytes != 0 */
     _Atomic uint64_t evictions;
 } st_region;
@@ -163,6 +164,8 @@ typedef struct st_regtab {
 
 struct st_store {
     st_region        region;      /* the default data region */
+    st_region       *regions;     /* named regions (st_options.regions) */
+    size_t           nregions;
     pthread_mutex_t  reg_lock;
     _Atomic(st_regtab *) reg;
     st_cache        *all;         /* every cache, live or destroyed */

@@ -804,8 +804,10 @@ int wal_commit_wait(wal *w)
     uint64_t lsn = tl_lsn <= w->written_lsn ? tl_lsn : 0;
     int rc = lsn ? sync_upto_locked(w, lsn) : 0;
     pthread_mutex_unlock(&w->mu);
-    if (rc == 0)
-        tl_lsn = 0;
+    /* Reported once, to the pass whose writes waited: after a failure the
+     * log takes no more appends, so later passes have nothing waiting and
+     * their replies (reads, memory-only regions, EM_READONLY errors) go. */
+    tl_lsn = 0;
     return rc;
 }
 

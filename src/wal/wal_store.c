@@ -1,6 +1,7 @@
 /* wal_store.c - the WAL's glue to the store (store/store.h): recovery through
  * st_apply, the write observer that logs every update before it is
- * acknowledged, and checkpoints that scan every cache.  Formats: wal.c,
+ * acknowledged, and checkpoints that scan every cache - of persistent data
+ * regions only (st_cache_in_memory).  Formats: wal.c,
  * wal_codec.c, wal_ckpt.c.
  */
 #include "wal/wal_int.h"
@@ -25,9 +26,22 @@ int wal_recover(wal *w, st_store *s)
     return wal_replay(w, recover_apply, s);
 }
 
+/* Only persistent regions are logged (Ignite's per-region persistence).  A
+ * CACHE_CREATE is reported before the cache is registered, so its region
+ * comes from the config; every other record names a registered cache (a
+ * write racing a destroy may find none: replay would skip it anyway). */
 static int observe(void *arg, const st_update *u)
 {
-    return wal_append(arg, u);
+    wal *w = arg;
+    if (u->kind == ST_UPD_CACHE_CREATE) {
+        if (st_region_in_memory(w->store, u->cfg->data_region_name))
+            return 0;
+    } else {
+        st_cache *c = st_cache_find(w->store, u->cache_id);
+        if (!c || st_cache_in_memory(c))
+            return 0;
+    }
+    return wal_append(w, u);
 }
 
 static void detach(wal *w)
@@ -101,6 +115,8 @@ static int fill_store(void *arg, wal_ckpt_writer *cw)
     st_cache_each(s, collect, &l);
     int rc = l.err;
     for (size_t i = 0; !rc && i < l.n; i++) {
+        if (st_cache_in_memory(l.c[i]))     /* not persistent: not in snapshots */
+            continue;
         const st_cache_config *cfg = st_cache_cfg(l.c[i]);
         st_update u;
         memset(&u, 0, sizeof u);
