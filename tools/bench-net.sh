@@ -39,25 +39,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'cleanup; exit 130' INT TERM
 
-# free_port N: the first port >= N nobody listens on.
-free_port() {
-    p=$1
-    while ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; do p=$((p + 1)); done
-    echo "$p"
-}
-
-# wait_port PORT: until something listens there (the server we started, as
-# long as it is alive), at most 10 s.
-wait_port() {
-    i=0
-    while [ $i -lt 100 ]; do
-        kill -0 "$SPID" 2>/dev/null || return 1
-        ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
+# free_port, wait_port
+. tests/scripts/lib.sh
 
 start_server() {
     case $1 in
@@ -79,7 +62,7 @@ start_server() {
         memcached $USERFLAG -l 127.0.0.1 -p "$PORT" -U 0 -t 1 -m 2048 >"$OUT/memcached.log" 2>&1 &
         SPID=$! ;;
     esac
-    wait_port "$PORT"
+    wait_port "$SPID" "$PORT"
 }
 
 version_of() {

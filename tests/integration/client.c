@@ -8,6 +8,7 @@
 #include "util/hash.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -23,14 +24,14 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t now_ms(void)
+int64_t tc_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(int ms)
+void tc_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -120,9 +121,9 @@ int tc_server_start(tc_server *s, const char *const *extra)
             execv(argv[0], (char *const *)argv);
             _exit(127);
         }
-        int64_t deadline = now_ms() + 10000;
+        int64_t deadline = tc_now_ms() + 10000;
         int exited = 0;
-        while (now_ms() < deadline) {
+        while (tc_now_ms() < deadline) {
             int st;
             if (waitpid(pid, &st, WNOHANG) == pid) {
                 exited = 1;
@@ -135,7 +136,7 @@ int tc_server_start(tc_server *s, const char *const *extra)
                 s->port = port;
                 return 0;
             }
-            sleep_ms(10);
+            tc_sleep_ms(10);
         }
         if (!exited) {
             kill(pid, SIGKILL);
@@ -169,10 +170,10 @@ int tc_server_stop(tc_server *s)
         return -1;
     }
     kill(s->pid, SIGTERM);
-    int64_t deadline = now_ms() + 10000;
+    int64_t deadline = tc_now_ms() + 10000;
     pid_t r = 0;
-    while ((r = waitpid(s->pid, &st, WNOHANG)) == 0 && now_ms() < deadline)
-        sleep_ms(5);
+    while ((r = waitpid(s->pid, &st, WNOHANG)) == 0 && tc_now_ms() < deadline)
+        tc_sleep_ms(5);
     if (r == 0) {
         kill(s->pid, SIGKILL);
         waitpid(s->pid, &st, 0);
@@ -183,6 +184,30 @@ int tc_server_stop(tc_server *s)
     if (WIFEXITED(st))
         return WEXITSTATUS(st);
     return 128 + WTERMSIG(st);
+}
+
+void tc_server_kill9(tc_server *s)
+{
+    kill(s->pid, SIGKILL);
+    int st;
+    waitpid(s->pid, &st, 0);
+}
+
+void tc_rm_dir(const char *path)
+{
+    DIR *dir = opendir(path);
+    if (!dir)
+        return;
+    struct dirent *e;
+    char p[600];
+    while ((e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        unlink(p);
+    }
+    closedir(dir);
+    rmdir(path);
 }
 
 /* ---- connections ---------------------------------------------------- */
@@ -229,7 +254,7 @@ int tc_send(tc_conn *c, const void *p, size_t n)
 static int read_full(int fd, uint8_t *p, size_t n, int64_t deadline)
 {
     while (n > 0) {
-        int left = (int)(deadline - now_ms());
+        int left = (int)(deadline - tc_now_ms());
         if (left <= 0)
             return EM_TIMEOUT;
         struct pollfd pf = {fd, POLLIN, 0};
@@ -254,7 +279,7 @@ static int read_full(int fd, uint8_t *p, size_t n, int64_t deadline)
 
 int tc_recv_frame(tc_conn *c, int timeout_ms)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = tc_now_ms() + timeout_ms;
     uint8_t lb[4];
     int rc = read_full(c->fd, lb, 4, deadline);
     if (rc)
@@ -274,10 +299,10 @@ int tc_recv_frame(tc_conn *c, int timeout_ms)
 
 int tc_wait_closed(tc_conn *c, int timeout_ms)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = tc_now_ms() + timeout_ms;
     uint8_t junk[4096];
     for (;;) {
-        int left = (int)(deadline - now_ms());
+        int left = (int)(deadline - tc_now_ms());
         if (left <= 0)
             return 0;
         struct pollfd pf = {c->fd, POLLIN, 0};

@@ -28,6 +28,10 @@ typedef struct tc_server {
     int   port;
 } tc_server;
 
+/* tc_now_ms: CLOCK_MONOTONIC in milliseconds; tc_sleep_ms sleeps ms. */
+int64_t tc_now_ms(void);
+void    tc_sleep_ms(int ms);
+
 /* tc_server_start forks and execs $EMBER_BUILD/emberd (default build/emberd)
  * with --host 127.0.0.1 --port <free port> plus the NULL-terminated extra
  * arguments (may be NULL), then waits up to 10 s until the port accepts
@@ -42,6 +46,12 @@ int tc_server_alive(tc_server *s);
  * Returns the exit status (0 = clean), or 128+signal if it died by a signal,
  * or -1 if it had already exited before the call. */
 int tc_server_stop(tc_server *s);
+
+/* tc_server_kill9: SIGKILL and reap (a crash); s->pid is left as it was. */
+void tc_server_kill9(tc_server *s);
+
+/* tc_rm_dir removes the regular files directly in path, then path itself. */
+void tc_rm_dir(const char *path);
 
 /* ---- connections ---------------------------------------------------- */
 

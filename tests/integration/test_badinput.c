@@ -50,19 +50,6 @@ static int good_check(void)
 #define START_ARGS(s, args) tc_server s; REQUIRE_OK(tc_server_start(&s, args)); REQUIRE_OK(good_open(s.port))
 #define STOP(s) do { tc_close(&good); CHECK_EQ(tc_server_stop(&s), 0); } while (0)
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void msleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* outcome of one hostile exchange */
 enum { GOT_ERROR = 1, GOT_CLOSE = 2, GOT_SUCCESS = 3, GOT_NOTHING = 4, GOT_JUNK = 5 };
 
@@ -154,10 +141,10 @@ TEST(bad_length_after_handshake)
         uint8_t m[14] = {0};
         em_st32(m, lens[i]);
         em_st16(m + 4, 1000);
-        int64_t t0 = now_ms();
+        int64_t t0 = tc_now_ms();
         int o = send_raw_fresh(s.port, 1, m, lens[i] < 10 ? 4 + lens[i] : sizeof m);
         CHECK_REJECTED(o, "length after handshake", m, sizeof m);
-        CHECK(now_ms() - t0 < 1500);
+        CHECK(tc_now_ms() - t0 < 1500);
         CHECK_SERVER_OK(s);
     }
     STOP(s);
@@ -181,7 +168,7 @@ TEST(bad_length_declared_not_preallocated)
         CHECK_OK(tc_send(&cs[n], m, sizeof m));
     }
     CHECK_EQ(n, N);
-    msleep(200);
+    tc_sleep_ms(200);
     /* 40 x 60 MiB = 2.4 GiB: a server that preallocated would be in trouble;
      * check it still answers and its RSS stayed small */
     CHECK_SERVER_OK(s);
@@ -302,16 +289,16 @@ TEST(bad_slow_sender_closed_at_handshake_timeout)
     START_ARGS(s, args);
     tc_conn c;
     REQUIRE_OK(tc_connect(&c, s.port));
-    int64_t t0 = now_ms();
+    int64_t t0 = tc_now_ms();
     uint8_t m[] = {8, 0, 0, 0, 1, 1, 0, 2, 0, 0, 0, 2};
     int closed_at = -1;
     for (size_t i = 0; i < sizeof m; i++) {
         if (tc_send(&c, m + i, 1)) {
-            closed_at = (int)(now_ms() - t0);
+            closed_at = (int)(tc_now_ms() - t0);
             break;
         }
         if (tc_wait_closed(&c, 100)) {
-            closed_at = (int)(now_ms() - t0);
+            closed_at = (int)(tc_now_ms() - t0);
             break;
         }
         if (i == 3)
@@ -344,7 +331,7 @@ TEST(bad_5000_idle_connections)
     int *fds = em_malloc(sizeof(int) * N);
     REQUIRE(fds);
     int n = 0;
-    int64_t t0 = now_ms();
+    int64_t t0 = tc_now_ms();
     for (; n < N; n++) {
         tc_conn c;
         if (tc_connect(&c, s.port))
@@ -355,13 +342,13 @@ TEST(bad_5000_idle_connections)
             CHECK_OK(good_check());
         }
     }
-    int64_t t_open = now_ms() - t0;
+    int64_t t_open = tc_now_ms() - t0;
     CHECK_EQ(n, N);
     CHECK_OK(tc_sanity(s.port));
     /* after the timeout (+1 s slack) every idle connection is closed */
     int64_t deadline = t0 + 2000 + 1000 + t_open;
     int open_left = n;
-    while (open_left > 0 && now_ms() < deadline + 1000) {
+    while (open_left > 0 && tc_now_ms() < deadline + 1000) {
         open_left = 0;
         for (int i = 0; i < n; i++) {
             if (fds[i] < 0)
@@ -379,10 +366,10 @@ TEST(bad_5000_idle_connections)
             open_left++;
         }
         if (open_left)
-            msleep(100);
+            tc_sleep_ms(100);
     }
     CHECK_EQ(open_left, 0);
-    CHECK(now_ms() <= deadline + 1000);
+    CHECK(tc_now_ms() <= deadline + 1000);
     for (int i = 0; i < n; i++)
         if (fds[i] >= 0)
             close(fds[i]);
@@ -433,10 +420,10 @@ TEST(bad_declared_counts_too_large)
         case 13: tc_v_int(&b, 1); tc_put_u8(&b, 24); tc_put_i32(&b, -5); tc_put_u8(&b, 1); break;
         }
         tc_req_end(&b);
-        int64_t t0 = now_ms();
+        int64_t t0 = tc_now_ms();
         int o = send_raw_fresh(s.port, 1, b.p, b.len);
         CHECK_REJECTED(o, what, b.p, b.len);
-        CHECK(now_ms() - t0 < 1500);
+        CHECK(tc_now_ms() - t0 < 1500);
         CHECK_OK(good_check());
     }
     em_buf_free(&b);
@@ -848,12 +835,12 @@ TEST(bad_slow_reader_bounded_memory)
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
             break;                          /* closed by the server: fine */
         if (stalled_since < 0)
-            stalled_since = now_ms();
-        else if (now_ms() - stalled_since > 500)
+            stalled_since = tc_now_ms();
+        else if (tc_now_ms() - stalled_since > 500)
             break;
-        msleep(10);
+        tc_sleep_ms(10);
     }
-    msleep(1000);
+    tc_sleep_ms(1000);
     long rss1 = rss_kb_of(s.pid);
     /* 2 GiB of replies must not be queued: allow the 256 MiB hard cap plus slack */
     CHECK(rss1 > 0 && rss1 - rss0 < 320 * 1024);
@@ -868,7 +855,7 @@ TEST(bad_slow_reader_bounded_memory)
     }
     CHECK(got == 50 || rc == EM_CLOSED);
     tc_close(&c);
-    msleep(200);
+    tc_sleep_ms(200);
     CHECK_SERVER_OK(s);
     em_buf_free(&b);
     em_buf_free(&many);

@@ -12,19 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void msleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Expiry durations after creation: update and access of the layout tests;
  * the expiry test uses -2 (unchanged) so that reads do not extend the life. */
 static int64_t exp_update = 2000, exp_access = 3000;
@@ -231,26 +218,26 @@ TEST(config_expiry_policy_applies)
     exp_access = -2;
     REQUIRE_EQ(create_with_config(&c, "ttlcfg", 1000), 0);
     REQUIRE_OK(tc_put_int_str(&c, "ttlcfg", 1, "soon gone"));
-    int64_t t0 = now_ms();
+    int64_t t0 = tc_now_ms();
     char got[32];
     CHECK_EQ(tc_get_int_str(&c, "ttlcfg", 1, got, sizeof got), 1);
     int gone = 0;
     for (int i = 0; i < 80 && !gone; i++) {
-        msleep(50);
+        tc_sleep_ms(50);
         gone = tc_get_int_str(&c, "ttlcfg", 1, got, sizeof got) == 0;
     }
     CHECK(gone);
-    CHECK(now_ms() - t0 >= 900);
+    CHECK(tc_now_ms() - t0 >= 900);
     /* access expiry: every read restarts the clock (here 1000 ms) */
     exp_access = 1000;
     REQUIRE_EQ(create_with_config(&c, "ttlaccess", 1000), 0);
     REQUIRE_OK(tc_put_int_str(&c, "ttlaccess", 1, "kept alive by reads"));
     for (int i = 0; i < 15; i++) {
-        msleep(100);
+        tc_sleep_ms(100);
         CHECK_EQ(tc_get_int_str(&c, "ttlaccess", 1, got, sizeof got), 1);
     }
     /* no polling here: each read would extend the life again */
-    msleep(1600);
+    tc_sleep_ms(1600);
     CHECK_EQ(tc_get_int_str(&c, "ttlaccess", 1, got, sizeof got), 0);
     tc_close(&c);
     CHECK_EQ(tc_server_stop(&s), 0);

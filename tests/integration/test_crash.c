@@ -39,12 +39,6 @@ static void value_of(int32_t key, char *out, size_t cap)
     out[cap - 1 < 100 ? cap - 1 : 100] = 0;
 }
 
-static void msleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* writer: PUTs base, base+1, ... until the connection fails; after each
  * acknowledgement appends the key to fd. */
 static void writer(int port, int32_t base, int fd)
@@ -64,23 +58,6 @@ static void writer(int port, int32_t base, int fd)
 }
 
 typedef struct round_log { int32_t base[WRITERS]; int32_t acked[WRITERS]; } round_log;
-
-static void rm_dir(const char *path)
-{
-    DIR *dir = opendir(path);
-    if (!dir)
-        return;
-    struct dirent *e;
-    char p[600];
-    while ((e = readdir(dir)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-        unlink(p);
-    }
-    closedir(dir);
-    rmdir(path);
-}
 
 static int start(tc_server *s, const char *dir, const char *mode)
 {
@@ -131,7 +108,7 @@ static void crash_test(const char *mode)
             if (kids[w] == 0)
                 writer(s.port, logs[round].base[w], fds[w]);
         }
-        msleep(30 + rand() % 300);               /* a random moment under load */
+        tc_sleep_ms(30 + rand() % 300);               /* a random moment under load */
         kill(s.pid, SIGKILL);
         int st;
         waitpid(s.pid, &st, 0);
@@ -189,7 +166,7 @@ static void crash_test(const char *mode)
             "%llu unacknowledged in-flight writes found present\n", mode, kills,
             (unsigned long long)total_acked, (unsigned long long)inflight_present);
     em_free(logs);
-    rm_dir(dir);
+    tc_rm_dir(dir);
 }
 
 TEST(crash_sigkill_fsync) { crash_test("FSYNC"); }

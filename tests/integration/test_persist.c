@@ -57,35 +57,11 @@ static void pdir_make(pdir *d)
         d->path[0] = 0;
 }
 
-static void pdir_rm(pdir *d)
-{
-    DIR *dir = opendir(d->path);
-    if (!dir)
-        return;
-    struct dirent *e;
-    char p[600];
-    while ((e = readdir(dir)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", d->path, e->d_name);
-        unlink(p);
-    }
-    closedir(dir);
-    rmdir(d->path);
-}
-
 static int start(tc_server *s, const pdir *d, const char *mode)
 {
     const char *args[] = { "--persistence", "true", "--wal-path", d->path, "--wal-mode", mode,
                            "--log-level", "error", NULL };
     return tc_server_start(s, args);
-}
-
-static void kill9(tc_server *s)
-{
-    kill(s->pid, SIGKILL);
-    int st;
-    waitpid(s->pid, &st, 0);
 }
 
 /* call builds op with a cache header for name, body appended by fn. */
@@ -228,7 +204,7 @@ static void restart_keeps_everything(const char *mode, int crash)
     CHECK(r.n == 1 && r.p[0] == 0);                        /* already on: unchanged */
     tc_close(&c);
     if (crash)
-        kill9(&s);
+        tc_server_kill9(&s);
     else
         CHECK_EQ(tc_server_stop(&s), 0);
 
@@ -276,7 +252,7 @@ static void restart_keeps_everything(const char *mode, int crash)
     em_buf_free(&nb);
     em_buf_free(&db);
     em_buf_free(&gb);
-    pdir_rm(&d);
+    tc_rm_dir(d.path);
 }
 
 TEST(persist_restart_fsync_clean_stop) { restart_keeps_everything("FSYNC", 0); }
@@ -327,7 +303,7 @@ TEST(persist_corrupt_middle_refuses_start)
     for (int i = 0; i < 20; i++)
         REQUIRE_OK(tc_put_int_str(&c, "x", i, "value"));
     tc_close(&c);
-    kill9(&s);
+    tc_server_kill9(&s);
     char seg[600];
     REQUIRE_OK(first_segment(&d, seg, sizeof seg));
     /* flip a byte inside the first record's body (segment header 32, frame
@@ -365,5 +341,5 @@ TEST(persist_corrupt_middle_refuses_start)
     CHECK(strstr(buf, "offset") != NULL);
     if (!strstr(buf, base))
         fprintf(stderr, "emberd said: %s\n", buf);
-    pdir_rm(&d);
+    tc_rm_dir(d.path);
 }

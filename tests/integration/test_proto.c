@@ -17,12 +17,6 @@
 #define START(s) tc_server s; REQUIRE_OK(tc_server_start(&s, NULL))
 #define STOP(s) CHECK_EQ(tc_server_stop(&s), 0)
 
-static void msleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* get_names: CACHE_GET_NAMES; returns the status (0) or a negative code and
  * fills *r. */
 static int get_names(tc_conn *c, tc_reply *r)
@@ -544,7 +538,7 @@ TEST(proto_expiry_policy_1_6_0)
     CHECK_EQ(tc_get_int_str(&c, "ttl", 1, got, sizeof got), 1);
     int gone = 0;
     for (int i = 0; i < 80 && !gone; i++) {
-        msleep(50);
+        tc_sleep_ms(50);
         int g = tc_get_int_str(&c, "ttl", 1, got, sizeof got);
         CHECK(g >= 0);
         gone = g == 0;
@@ -677,7 +671,7 @@ TEST(proto_fragmented_and_batched_requests)
     tc_handshake_msg(&m, 1, 2, 0, NULL, 0);
     for (size_t i = 0; i < m.len; i++) {
         REQUIRE_OK(tc_send(&c, m.p + i, 1));
-        msleep(5);
+        tc_sleep_ms(5);
     }
     REQUIRE_OK(tc_recv_frame(&c, 2000));
     REQUIRE_EQ(c.in.len, 1);
@@ -692,7 +686,7 @@ TEST(proto_fragmented_and_batched_requests)
     int64_t rid = (int64_t)em_ld64(m.p + 6);
     for (size_t i = 0; i < m.len; i++) {
         REQUIRE_OK(tc_send(&c, m.p + i, 1));
-        msleep(2);
+        tc_sleep_ms(2);
     }
     tc_reply r;
     REQUIRE_OK(tc_recv_frame(&c, 2000));
@@ -710,7 +704,7 @@ TEST(proto_fragmented_and_batched_requests)
         tc_put_bytes(&all, m.p, m.len);
     }
     REQUIRE_OK(tc_send(&c, all.p, all.len - 7));
-    msleep(50);
+    tc_sleep_ms(50);
     REQUIRE_OK(tc_send(&c, all.p + all.len - 7, 7));
     for (int i = 0; i < 10; i++) {
         REQUIRE_OK(tc_recv_frame(&c, 2000));

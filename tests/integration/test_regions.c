@@ -45,19 +45,7 @@ static int rdir_make(rdir *d)
 
 static void rdir_rm(rdir *d)
 {
-    DIR *dir = opendir(d->path);
-    if (dir) {
-        struct dirent *e;
-        char p[600];
-        while ((e = readdir(dir)) != NULL) {
-            if (e->d_name[0] == '.')
-                continue;
-            snprintf(p, sizeof p, "%s/%s", d->path, e->d_name);
-            unlink(p);
-        }
-        closedir(dir);
-        rmdir(d->path);
-    }
+    tc_rm_dir(d->path);
     unlink(d->conf);
 }
 
@@ -65,13 +53,6 @@ static int start(tc_server *s, const rdir *d)
 {
     const char *args[] = { "--config", d->conf, NULL };
     return tc_server_start(s, args);
-}
-
-static void kill9(tc_server *s)
-{
-    kill(s->pid, SIGKILL);
-    int st;
-    waitpid(s->pid, &st, 0);
 }
 
 /* create_in_region: CREATE_CACHE_WITH_CONFIGURATION with name and, unless
@@ -119,7 +100,7 @@ TEST(regions_only_persistent_region_survives_sigkill)
     char out[16];
     CHECK_EQ(tc_get_int_str(&c, "mem", 7, out, sizeof out), 1);
     tc_close(&c);
-    kill9(&s);
+    tc_server_kill9(&s);
 
     REQUIRE_OK(start(&s, &d));
     REQUIRE_OK(tc_open(&c, s.port));

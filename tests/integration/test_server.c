@@ -17,17 +17,22 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t now_ms(void)
+/* scan_rows reads a scan page's row count, (int key, string value) rows and
+ * the more flag from d, counting keys in seen; EM_PROTO on a bad layout. */
+static int scan_rows(tc_rd *d, int *rows, int *more, uint8_t *seen, int nkeys)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void msleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    *rows = tc_rd_i32(d);
+    for (int i = 0; i < *rows && !d->err; i++) {
+        if (tc_rd_u8(d) != 3)
+            return EM_PROTO;
+        int32_t k = tc_rd_i32(d);
+        char v[32];
+        tc_rd_str(d, v, sizeof v);
+        if (seen && k >= 0 && k < nkeys)
+            seen[k]++;
+    }
+    *more = tc_rd_u8(d);
+    return d->err || d->pos != d->n ? EM_PROTO : 0;
 }
 
 /* scan_open: QUERY_SCAN with page size ps; fills cursor id, rows, more. */
@@ -51,18 +56,7 @@ static int scan_open(tc_conn *c, const char *cache, int ps, int64_t *cur, int *r
         return r.status;
     tc_rd d = tc_rd_of(&r);
     *cur = tc_rd_i64(&d);
-    *rows = tc_rd_i32(&d);
-    for (int i = 0; i < *rows && !d.err; i++) {
-        if (tc_rd_u8(&d) != 3)
-            return EM_PROTO;
-        int32_t k = tc_rd_i32(&d);
-        char v[32];
-        tc_rd_str(&d, v, sizeof v);
-        if (seen && k >= 0 && k < nkeys)
-            seen[k]++;
-    }
-    *more = tc_rd_u8(&d);
-    return d.err || d.pos != r.n ? EM_PROTO : 0;
+    return scan_rows(&d, rows, more, seen, nkeys);
 }
 
 /* scan_page: QUERY_SCAN_CURSOR_GET_PAGE; rows + more, no cursor id. */
@@ -80,18 +74,7 @@ static int scan_page(tc_conn *c, int64_t cur, int *rows, int *more, uint8_t *see
     if (r.status)
         return r.status;
     tc_rd d = tc_rd_of(&r);
-    *rows = tc_rd_i32(&d);
-    for (int i = 0; i < *rows && !d.err; i++) {
-        if (tc_rd_u8(&d) != 3)
-            return EM_PROTO;
-        int32_t k = tc_rd_i32(&d);
-        char v[32];
-        tc_rd_str(&d, v, sizeof v);
-        if (seen && k >= 0 && k < nkeys)
-            seen[k]++;
-    }
-    *more = tc_rd_u8(&d);
-    return d.err || d.pos != r.n ? EM_PROTO : 0;
+    return scan_rows(&d, rows, more, seen, nkeys);
 }
 
 static int resource_close(tc_conn *c, int64_t id)
@@ -204,14 +187,14 @@ TEST(srv_idle_timeout_and_heartbeat)
     REQUIRE_OK(tc_call(&hb, &b, &r));
     tc_rd d = tc_rd_of(&r);
     CHECK_EQ(tc_rd_i64(&d), 500);
-    int64_t t0 = now_ms();
+    int64_t t0 = tc_now_ms();
     int idle_closed_at = -1;
-    while (now_ms() - t0 < 1500) {
+    while (tc_now_ms() - t0 < 1500) {
         tc_req_begin(&hb, &b, 1);
         tc_req_end(&b);
         CHECK_OK(tc_call(&hb, &b, &r));
         if (idle_closed_at < 0 && tc_wait_closed(&idle, 150))
-            idle_closed_at = (int)(now_ms() - t0);
+            idle_closed_at = (int)(tc_now_ms() - t0);
     }
     CHECK(idle_closed_at >= 400 && idle_closed_at <= 1300);
     /* the heartbeating connection is still served after 1.5 s */
@@ -230,20 +213,20 @@ TEST(srv_max_connections)
     const char *args[] = {TC_FLAG_MAX_CONNS, "5", NULL};
     tc_server s;
     REQUIRE_OK(tc_server_start(&s, args));
-    msleep(100);                       /* the start-up probe connection is gone */
+    tc_sleep_ms(100);                       /* the start-up probe connection is gone */
     tc_conn cs[5], extra;
     for (int i = 0; i < 5; i++)
         REQUIRE_OK(tc_open(&cs[i], s.port));
     REQUIRE_OK(tc_connect(&extra, s.port));
-    int64_t t0 = now_ms();
+    int64_t t0 = tc_now_ms();
     CHECK(tc_wait_closed(&extra, 1000));
-    CHECK(now_ms() - t0 < 1000);
+    CHECK(tc_now_ms() - t0 < 1000);
     tc_close(&extra);
     /* the five keep working; freeing one admits a new client */
     for (int i = 0; i < 5; i++)
         CHECK_OK(tc_create_cache(&cs[i], "mc"));
     tc_close(&cs[0]);
-    msleep(100);
+    tc_sleep_ms(100);
     CHECK_OK(tc_sanity(s.port));
     for (int i = 1; i < 5; i++)
         tc_close(&cs[i]);
@@ -319,9 +302,9 @@ TEST(srv_config_file)
     REQUIRE_OK(rc);
     tc_conn c;
     REQUIRE_OK(tc_connect(&c, s.port));
-    int64_t t0 = now_ms();
+    int64_t t0 = tc_now_ms();
     CHECK(tc_wait_closed(&c, 2000));
-    int64_t dt = now_ms() - t0;
+    int64_t dt = tc_now_ms() - t0;
     CHECK(dt >= 200 && dt <= 1300);
     tc_close(&c);
     REQUIRE_OK(tc_open(&c, s.port));
@@ -436,9 +419,9 @@ TEST(srv_sigterm_with_open_connections)
             CHECK_OK(scan_open(&cs[i], "term", 1, &cur, &rows, &more, NULL, 0));
         }
     }
-    int64_t t0 = now_ms();
+    int64_t t0 = tc_now_ms();
     CHECK_EQ(tc_server_stop(&s), 0);
-    CHECK(now_ms() - t0 < 3000);
+    CHECK(tc_now_ms() - t0 < 3000);
     /* every client sees the close */
     int closed = 0;
     for (int i = 0; i < N; i++) {
@@ -458,7 +441,7 @@ TEST(srv_sigint_clean_exit)
     int st = 0;
     pid_t r = 0;
     for (int i = 0; i < 500 && (r = waitpid(s.pid, &st, WNOHANG)) == 0; i++)
-        msleep(10);
+        tc_sleep_ms(10);
     if (r == 0) {
         kill(s.pid, SIGKILL);
         waitpid(s.pid, &st, 0);

@@ -19,80 +19,20 @@ FRAMES=${ADV_FRAMES:-$DEF_FRAMES}
 RSSOPT=
 [ -n "$EM_SANITIZER" ] && RSSOPT=--no-rss
 MAXSEC=${ADV_SECONDS:-150}
-TMP=$(mktemp -d)
-PID=
-PASS=0
-FAIL=0
-
-cleanup() {
-    [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-    PID=
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'cleanup; exit 1' INT TERM
-
-ok() { PASS=$((PASS + 1)); echo "ok   $1"; }
-bad() { FAIL=$((FAIL + 1)); echo "FAIL $1"; }
-finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; exit $?; }
-
-for b in emberd ember-adversary; do
-    if [ ! -x "$BUILD/$b" ]; then
-        bad "$BUILD/$b not built"
-        finish
-    fi
-done
+. tests/scripts/lib.sh
+suite_init
+need_built emberd ember-adversary
 
 ulimit -n 8192 2>/dev/null || true
 # A short handshake timeout so the never-handshaking sockets can be checked
 # within the run.
-# --http false: no HTTP listener, so the port found below is the thin-client one.
-"$BUILD/emberd" --host 127.0.0.1 --port 0 --http false --handshake-timeout 3000 --debug-ops --log-level warn \
-    >"$TMP/emberd.log" 2>&1 &
-PID=$!
-PORT=
-i=0
-while [ $i -lt 100 ] && [ -z "$PORT" ]; do
-    kill -0 "$PID" 2>/dev/null || break
-    PORT=$(ss -Hltnp 2>/dev/null | grep "pid=$PID," | sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' | head -1)
-    [ -z "$PORT" ] && sleep 0.1
-    i=$((i + 1))
-done
-if [ -z "$PORT" ]; then
-    bad "emberd did not start"
-    cat "$TMP/emberd.log"
-    finish
-fi
+start_emberd --handshake-timeout 3000 --debug-ops --log-level warn
 echo "emberd pid $PID on port $PORT; $FRAMES malformed frames"
 
 "$BUILD/ember-adversary" --port "$PORT" --pid "$PID" --frames "$FRAMES" \
     --max-seconds "$MAXSEC" --hs-timeout 3 --seed "${ADV_SEED:-$$}" $RSSOPT >"$TMP/adv.out" 2>"$TMP/adv.err"
 rc=$?
-grep -v '^ok  ' "$TMP/adv.out" | grep -Ev '^[0-9]+ passed, [0-9]+ failed'
-head -40 "$TMP/adv.err"
-line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$TMP/adv.out" | tail -1)
-if [ -n "$line" ]; then
-    PASS=$((PASS + $(echo "$line" | cut -d' ' -f1)))
-    FAIL=$((FAIL + $(echo "$line" | cut -d' ' -f3)))
-else
-    bad "ember-adversary printed no summary (exit $rc)"
-fi
+add_driver_result "$TMP/adv.out" "$TMP/adv.err" 40 ember-adversary $rc
 
-if kill -0 "$PID" 2>/dev/null; then
-    kill -TERM "$PID"
-    wait "$PID"
-    st=$?
-    PID=
-    [ $st -eq 0 ] && ok "emberd exits cleanly on SIGTERM" || bad "emberd exit status $st on SIGTERM"
-else
-    wait "$PID"
-    bad "emberd died during the run (status $?)"
-    PID=
-fi
-if grep -Eq 'AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error:' "$TMP/emberd.log"; then
-    bad "sanitizer report in emberd's output:"
-    grep -E -A30 'AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error:' "$TMP/emberd.log" | head -80
-else
-    ok "no sanitizer report in emberd's output"
-fi
+stop_emberd_checked "during the run"
 finish

@@ -21,26 +21,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'cleanup; exit 1' INT TERM
 
+# free_port, wait_port (lib.sh also has ok/bad; this suite keeps its own)
+. tests/scripts/lib.sh
 ok() { PASS=$((PASS + 1)); echo "ok  $1"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL $1"; }
-
-free_port() {
-    p=$1
-    while ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; do p=$((p + 1)); done
-    echo "$p"
-}
-
-# wait_port PID PORT: the process is alive and listening, within 10 s.
-wait_port() {
-    i=0
-    while [ $i -lt 100 ]; do
-        kill -0 "$1" 2>/dev/null || return 1
-        ss -Hltn "sport = :$2" 2>/dev/null | grep -q . && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
 
 # run_load NAME ARGS...: one run with --csv; checks exit 0, errors 0, ops > 0
 # and (when the mix has GETs) hits > 0.
