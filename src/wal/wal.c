@@ -736,6 +736,7 @@ int wal_append(wal *w, const st_update *u)
     }
     int buf_mode = buffered(w);
     em_buf *b = buf_mode ? &w->pend : &w->enc;
+retry:
     if (!buf_mode)
         em_buf_reset(b);
     size_t start = b->len, at;
@@ -752,6 +753,21 @@ int wal_append(wal *w, const st_update *u)
     size_t rec = b->len - start;
     uint64_t logical = w->seg_off + (buf_mode ? start : 0);
     if (logical + rec > w->o.segment_bytes && logical > WAL_SEG_HDR) {
+        if (w->syncing) {
+            /* Rolling would wait for the running fsync and release the lock,
+             * letting other appenders take LSNs in between: this record's
+             * LSN would then repeat one and the new segment's header would
+             * not match its first record (recovery refuses that log).  Drop
+             * the encoding, wait for the fsync, and start over. */
+            b->len = start;
+            while (w->syncing)
+                pthread_cond_wait(&w->cv, &w->mu);
+            if (w->err) {
+                pthread_mutex_unlock(&w->mu);
+                return EM_READONLY;
+            }
+            goto retry;
+        }
         /* The record starts the next segment; what is pending before it
          * finishes this one. */
         if (buf_mode && (rc = write_pending_locked(w, start))) {

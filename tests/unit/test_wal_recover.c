@@ -913,3 +913,40 @@ TEST(wal_deferred_sync_commit_wait_covers_a_pass)
     wal_memfs_free(after);
     wal_memfs_free(fs);
 }
+
+/* Segments rolled while another thread's fsync runs: every record keeps a
+ * unique LSN and every segment header matches its first record, so the log
+ * reopens (a roll used to release the lock with the record's LSN taken). */
+TEST(wal_roll_during_group_commit_keeps_lsns_in_sequence)
+{
+    enum { T = 8, PER = 150 };
+    wal_memfs *fs;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    wal_memfs_slow_fsync(fs, 300);
+    wal *w;
+    model m = {0};
+    REQUIRE_OK(open_log(fs, WAL_FSYNC, 4096, &w, &m));
+    pthread_t th[T];
+    gc_arg args[T];
+    for (int t = 0; t < T; t++) {
+        args[t] = (gc_arg){w, (uint32_t)t * 1000, PER, 0};
+        pthread_create(&th[t], NULL, gc_writer, &args[t]);
+    }
+    for (int t = 0; t < T; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_OK(args[t].rc);
+    }
+    REQUIRE_OK(wal_close(w));
+    REQUIRE_OK(open_log(fs, WAL_FSYNC, 4096, &w, &m));
+    CHECK_EQ(m.n, T * PER);
+    uint32_t next[T] = {0};
+    for (uint32_t i = 0; i < m.n; i++) {
+        uint32_t t = m.e[i].key / 1000;
+        REQUIRE(t < T);
+        CHECK_EQ(m.e[i].key, t * 1000 + next[t]);
+        next[t]++;
+    }
+    wal_close(w);
+    model_free(&m);
+    wal_memfs_free(fs);
+}
