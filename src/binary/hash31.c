@@ -32,21 +32,6 @@ uint32_t bin_pow31_slow(size_t e)
     return r;
 }
 
-static int32_t scalar(uint32_t h, const uint8_t *p, size_t n)
-{
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        h = h * 923521u
-          + (uint32_t)(int32_t)(int8_t)p[i] * 29791u
-          + (uint32_t)(int32_t)(int8_t)p[i + 1] * 961u
-          + (uint32_t)(int32_t)(int8_t)p[i + 2] * 31u
-          + (uint32_t)(int32_t)(int8_t)p[i + 3];
-    }
-    for (; i < n; i++)
-        h = h * 31u + (uint32_t)(int32_t)(int8_t)p[i];
-    return (int32_t)h;
-}
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -173,7 +158,7 @@ int32_t bin_hash31_after(const uint8_t *p, size_t n)
      * stores cannot be forwarded from the store buffer (a stall of more
      * cycles than the scalar loop takes). */
     if (n < 16)
-        return scalar(1, p, n);
+        return em_hash_bytes31_from(1, p, n);
     if (n <= 32) {
         /* most object regions: one or two blocks, SSE2 (always present),
          * no dispatch.  The last 16 bytes take weights 31^15..31^0; for
@@ -197,13 +182,13 @@ int32_t bin_hash31_after(const uint8_t *p, size_t n)
 int32_t bin_hash31(const uint8_t *p, size_t n)
 {
     if (n < 16)
-        return scalar(1, p, n);    /* short: 4 bytes a step beats table loads */
+        return em_hash_bytes31_from(1, p, n);    /* short: 4 bytes a step beats table loads */
     if (!have_avx2)
-        return scalar(1, p, n);
+        return em_hash_bytes31_from(1, p, n);
     if (n <= HMAX)
         return (int32_t)(pw31[n] + dot_avx2(p, n));
     /* longer: Horner over the prefix, then the table for the last HMAX */
-    uint32_t h = (uint32_t)scalar(1, p, n - HMAX);
+    uint32_t h = (uint32_t)em_hash_bytes31_from(1, p, n - HMAX);
     return (int32_t)(h * pw31[HMAX] + dot_avx2(p + n - HMAX, HMAX));
 }
 
@@ -218,12 +203,12 @@ __attribute__((constructor)) static void hash31_init(void)
 
 int32_t bin_hash31(const uint8_t *p, size_t n)
 {
-    return scalar(1, p, n);
+    return em_hash_bytes31_from(1, p, n);
 }
 
 int32_t bin_hash31_after(const uint8_t *p, size_t n)
 {
-    return scalar(1, p, n);
+    return em_hash_bytes31_from(1, p, n);
 }
 
 #endif

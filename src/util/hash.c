@@ -73,10 +73,9 @@ int32_t em_hash_java_str_lower(const uint8_t *s, size_t n)
     return h;
 }
 
-int32_t em_hash_bytes31(const uint8_t *p, size_t n)
+int32_t em_hash_bytes31_from(uint32_t h, const uint8_t *p, size_t n)
 {
     /* Unrolled by 4: h*31^4 + b0*31^3 + b1*31^2 + b2*31 + b3, all mod 2^32. */
-    uint32_t h = 1;
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
         h = h * 923521u
@@ -88,6 +87,11 @@ int32_t em_hash_bytes31(const uint8_t *p, size_t n)
     for (; i < n; i++)
         h = h * 31u + (uint32_t)(int32_t)(int8_t)p[i];
     return (int32_t)h;
+}
+
+int32_t em_hash_bytes31(const uint8_t *p, size_t n)
+{
+    return em_hash_bytes31_from(1, p, n);
 }
 
 /* ---- CRC32C ---- */

@@ -23,6 +23,9 @@ int32_t em_hash_java_str_lower(const uint8_t *s, size_t n);
  * Arrays.hashCode(byte[]) and the complex-object identity hash. */
 int32_t em_hash_bytes31(const uint8_t *p, size_t n);
 
+/* em_hash_bytes31_from: the same hash continued from state h (h = 1 starts it). */
+int32_t em_hash_bytes31_from(uint32_t h, const uint8_t *p, size_t n);
+
 /* em_hash_long: Java Long.hashCode. */
 static inline int32_t em_hash_long(int64_t v)
 {
