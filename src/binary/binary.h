@@ -219,21 +219,27 @@ const bin_desc *bin_registry_desc(bin_registry *r, int32_t type_id);
 #define BIN_TYPE_TREESET_ID ((int32_t)-526394141)
 #define BIN_W_MAX_DEPTH 64
 
+/* A field named in the object being written, and where its value starts
+ * (from the object's first byte; recorded when the name is given, since the
+ * value is the next thing appended). */
 typedef struct bin_wfield { int32_t fid; uint32_t off; } bin_wfield;
 
 typedef struct bin_wframe {
-    size_t start;              /* object/container start in out */
-    const bin_desc *desc;
-    uint32_t f0;               /* first entry of this object in fields[] */
-    uint32_t count;            /* containers: values written */
+    size_t start;              /* object start, or a container's count position */
+    const bin_desc *desc;      /* objects */
+    uint32_t f0;               /* objects: first entry in fields[] */
+    uint32_t count;            /* containers and tree types: values written */
     uint32_t raw_pos;          /* objects: raw data offset, 0 if none */
     uint32_t hpos;             /* objects: region bytes [24, hpos) are hashed ... */
     uint32_t hq;               /* ... into this polynomial sum (hash31.c) */
     uint8_t kind;              /* container type code, BIN_OBJ, or tree kind */
     uint8_t in_order;          /* fields so far follow the declared order */
-    uint8_t pmode;             /* the parent's vmode once this frame is popped */
+    uint8_t pmode;             /* the parent's mode once this frame is popped */
 } bin_wframe;
 
+/* The writer's state.  fr[0] is a sentinel for depth 0 (kind 0), so the
+ * innermost frame top = &fr[depth] always exists and a push never tests
+ * for a parent. */
 typedef struct bin_writer {
     em_buf *out;
     bin_registry *reg;
@@ -241,24 +247,57 @@ typedef struct bin_writer {
     int err;
     uint8_t full_footer;       /* write full footers (field id + offset) */
     uint8_t min_width;         /* smallest footer offset width: 1 (default), 2 or 4 */
+    uint8_t named;             /* a field name awaits its value */
+    uint8_t vmode;             /* what starting a value does now: BIN_WM_* */
     const bin_desc *treemap, *treeset;   /* predefined, looked up once */
     bin_wfield *fields;        /* reused across objects */
     uint32_t nf, capf;
-    uint8_t vmode;             /* what starting a value does now: BIN_WM_* */
-    bin_wframe *top;           /* &fr[depth - 1]; unused at depth 0 */
-    bin_wframe fr[BIN_W_MAX_DEPTH];
+    bin_wframe *top;           /* &fr[depth] */
+    bin_wframe fr[BIN_W_MAX_DEPTH + 1];
 } bin_writer;
+
+enum { BIN_WK_TREEMAP = 200, BIN_WK_TREESET = 201 };   /* frame kinds */
+
+/* What starting a value does in the current state (w->vmode, and the
+ * cursor's mode in wcursor.h): */
+enum {
+    BIN_WM_TOP,        /* depth 0: nothing to account */
+    BIN_WM_COUNT,      /* in 23/24/25 or a tree type: count it */
+    BIN_WM_FIELD,      /* in an object, a named field awaits its value */
+    BIN_WM_RAW,        /* in an object's raw data: nothing to account */
+    BIN_WM_NEEDNAME,   /* in an object, the next value needs a name first */
+    BIN_WM_SLOW        /* error set, or a typed array: the full check decides */
+};
 
 void bin_writer_init(bin_writer *w, bin_registry *reg, em_buf *out);
 void bin_writer_free(bin_writer *w);
 
+/* bin_writer_reset: start again (after an error, or for a new top value),
+ * appending to out. */
+static inline void bin_writer_reset(bin_writer *w, em_buf *out)
+{
+    w->out = out;
+    w->depth = 0;
+    w->err = 0;
+    w->nf = 0;
+    w->named = 0;
+    w->top = &w->fr[0];
+    w->vmode = BIN_WM_TOP;
+}
+
+/* Every call returns 0 or the writer's first error (sticky).  Inside an
+ * object, name each value first (bin_w_field / bin_w_field_idx).  wcursor.h
+ * has the same calls with inline fast paths, for hot loops. */
 int bin_w_byte(bin_writer *w, int8_t v);
 int bin_w_short(bin_writer *w, int16_t v);
+int bin_w_int(bin_writer *w, int32_t v);
 int bin_w_long(bin_writer *w, int64_t v);
 int bin_w_float(bin_writer *w, float v);
 int bin_w_double(bin_writer *w, double v);
 int bin_w_char(bin_writer *w, uint16_t v);
 int bin_w_bool(bin_writer *w, int v);
+/* bin_w_string: s must be UTF-8 */
+int bin_w_string(bin_writer *w, const char *s, size_t len);
 int bin_w_uuid(bin_writer *w, uint64_t msb, uint64_t lsb);
 int bin_w_date(bin_writer *w, int64_t ms);
 int bin_w_timestamp(bin_writer *w, int64_t ms, int32_t nanos);
@@ -273,443 +312,36 @@ int bin_w_prim_array(bin_writer *w, uint8_t code, const void *elems, uint32_t co
 /* bin_w_value copies one already-encoded, validated data object. */
 int bin_w_value(bin_writer *w, const uint8_t *p, size_t len);
 
-/* Containers (bin_w_begin / bin_w_end, inline below): values written
- * between begin and end are the elements (for a map: key, value, key,
- * value, ...).  code: BIN_COLLECTION, BIN_MAP, BIN_OBJ_ARR or the typed
- * arrays 20,21,22,29,31,34,37; arg is the subtype for 24/25, the element
- * type id for 23/29 (-1 = Object). */
+/* Containers: values written between begin and end are the elements (for
+ * a map: key, value, key, value, ...).  code: BIN_COLLECTION, BIN_MAP,
+ * BIN_OBJ_ARR or the typed arrays 20,21,22,29,31,34,37; arg is the subtype
+ * for 24/25, the element type id for 23/29 (-1 = Object). */
+int bin_w_begin(bin_writer *w, uint8_t code, int32_t arg);
+int bin_w_end(bin_writer *w);
 
-/* Complex objects (bin_w_obj_begin ... bin_w_obj_end, inline below).  Name
- * each field value with bin_w_field (field id) or bin_w_field_idx (index in
- * the descriptor, both inline below) before writing it.
- * bin_w_raw switches to raw data; bin_w_raw_int writes an int without code. */
+/* Complex objects.  bin_w_field names the next value by field id,
+ * bin_w_field_idx by its index in the descriptor.  bin_w_raw switches to
+ * raw data; bin_w_raw_int writes an int without its type code. */
+int bin_w_obj_begin(bin_writer *w, const bin_desc *d);
+int bin_w_field(bin_writer *w, int32_t field_id);
+int bin_w_field_idx(bin_writer *w, uint32_t idx);
 int bin_w_raw(bin_writer *w);
 int bin_w_raw_int(bin_writer *w, int32_t v);
+int bin_w_obj_end(bin_writer *w);
 
-/* BinaryTreeMap / BinaryTreeSet (reference §3.5, bin_w_treemap_begin,
- * bin_w_treeset_begin, bin_w_tree_end inline below): a raw-mode object with
- * a null comparator, the size, then the entries written between begin and
+/* BinaryTreeMap / BinaryTreeSet (reference §3.5): a raw-mode object with a
+ * null comparator, the size, then the entries written between begin and
  * end (key, value, ... for the map). */
+int bin_w_treemap_begin(bin_writer *w);
+int bin_w_treeset_begin(bin_writer *w);
+int bin_w_tree_end(bin_writer *w);
 
-/* ---- writer fast paths ------------------------------------------------
- *
- * The calls a typical object write makes (obj_begin, field, int, string,
- * begin/end of 24/25, the tree types) are inline here, so a caller's
- * sequence of them compiles into straight-line stores with no call per
- * value.  Each inline function handles only the common case (no error,
- * room in the buffer, a frame kind that needs no element check) and does
- * nothing else; anything else goes to its bin_w_*_slow twin in writer.c,
- * which is the complete function and makes every check again, so the bytes
- * and errors are the same whichever path ran.  (bin_w_obj_end's fast path
- * covers the declared fields in order with 1-byte offsets and a compact
- * footer.)  Prototypes above list the rest of the writer.
- *
- *   bin_writer_reset: start again (after an error, or for a new top value)
- *   bin_w_string: s must be UTF-8
- */
-enum { BIN_WK_TREEMAP = 200, BIN_WK_TREESET = 201 };   /* frame kinds */
-
-/* w->vmode caches what the state (err, top frame, pending field name) means
- * for the next value, so the fast paths test one byte: */
-enum {
-    BIN_WM_TOP,        /* depth 0: nothing to account */
-    BIN_WM_COUNT,      /* in 23/24/25 or a tree type: count it */
-    BIN_WM_FIELD,      /* in an object, a named field awaits its value */
-    BIN_WM_RAW,        /* in an object's raw data: nothing to account */
-    BIN_WM_NEEDNAME,   /* in an object, the next value needs a name first */
-    BIN_WM_SLOW        /* error set, or a typed array: the slow path decides */
-};
-
-/* bin_w__sync recomputes vmode and top from the state; every slow path
- * that changes the state calls it. */
-static inline void bin_w__sync(bin_writer *w)
-{
-    if (w->err) {
-        w->vmode = BIN_WM_SLOW;
-        return;
-    }
-    if (!w->depth) {
-        w->top = NULL;
-        w->vmode = BIN_WM_TOP;
-        return;
-    }
-    bin_wframe *f = w->top = &w->fr[w->depth - 1];
-    uint8_t k = f->kind;
-    if (k >= BIN_WK_TREEMAP || (uint8_t)(k - BIN_OBJ_ARR) <= BIN_MAP - BIN_OBJ_ARR)
-        w->vmode = BIN_WM_COUNT;
-    else if (k != BIN_OBJ)
-        w->vmode = BIN_WM_SLOW;
-    else if (f->raw_pos)
-        w->vmode = BIN_WM_RAW;
-    else if (w->nf > f->f0 && w->fields[w->nf - 1].off == UINT32_MAX)
-        w->vmode = BIN_WM_FIELD;
-    else
-        w->vmode = BIN_WM_NEEDNAME;
-}
-
-/* bin_w__pop: the fast end of a frame (no error is set on fast paths). */
-static inline void bin_w__pop(bin_writer *w)
-{
-    bin_wframe *f = w->top;
-    w->vmode = f->pmode;
-    w->depth--;
-    w->top = f - (w->depth != 0);          /* stays &fr[0] at depth 0 */
-}
-
-int bin_w_int_slow(bin_writer *w, int32_t v);
-int bin_w_string_slow(bin_writer *w, const char *s, size_t len);
-int bin_w_begin_slow(bin_writer *w, uint8_t code, int32_t arg);
-int bin_w_end_slow(bin_writer *w);
-int bin_w_obj_begin_slow(bin_writer *w, const bin_desc *d);
-int bin_w_field_slow(bin_writer *w, int32_t field_id);
-int bin_w_field_idx_slow(bin_writer *w, uint32_t idx);
-int bin_w_treemap_begin_slow(bin_writer *w);
-int bin_w_treeset_begin_slow(bin_writer *w);
-int bin_w_tree_end_slow(bin_writer *w);
-int bin_w_obj_end_slow(bin_writer *w);
 /* hash31.c: Java's 31*h+b hash of p[0..n); the 16 bytes before p must be
  * readable (an object's header precedes its data region). */
 int32_t bin_hash31_after(const uint8_t *p, size_t n);
 /* Objects larger than this are folded into the enclosing object's hash sum
  * instead of being hashed again with it (writer.c). */
 #define BIN_W_FOLD_MIN 512
-
-/* bin_w__st8/32/64: the fast paths' stores into the output buffer, made
- * through packed one-member structs that nothing in the writer's state
- * (or an em_buf) contains.  A uint8_t or memcpy store may alias anything,
- * so after each one the compiler reloads every writer field it uses; these
- * it can tell apart from the state (type-based and access-path alias
- * analysis).  The gain is small (the slow-path calls joining each fast path
- * still force reloads: ~2 instructions per M1 object), but nothing is lost.
- * Readers of the bytes use char or memcpy loads, which alias these stores
- * as they must. */
-typedef struct bin_w__b8 { uint8_t v; } __attribute__((packed)) bin_w__b8;
-typedef struct bin_w__b32 { uint32_t v; } __attribute__((packed)) bin_w__b32;
-typedef struct bin_w__b64 { uint64_t v; } __attribute__((packed)) bin_w__b64;
-static inline void bin_w__st8(uint8_t *p, uint8_t v) { ((bin_w__b8 *)(void *)p)->v = v; }
-static inline void bin_w__st32(uint8_t *p, uint32_t v) { ((bin_w__b32 *)(void *)p)->v = v; }
-static inline void bin_w__st64(uint8_t *p, uint64_t v) { ((bin_w__b64 *)(void *)p)->v = v; }
-
-static inline void bin_writer_reset(bin_writer *w, em_buf *out)
-{
-    w->out = out;
-    w->depth = 0;
-    w->err = 0;
-    w->nf = 0;
-    w->top = NULL;
-    w->vmode = BIN_WM_TOP;
-}
-
-/* bin_w__account: a value starts at offset len in mode m (< NEEDNAME):
- * count it, or give the pending field its offset.  Returns the mode the
- * writer is in after the value. */
-static inline __attribute__((always_inline)) uint8_t bin_w__account(bin_writer *w, uint8_t m,
-                                                                    size_t len)
-{
-    if (m == BIN_WM_COUNT) {
-        w->top->count++;
-    } else if (m == BIN_WM_FIELD) {
-        w->fields[w->nf - 1].off = (uint32_t)(len - w->top->start);
-        w->vmode = m = BIN_WM_NEEDNAME;
-    }
-    return m;
-}
-
-/* bin_w__put: the fast half of accounting for one value of code c and
- * reserving its 1 + n bytes; NULL (and nothing changed) when the slow path
- * must decide. */
-static inline __attribute__((always_inline)) uint8_t *bin_w__put(bin_writer *w, uint8_t c,
-                                                                 size_t n)
-{
-    em_buf *o = w->out;
-    uint8_t m = w->vmode;
-    size_t len = o->len;
-    if (__builtin_expect(m >= BIN_WM_NEEDNAME || o->cap - len < 1 + n, 0))
-        return NULL;
-    bin_w__account(w, m, len);
-    uint8_t *p = o->p + len;
-    o->len = len + 1 + n;
-    bin_w__st8(p, c);
-    return p + 1;
-}
-
-static inline int bin_w_int(bin_writer *w, int32_t v)
-{
-    uint8_t *p = bin_w__put(w, BIN_INT, 4);
-    if (__builtin_expect(!p, 0))
-        return bin_w_int_slow(w, v);
-    bin_w__st32(p, (uint32_t)v);
-    return 0;
-}
-
-static inline int bin_w_string(bin_writer *w, const char *s, size_t len)
-{
-    const uint8_t *u = (const uint8_t *)s;
-    if (len >= 4 && len <= 16) {
-        /* two overlapping words: they prove ASCII and copy the string */
-        uint64_t a = len >= 8 ? em_ld64(u) : em_ld32(u);
-        uint64_t b = len >= 8 ? em_ld64(u + len - 8) : em_ld32(u + len - 4);
-        if (!((a | b) & 0x8080808080808080ULL)) {
-            uint8_t *p = bin_w__put(w, BIN_STRING, 4 + len);
-            if (p) {
-                bin_w__st32(p, (uint32_t)len);
-                if (len >= 8) {
-                    bin_w__st64(p + 4, a);
-                    bin_w__st64(p + 4 + len - 8, b);
-                } else {
-                    bin_w__st32(p + 4, (uint32_t)a);
-                    bin_w__st32(p + len, (uint32_t)b);
-                }
-                return 0;
-            }
-        }
-    }
-    return bin_w_string_slow(w, s, len);
-}
-
-static inline int bin_w_begin(bin_writer *w, uint8_t code, int32_t arg)
-{
-    em_buf *o = w->out;
-    uint8_t m = w->vmode;
-    size_t len = o->len;
-    if ((code == BIN_COLLECTION || code == BIN_MAP) && m < BIN_WM_NEEDNAME &&
-        w->depth < BIN_W_MAX_DEPTH && o->cap - len >= 6) {
-        m = bin_w__account(w, m, len);
-        uint8_t *p = o->p + len;
-        o->len = len + 6;
-        bin_w__st8(p, code);
-        bin_w__st8(p + 5, (uint8_t)arg);
-        bin_wframe *f = w->top = &w->fr[w->depth++];
-        f->kind = code;
-        f->start = len + 1;
-        f->count = 0;
-        f->pmode = m;
-        w->vmode = BIN_WM_COUNT;
-        return 0;
-    }
-    return bin_w_begin_slow(w, code, arg);
-}
-
-static inline int bin_w_end(bin_writer *w)
-{
-    if (w->vmode == BIN_WM_COUNT) {
-        bin_wframe *f = w->top;
-        if (f->kind == BIN_COLLECTION || (f->kind == BIN_MAP && !(f->count & 1))) {
-            bin_w__st32(w->out->p + f->start, f->kind == BIN_MAP ? f->count / 2 : f->count);
-            bin_w__pop(w);
-            return 0;
-        }
-    }
-    return bin_w_end_slow(w);
-}
-
-/* bin_w__obj_push: the fast half of starting a complex object of d with
- * `extra` more bytes of room; NULL when the slow path must decide. */
-static inline __attribute__((always_inline)) bin_wframe *bin_w__obj_push(bin_writer *w,
-                                                                        const bin_desc *d,
-                                                                        size_t extra)
-{
-    em_buf *o = w->out;
-    uint8_t m = w->vmode;
-    size_t len = o->len;
-    if (!d || m >= BIN_WM_NEEDNAME || w->depth >= BIN_W_MAX_DEPTH ||
-        o->cap - len < BIN_HDR_LEN + extra)
-        return NULL;
-    m = bin_w__account(w, m, len);
-    bin_w__st8(o->p + len, BIN_OBJ);
-    o->len = len + BIN_HDR_LEN;
-    bin_wframe *f = w->top = &w->fr[w->depth++];
-    f->pmode = m;
-    w->vmode = BIN_WM_NEEDNAME;
-    f->kind = BIN_OBJ;
-    f->start = len;
-    f->count = 0;
-    f->raw_pos = 0;
-    f->desc = d;
-    f->f0 = w->nf;
-    f->in_order = 1;
-    f->hpos = BIN_HDR_LEN;
-    f->hq = 0;
-    return f;
-}
-
-static inline int bin_w_obj_begin(bin_writer *w, const bin_desc *d)
-{
-    if (bin_w__obj_push(w, d, 0))
-        return 0;
-    return bin_w_obj_begin_slow(w, d);
-}
-
-/* bin_w__field: names the next value fid (pos-th in the declared order
- * when it equals fids[pos]); 0 when the slow path must decide. */
-static inline __attribute__((always_inline)) int bin_w__field(bin_writer *w, int32_t fid)
-{
-    if (w->vmode != BIN_WM_NEEDNAME || w->nf == w->capf)
-        return 0;
-    bin_wframe *f = w->top;
-    w->vmode = BIN_WM_FIELD;
-    uint32_t pos = w->nf - f->f0;
-    if (f->in_order && (pos >= f->desc->nfields || f->desc->fids[pos] != fid))
-        f->in_order = 0;
-    w->fields[w->nf].fid = fid;
-    w->fields[w->nf].off = UINT32_MAX;     /* set by the value's start */
-    w->nf++;
-    return 1;
-}
-
-static inline int bin_w_field(bin_writer *w, int32_t field_id)
-{
-    if (bin_w__field(w, field_id))
-        return 0;
-    return bin_w_field_slow(w, field_id);
-}
-
-static inline int bin_w_field_idx(bin_writer *w, uint32_t idx)
-{
-    uint32_t nf = w->nf;
-    if (w->vmode == BIN_WM_NEEDNAME && nf != w->capf) {
-        bin_wframe *f = w->top;
-        const bin_desc *d = f->desc;
-        if (idx < d->nfields) {
-            /* in declared order when idx is the position; otherwise as
-             * bin_w__field decides (equal ids keep the order) */
-            const int32_t fid = d->fids[idx];
-            const uint32_t pos = nf - f->f0;
-            if (pos != idx && f->in_order && (pos >= d->nfields || d->fids[pos] != fid))
-                f->in_order = 0;
-            w->vmode = BIN_WM_FIELD;
-            w->fields[nf] = (bin_wfield){fid, UINT32_MAX};   /* off: set by the value */
-            w->nf = nf + 1;
-            return 0;
-        }
-    }
-    return bin_w_field_idx_slow(w, idx);
-}
-
-/* bin_w__hash_short: Java's 31*h+b hash of n < 16 bytes, 4 at a step;
- * byte loads, as the bytes were just stored in pieces (a wide load over
- * several pending stores cannot be forwarded and stalls). */
-static inline uint32_t bin_w__hash_short(const uint8_t *p, uint32_t n)
-{
-    uint32_t h = 1;
-    for (; n >= 4; n -= 4, p += 4)
-        h = h * 923521u + (uint32_t)(int32_t)(int8_t)p[0] * 29791u +
-            (uint32_t)(int32_t)(int8_t)p[1] * 961u + (uint32_t)(int32_t)(int8_t)p[2] * 31u +
-            (uint32_t)(int32_t)(int8_t)p[3];
-    switch (n) {
-    case 3:
-        return h * 29791u + (uint32_t)(int32_t)(int8_t)p[0] * 961u +
-               (uint32_t)(int32_t)(int8_t)p[1] * 31u + (uint32_t)(int32_t)(int8_t)p[2];
-    case 2:
-        return h * 961u + (uint32_t)(int32_t)(int8_t)p[0] * 31u + (uint32_t)(int32_t)(int8_t)p[1];
-    case 1:
-        return h * 31u + (uint32_t)(int32_t)(int8_t)p[0];
-    default:
-        return h;
-    }
-}
-
-/* bin_w__obj_end: the common end of an object - every declared field in
- * declared order (or none), compact footer, 1-byte offsets, no nested
- * object folded into its hash sum and none to fold into a parent.  The
- * bytes are exactly what bin_w_obj_end_slow writes in that case.  Returns
- * 0 when the general path must run (nothing changed then). */
-static inline __attribute__((always_inline)) int bin_w__obj_end(bin_writer *w)
-{
-    bin_wframe *f = w->top;
-    if (f->kind != BIN_OBJ || f->hpos != BIN_HDR_LEN || w->full_footer)
-        return 0;
-    em_buf *out = w->out;
-    const bin_desc *d = f->desc;
-    const uint32_t f0 = f->f0, nfl = w->nf - f0, raw = f->raw_pos;
-    const size_t start = f->start, len = out->len;
-    const uint32_t end = (uint32_t)(len - start);
-    uint32_t flags = d->flags | BIN_FLAG_COMPACT | (raw ? BIN_FLAG_HAS_RAW : 0);
-    uint32_t total = end, sid = 0, soff = raw;
-    if (nfl) {
-        const bin_wfield *fl = w->fields + f0;
-        if (!f->in_order || nfl != d->nfields || !w->reg || w->min_width > 1 ||
-            fl[nfl - 1].off >= 0x100 || out->cap - len < (size_t)nfl + 4)
-            return 0;
-        total += nfl + (raw ? 4 : 0);
-        if (total > BIN_W_FOLD_MIN && w->depth > 1)
-            return 0;                      /* the general path folds it */
-        uint8_t *q = out->p + len;
-        for (uint32_t i = 0; i < nfl; i++)
-            bin_w__st8(q + i, (uint8_t)fl[i].off);
-        if (raw)
-            bin_w__st32(q + nfl, raw);
-        flags |= BIN_FLAG_HAS_SCHEMA | BIN_FLAG_OFFSET_1;
-        sid = (uint32_t)d->schema_id;
-        soff = end;
-    } else if (total > BIN_W_FOLD_MIN && w->depth > 1) {
-        return 0;
-    }
-    out->len = start + total;
-    w->nf = f0;
-    bin_w__pop(w);
-    uint8_t *o = out->p + start;
-    /* code, version, flags, type id in one store; o[0] is already 103 */
-    bin_w__st64(o, BIN_OBJ | 1u << 8 | flags << 16 | (uint64_t)(uint32_t)d->type_id << 32);
-    bin_w__st32(o + 12, total);
-    bin_w__st32(o + 16, sid);
-    bin_w__st32(o + 20, soff);
-    const uint32_t n = end - BIN_HDR_LEN;
-    bin_w__st32(o + 8, n < 16 ? bin_w__hash_short(o + BIN_HDR_LEN, n)
-                          : (uint32_t)bin_hash31_after(o + BIN_HDR_LEN, n));
-    return 1;
-}
-
-static inline __attribute__((always_inline)) int bin_w_obj_end(bin_writer *w)
-{
-    if (w->vmode != BIN_WM_TOP && w->vmode != BIN_WM_SLOW && bin_w__obj_end(w))
-        return 0;
-    return bin_w_obj_end_slow(w);
-}
-
-/* The tree types: a raw object with the null comparator and the size. */
-static inline __attribute__((always_inline)) int bin_w__tree_begin(bin_writer *w,
-                                                                  const bin_desc *d,
-                                                                  uint8_t kind)
-{
-    bin_wframe *f = bin_w__obj_push(w, d, 5);
-    if (!f)
-        return 0;
-    f->raw_pos = BIN_HDR_LEN;
-    f->kind = kind;
-    w->vmode = BIN_WM_COUNT;
-    bin_w__st8(w->out->p + w->out->len, BIN_NULL);
-    w->out->len += 5;
-    return 1;
-}
-
-static inline __attribute__((always_inline)) int bin_w_treemap_begin(bin_writer *w)
-{
-    if (bin_w__tree_begin(w, w->treemap, BIN_WK_TREEMAP))
-        return 0;
-    return bin_w_treemap_begin_slow(w);
-}
-
-static inline __attribute__((always_inline)) int bin_w_treeset_begin(bin_writer *w)
-{
-    if (bin_w__tree_begin(w, w->treeset, BIN_WK_TREESET))
-        return 0;
-    return bin_w_treeset_begin_slow(w);
-}
-
-static inline __attribute__((always_inline)) int bin_w_tree_end(bin_writer *w)
-{
-    if (w->vmode == BIN_WM_COUNT) {
-        bin_wframe *f = w->top;
-        if (f->kind == BIN_WK_TREESET || (f->kind == BIN_WK_TREEMAP && !(f->count & 1))) {
-            bin_w__st32(w->out->p + f->start + BIN_HDR_LEN + 1,
-                    f->kind == BIN_WK_TREEMAP ? f->count / 2 : f->count);
-            f->kind = BIN_OBJ;
-            return bin_w_obj_end(w);
-        }
-    }
-    return bin_w_tree_end_slow(w);
-}
 
 /* ---- reader (reader.c) -----------------------------------------------
  *

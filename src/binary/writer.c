@@ -8,10 +8,11 @@
  * begin and filled at end, when the field offsets (kept in w->fields, a
  * reused array) give the footer, so no value is ever copied twice.
  *
- * The common calls have inline fast paths in binary.h; the bin_w_*_slow
- * functions here are the complete versions they fall back to.  Every slow
- * path that changes the writer's state ends with bin_w__sync, which keeps
- * w->vmode and w->top (what the fast paths test) in step with it.
+ * The bin_w_* functions here are the complete versions: every check, every
+ * layout.  The cursor interface (wcursor.h) inlines the common cases and
+ * falls back to them.
+ * Every function that changes the writer's state ends with sync(), which
+ * keeps w->vmode and w->top (what the cursor loads) in step with it.
  */
 #include "binary/binary_int.h"
 
@@ -229,13 +230,37 @@ int bin_predefined_init(bin_registry *r)
 
 /* ---- the writer ---- */
 
+/* sync recomputes vmode and top from the state. */
+static void sync(bin_writer *w)
+{
+    bin_wframe *f = w->top = &w->fr[w->depth];
+    if (w->err) {
+        w->vmode = BIN_WM_SLOW;
+        return;
+    }
+    if (!w->depth) {
+        w->vmode = BIN_WM_TOP;
+        return;
+    }
+    uint8_t k = f->kind;
+    if (k >= BIN_WK_TREEMAP || (uint8_t)(k - BIN_OBJ_ARR) <= BIN_MAP - BIN_OBJ_ARR)
+        w->vmode = BIN_WM_COUNT;
+    else if (k != BIN_OBJ)
+        w->vmode = BIN_WM_SLOW;           /* typed arrays check each element */
+    else if (f->raw_pos)
+        w->vmode = BIN_WM_RAW;
+    else
+        w->vmode = w->named ? BIN_WM_FIELD : BIN_WM_NEEDNAME;
+}
+
 void bin_writer_init(bin_writer *w, bin_registry *reg, em_buf *out)
 {
     memset(w, 0, offsetof(bin_writer, fr));
+    memset(&w->fr[0], 0, sizeof w->fr[0]);   /* the depth-0 sentinel */
     w->reg = reg;
     w->out = out;
     w->min_width = 1;
-    bin_w__sync(w);
+    sync(w);
     if (reg) {
         w->treemap = bin_registry_desc(reg, BIN_TYPE_TREEMAP_ID);
         w->treeset = bin_registry_desc(reg, BIN_TYPE_TREESET_ID);
@@ -247,7 +272,7 @@ void bin_writer_free(bin_writer *w)
     em_free(w->fields);
     w->fields = NULL;
     w->capf = w->nf = 0;
-    bin_w__sync(w);
+    sync(w);
 }
 
 static inline int fail(bin_writer *w, int rc)
@@ -280,13 +305,13 @@ static inline __attribute__((always_inline)) int vstart(bin_writer *w, uint8_t c
         return w->err;
     if (w->depth == 0)
         return 0;
-    bin_wframe *f = &w->fr[w->depth - 1];
+    bin_wframe *f = w->top;
     if (f->kind == BIN_OBJ) {
         if (f->raw_pos)
             return 0;                       /* raw data: unnamed values */
-        if (w->nf == f->f0 || w->fields[w->nf - 1].off != UINT32_MAX)
+        if (!w->named)
             return fail(w, EM_BUILDER);     /* a field value needs a name first */
-        w->fields[w->nf - 1].off = (uint32_t)(w->out->len - f->start);
+        w->named = 0;                       /* its offset was taken with the name */
         w->vmode = BIN_WM_NEEDNAME;
         return 0;
     }
@@ -321,7 +346,7 @@ static inline __attribute__((always_inline)) uint8_t *put(bin_writer *w, uint8_t
 
 int bin_w_byte(bin_writer *w, int8_t v)   { PUT_FIXED(BIN_BYTE, 1, p_[0] = (uint8_t)v); }
 int bin_w_short(bin_writer *w, int16_t v) { PUT_FIXED(BIN_SHORT, 2, em_st16(p_, (uint16_t)v)); }
-int bin_w_int_slow(bin_writer *w, int32_t v) { PUT_FIXED(BIN_INT, 4, em_st32(p_, (uint32_t)v)); }
+int bin_w_int(bin_writer *w, int32_t v) { PUT_FIXED(BIN_INT, 4, em_st32(p_, (uint32_t)v)); }
 int bin_w_long(bin_writer *w, int64_t v)  { PUT_FIXED(BIN_LONG, 8, em_st64(p_, (uint64_t)v)); }
 int bin_w_char(bin_writer *w, uint16_t v) { PUT_FIXED(BIN_CHAR, 2, em_st16(p_, v)); }
 int bin_w_bool(bin_writer *w, int v)      { PUT_FIXED(BIN_BOOL, 1, p_[0] = v ? 1 : 0); }
@@ -385,7 +410,7 @@ static inline void small_copy(uint8_t *d, const uint8_t *s, size_t n)
     }
 }
 
-int bin_w_string_slow(bin_writer *w, const char *s, size_t len)
+int bin_w_string(bin_writer *w, const char *s, size_t len)
 {
     const uint8_t *u = (const uint8_t *)s;
     if (len >= 4 && len <= 16) {
@@ -453,9 +478,9 @@ static inline bin_wframe *push(bin_writer *w, uint8_t kind, size_t start)
         fail(w, EM_DEPTH);
         return NULL;
     }
-    bin_w__sync(w);                        /* the parent after this value */
+    sync(w);                               /* the parent after this value */
     uint8_t pmode = w->vmode;
-    bin_wframe *f = &w->fr[w->depth++];
+    bin_wframe *f = &w->fr[++w->depth];
     f->kind = kind;
     f->start = start;
     f->count = 0;
@@ -466,11 +491,11 @@ static inline bin_wframe *push(bin_writer *w, uint8_t kind, size_t start)
     f->hpos = BIN_HDR_LEN;
     f->hq = 0;
     f->pmode = pmode;
-    bin_w__sync(w);
+    sync(w);
     return f;
 }
 
-int bin_w_begin_slow(bin_writer *w, uint8_t code, int32_t arg)
+int bin_w_begin(bin_writer *w, uint8_t code, int32_t arg)
 {
     if (code == BIN_COLLECTION || code == BIN_MAP) {
         /* the common containers: a container frame needs kind, start, count */
@@ -479,15 +504,15 @@ int bin_w_begin_slow(bin_writer *w, uint8_t code, int32_t arg)
         uint8_t *p = put(w, code, 5);
         if (!p)
             return w->err;
-        bin_w__sync(w);
+        sync(w);
         uint8_t pmode = w->vmode;
-        bin_wframe *f = &w->fr[w->depth++];
+        bin_wframe *f = &w->fr[++w->depth];
         f->kind = code;
         f->start = (size_t)(p - w->out->p);
         f->count = 0;
         f->pmode = pmode;
         p[4] = (uint8_t)arg;
-        bin_w__sync(w);
+        sync(w);
         return 0;
     }
     size_t n;
@@ -515,13 +540,13 @@ int bin_w_begin_slow(bin_writer *w, uint8_t code, int32_t arg)
     return push(w, code, cpos) ? 0 : w->err;
 }
 
-int bin_w_end_slow(bin_writer *w)
+int bin_w_end(bin_writer *w)
 {
     if (w->err)
         return w->err;
     if (w->depth == 0)
         return fail(w, EM_BUILDER);
-    bin_wframe *f = &w->fr[w->depth - 1];
+    bin_wframe *f = w->top;
     if (f->kind == BIN_OBJ || f->kind == KIND_TREEMAP || f->kind == KIND_TREESET)
         return fail(w, EM_BUILDER);
     uint32_t c = f->count;
@@ -532,11 +557,11 @@ int bin_w_end_slow(bin_writer *w)
     }
     em_st32(w->out->p + f->start, c);
     w->depth--;
-    bin_w__sync(w);
+    sync(w);
     return 0;
 }
 
-int bin_w_obj_begin_slow(bin_writer *w, const bin_desc *d)
+int bin_w_obj_begin(bin_writer *w, const bin_desc *d)
 {
     if (!d)
         return fail(w, EM_INVAL);
@@ -550,15 +575,14 @@ int bin_w_obj_begin_slow(bin_writer *w, const bin_desc *d)
     return 0;
 }
 
-int bin_w_field_slow(bin_writer *w, int32_t fid)
+int bin_w_field(bin_writer *w, int32_t fid)
 {
     if (w->err)
         return w->err;
     if (w->depth == 0)
         return fail(w, EM_BUILDER);
-    bin_wframe *f = &w->fr[w->depth - 1];
-    if (f->kind != BIN_OBJ || f->raw_pos ||
-        (w->nf > f->f0 && w->fields[w->nf - 1].off == UINT32_MAX))
+    bin_wframe *f = w->top;
+    if (f->kind != BIN_OBJ || f->raw_pos || w->named)
         return fail(w, EM_BUILDER);
     if (w->nf == w->capf) {
         uint32_t nc = w->capf ? w->capf * 2 : 32;
@@ -571,21 +595,23 @@ int bin_w_field_slow(bin_writer *w, int32_t fid)
     uint32_t idx = w->nf - f->f0;
     if (f->in_order && (idx >= f->desc->nfields || f->desc->fids[idx] != fid))
         f->in_order = 0;
-    w->fields[w->nf++] = (bin_wfield){fid, UINT32_MAX};   /* offset set by vstart */
-    bin_w__sync(w);
+    /* the value is the next thing appended: it starts here */
+    w->fields[w->nf++] = (bin_wfield){fid, (uint32_t)(w->out->len - f->start)};
+    w->named = 1;
+    sync(w);
     return 0;
 }
 
-int bin_w_field_idx_slow(bin_writer *w, uint32_t idx)
+int bin_w_field_idx(bin_writer *w, uint32_t idx)
 {
     if (w->err)
         return w->err;
-    if (w->depth == 0 || w->fr[w->depth - 1].kind != BIN_OBJ)
+    if (w->depth == 0 || w->top->kind != BIN_OBJ)
         return fail(w, EM_BUILDER);
-    const bin_desc *d = w->fr[w->depth - 1].desc;
+    const bin_desc *d = w->top->desc;
     if (idx >= d->nfields)
         return fail(w, EM_NOFIELD);
-    return bin_w_field_slow(w, d->fids[idx]);
+    return bin_w_field(w, d->fids[idx]);
 }
 
 int bin_w_raw(bin_writer *w)
@@ -594,12 +620,12 @@ int bin_w_raw(bin_writer *w)
         return w->err;
     if (w->depth == 0)
         return fail(w, EM_BUILDER);
-    bin_wframe *f = &w->fr[w->depth - 1];
-    if (f->kind != BIN_OBJ || (w->nf > f->f0 && w->fields[w->nf - 1].off == UINT32_MAX))
+    bin_wframe *f = w->top;
+    if (f->kind != BIN_OBJ || w->named)
         return fail(w, EM_BUILDER);
     if (!f->raw_pos)
         f->raw_pos = (uint32_t)(w->out->len - f->start);
-    bin_w__sync(w);
+    sync(w);
     return 0;
 }
 
@@ -607,7 +633,7 @@ int bin_w_raw_int(bin_writer *w, int32_t v)
 {
     if (w->err)
         return w->err;
-    if (w->depth == 0 || !w->fr[w->depth - 1].raw_pos)
+    if (w->depth == 0 || !w->top->raw_pos)
         return fail(w, EM_BUILDER);
     return em_buf_put_le32(w->out, (uint32_t)v) ? fail(w, EM_NOMEM) : 0;
 }
@@ -664,9 +690,9 @@ static uint8_t *write_footer(uint8_t *q, const bin_wfield *fl, uint32_t nfl, int
     return q;
 }
 
-/* the general end of an object (bin_w_obj_end in binary.h is the fast
- * path for the common case) */
-int bin_w_obj_end_slow(bin_writer *w)
+/* the general end of an object (bin_wc_obj_end in wcursor.h inlines the
+ * common case) */
+int bin_w_obj_end(bin_writer *w)
 {
     if (w->err)
         return w->err;
@@ -674,7 +700,7 @@ int bin_w_obj_end_slow(bin_writer *w)
         return fail(w, EM_BUILDER);
     /* Everything is read into locals first: the byte stores below alias
      * all memory, and would otherwise force the compiler to reload it. */
-    bin_wframe *f = &w->fr[w->depth - 1];
+    bin_wframe *f = w->top;
     const uint32_t f0 = f->f0, nfl = w->nf - f0;
     const uint32_t raw_pos = f->raw_pos, hpos0 = f->hpos, hq0 = f->hq;
     const int in_order = f->in_order;
@@ -684,7 +710,7 @@ int bin_w_obj_end_slow(bin_writer *w)
     if (f->kind != BIN_OBJ)
         return fail(w, EM_BUILDER);
     const bin_wfield *fl = w->fields + f0;
-    if (nfl && fl[nfl - 1].off == UINT32_MAX)
+    if (w->named)
         return fail(w, EM_BUILDER);         /* a named field without a value */
     const uint32_t end = (uint32_t)(out->len - start);
     uint16_t flags = d->flags;
@@ -753,13 +779,15 @@ int bin_w_obj_end_slow(bin_writer *w)
     em_st32(o + 12, total);
     em_st32(o + 16, (uint32_t)sid);
     em_st32(o + 20, soff);
-    /* Fold a large object's bytes into the nearest enclosing object's sum,
-     * so its region is not hashed twice (Java's hash covers nested bytes);
-     * rehashing a small one is cheaper than folding it (FOLD_MIN). */
-    for (unsigned k = total > FOLD_MIN ? depth : 0; k-- > 0;) {
-        bin_wframe *e = &w->fr[k];
-        if (e->kind != BIN_OBJ && e->kind != KIND_TREEMAP && e->kind != KIND_TREESET)
-            continue;
+    /* Fold a large object's bytes into its parent's sum, so its region is
+     * not hashed twice (Java's hash covers nested bytes); rehashing a small
+     * one is cheaper than folding it (FOLD_MIN).  Only into the parent
+     * itself: a container between the two still has its count to patch,
+     * and the bytes folded now would miss it.  A tree type's size is zero
+     * while folded and added by bin_w_tree_end. */
+    bin_wframe *e = &w->fr[depth];
+    if (total > FOLD_MIN && depth > 0 &&
+        (e->kind == BIN_OBJ || e->kind == KIND_TREEMAP || e->kind == KIND_TREESET)) {
         const uint8_t *eo = out->p + e->start;
         uint32_t xs = (uint32_t)(start - e->start), ehpos = e->hpos;
         uint32_t qx = bin_q31_after(o, BIN_HDR_LEN) * bin_pow31(total - BIN_HDR_LEN)
@@ -767,9 +795,8 @@ int bin_w_obj_end_slow(bin_writer *w)
         uint32_t eq = e->hq * bin_pow31(xs - ehpos) + bin_q31_after(eo + ehpos, xs - ehpos);
         e->hq = eq * bin_pow31(total) + qx;
         e->hpos = xs + total;
-        break;
     }
-    bin_w__sync(w);
+    sync(w);
     return 0;
 }
 
@@ -780,31 +807,33 @@ static int tree_begin(bin_writer *w, int32_t tid, uint8_t kind)
     const bin_desc *d = tid == BIN_TYPE_TREEMAP_ID ? w->treemap : w->treeset;
     if (!d)
         return fail(w, EM_INVAL);
-    int rc = bin_w_obj_begin_slow(w, d);
+    int rc = bin_w_obj_begin(w, d);
     if (rc)
         return rc;
-    bin_wframe *f = &w->fr[w->depth - 1];
+    bin_wframe *f = w->top;
     f->raw_pos = BIN_HDR_LEN;
     /* null comparator, then the size (patched at the end) */
     if (em_buf_reserve(w->out, 5))
         return fail(w, EM_NOMEM);
+    /* the size stays zero until the end: hashes folded meanwhile see 0 */
     w->out->p[w->out->len] = BIN_NULL;
+    em_st32(w->out->p + w->out->len + 1, 0);
     w->out->len += 5;
     f->kind = kind;
-    bin_w__sync(w);
+    sync(w);
     return 0;
 }
 
-int bin_w_treemap_begin_slow(bin_writer *w) { return tree_begin(w, BIN_TYPE_TREEMAP_ID, KIND_TREEMAP); }
-int bin_w_treeset_begin_slow(bin_writer *w) { return tree_begin(w, BIN_TYPE_TREESET_ID, KIND_TREESET); }
+int bin_w_treemap_begin(bin_writer *w) { return tree_begin(w, BIN_TYPE_TREEMAP_ID, KIND_TREEMAP); }
+int bin_w_treeset_begin(bin_writer *w) { return tree_begin(w, BIN_TYPE_TREESET_ID, KIND_TREESET); }
 
-int bin_w_tree_end_slow(bin_writer *w)
+int bin_w_tree_end(bin_writer *w)
 {
     if (w->err)
         return w->err;
     if (w->depth == 0)
         return fail(w, EM_BUILDER);
-    bin_wframe *f = &w->fr[w->depth - 1];
+    bin_wframe *f = w->top;
     if (f->kind != KIND_TREEMAP && f->kind != KIND_TREESET)
         return fail(w, EM_BUILDER);
     uint32_t c = f->count;
@@ -814,6 +843,9 @@ int bin_w_tree_end_slow(bin_writer *w)
         c /= 2;
     }
     em_st32(w->out->p + f->start + BIN_HDR_LEN + 1, c);
+    if (f->hpos > BIN_HDR_LEN)             /* folded into hq while it was 0 */
+        f->hq += bin_q31_tcount(c, f->hpos);
     f->kind = BIN_OBJ;
     return bin_w_obj_end(w);
 }
+

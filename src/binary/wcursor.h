@@ -1,0 +1,401 @@
+/* wcursor.h - bin_wc, the binary writer's hot-loop interface.
+ *
+ * The bin_w_* calls (binary.h) keep all state in the bin_writer, so each
+ * value loads the buffer length and the container count that the previous
+ * value just stored: a chain through memory that costs a store-forwarding
+ * round trip per value, and that the compiler cannot shorten because the
+ * byte stores into the output may alias anything.  A bin_wc cursor is a
+ * small struct the caller keeps as a local: the write position, the limit,
+ * the innermost frame, its count and the mode.  Its address is never
+ * passed to a function that is not inlined, so the compiler keeps it in
+ * registers and a run of bin_wc_* calls compiles into straight-line stores.
+ *
+ *   bin_wc c;
+ *   bin_wc_reset(&c, w, out);            (or bin_wc_load(&c, w) to go on)
+ *   bin_wc_obj_begin(&c, desc);
+ *   bin_wc_field_idx(&c, 0); bin_wc_int(&c, 42);
+ *   bin_wc_obj_end(&c);
+ *   rc = bin_wc_store(&c);               (the first error, or 0)
+ *
+ * Between bin_wc_store and bin_wc_load any bin_w_* call may be made.  Each
+ * inline fast path handles only the common case (no error, room in the
+ * buffer, a frame that needs no element check); otherwise it stores the
+ * cursor, runs the complete bin_w_* function and loads the cursor again,
+ * so the bytes and errors are the same whichever path ran.  Every call
+ * returns 0 or the sticky error.
+ */
+#ifndef EM_BINARY_WCURSOR_H
+#define EM_BINARY_WCURSOR_H
+
+#include "binary/binary_int.h"
+
+typedef struct bin_wc {
+    bin_writer *w;
+    uint8_t *p;           /* next byte: out->p + out->len */
+    uint8_t *lim;         /* out->p + out->cap */
+    uint8_t *base;        /* out->p */
+    bin_wframe *f;        /* innermost frame (w->top) */
+    uint32_t cnt;         /* mode COUNT: values in f so far (f->count is stale) */
+    uint32_t mode;        /* BIN_WM_* */
+} bin_wc;
+
+/* bin_wc_load takes the writer's state into c. */
+static inline void bin_wc_load(bin_wc *c, bin_writer *w)
+{
+    em_buf *o = w->out;
+    c->w = w;
+    c->base = o->p;
+    c->p = o->p + o->len;
+    c->lim = o->p + o->cap;
+    c->f = w->top;
+    c->cnt = w->top->count;
+    c->mode = w->vmode;
+}
+
+/* bin_wc_store gives the state back to the writer; returns its error. */
+static inline int bin_wc_store(const bin_wc *c)
+{
+    bin_writer *w = c->w;
+    w->out->len = (size_t)(c->p - c->base);
+    c->f->count = c->cnt;              /* unused by frames that do not count */
+    w->top = c->f;
+    w->depth = (unsigned)(c->f - w->fr);
+    w->vmode = (uint8_t)c->mode;
+    w->named = c->mode == BIN_WM_FIELD;
+    return w->err;
+}
+
+static inline void bin_wc_reset(bin_wc *c, bin_writer *w, em_buf *out)
+{
+    bin_writer_reset(w, out);
+    bin_wc_load(c, w);
+}
+
+/* BIN_WC__SLOW: the complete path - store the cursor, make the bin_w_*
+ * call, load the cursor again.  Inline at each call site, off the fast
+ * path: the cursor's fields go to and from the writer one by one, so the
+ * cursor itself never lives in memory. */
+#define BIN_WC__SLOW(c, call) (bin_wc_store(c), (void)(call), bin_wc_load((c), (c)->w), (c)->w->err)
+#define BIN_WC__LIKELY(x) __builtin_expect(!!(x), 1)
+
+/* bin_wc__account: one value starts (mode below NEEDNAME). */
+static inline __attribute__((always_inline)) void bin_wc__account(bin_wc *c)
+{
+    if (c->mode == BIN_WM_COUNT)
+        c->cnt++;
+    else if (c->mode == BIN_WM_FIELD)
+        c->mode = BIN_WM_NEEDNAME;
+}
+
+/* bin_wc__room: at least n bytes of capacity left. */
+static inline __attribute__((always_inline)) int bin_wc__room(const bin_wc *c, size_t n)
+{
+    return (size_t)(c->lim - c->p) >= n;
+}
+
+static inline int bin_wc_int(bin_wc *c, int32_t v)
+{
+    if (BIN_WC__LIKELY(c->mode < BIN_WM_NEEDNAME && bin_wc__room(c, 5))) {
+        bin_wc__account(c);
+        c->p[0] = BIN_INT;
+        em_st32(c->p + 1, (uint32_t)v);
+        c->p += 5;
+        return 0;
+    }
+    return BIN_WC__SLOW(c, bin_w_int(c->w, v));
+}
+
+/* Strings of 4..16 ASCII bytes: two overlapping words prove ASCII and copy
+ * them; anything else takes the complete path (UTF-8 check, memcpy). */
+static inline int bin_wc_string(bin_wc *c, const char *s, size_t len)
+{
+    const uint8_t *u = (const uint8_t *)s;
+    if (BIN_WC__LIKELY(len >= 4 && len <= 16 && c->mode < BIN_WM_NEEDNAME && bin_wc__room(c, 5 + len))) {
+        uint64_t a = len >= 8 ? em_ld64(u) : em_ld32(u);
+        uint64_t b = len >= 8 ? em_ld64(u + len - 8) : em_ld32(u + len - 4);
+        if (BIN_WC__LIKELY(!((a | b) & 0x8080808080808080ULL))) {
+            bin_wc__account(c);
+            uint8_t *p = c->p;
+            p[0] = BIN_STRING;
+            em_st32(p + 1, (uint32_t)len);
+            if (len >= 8) {
+                em_st64(p + 5, a);
+                em_st64(p + 5 + len - 8, b);
+            } else {
+                em_st32(p + 5, (uint32_t)a);
+                em_st32(p + 1 + len, (uint32_t)b);
+            }
+            c->p = p + 5 + len;
+            return 0;
+        }
+    }
+    return BIN_WC__SLOW(c, bin_w_string(c->w, s, len));
+}
+
+/* bin_wc__push: a new frame for the value starting at c->p (already
+ * accounted to its parent); the parent's count is saved in the parent. */
+static inline __attribute__((always_inline)) bin_wframe *bin_wc__push(bin_wc *c, uint8_t kind,
+                                                                     size_t start)
+{
+    bin_wframe *f = c->f;
+    f->count = c->cnt;
+    f++;
+    f->kind = kind;
+    f->start = start;
+    f->pmode = (uint8_t)c->mode;
+    c->f = f;
+    return f;
+}
+
+/* bin_wc__pop: back to the parent frame, its mode and count. */
+static inline __attribute__((always_inline)) void bin_wc__pop(bin_wc *c)
+{
+    bin_wframe *f = c->f;
+    c->mode = f->pmode;
+    c->f = --f;
+    c->cnt = f->count;
+}
+
+static inline __attribute__((always_inline)) int bin_wc__can_push(const bin_wc *c)
+{
+    return c->f < &c->w->fr[BIN_W_MAX_DEPTH];
+}
+
+static inline int bin_wc_begin(bin_wc *c, uint8_t code, int32_t arg)
+{
+    if (BIN_WC__LIKELY((code == BIN_COLLECTION || code == BIN_MAP) && c->mode < BIN_WM_NEEDNAME &&
+                       bin_wc__room(c, 6) && bin_wc__can_push(c))) {
+        bin_wc__account(c);
+        uint8_t *p = c->p;
+        p[0] = code;
+        p[5] = (uint8_t)arg;
+        bin_wc__push(c, code, (size_t)(p + 1 - c->base));
+        c->p = p + 6;
+        c->mode = BIN_WM_COUNT;
+        c->cnt = 0;
+        return 0;
+    }
+    return BIN_WC__SLOW(c, bin_w_begin(c->w, code, arg));
+}
+
+static inline int bin_wc_end(bin_wc *c)
+{
+    if (BIN_WC__LIKELY(c->mode == BIN_WM_COUNT)) {
+        bin_wframe *f = c->f;
+        uint8_t k = f->kind;
+        if (BIN_WC__LIKELY(k == BIN_COLLECTION || (k == BIN_MAP && !(c->cnt & 1)))) {
+            em_st32(c->base + f->start, k == BIN_MAP ? c->cnt / 2 : c->cnt);
+            bin_wc__pop(c);
+            return 0;
+        }
+    }
+    return BIN_WC__SLOW(c, bin_w_end(c->w));
+}
+
+/* bin_wc__obj_push: the fast start of a complex object of d with `extra`
+ * more bytes of room; NULL (nothing changed) when the complete path must
+ * decide. */
+static inline __attribute__((always_inline)) bin_wframe *bin_wc__obj_push(bin_wc *c,
+                                                                         const bin_desc *d,
+                                                                         size_t extra)
+{
+    if (__builtin_expect(!d || c->mode >= BIN_WM_NEEDNAME ||
+                         !bin_wc__room(c, BIN_HDR_LEN + extra) || !bin_wc__can_push(c), 0))
+        return NULL;
+    bin_wc__account(c);
+    uint8_t *p = c->p;
+    p[0] = BIN_OBJ;
+    bin_wframe *f = bin_wc__push(c, BIN_OBJ, (size_t)(p - c->base));
+    f->desc = d;
+    f->f0 = c->w->nf;
+    f->count = 0;
+    f->raw_pos = 0;
+    f->hpos = BIN_HDR_LEN;
+    f->hq = 0;
+    f->in_order = 1;
+    c->p = p + BIN_HDR_LEN;
+    c->mode = BIN_WM_NEEDNAME;
+    return f;
+}
+
+static inline int bin_wc_obj_begin(bin_wc *c, const bin_desc *d)
+{
+    if (BIN_WC__LIKELY(bin_wc__obj_push(c, d, 0) != NULL))
+        return 0;
+    return BIN_WC__SLOW(c, bin_w_obj_begin(c->w, d));
+}
+
+/* bin_wc__name: records field fid, the pos-th named in this object, whose
+ * value starts at c->p. */
+static inline __attribute__((always_inline)) void bin_wc__name(bin_wc *c, bin_wframe *f,
+                                                              uint32_t nf, int32_t fid)
+{
+    bin_writer *w = c->w;
+    w->fields[nf] = (bin_wfield){fid, (uint32_t)((size_t)(c->p - c->base) - f->start)};
+    w->nf = nf + 1;
+    c->mode = BIN_WM_FIELD;
+}
+
+static inline int bin_wc_field(bin_wc *c, int32_t fid)
+{
+    bin_writer *w = c->w;
+    uint32_t nf = w->nf;
+    if (BIN_WC__LIKELY(c->mode == BIN_WM_NEEDNAME && nf != w->capf)) {
+        bin_wframe *f = c->f;
+        const bin_desc *d = f->desc;
+        const uint32_t pos = nf - f->f0;
+        if (f->in_order && (pos >= d->nfields || d->fids[pos] != fid))
+            f->in_order = 0;
+        bin_wc__name(c, f, nf, fid);
+        return 0;
+    }
+    return BIN_WC__SLOW(c, bin_w_field(c->w, fid));
+}
+
+/* by index in the descriptor: in declared order when idx is the position
+ * (the in-order test then passes by itself) */
+static inline int bin_wc_field_idx(bin_wc *c, uint32_t idx)
+{
+    if (BIN_WC__LIKELY(c->mode == BIN_WM_NEEDNAME && idx < c->f->desc->nfields))
+        return bin_wc_field(c, c->f->desc->fids[idx]);
+    return BIN_WC__SLOW(c, bin_w_field_idx(c->w, idx));
+}
+
+/* bin_wc__hash_short: Java's 31*h+b hash of n < 16 bytes, 4 at a step;
+ * byte loads, as the bytes were just stored in pieces (a wide load over
+ * several pending stores cannot be forwarded and stalls). */
+static inline uint32_t bin_wc__hash_short(const uint8_t *p, uint32_t n)
+{
+    uint32_t h = 1;
+    for (; n >= 4; n -= 4, p += 4)
+        h = h * 923521u + (uint32_t)(int32_t)(int8_t)p[0] * 29791u +
+            (uint32_t)(int32_t)(int8_t)p[1] * 961u + (uint32_t)(int32_t)(int8_t)p[2] * 31u +
+            (uint32_t)(int32_t)(int8_t)p[3];
+    switch (n) {
+    case 3:
+        return h * 29791u + (uint32_t)(int32_t)(int8_t)p[0] * 961u +
+               (uint32_t)(int32_t)(int8_t)p[1] * 31u + (uint32_t)(int32_t)(int8_t)p[2];
+    case 2:
+        return h * 961u + (uint32_t)(int32_t)(int8_t)p[0] * 31u + (uint32_t)(int32_t)(int8_t)p[1];
+    case 1:
+        return h * 31u + (uint32_t)(int32_t)(int8_t)p[0];
+    default:
+        return h;
+    }
+}
+
+/* bin_wc__obj_close: the common end of an object - every declared field in
+ * declared order (or none), compact footer, 1-byte offsets, no nested
+ * object folded into its hash sum and none to fold into a parent.  The
+ * bytes are exactly what bin_w_obj_end writes in that case.  tree: the
+ * frame is a tree type whose size is `count`; its region is hashed with
+ * the size still zero and the size's share added (bin_q31_tcount), so the
+ * hash does not read back the 4 bytes just stored.  Returns 0 (nothing
+ * changed) when the complete path must run. */
+static inline __attribute__((always_inline)) int bin_wc__obj_close(bin_wc *c, int tree,
+                                                                  uint32_t count)
+{
+    bin_writer *w = c->w;
+    bin_wframe *f = c->f;
+    if (__builtin_expect(f->hpos != BIN_HDR_LEN || w->full_footer, 0))
+        return 0;
+    const bin_desc *d = f->desc;
+    const uint32_t f0 = f->f0, nfl = w->nf - f0, raw = f->raw_pos;
+    const size_t start = f->start;
+    const uint32_t end = (uint32_t)((size_t)(c->p - c->base) - start);
+    const int nested = f - w->fr > 1;
+    uint32_t flags = d->flags | BIN_FLAG_COMPACT | (raw ? BIN_FLAG_HAS_RAW : 0);
+    uint32_t total = end, sid = 0, soff = raw;
+    if (nfl) {
+        const bin_wfield *fl = w->fields + f0;
+        if (__builtin_expect(!f->in_order || nfl != d->nfields || !w->reg || w->min_width > 1 ||
+                             fl[nfl - 1].off >= 0x100 || !bin_wc__room(c, (size_t)nfl + 4), 0))
+            return 0;
+        total += nfl + (raw ? 4 : 0);
+        uint8_t *q = c->p;
+        for (uint32_t i = 0; i < nfl; i++)
+            q[i] = (uint8_t)fl[i].off;
+        if (raw)
+            em_st32(q + nfl, raw);
+        flags |= BIN_FLAG_HAS_SCHEMA | BIN_FLAG_OFFSET_1;
+        sid = (uint32_t)d->schema_id;
+        soff = end;
+    }
+    if (__builtin_expect(total > BIN_W_FOLD_MIN && nested, 0))
+        return 0;                          /* the complete path folds it */
+    uint8_t *o = c->base + start;
+    const uint32_t n = end - BIN_HDR_LEN;
+    uint32_t hash = n < 16 ? bin_wc__hash_short(o + BIN_HDR_LEN, n)
+                           : (uint32_t)bin_hash31_after(o + BIN_HDR_LEN, n);
+    if (tree) {
+        hash += bin_q31_tcount(count, end);
+        em_st32(o + BIN_HDR_LEN + 1, count);
+    }
+    c->p = o + total;
+    w->nf = f0;
+    bin_wc__pop(c);
+    /* code, version, flags, type id in one store */
+    em_st64(o, BIN_OBJ | 1u << 8 | flags << 16 | (uint64_t)(uint32_t)d->type_id << 32);
+    em_st32(o + 12, total);
+    em_st32(o + 16, sid);
+    em_st32(o + 20, soff);
+    em_st32(o + 8, hash);
+    return 1;
+}
+
+static inline __attribute__((always_inline)) int bin_wc_obj_end(bin_wc *c)
+{
+    const uint32_t m = c->mode;
+    if (BIN_WC__LIKELY((m == BIN_WM_NEEDNAME || m == BIN_WM_RAW) && c->f->kind == BIN_OBJ &&
+                       bin_wc__obj_close(c, 0, 0)))
+        return 0;
+    return BIN_WC__SLOW(c, bin_w_obj_end(c->w));
+}
+
+/* The tree types: a raw object with the null comparator and the size. */
+static inline __attribute__((always_inline)) int bin_wc__tree_begin(bin_wc *c, const bin_desc *d,
+                                                                   uint8_t kind)
+{
+    bin_wframe *f = bin_wc__obj_push(c, d, 5);
+    if (__builtin_expect(!f, 0))
+        return 0;
+    f->raw_pos = BIN_HDR_LEN;
+    f->kind = kind;
+    c->p[0] = BIN_NULL;
+    em_st32(c->p + 1, 0);                 /* the size: stored at the end */
+    c->p += 5;
+    c->mode = BIN_WM_COUNT;
+    c->cnt = 0;
+    return 1;
+}
+
+static inline int bin_wc_treemap_begin(bin_wc *c)
+{
+    if (BIN_WC__LIKELY(bin_wc__tree_begin(c, c->w->treemap, BIN_WK_TREEMAP)))
+        return 0;
+    return BIN_WC__SLOW(c, bin_w_treemap_begin(c->w));
+}
+
+static inline int bin_wc_treeset_begin(bin_wc *c)
+{
+    if (BIN_WC__LIKELY(bin_wc__tree_begin(c, c->w->treeset, BIN_WK_TREESET)))
+        return 0;
+    return BIN_WC__SLOW(c, bin_w_treeset_begin(c->w));
+}
+
+static inline __attribute__((always_inline)) int bin_wc_tree_end(bin_wc *c)
+{
+    if (BIN_WC__LIKELY(c->mode == BIN_WM_COUNT)) {
+        bin_wframe *f = c->f;
+        uint8_t k = f->kind;
+        if (BIN_WC__LIKELY(k == BIN_WK_TREESET || (k == BIN_WK_TREEMAP && !(c->cnt & 1)))) {
+            f->kind = BIN_OBJ;
+            if (BIN_WC__LIKELY(bin_wc__obj_close(c, 1, k == BIN_WK_TREEMAP ? c->cnt / 2 : c->cnt)))
+                return 0;
+            f->kind = k;                   /* the complete path ends it */
+        }
+    }
+    return BIN_WC__SLOW(c, bin_w_tree_end(c->w));
+}
+
+#endif
