@@ -48,42 +48,63 @@ void m1_builder_free(m1_builder *b)
     bin_registry_free(b->reg);
 }
 
-/* m1_write uses the writer's cursor interface (binary/wcursor.h), the one
- * hot loops use; the bin_w_* calls build the same bytes (tested). */
-int m1_write(m1_builder *b, int row, em_buf *out)
+/* The M1 values, written with the writer's cursor interface
+ * (binary/wcursor.h), the one hot loops use; the bin_w_* calls build the
+ * same bytes (tests/unit/test_binary_cursor.c).  One function per value, as
+ * a caller writing a type would have: each gets its own registers. */
+static __attribute__((noinline)) int m1_w_container(bin_writer *w, const bin_desc *d, uint8_t code, em_buf *out)
 {
     bin_wc c;
-    bin_wc_reset(&c, &b->w, out);
-    bin_wc_obj_begin(&c, b->desc[row]);
+    bin_wc_reset(&c, w, out);
+    bin_wc_obj_begin(&c, d);
     bin_wc_field_idx(&c, 0);
-    switch (row) {
-    case M1_HASHMAP:
-        bin_wc_begin(&c, BIN_MAP, 1);
-        bin_wc_end(&c);
-        break;
-    case M1_ARRAYLIST:
-        bin_wc_begin(&c, BIN_COLLECTION, 1);
-        bin_wc_end(&c);
-        break;
-    case M1_TREEMAP:
-        bin_wc_treemap_begin(&c);
-        bin_wc_tree_end(&c);
-        break;
-    case M1_TREESET:
-        bin_wc_treeset_begin(&c);
-        bin_wc_tree_end(&c);
-        break;
-    default:
-        bin_wc_treemap_begin(&c);
-        for (int i = 0; i < 12; i++) {
-            bin_wc_int(&c, i);
-            bin_wc_string(&c, VALS[i], i < 10 ? 6 : 7);
-        }
-        bin_wc_tree_end(&c);
-        break;
-    }
+    bin_wc_begin(&c, code, 1);
+    bin_wc_end(&c);
     bin_wc_obj_end(&c);
     return bin_wc_store(&c);
+}
+
+static __attribute__((noinline)) int m1_w_tree(bin_writer *w, const bin_desc *d, int set, em_buf *out)
+{
+    bin_wc c;
+    bin_wc_reset(&c, w, out);
+    bin_wc_obj_begin(&c, d);
+    bin_wc_field_idx(&c, 0);
+    if (set)
+        bin_wc_treeset_begin(&c);
+    else
+        bin_wc_treemap_begin(&c);
+    bin_wc_tree_end(&c);
+    bin_wc_obj_end(&c);
+    return bin_wc_store(&c);
+}
+
+static __attribute__((noinline)) int m1_w_tree12(bin_writer *w, const bin_desc *d, em_buf *out)
+{
+    bin_wc c;
+    bin_wc_reset(&c, w, out);
+    bin_wc_obj_begin(&c, d);
+    bin_wc_field_idx(&c, 0);
+    bin_wc_treemap_begin(&c);
+    for (int i = 0; i < 12; i++) {
+        bin_wc_int(&c, i);
+        bin_wc_string(&c, VALS[i], i < 10 ? 6 : 7);
+    }
+    bin_wc_tree_end(&c);
+    bin_wc_obj_end(&c);
+    return bin_wc_store(&c);
+}
+
+int m1_write(m1_builder *b, int row, em_buf *out)
+{
+    const bin_desc *d = b->desc[row];
+    switch (row) {
+    case M1_HASHMAP:   return m1_w_container(&b->w, d, BIN_MAP, out);
+    case M1_ARRAYLIST: return m1_w_container(&b->w, d, BIN_COLLECTION, out);
+    case M1_TREEMAP:   return m1_w_tree(&b->w, d, 0, out);
+    case M1_TREESET:   return m1_w_tree(&b->w, d, 1, out);
+    default:           return m1_w_tree12(&b->w, d, out);
+    }
 }
 
 int m1_build_value(int row, em_buf *out)

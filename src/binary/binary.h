@@ -202,6 +202,12 @@ typedef struct bin_desc {
     const int32_t *codes;      /* declared type codes */
     const char *const *names;  /* field names */
     int32_t schema_id;         /* schema of all fields in declared order */
+    /* The first 8 header bytes (code, version, flags, type id) of the
+     * common layouts: all fields, compact footer, 1-byte offsets; no
+     * fields; raw data only (the tree types).  Built with the descriptor
+     * so the writer's fast path only stores them. */
+    uint64_t hdr_fields, hdr_empty, hdr_raw;
+    uint32_t q_hdr_raw;        /* polynomial hash part of hdr_raw's 8 bytes */
     const char *name;
     struct bin_desc *older;    /* private */
 } bin_desc;

@@ -97,21 +97,26 @@ static inline uint32_t bin_q31_after(const uint8_t *p, size_t n)
 {
     return (uint32_t)bin_hash31_after(p, n) - bin_pow31(n);
 }
-/* bin_q31_hdr: the polynomial part of the hash of the 24 bytes w0, w1, w2
- * (little-endian), computed from registers: an object's header folded into
- * its parent's sum without reading back bytes just stored. */
-uint32_t bin_q31_hdr(uint64_t w0, uint64_t w1, uint64_t w2);
+/* bin_q31_u32: the polynomial part of the hash of x's 4 little-endian
+ * bytes (Java bytes, signed), from a register: the products are independent,
+ * so this is a multiply and three adds deep. */
+static inline uint32_t bin_q31_u32(uint32_t x)
+{
+    return (uint32_t)(int32_t)(int8_t)x * 29791u + (uint32_t)(int32_t)(int8_t)(x >> 8) * 961u +
+           (uint32_t)(int32_t)(int8_t)(x >> 16) * 31u + (uint32_t)(int32_t)(int8_t)(x >> 24);
+}
+/* bin_q31_u64: the same for 8 bytes. */
+static inline uint32_t bin_q31_u64(uint64_t x)
+{
+    return bin_q31_u32((uint32_t)x) * 923521u + bin_q31_u32((uint32_t)(x >> 32));
+}
 /* bin_q31_tcount: what a tree type's size (stored little-endian at region
  * offset 1..4, zero while the entries were hashed) adds to the polynomial
  * sum of a region whose last byte is at offset hend - 1 from the object
- * start: byte j of it sits at 25 + j and weighs 31^(hend - 26 - j). */
+ * start: its bytes sit at 25..28 and weigh 31^(hend - 26 - j). */
 static inline uint32_t bin_q31_tcount(uint32_t count, uint32_t hend)
 {
-    uint32_t q4 = (uint32_t)(int32_t)(int8_t)count * 29791u +
-                  (uint32_t)(int32_t)(int8_t)(count >> 8) * 961u +
-                  (uint32_t)(int32_t)(int8_t)(count >> 16) * 31u +
-                  (uint32_t)(int32_t)(int8_t)(count >> 24);
-    return q4 * bin_pow31(hend - 29);
+    return bin_q31_u32(count) * bin_pow31(hend - 29);
 }
 
 /* bin_hash_region: Java's identity hash of a complex object (reference §3.3):

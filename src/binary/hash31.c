@@ -179,19 +179,6 @@ int32_t bin_hash31_after(const uint8_t *p, size_t n)
     return (int32_t)(pw31[n] + dot_avx2_after(p, n));
 }
 
-uint32_t bin_q31_hdr(uint64_t w0, uint64_t w1, uint64_t w2)
-{
-    /* bytes 0..15 take 31^23..31^8; w2 rides in the high half of a block
-     * whose low half is zero, so its bytes take 31^7..31^0 */
-    __m128i x = sse2_dot(_mm_set_epi64x((long long)w1, (long long)w0), wl + (HMAX - 24),
-                         wh + (HMAX - 24));
-    x = _mm_add_epi32(x, sse2_dot(_mm_set_epi64x((long long)w2, 0), wl + (HMAX - 16),
-                                  wh + (HMAX - 16)));
-    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
-    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
-    return (uint32_t)_mm_cvtsi128_si32(x);
-}
-
 int32_t bin_hash31(const uint8_t *p, size_t n)
 {
     if (n < 16)
@@ -206,15 +193,6 @@ int32_t bin_hash31(const uint8_t *p, size_t n)
 }
 
 #else
-
-uint32_t bin_q31_hdr(uint64_t w0, uint64_t w1, uint64_t w2)
-{
-    uint8_t b[24];
-    em_st64(b, w0);
-    em_st64(b + 8, w1);
-    em_st64(b + 16, w2);
-    return (uint32_t)em_hash_bytes31_from(1, b, 24) - pw31[24];
-}
 
 __attribute__((constructor)) static void hash31_init(void)
 {

@@ -178,13 +178,79 @@ static inline int bin_wc_begin(bin_wc *c, uint8_t code, int32_t arg)
     return BIN_WC__SLOW(c, bin_w_begin(c->w, code, arg));
 }
 
+/* bin_wc__hash_short: Java's 31*h+b hash of n < 16 bytes, 4 at a step;
+ * byte loads, as the bytes were just stored in pieces (a wide load over
+ * several pending stores cannot be forwarded and stalls). */
+static inline uint32_t bin_wc__hash_short(const uint8_t *p, uint32_t n)
+{
+    uint32_t h = 1;
+    for (; n >= 4; n -= 4, p += 4)
+        h = h * 923521u + (uint32_t)(int32_t)(int8_t)p[0] * 29791u +
+            (uint32_t)(int32_t)(int8_t)p[1] * 961u + (uint32_t)(int32_t)(int8_t)p[2] * 31u +
+            (uint32_t)(int32_t)(int8_t)p[3];
+    switch (n) {
+    case 3:
+        return h * 29791u + (uint32_t)(int32_t)(int8_t)p[0] * 961u +
+               (uint32_t)(int32_t)(int8_t)p[1] * 31u + (uint32_t)(int32_t)(int8_t)p[2];
+    case 2:
+        return h * 961u + (uint32_t)(int32_t)(int8_t)p[0] * 31u + (uint32_t)(int32_t)(int8_t)p[1];
+    case 1:
+        return h * 31u + (uint32_t)(int32_t)(int8_t)p[0];
+    default:
+        return h;
+    }
+}
+
+/* bin_wc__q: the polynomial part of the hash of p[0..n) (the hash without
+ * 31^n); 16 readable bytes precede p. */
+static inline __attribute__((always_inline)) uint32_t bin_wc__q(const uint8_t *p, uint32_t n)
+{
+    if (n < 16)
+        return bin_wc__hash_short(p, n) - bin_pow31(n);
+    return bin_q31_after(p, n);
+}
+
+static inline __attribute__((always_inline)) int bin_wc__objlike(const bin_wframe *f)
+{
+    return f->kind == BIN_OBJ || f->kind >= BIN_WK_TREEMAP;
+}
+
+/* bin_wc__fold: the value of len bytes at offset xs of object frame e,
+ * whose polynomial sum is qx, joins e's hash sum, so e does not hash those
+ * bytes again when it ends (and does not read them back just after they
+ * were stored).  e's bytes between its last fold and xs are hashed now. */
+static inline __attribute__((always_inline)) void bin_wc__fold(const bin_wc *c, bin_wframe *e,
+                                                               uint32_t xs, uint32_t len,
+                                                               uint32_t qx)
+{
+    const uint32_t ph = e->hpos;
+    uint32_t eq = e->hq;
+    if (xs != ph)
+        eq = eq * bin_pow31(xs - ph) + bin_wc__q(c->base + e->start + ph, xs - ph);
+    e->hq = eq * bin_pow31(len) + qx;
+    e->hpos = xs + len;
+}
+
+/* bin_wc_end: inside an object, the container is folded into the
+ * object's hash sum with its code, size and subtype from registers. */
 static inline int bin_wc_end(bin_wc *c)
 {
     if (BIN_WC__LIKELY(c->mode == BIN_WM_COUNT)) {
         bin_wframe *f = c->f;
-        uint8_t k = f->kind;
+        const uint8_t k = f->kind;
         if (BIN_WC__LIKELY(k == BIN_COLLECTION || (k == BIN_MAP && !(c->cnt & 1)))) {
-            em_st32(c->base + f->start, k == BIN_MAP ? c->cnt / 2 : c->cnt);
+            const uint32_t n = k == BIN_MAP ? c->cnt / 2 : c->cnt;
+            uint8_t *q = c->base + f->start;        /* the size; the code precedes it */
+            em_st32(q, n);
+            bin_wframe *e = f - 1;
+            if (e > c->w->fr && bin_wc__objlike(e)) {
+                const uint32_t len = (uint32_t)(c->p - q) + 1;
+                const uint32_t qx = (uint32_t)k * bin_pow31(len - 1) +
+                                    bin_q31_u32(n) * bin_pow31(len - 5) +
+                                    (uint32_t)(int32_t)(int8_t)q[4] * bin_pow31(len - 6) +
+                                    bin_wc__q(q + 5, len - 6);
+                bin_wc__fold(c, e, (uint32_t)(f->start - 1 - e->start), len, qx);
+            }
             bin_wc__pop(c);
             return 0;
         }
@@ -261,95 +327,124 @@ static inline int bin_wc_field_idx(bin_wc *c, uint32_t idx)
     return BIN_WC__SLOW(c, bin_w_field_idx(c->w, idx));
 }
 
-/* bin_wc__hash_short: Java's 31*h+b hash of n < 16 bytes, 4 at a step;
- * byte loads, as the bytes were just stored in pieces (a wide load over
- * several pending stores cannot be forwarded and stalls). */
-static inline uint32_t bin_wc__hash_short(const uint8_t *p, uint32_t n)
+/* bin_wc__off: a field entry's offset, read as the whole 8-byte entry that
+ * bin_wc__name stored in one piece: a 4-byte load from the middle of a
+ * pending 8-byte store is not forwarded on every CPU (it waits for the
+ * store to reach the cache). */
+static inline __attribute__((always_inline)) uint32_t bin_wc__off(const bin_wfield *e)
 {
-    uint32_t h = 1;
-    for (; n >= 4; n -= 4, p += 4)
-        h = h * 923521u + (uint32_t)(int32_t)(int8_t)p[0] * 29791u +
-            (uint32_t)(int32_t)(int8_t)p[1] * 961u + (uint32_t)(int32_t)(int8_t)p[2] * 31u +
-            (uint32_t)(int32_t)(int8_t)p[3];
-    switch (n) {
-    case 3:
-        return h * 29791u + (uint32_t)(int32_t)(int8_t)p[0] * 961u +
-               (uint32_t)(int32_t)(int8_t)p[1] * 31u + (uint32_t)(int32_t)(int8_t)p[2];
-    case 2:
-        return h * 961u + (uint32_t)(int32_t)(int8_t)p[0] * 31u + (uint32_t)(int32_t)(int8_t)p[1];
-    case 1:
-        return h * 31u + (uint32_t)(int32_t)(int8_t)p[0];
-    default:
-        return h;
-    }
+    uint64_t v;
+    memcpy(&v, e, sizeof v);
+    return (uint32_t)(v >> 32);
 }
 
-/* bin_wc__obj_close: the common end of an object - every declared field in
- * declared order (or none), compact footer, 1-byte offsets, no nested
- * object folded into its hash sum and none to fold into a parent.  The
- * bytes are exactly what bin_w_obj_end writes in that case.  tree: the
- * frame is a tree type whose size is `count`; its region is hashed with
- * the size still zero and the size's share added (bin_q31_tcount), so the
- * hash does not read back the 4 bytes just stored.  Returns 0 (nothing
- * changed) when the complete path must run. */
-static inline __attribute__((always_inline)) int bin_wc__obj_close(bin_wc *c, int tree,
-                                                                  uint32_t count)
+/* bin_wc__region_hash: Java's hash of the object at o's region [24, end):
+ * the bytes after the last value folded into f->hq, hashed now, on top of
+ * that sum. */
+static inline __attribute__((always_inline)) uint32_t bin_wc__region_hash(const bin_wframe *f,
+                                                                         const uint8_t *o,
+                                                                         uint32_t end)
+{
+    const uint32_t hpos = f->hpos, n = end - hpos;
+    if (__builtin_expect(hpos == BIN_HDR_LEN, 0))
+        return n < 16 ? bin_wc__hash_short(o + hpos, n) : (uint32_t)bin_hash31_after(o + hpos, n);
+    uint32_t q = f->hq * bin_pow31(n);
+    if (n)
+        q += bin_wc__q(o + hpos, n);
+    return bin_pow31(end - BIN_HDR_LEN) + q;
+}
+
+/* bin_wc__obj_close: the common end of an object without raw data - every
+ * declared field in declared order (or none), compact footer, 1-byte
+ * offsets.  The bytes are exactly what bin_w_obj_end writes in that case.
+ * Returns 0 (nothing changed) when the complete path must run. */
+static inline __attribute__((always_inline)) int bin_wc__obj_close(bin_wc *c)
 {
     bin_writer *w = c->w;
     bin_wframe *f = c->f;
-    if (__builtin_expect(f->hpos != BIN_HDR_LEN || w->full_footer, 0))
+    if (__builtin_expect(f->raw_pos || w->full_footer, 0))
         return 0;
     const bin_desc *d = f->desc;
-    const uint32_t f0 = f->f0, nfl = w->nf - f0, raw = f->raw_pos;
+    const uint32_t f0 = f->f0, nfl = w->nf - f0;
     const size_t start = f->start;
     const uint32_t end = (uint32_t)((size_t)(c->p - c->base) - start);
-    const int nested = f - w->fr > 1;
-    uint32_t flags = d->flags | BIN_FLAG_COMPACT | (raw ? BIN_FLAG_HAS_RAW : 0);
-    uint32_t total = end, sid = 0, soff = raw;
+    uint64_t h0 = d->hdr_empty, h2 = 0;
     if (nfl) {
         const bin_wfield *fl = w->fields + f0;
         if (__builtin_expect(!f->in_order || nfl != d->nfields || !w->reg || w->min_width > 1 ||
-                             fl[nfl - 1].off >= 0x100 || !bin_wc__room(c, (size_t)nfl + 4), 0))
+                             bin_wc__off(&fl[nfl - 1]) >= 0x100 || !bin_wc__room(c, nfl), 0))
             return 0;
-        total += nfl + (raw ? 4 : 0);
         uint8_t *q = c->p;
         for (uint32_t i = 0; i < nfl; i++)
-            q[i] = (uint8_t)fl[i].off;
-        if (raw)
-            em_st32(q + nfl, raw);
-        flags |= BIN_FLAG_HAS_SCHEMA | BIN_FLAG_OFFSET_1;
-        sid = (uint32_t)d->schema_id;
-        soff = end;
+            q[i] = (uint8_t)bin_wc__off(&fl[i]);
+        h0 = d->hdr_fields;
+        h2 = (uint32_t)d->schema_id | (uint64_t)end << 32;
     }
-    if (__builtin_expect(total > BIN_W_FOLD_MIN && nested, 0))
+    const uint32_t total = end + nfl;
+    if (__builtin_expect(total > BIN_W_FOLD_MIN && f - w->fr > 1, 0))
         return 0;                          /* the complete path folds it */
     uint8_t *o = c->base + start;
-    const uint32_t n = end - BIN_HDR_LEN;
-    uint32_t hash = n < 16 ? bin_wc__hash_short(o + BIN_HDR_LEN, n)
-                           : (uint32_t)bin_hash31_after(o + BIN_HDR_LEN, n);
-    if (tree) {
-        hash += bin_q31_tcount(count, end);
-        em_st32(o + BIN_HDR_LEN + 1, count);
-    }
+    const uint32_t hash = bin_wc__region_hash(f, o, end);
     c->p = o + total;
     w->nf = f0;
     bin_wc__pop(c);
-    /* code, version, flags, type id in one store */
-    em_st64(o, BIN_OBJ | 1u << 8 | flags << 16 | (uint64_t)(uint32_t)d->type_id << 32);
-    em_st32(o + 12, total);
-    em_st32(o + 16, sid);
-    em_st32(o + 20, soff);
-    em_st32(o + 8, hash);
+    em_st64(o, h0);
+    em_st64(o + 8, hash | (uint64_t)total << 32);
+    em_st64(o + 16, h2);
     return 1;
 }
 
 static inline __attribute__((always_inline)) int bin_wc_obj_end(bin_wc *c)
 {
     const uint32_t m = c->mode;
-    if (BIN_WC__LIKELY((m == BIN_WM_NEEDNAME || m == BIN_WM_RAW) && c->f->kind == BIN_OBJ &&
-                       bin_wc__obj_close(c, 0, 0)))
+    if (BIN_WC__LIKELY(m == BIN_WM_NEEDNAME && c->f->kind == BIN_OBJ && bin_wc__obj_close(c)))
         return 0;
     return BIN_WC__SLOW(c, bin_w_obj_end(c->w));
+}
+
+/* bin_wc__tree_close: the end of a tree type of `count` entries (raw data
+ * only, no fields).  Its region is the null comparator, the size and the
+ * entries; the first two are hashed from registers (the size is stored
+ * now) and only the entries are read back.  Inside an object (the usual
+ * holder of a TreeMap field) the tree is folded into the object's sum with
+ * its header from registers, so the object does not hash its bytes again. */
+static inline __attribute__((always_inline)) int bin_wc__tree_close(bin_wc *c, uint32_t count)
+{
+    bin_writer *w = c->w;
+    bin_wframe *f = c->f;
+    if (__builtin_expect(w->full_footer || w->nf != f->f0, 0))
+        return 0;
+    const size_t start = f->start;
+    const uint32_t end = (uint32_t)((size_t)(c->p - c->base) - start);
+    bin_wframe *e = f - 1;
+    const int fold = e > w->fr && bin_wc__objlike(e);
+    if (__builtin_expect(!fold && end > BIN_W_FOLD_MIN && e > w->fr, 0))
+        return 0;                          /* the complete path folds it further up */
+    uint8_t *o = c->base + start;
+    const uint32_t n = end - BIN_HDR_LEN;
+    uint32_t q;
+    if (__builtin_expect(f->hpos == BIN_HDR_LEN, 1))
+        q = (uint32_t)BIN_NULL * bin_pow31(n - 1) + bin_q31_u32(count) * bin_pow31(n - 5) +
+            bin_wc__q(o + BIN_HDR_LEN + 5, n - 5);
+    else                                   /* entries were folded in with the size 0 */
+        q = bin_wc__region_hash(f, o, end) - bin_pow31(n) + bin_q31_tcount(count, end);
+    const uint32_t hash = bin_pow31(n) + q;
+    em_st32(o + BIN_HDR_LEN + 1, count);
+    const bin_desc *d = f->desc;
+    em_st64(o, d->hdr_raw);
+    em_st64(o + 8, hash | (uint64_t)end << 32);
+    em_st64(o + 16, (uint64_t)BIN_HDR_LEN << 32);
+    bin_wc__pop(c);
+    if (fold) {
+        /* the header: code..type id (the descriptor's), hash, length,
+         * schema id 0, raw offset 24 */
+        const uint32_t p4 = 31u * 31u * 31u * 31u, p8 = p4 * p4;
+        const uint32_t qh = d->q_hdr_raw * p8 * p8 + bin_q31_u32(hash) * p8 * p4 +
+                            bin_q31_u32(end) * p8 + (uint32_t)BIN_HDR_LEN * 29791u;
+        bin_wc__fold(c, e, (uint32_t)(start - e->start), end, qh * bin_pow31(n) + q);
+    }
+    c->p = o + end;
+    return 1;
 }
 
 /* The tree types: a raw object with the null comparator and the size. */
@@ -386,14 +481,10 @@ static inline int bin_wc_treeset_begin(bin_wc *c)
 static inline __attribute__((always_inline)) int bin_wc_tree_end(bin_wc *c)
 {
     if (BIN_WC__LIKELY(c->mode == BIN_WM_COUNT)) {
-        bin_wframe *f = c->f;
-        uint8_t k = f->kind;
-        if (BIN_WC__LIKELY(k == BIN_WK_TREESET || (k == BIN_WK_TREEMAP && !(c->cnt & 1)))) {
-            f->kind = BIN_OBJ;
-            if (BIN_WC__LIKELY(bin_wc__obj_close(c, 1, k == BIN_WK_TREEMAP ? c->cnt / 2 : c->cnt)))
-                return 0;
-            f->kind = k;                   /* the complete path ends it */
-        }
+        const uint8_t k = c->f->kind;
+        if (BIN_WC__LIKELY(k == BIN_WK_TREESET || (k == BIN_WK_TREEMAP && !(c->cnt & 1))) &&
+            BIN_WC__LIKELY(bin_wc__tree_close(c, k == BIN_WK_TREEMAP ? c->cnt / 2 : c->cnt)))
+            return 0;
     }
     return BIN_WC__SLOW(c, bin_w_tree_end(c->w));
 }

@@ -115,6 +115,12 @@ static bin_desc *desc_new(const char *name, const char *const *fields, const int
     d->codes = cds;
     d->names = names;
     d->schema_id = bin_schema_id(fids, n);
+    const uint64_t h = BIN_OBJ | 1u << 8 | (uint64_t)(uint32_t)d->type_id << 32;
+    const uint32_t c = (uint32_t)flags | BIN_FLAG_COMPACT;
+    d->hdr_fields = h | (uint64_t)(c | BIN_FLAG_HAS_SCHEMA | BIN_FLAG_OFFSET_1) << 16;
+    d->hdr_empty = h | (uint64_t)c << 16;
+    d->hdr_raw = h | (uint64_t)(c | BIN_FLAG_HAS_RAW) << 16;
+    d->q_hdr_raw = bin_q31_u64(d->hdr_raw);
     return d;
 }
 
