@@ -205,6 +205,8 @@ static inline uint32_t bin_wc__hash_short(const uint8_t *p, uint32_t n)
  * 31^n); 16 readable bytes precede p. */
 static inline __attribute__((always_inline)) uint32_t bin_wc__q(const uint8_t *p, uint32_t n)
 {
+    if (n == 0)
+        return 0;
     if (n < 16)
         return bin_wc__hash_short(p, n) - bin_pow31(n);
     return bin_q31_after(p, n);
@@ -245,10 +247,10 @@ static inline int bin_wc_end(bin_wc *c)
             bin_wframe *e = f - 1;
             if (e > c->w->fr && bin_wc__objlike(e)) {
                 const uint32_t len = (uint32_t)(c->p - q) + 1;
-                const uint32_t qx = (uint32_t)k * bin_pow31(len - 1) +
-                                    bin_q31_u32(n) * bin_pow31(len - 5) +
-                                    (uint32_t)(int32_t)(int8_t)q[4] * bin_pow31(len - 6) +
-                                    bin_wc__q(q + 5, len - 6);
+                /* code, size, subtype: 6 bytes, then the elements */
+                const uint32_t q6 = ((uint32_t)k * 923521u + bin_q31_u32(n)) * 31u +
+                                    (uint32_t)(int32_t)(int8_t)q[4];
+                const uint32_t qx = q6 * bin_pow31(len - 6) + bin_wc__q(q + 5, len - 6);
                 bin_wc__fold(c, e, (uint32_t)(f->start - 1 - e->start), len, qx);
             }
             bin_wc__pop(c);
@@ -424,7 +426,7 @@ static inline __attribute__((always_inline)) int bin_wc__tree_close(bin_wc *c, u
     const uint32_t n = end - BIN_HDR_LEN;
     uint32_t q;
     if (__builtin_expect(f->hpos == BIN_HDR_LEN, 1))
-        q = (uint32_t)BIN_NULL * bin_pow31(n - 1) + bin_q31_u32(count) * bin_pow31(n - 5) +
+        q = ((uint32_t)BIN_NULL * 923521u + bin_q31_u32(count)) * bin_pow31(n - 5) +
             bin_wc__q(o + BIN_HDR_LEN + 5, n - 5);
     else                                   /* entries were folded in with the size 0 */
         q = bin_wc__region_hash(f, o, end) - bin_pow31(n) + bin_q31_tcount(count, end);

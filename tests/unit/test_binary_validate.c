@@ -548,6 +548,16 @@ TEST(binary_hash31_matches_java)
     CHECK_EQ(bin_hash31(b, sizeof b), em_hash_bytes31(b, sizeof b));
     CHECK_EQ(bin_hash31(b + 1, 4096), em_hash_bytes31(b + 1, 4096));
     CHECK_EQ(bin_hash31(b + 1, 4097), em_hash_bytes31(b + 1, 4097));
+    /* the writer's variant: 16 readable bytes before p, any content */
+    for (size_t n = 0; n <= 300; n++)
+        for (size_t off = 16; off < 19; off++)
+            if (bin_hash31_after(b + off, n) != em_hash_bytes31(b + off, n))
+                test_fail(__FILE__, __LINE__, "after: length %zu offset %zu", n, off);
+    for (size_t n = 4000; n <= 4100; n += 7)
+        CHECK_EQ(bin_hash31_after(b + 17, n), em_hash_bytes31(b + 17, n));
     memset(b, 0xFF, 200);
     CHECK_EQ(bin_hash31(b, 200), em_hash_bytes31(b, 200));
+    CHECK_EQ(bin_hash31_after(b + 16, 184), em_hash_bytes31(b + 16, 184));
+    memset(b, 0x80, 200);
+    CHECK_EQ(bin_hash31_after(b + 16, 184), em_hash_bytes31(b + 16, 184));
 }
