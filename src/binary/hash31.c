@@ -7,8 +7,11 @@
  * no dependency chain, just a dot product with a weight table.  Each 32-bit
  * weight w = H*65536 + L is split so that 16-bit multiply-adds (vpmaddwd)
  * compute it: b*w = b*L + (b*H << 16) mod 2^32, with L taken as signed 16
- * bits and the error term of a "negative" L folded into H.  AVX2 is chosen
- * once at start-up; the scalar loop is the fallback and handles short input.
+ * bits and the error term of a "negative" L folded into H.  bin_hash31 uses
+ * AVX2 where present; the writer's bin_hash31_after, which may read the 16
+ * bytes before its region, uses byte multiply-adds on 128-bit registers
+ * (dot_pair_after).  The CPU features are read once at start-up; the scalar
+ * loop is the fallback and handles short input.
  */
 #include "binary/binary_int.h"
 
@@ -35,27 +38,37 @@ uint32_t bin_pow31_slow(size_t e)
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-static int have_avx2;
+static int have_avx2, have_ssse3;
 /* Weights by position, reversed: entry j holds the split of 31^(HMAX-1-j),
  * so the bytes of a region of length n use entries HMAX-n .. HMAX-1 in
  * ascending order. */
 static int16_t wl[HMAX], wh[HMAX];
+/* The same split for dot_pair_after: entry i weighs a pair 31^(2 (PMAX-1-i)). */
+enum { PMAX = HMAX / 2 + 8 };
+static int16_t pl[PMAX], ph[PMAX];
+
+/* split16: w = H * 65536 + L with L a signed 16-bit value. */
+static void split16(uint32_t w, int16_t *l, int16_t *h)
+{
+    uint32_t lo = w & 0xFFFF, hi = w >> 16;
+    if (lo >= 0x8000)
+        hi += 1;              /* signed L = L - 65536: add 65536*b back via H */
+    *l = (int16_t)(uint16_t)lo;
+    *h = (int16_t)(uint16_t)hi;
+}
 
 __attribute__((constructor)) static void hash31_init(void)
 {
     pw31[0] = 1;
     for (int d = 1; d <= HMAX; d++)
         pw31[d] = pw31[d - 1] * 31u;
-    for (int j = 0; j < HMAX; j++) {
-        uint32_t w = pw31[HMAX - 1 - j];
-        uint32_t lo = w & 0xFFFF, hi = w >> 16;
-        if (lo >= 0x8000)
-            hi += 1;          /* signed L = L - 65536: add 65536*b back via H */
-        wl[j] = (int16_t)(uint16_t)lo;
-        wh[j] = (int16_t)(uint16_t)hi;
-    }
+    for (int j = 0; j < HMAX; j++)
+        split16(pw31[HMAX - 1 - j], &wl[j], &wh[j]);
+    for (uint32_t i = PMAX, w = 1; i-- > 0; w *= 961u)
+        split16(w, &pl[i], &ph[i]);
     __builtin_cpu_init();
     have_avx2 = __builtin_cpu_supports("avx2");
+    have_ssse3 = __builtin_cpu_supports("ssse3");
 }
 
 /* sum_k b_k * 31^(n-1-k) for n <= HMAX */
@@ -80,52 +93,49 @@ static uint32_t dot_avx2(const uint8_t *p, size_t n)
     return s + (uint32_t)_mm_cvtsi128_si32(x);
 }
 
-/* dot_avx2_after: dot_avx2 for callers whose 16 bytes before p are
- * readable.  The n % 16 leading bytes are then one more 16-byte block: the
- * block ending at p + n % 16, its bytes before p masked to zero (their
+/* The writer's variant (bin_hash31_after) may read the 16 bytes before p:
+ * the n % 16 leading bytes are then one more 16-byte block, the block
+ * ending at p + n % 16 with its bytes before p masked to zero (their
  * weights are never used as anything but a zero product), so there is no
- * byte loop at all, and a short region is a single block. */
+ * byte loop at all. */
 static const uint8_t head_mask[32] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
     0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
 
-__attribute__((target("avx2")))
-static uint32_t dot_avx2_after(const uint8_t *p, size_t n)
+/* dot_pair_after: the same sum with fewer operations per block.  A byte
+ * multiply-add (pmaddubsw, the unsigned weights 31, 1 against the signed
+ * bytes) turns each 16 bytes into 8 pair values x = 31 b0 + b1, exact in
+ * 16 bits; the pairs are then weighted by 31^(2j) with the split 16-bit
+ * weights as above.  Per 16 bytes: one load, one byte multiply-add, two
+ * word multiply-adds on 128-bit registers - about half the operations of
+ * the 256-bit loop above on a CPU that splits 256-bit operations in two
+ * (region of 160 bytes: 23 -> 16 ns here).  Blocks
+ * are aligned to the region's end; the first, partial one is the block
+ * ending at p + n % 16, its bytes before p masked to zero.  Needs 16
+ * readable bytes before p and 16 <= n <= HMAX. */
+
+__attribute__((target("ssse3")))
+static uint32_t dot_pair_after(const uint8_t *p, size_t n)
 {
-    /* head > 0 implies n - head <= HMAX - 16, so l + head - 16 >= wl */
-    const int16_t *l = wl + (HMAX - n), *h = wh + (HMAX - n);
-    size_t head = n % 16;
-    /* low and high halves summed apart: one shift at the end, not per block */
-    __m256i alo = _mm256_setzero_si256(), ahi = _mm256_setzero_si256();
+    const __m128i w31 = _mm_set1_epi16(0x011F);       /* bytes 31, 1 */
+    const size_t head = n % 16;
+    /* the block starting at p + s uses entries from PMAX - (n - s) / 2 on */
+    const int16_t *l = pl + PMAX - (n - head) / 2, *h = ph + PMAX - (n - head) / 2;
+    __m128i alo = _mm_setzero_si128(), ahi = _mm_setzero_si128();
     if (head) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + head - 16));
         v = _mm_and_si128(v, _mm_loadu_si128((const __m128i *)(const void *)(head_mask + head)));
-        __m256i b = _mm256_cvtepi8_epi16(v);
-        alo = _mm256_madd_epi16(b, _mm256_loadu_si256((const __m256i *)(const void *)(l + head - 16)));
-        ahi = _mm256_madd_epi16(b, _mm256_loadu_si256((const __m256i *)(const void *)(h + head - 16)));
+        __m128i x = _mm_maddubs_epi16(w31, v);
+        alo = _mm_madd_epi16(x, _mm_loadu_si128((const __m128i *)(const void *)(l - 8)));
+        ahi = _mm_madd_epi16(x, _mm_loadu_si128((const __m128i *)(const void *)(h - 8)));
     }
-    size_t k = head;
-    if ((n - head) & 16) {                 /* an odd block first, then pairs */
-        __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p + k)));
-        alo = _mm256_add_epi32(alo, _mm256_madd_epi16(b, _mm256_loadu_si256((const __m256i *)(const void *)(l + k))));
-        ahi = _mm256_add_epi32(ahi, _mm256_madd_epi16(b, _mm256_loadu_si256((const __m256i *)(const void *)(h + k))));
-        k += 16;
+    for (size_t k = head; k < n; k += 16, l += 8, h += 8) {
+        __m128i x = _mm_maddubs_epi16(w31, _mm_loadu_si128((const __m128i *)(const void *)(p + k)));
+        alo = _mm_add_epi32(alo, _mm_madd_epi16(x, _mm_loadu_si128((const __m128i *)(const void *)l)));
+        ahi = _mm_add_epi32(ahi, _mm_madd_epi16(x, _mm_loadu_si128((const __m128i *)(const void *)h)));
     }
-    for (; k < n; k += 32) {
-        __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p + k)));
-        __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p + k + 16)));
-        __m256i lo = _mm256_add_epi32(
-            _mm256_madd_epi16(b0, _mm256_loadu_si256((const __m256i *)(const void *)(l + k))),
-            _mm256_madd_epi16(b1, _mm256_loadu_si256((const __m256i *)(const void *)(l + k + 16))));
-        __m256i hi = _mm256_add_epi32(
-            _mm256_madd_epi16(b0, _mm256_loadu_si256((const __m256i *)(const void *)(h + k))),
-            _mm256_madd_epi16(b1, _mm256_loadu_si256((const __m256i *)(const void *)(h + k + 16))));
-        alo = _mm256_add_epi32(alo, lo);
-        ahi = _mm256_add_epi32(ahi, hi);
-    }
-    __m256i acc = _mm256_add_epi32(alo, _mm256_slli_epi32(ahi, 16));
-    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    __m128i x = _mm_add_epi32(alo, _mm_slli_epi32(ahi, 16));
     x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
     x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
     return (uint32_t)_mm_cvtsi128_si32(x);
@@ -174,9 +184,11 @@ int32_t bin_hash31_after(const uint8_t *p, size_t n)
         x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
         return (int32_t)(pw31[n] + (uint32_t)_mm_cvtsi128_si32(x));
     }
-    if (!have_avx2 || n > HMAX)
+    if (n > HMAX)
         return bin_hash31(p, n);
-    return (int32_t)(pw31[n] + dot_avx2_after(p, n));
+    if (!have_ssse3)
+        return bin_hash31(p, n);
+    return (int32_t)(pw31[n] + dot_pair_after(p, n));
 }
 
 int32_t bin_hash31(const uint8_t *p, size_t n)
