@@ -350,9 +350,9 @@ static inline __attribute__((always_inline)) uint32_t bin_wc__region_hash(const 
     const uint32_t hpos = f->hpos, n = end - hpos;
     if (__builtin_expect(hpos == BIN_HDR_LEN, 0))
         return n < 16 ? bin_wc__hash_short(o + hpos, n) : (uint32_t)bin_hash31_after(o + hpos, n);
-    uint32_t q = f->hq * bin_pow31(n);
+    uint32_t q = f->hq;                    /* all folded: the usual case here */
     if (n)
-        q += bin_wc__q(o + hpos, n);
+        q = q * bin_pow31(n) + bin_wc__q(o + hpos, n);
     return bin_pow31(end - BIN_HDR_LEN) + q;
 }
 
@@ -430,7 +430,7 @@ static inline __attribute__((always_inline)) int bin_wc__tree_close(bin_wc *c, u
             bin_wc__q(o + BIN_HDR_LEN + 5, n - 5);
     else                                   /* entries were folded in with the size 0 */
         q = bin_wc__region_hash(f, o, end) - bin_pow31(n) + bin_q31_tcount(count, end);
-    const uint32_t hash = bin_pow31(n) + q;
+    const uint32_t pn = bin_pow31(n), hash = pn + q;
     em_st32(o + BIN_HDR_LEN + 1, count);
     const bin_desc *d = f->desc;
     em_st64(o, d->hdr_raw);
@@ -441,9 +441,11 @@ static inline __attribute__((always_inline)) int bin_wc__tree_close(bin_wc *c, u
         /* the header: code..type id (the descriptor's), hash, length,
          * schema id 0, raw offset 24 */
         const uint32_t p4 = 31u * 31u * 31u * 31u, p8 = p4 * p4;
-        const uint32_t qh = d->q_hdr_raw * p8 * p8 + bin_q31_u32(hash) * p8 * p4 +
-                            bin_q31_u32(end) * p8 + (uint32_t)BIN_HDR_LEN * 29791u;
-        bin_wc__fold(c, e, (uint32_t)(start - e->start), end, qh * bin_pow31(n) + q);
+        /* everything but the hash's own bytes first: they end the chain */
+        const uint32_t rest = (d->q_hdr_raw * p8 * p8 + bin_q31_u32(end) * p8 +
+                               (uint32_t)BIN_HDR_LEN * 29791u) * pn + q;
+        bin_wc__fold(c, e, (uint32_t)(start - e->start), end,
+                     bin_q31_u32(hash) * (p8 * p4 * pn) + rest);
     }
     c->p = o + end;
     return 1;
