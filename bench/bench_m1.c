@@ -52,7 +52,7 @@ void m1_builder_free(m1_builder *b)
  * (binary/wcursor.h), the one hot loops use; the bin_w_* calls build the
  * same bytes (tests/unit/test_binary_cursor.c).  One function per value, as
  * a caller writing a type would have: each gets its own registers. */
-static __attribute__((noinline)) int m1_w_container(bin_writer *w, const bin_desc *d, uint8_t code, em_buf *out)
+static inline int m1_w_container(bin_writer *w, const bin_desc *d, uint8_t code, em_buf *out)
 {
     bin_wc c;
     bin_wc_reset(&c, w, out);
@@ -64,16 +64,35 @@ static __attribute__((noinline)) int m1_w_container(bin_writer *w, const bin_des
     return bin_wc_store(&c);
 }
 
-static __attribute__((noinline)) int m1_w_tree(bin_writer *w, const bin_desc *d, int set, em_buf *out)
+static __attribute__((noinline)) int m1_w_hashmap(bin_writer *w, const bin_desc *d, em_buf *out)
+{
+    return m1_w_container(w, d, BIN_MAP, out);
+}
+
+static __attribute__((noinline)) int m1_w_arraylist(bin_writer *w, const bin_desc *d, em_buf *out)
+{
+    return m1_w_container(w, d, BIN_COLLECTION, out);
+}
+
+static __attribute__((noinline)) int m1_w_treemap(bin_writer *w, const bin_desc *d, em_buf *out)
 {
     bin_wc c;
     bin_wc_reset(&c, w, out);
     bin_wc_obj_begin(&c, d);
     bin_wc_field_idx(&c, 0);
-    if (set)
-        bin_wc_treeset_begin(&c);
-    else
-        bin_wc_treemap_begin(&c);
+    bin_wc_treemap_begin(&c);
+    bin_wc_tree_end(&c);
+    bin_wc_obj_end(&c);
+    return bin_wc_store(&c);
+}
+
+static __attribute__((noinline)) int m1_w_treeset(bin_writer *w, const bin_desc *d, em_buf *out)
+{
+    bin_wc c;
+    bin_wc_reset(&c, w, out);
+    bin_wc_obj_begin(&c, d);
+    bin_wc_field_idx(&c, 0);
+    bin_wc_treeset_begin(&c);
     bin_wc_tree_end(&c);
     bin_wc_obj_end(&c);
     return bin_wc_store(&c);
@@ -99,10 +118,10 @@ int m1_write(m1_builder *b, int row, em_buf *out)
 {
     const bin_desc *d = b->desc[row];
     switch (row) {
-    case M1_HASHMAP:   return m1_w_container(&b->w, d, BIN_MAP, out);
-    case M1_ARRAYLIST: return m1_w_container(&b->w, d, BIN_COLLECTION, out);
-    case M1_TREEMAP:   return m1_w_tree(&b->w, d, 0, out);
-    case M1_TREESET:   return m1_w_tree(&b->w, d, 1, out);
+    case M1_HASHMAP:   return m1_w_hashmap(&b->w, d, out);
+    case M1_ARRAYLIST: return m1_w_arraylist(&b->w, d, out);
+    case M1_TREEMAP:   return m1_w_treemap(&b->w, d, out);
+    case M1_TREESET:   return m1_w_treeset(&b->w, d, out);
     default:           return m1_w_tree12(&b->w, d, out);
     }
 }
