@@ -4,6 +4,7 @@
  * configuration echo per version, and zero-allocation GET/PUT.
  */
 #include "test.h"
+#include "proto_env.h"
 
 #include <string.h>
 
@@ -14,50 +15,9 @@
 #include "util/hash.h"
 #include "util/mem.h"
 
-typedef struct h_env {
-    st_store     *st;
-    bin_registry *reg;
-    pr_server    *ps;
-    pr_conn      *c;
-    em_buf        out;
-    em_buf        req;
-    int64_t       rid;
-} h_env;
-
-static int env_open(h_env *e, const pr_options *o)
-{
-    memset(e, 0, sizeof *e);
-    pr_options def;
-    if (!o) {
-        pr_options_default(&def);
-        o = &def;
-    }
-    int rc = st_open(&e->st, NULL);
-    if (rc)
-        return rc;
-    e->reg = bin_registry_new();
-    if (!e->reg)
-        return EM_NOMEM;
-    if ((rc = pr_server_new(&e->ps, e->st, e->reg, o)) != 0)
-        return rc;
-    e->c = pr_conn_new(e->ps);
-    return e->c ? 0 : EM_NOMEM;
-}
-
-static void env_close(h_env *e)
-{
-    pr_conn_free(e->c);
-    pr_server_free(e->ps);
-    if (e->reg)
-        bin_registry_free(e->reg);
-    if (e->st)
-        st_close(e->st);
-    em_buf_free(&e->out);
-    em_buf_free(&e->req);
-}
 
 /* feed runs bytes through pr_feed; returns its code, *used = consumed. */
-static int feed(h_env *e, const void *p, size_t n, size_t *used)
+static int feed(pe_env *e, const void *p, size_t n, size_t *used)
 {
     size_t u = 0;
     int rc = pr_feed(e->c, p, n, &e->out, SIZE_MAX / 2, &u);
@@ -66,7 +26,7 @@ static int feed(h_env *e, const void *p, size_t n, size_t *used)
     return rc;
 }
 
-static int feed_hex(h_env *e, const char *hex)
+static int feed_hex(pe_env *e, const char *hex)
 {
     uint8_t b[512];
     size_t n = 0;
@@ -83,7 +43,7 @@ static int feed_hex(h_env *e, const char *hex)
 }
 
 /* The request under construction: op, fresh request id, payload. */
-static void req_begin(h_env *e, int op)
+static void req_begin(pe_env *e, int op)
 {
     em_buf_reset(&e->req);
     em_buf_put_le32(&e->req, 0);
@@ -112,7 +72,7 @@ static void cache_hdr(em_buf *b, const char *name)
 
 /* req_send frames and feeds the request; the reply body (without its
  * length) starts at *body in e->out. */
-static int req_send(h_env *e, const uint8_t **body, size_t *blen)
+static int req_send(pe_env *e, const uint8_t **body, size_t *blen)
 {
     em_st32(e->req.p, (uint32_t)(e->req.len - 4));
     em_buf_reset(&e->out);
@@ -133,14 +93,14 @@ static int req_send(h_env *e, const uint8_t **body, size_t *blen)
 /* Pre-1.4.0 reply: long rid, int status, then payload or message. */
 static int32_t status_of(const uint8_t *b) { return (int32_t)em_ld32(b + 8); }
 
-static int hs_ok(h_env *e, int minor)
+static int hs_ok(pe_env *e, int minor)
 {
     uint8_t m[12] = { 8, 0, 0, 0, 1, 1, 0, (uint8_t)minor, 0, 0, 0, 2 };
     em_buf_reset(&e->out);
     return feed(e, m, sizeof m, NULL);
 }
 
-static void create_cache(h_env *e, const char *name)
+static void create_cache(pe_env *e, const char *name)
 {
     const uint8_t *b;
     size_t n;
@@ -152,21 +112,21 @@ static void create_cache(h_env *e, const char *name)
 
 TEST(proto_handshake_node_capture)
 {
-    h_env e;
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
     /* Reference §8: Node 1.0.0 opens with 1.2.0; the reply is 01000000 01. */
     CHECK_OK(feed_hex(&e, "08000000 01 0100 0200 0000 02"));
     CHECK_EQ(e.out.len, 5);
     CHECK_MEM(e.out.p, "\x01\x00\x00\x00\x01", 5);
     CHECK(pr_conn_ready(e.c));
     CHECK_EQ(pr_conn_version(e.c), 10200);
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_handshake_retry_same_socket)
 {
-    h_env e;
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
     CHECK_OK(feed_hex(&e, "08000000 01 0100 0900 0000 02"));   /* 1.9.0 */
     REQUIRE(e.out.len > 11);
     CHECK_EQ(e.out.p[4], 0);                                   /* failure */
@@ -181,7 +141,7 @@ TEST(proto_handshake_retry_same_socket)
     CHECK_OK(feed_hex(&e, "08000000 01 0100 0100 0000 02"));   /* retry 1.1.0 */
     CHECK_EQ(e.out.len, 5);
     CHECK(pr_conn_ready(e.c));
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_handshake_170_features_and_node_id)
@@ -189,25 +149,25 @@ TEST(proto_handshake_170_features_and_node_id)
     pr_options o;
     pr_options_default(&o);
     memset(o.node_id, 0xab, 16);
-    h_env e;
-    REQUIRE_OK(env_open(&e, &o));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, &o));
     /* features: every bit of bytes 0-2 except USER_ATTRIBUTES (bit 0) */
     CHECK_OK(feed_hex(&e, "10000000 01 0100 0700 0000 02 0c 03000000 feffff"));
     /* 01 | 0c len=2 {04 09} (CLUSTER_STATES; BINARY_CONFIGURATION, HEARTBEAT) | 0a uuid */
     REQUIRE_EQ(e.out.len, 4 + 1 + 5 + 2 + 17);
     CHECK_MEM(e.out.p + 4, "\x01\x0c\x02\x00\x00\x00\x04\x09\x0a", 9);
     CHECK_EQ(e.out.p[13], 0xab);
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_handshake_user_attributes_and_credentials)
 {
-    h_env e;
+    pe_env e;
     pr_options o;
     pr_options_default(&o);
     o.username = "ignite";
     o.password = "ignite";
-    REQUIRE_OK(env_open(&e, &o));
+    REQUIRE_OK(pe_open(&e, &o));
     /* 1.7.0, feature USER_ATTRIBUTES, empty map attributes, wrong password */
     CHECK_OK(feed_hex(&e, "27000000 01 0100 0700 0000 02 0c 01000000 01 19 00000000 01 "
                           "09 06000000 69676e697465 09 03000000 626164"));
@@ -222,13 +182,13 @@ TEST(proto_handshake_user_attributes_and_credentials)
                           "09 06000000 69676e697465"));
     CHECK_EQ(e.out.len, 5);
     CHECK(pr_conn_ready(e.c));
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_framing_rejects_bad_lengths_without_allocating)
 {
-    h_env e;
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
     em_mem_stats a = em_mem_thread();
     CHECK(feed_hex(&e, "fbffffff") == EM_BADLEN);              /* negative */
     CHECK(feed_hex(&e, "00000000") == EM_BADLEN);              /* zero */
@@ -240,13 +200,13 @@ TEST(proto_framing_rejects_bad_lengths_without_allocating)
     CHECK_OK(hs_ok(&e, 2));
     CHECK(feed_hex(&e, "ffffff7f") == EM_BADLEN);              /* 2 GiB after */
     CHECK(feed_hex(&e, "05000000 0000000000") == EM_PROTO);    /* no room for a request id */
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_framing_byte_at_a_time)
 {
-    h_env e;
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
     static const uint8_t hs[] = { 8, 0, 0, 0, 1, 1, 0, 2, 0, 0, 0, 2 };
     size_t have = 0;
     uint8_t buf[32];
@@ -260,13 +220,13 @@ TEST(proto_framing_byte_at_a_time)
     }
     CHECK_EQ(have, 0);
     CHECK(pr_conn_ready(e.c));
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_node_capture_put_get_and_errors)
 {
-    h_env e;
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
     CHECK_OK(hs_ok(&e, 2));
     em_buf_reset(&e.out);
     /* §8: GET_OR_CREATE_WITH_NAME "myCache", then PUT 2 -> "x" (rid 4) */
@@ -324,13 +284,13 @@ TEST(proto_node_capture_put_get_and_errors)
     REQUIRE_OK(req_send(&e, &b, &n));
     CHECK_EQ(status_of(b), 1);
     CHECK(memmem(b, n, "Transactions are not supported", 30) != NULL);
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_header_140_topology_flag_once)
 {
-    h_env e;
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
     CHECK_OK(hs_ok(&e, 4));
     CHECK_EQ(e.out.len, 4 + 1 + 17);                           /* success + node uuid */
     create_cache(&e, "c");
@@ -354,21 +314,21 @@ TEST(proto_header_140_topology_flag_once)
     REQUIRE_OK(req_send(&e, &b, &n));
     CHECK_EQ(em_ld16(b + 8), 1);                               /* ERROR */
     CHECK_EQ(em_ld32(b + 10), 1000);
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_heartbeat_needs_feature)
 {
-    h_env e;
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
     CHECK_OK(hs_ok(&e, 7 * 0 + 2));
     const uint8_t *b;
     size_t n;
     req_begin(&e, 1);
     REQUIRE_OK(req_send(&e, &b, &n));
     CHECK_EQ(status_of(b), 2);                                 /* not negotiated */
-    env_close(&e);
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_close(&e);
+    REQUIRE_OK(pe_open(&e, NULL));
     CHECK_OK(feed_hex(&e, "0f000000 01 0100 0700 0000 02 0c 02000000 0008"));
     REQUIRE(pr_conn_ready(e.c));
     req_begin(&e, 2);
@@ -378,7 +338,7 @@ TEST(proto_heartbeat_needs_feature)
     req_begin(&e, 1);
     REQUIRE_OK(req_send(&e, &b, &n));
     CHECK_EQ(n, 10);
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_scan_pages_and_cursors)
@@ -386,8 +346,8 @@ TEST(proto_scan_pages_and_cursors)
     pr_options o;
     pr_options_default(&o);
     o.max_cursors = 2;
-    h_env e;
-    REQUIRE_OK(env_open(&e, &o));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, &o));
     CHECK_OK(hs_ok(&e, 2));
     create_cache(&e, "s");
     const uint8_t *b;
@@ -451,7 +411,7 @@ TEST(proto_scan_pages_and_cursors)
     em_buf_put_u8(&e.req, 0);
     REQUIRE_OK(req_send(&e, &b, &n));
     CHECK_EQ(status_of(b), 1);
-    env_close(&e);                                             /* open cursors freed */
+    pe_close(&e);                                             /* open cursors freed */
 }
 
 /* The CREATE_WITH_CONFIGURATION body Node 1.0.0 sent (reference §2.4). */
@@ -461,7 +421,7 @@ static const char node_cfg_hex[] =
     "09 03000000 494e54 01 00 65 ffffffff ffffffff 00000000 00000000 "
     "0000 09 08000000 63666743616368 65";
 
-static size_t get_config(h_env *e, int minor, const uint8_t **b)
+static size_t get_config(pe_env *e, int minor, const uint8_t **b)
 {
     size_t n = 0;
     req_begin(e, 1055);
@@ -477,8 +437,8 @@ TEST(proto_config_round_trip_per_version)
     size_t len[3];
     static const int minors[3] = { 1, 2, 6 };
     for (int v = 0; v < 3; v++) {
-        h_env e;
-        REQUIRE_OK(env_open(&e, NULL));
+        pe_env e;
+        REQUIRE_OK(pe_open(&e, NULL));
         CHECK_OK(hs_ok(&e, minors[v]));
         req_begin(&e, 1053);
         size_t at = e.req.len;
@@ -517,7 +477,7 @@ TEST(proto_config_round_trip_per_version)
         CHECK(memmem(p, n - (size_t)hdr, "cfgCache", 8) != NULL);
         CHECK(memmem(p, n - (size_t)hdr, "PUBLIC", 6) != NULL);
         len[v] = n - (size_t)hdr;
-        env_close(&e);
+        pe_close(&e);
     }
     /* 1.2.0 adds precision + scale (8 bytes for the one field); 1.6.0 adds
      * the expiry policy bool. */
@@ -530,8 +490,8 @@ TEST(proto_partitions_single_node)
     pr_options o;
     pr_options_default(&o);
     memset(o.node_id, 0x11, 16);
-    h_env e;
-    REQUIRE_OK(env_open(&e, &o));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, &o));
     CHECK_OK(hs_ok(&e, 4));
     create_cache(&e, "p");
     const uint8_t *b;
@@ -553,13 +513,13 @@ TEST(proto_partitions_single_node)
     CHECK_EQ(em_ld32(p + 50), 1024);
     CHECK_EQ(em_ld32(p + 54 + 4 * 1023), 1023);
     CHECK_EQ(n, 10 + 54 + 4 * 1024);
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_get_put_allocate_nothing_in_steady_state)
 {
-    h_env e;
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
     CHECK_OK(hs_ok(&e, 2));
     create_cache(&e, "a");
     const uint8_t *b;
@@ -588,13 +548,13 @@ TEST(proto_get_put_allocate_nothing_in_steady_state)
     em_mem_stats after = em_mem_thread();
     CHECK_EQ(after.allocs - before.allocs, 0);
     CHECK_EQ(after.bytes - before.bytes, 0);
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_output_cap_stops_early)
 {
-    h_env e;
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
     CHECK_OK(hs_ok(&e, 2));
     create_cache(&e, "o");
     /* three pipelined GETs, cap lets only the first reply out */
@@ -614,13 +574,13 @@ TEST(proto_output_cap_stops_early)
     CHECK_EQ(used, pipe.len / 3 * 2);
     CHECK_EQ(e.out.len, 3 * 17);
     em_buf_free(&pipe);
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_binary_type_ops)
 {
-    h_env e;
-    REQUIRE_OK(env_open(&e, NULL));
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
     CHECK_OK(hs_ok(&e, 2));
     const uint8_t *b;
     size_t n;
@@ -663,5 +623,5 @@ TEST(proto_binary_type_ops)
     REQUIRE_OK(req_send(&e, &b, &n));
     CHECK_EQ(status_of(b), 0);
     CHECK(memmem(b, n, "org.example.Foo", 15) != NULL);
-    env_close(&e);
+    pe_close(&e);
 }

@@ -4,6 +4,7 @@
  * 2000 with version 0.0.0).  Wire layouts: ignite-thin-protocol.md §1.2-§1.5.
  */
 #include "test.h"
+#include "proto_env.h"
 
 #include <string.h>
 
@@ -15,40 +16,6 @@
 #include "util/hash.h"
 #include "util/mem.h"
 
-typedef struct s_env {
-    st_store     *st;
-    bin_registry *reg;
-    pr_server    *ps;
-    pr_conn      *c;
-    em_buf        out, req;
-} s_env;
-
-static int env_open(s_env *e, const pr_options *o)
-{
-    memset(e, 0, sizeof *e);
-    int rc = st_open(&e->st, NULL);
-    if (rc)
-        return rc;
-    e->reg = bin_registry_new();
-    if (!e->reg)
-        return EM_NOMEM;
-    if ((rc = pr_server_new(&e->ps, e->st, e->reg, o)) != 0)
-        return rc;
-    e->c = pr_conn_new(e->ps);
-    return e->c ? 0 : EM_NOMEM;
-}
-
-static void env_close(s_env *e)
-{
-    pr_conn_free(e->c);
-    pr_server_free(e->ps);
-    if (e->reg)
-        bin_registry_free(e->reg);
-    if (e->st)
-        st_close(e->st);
-    em_buf_free(&e->out);
-    em_buf_free(&e->req);
-}
 
 static void put_str(em_buf *b, const char *s)
 {
@@ -58,7 +25,7 @@ static void put_str(em_buf *b, const char *s)
 }
 
 /* feed_req frames e->req (length placeholder at 0) and feeds it whole. */
-static int feed_req(s_env *e)
+static int feed_req(pe_env *e)
 {
     em_st32(e->req.p, (uint32_t)(e->req.len - 4));
     em_buf_reset(&e->out);
@@ -70,7 +37,7 @@ static int feed_req(s_env *e)
 }
 
 /* handshake at 1.2.0 with user/pw (NULL = no credentials). */
-static int handshake(s_env *e, const char *user, const char *pw)
+static int handshake(pe_env *e, const char *user, const char *pw)
 {
     em_buf_reset(&e->req);
     em_buf_put_le32(&e->req, 0);
@@ -87,7 +54,7 @@ static int handshake(s_env *e, const char *user, const char *pw)
 }
 
 /* request op with payload cache id (+ int key 1); returns the status. */
-static int32_t request(s_env *e, int op, const char *cache, int with_key)
+static int32_t request(pe_env *e, int op, const char *cache, int with_key)
 {
     static int64_t rid;
     em_buf_reset(&e->req);
@@ -125,10 +92,10 @@ TEST(proto_stats_counted_in_place)
     static pr_stats b;              /* static: the block is 64-byte aligned */
     memset(&b, 0, sizeof b);
     b.sample_mask = PR_STATS_SAMPLE_EVERY - 1;
-    s_env e;
+    pe_env e;
     pr_options o;
     pr_options_default(&o);
-    REQUIRE_OK(env_open(&e, &o));
+    REQUIRE_OK(pe_open(&e, &o));
     pr_conn_set_stats(e.c, &b);
     REQUIRE_OK(handshake(&e, NULL, NULL));
     CHECK(pr_conn_ready(e.c));
@@ -151,24 +118,24 @@ TEST(proto_stats_counted_in_place)
     CHECK_EQ(create_timed, 1);
     /* wire bytes are the server's to count, per read batch */
     CHECK_EQ(rd(&b.bytes_in), 0);
-    env_close(&e);
+    pe_close(&e);
 }
 
 TEST(proto_stats_off_counts_nothing)
 {
     static pr_stats b;
     memset(&b, 0, sizeof b);
-    s_env e;
+    pe_env e;
     pr_options o;
     pr_options_default(&o);
-    REQUIRE_OK(env_open(&e, &o));
+    REQUIRE_OK(pe_open(&e, &o));
     pr_conn_set_stats(e.c, &b);
     pr_conn_set_stats(e.c, NULL);
     REQUIRE_OK(handshake(&e, NULL, NULL));
     CHECK_EQ(request(&e, 1052, "c", 0), 0);
     static const pr_stats zero;
     CHECK(memcmp(&b, &zero, sizeof b) == 0);
-    env_close(&e);
+    pe_close(&e);
 }
 
 typedef struct auth_log {
@@ -191,7 +158,7 @@ static int fake_auth(void *arg, const char *peer, const uint8_t *user, size_t ul
 
 /* check_auth_failure: a handshake failure reply with version 0.0.0, status
  * 2000 and message msg. */
-static void check_auth_failure(s_env *e, const char *msg)
+static void check_auth_failure(pe_env *e, const char *msg)
 {
     REQUIRE(e->out.len > 16);
     CHECK_EQ(e->out.p[4], 0);
@@ -210,14 +177,14 @@ TEST(proto_auth_hook_wrong_limited_and_right)
     static pr_stats b;
     memset(&b, 0, sizeof b);
     auth_log log = {"", 0};
-    s_env e;
+    pe_env e;
     pr_options o;
     pr_options_default(&o);
     o.username = "ignored";         /* the hook replaces username/password */
     o.password = "ignored";
     o.auth = fake_auth;
     o.auth_arg = &log;
-    REQUIRE_OK(env_open(&e, &o));
+    REQUIRE_OK(pe_open(&e, &o));
     pr_conn_set_stats(e.c, &b);
     pr_conn_set_peer(e.c, "10.0.0.7:5555");
     CHECK_OK(handshake(&e, "ops", "nope"));
@@ -246,5 +213,5 @@ TEST(proto_auth_hook_wrong_limited_and_right)
     CHECK_EQ(rd(&b.events[PR_EV_AUTH_FAIL]), 3);
     CHECK_EQ(rd(&b.events[PR_EV_AUTH_LIMITED]), 1);
     CHECK_EQ(rd(&b.events[PR_EV_HANDSHAKE_OK]), 1);
-    env_close(&e);
+    pe_close(&e);
 }

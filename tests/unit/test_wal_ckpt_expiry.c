@@ -3,6 +3,7 @@
  * an entry restored from a checkpoint alone (its WAL segments dropped) keeps
  * the absolute deadline it had, and an eternal one stays eternal. */
 #include "test.h"
+#include "wal_env.h"
 
 #include "store/store.h"
 #include "util/clock.h"
@@ -13,7 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#define DIR "/db"
 
 static size_t ikey(uint8_t *b, int32_t v) { b[0] = 3; em_st32(b + 1, (uint32_t)v); return 5; }
 static size_t sval(uint8_t *b, int32_t k)
@@ -24,30 +24,12 @@ static size_t sval(uint8_t *b, int32_t k)
     return 5 + (size_t)n;
 }
 
-static st_store *new_store(void)
-{
-    st_options o = {{"default", 0, 0}};
-    st_store *s = NULL;
-    return st_open(&s, &o) == 0 ? s : NULL;
-}
-
 static int open_wal(wal_memfs *fs, st_store *s, wal **w)
 {
     wal_options o;
     memset(&o, 0, sizeof o);
-    o.dir = DIR;
     o.mode = WAL_LOG_ONLY;
-    o.ops = wal_memfs_ops(fs);
-    int rc = wal_open(w, &o);
-    if (rc)
-        return rc;
-    if ((rc = wal_recover(*w, s)) == 0)
-        rc = wal_attach(*w, s);
-    if (rc) {
-        wal_close(*w);
-        *w = NULL;
-    }
-    return rc;
+    return we_open(fs, &o, s, w);
 }
 
 /* Deadlines by int key (keys 0..7), -1 = absent. */
@@ -81,7 +63,7 @@ static int read_deadlines(st_cache *c, deadlines *d)
 
 TEST(scan_exp_reports_deadlines)
 {
-    st_store *s = new_store();
+    st_store *s = we_new_store();
     REQUIRE(s);
     st_cache_config cfg;
     st_cache_config_init(&cfg);
@@ -108,7 +90,7 @@ TEST(wal_ckpt_restored_entry_keeps_its_deadline)
 {
     wal_memfs *fs;
     REQUIRE_OK(wal_memfs_new(&fs));
-    st_store *a = new_store(), *b = new_store();
+    st_store *a = we_new_store(), *b = we_new_store();
     REQUIRE(a && b);
     wal *w;
     REQUIRE_OK(open_wal(fs, a, &w));

@@ -4,6 +4,7 @@
  * regions refuse writes while reads and memory-only regions keep working;
  * wal_commit_wait reports the failure once, to the writes that waited. */
 #include "test.h"
+#include "wal_env.h"
 
 #include "store/store.h"
 #include "util/err.h"
@@ -12,7 +13,6 @@
 #include <errno.h>
 #include <string.h>
 
-#define DIR "/db"
 
 static size_t ikey(uint8_t *b, int32_t v) { b[0] = 3; em_st32(b + 1, (uint32_t)v); return 5; }
 
@@ -43,18 +43,9 @@ static int open_wal(wal_memfs *fs, st_store *s, int deferred, wal **w)
 {
     wal_options o;
     memset(&o, 0, sizeof o);
-    o.dir = DIR;
     o.mode = WAL_FSYNC;
     o.deferred_sync = deferred;
-    o.ops = wal_memfs_ops(fs);
-    int rc = wal_open(w, &o);
-    if (!rc && (rc = wal_recover(*w, s)) == 0)
-        rc = wal_attach(*w, s);
-    if (rc) {
-        wal_close(*w);
-        *w = NULL;
-    }
-    return rc;
+    return we_open(fs, &o, s, w);
 }
 
 static st_cache *make(st_store *s, const char *name, const char *region)

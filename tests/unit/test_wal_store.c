@@ -3,6 +3,7 @@
  * the live state, checkpoints taken under concurrent writers, and a failed
  * WAL write fails the store operation. */
 #include "test.h"
+#include "wal_env.h"
 
 #include "store/store.h"
 #include "util/err.h"
@@ -12,7 +13,6 @@
 #include <errno.h>
 #include <pthread.h>
 
-#define DIR "/db"
 
 static size_t ikey(uint8_t *b, int32_t v) { b[0] = 3; em_st32(b + 1, (uint32_t)v); return 5; }
 static size_t sval(uint8_t *b, int32_t k, int32_t gen)
@@ -23,31 +23,13 @@ static size_t sval(uint8_t *b, int32_t k, int32_t gen)
     return 5 + (size_t)n;
 }
 
-static st_store *new_store(void)
-{
-    st_options o = {{"default", 0, 0}};
-    st_store *s = NULL;
-    return st_open(&s, &o) == 0 ? s : NULL;
-}
-
 static int open_wal(wal_memfs *fs, wal_mode mode, uint64_t seg, st_store *s, wal **w)
 {
     wal_options o;
     memset(&o, 0, sizeof o);
-    o.dir = DIR;
     o.mode = mode;
     o.segment_bytes = seg;
-    o.ops = wal_memfs_ops(fs);
-    int rc = wal_open(w, &o);
-    if (rc)
-        return rc;
-    if ((rc = wal_recover(*w, s)) == 0)
-        rc = wal_attach(*w, s);
-    if (rc) {
-        wal_close(*w);
-        *w = NULL;
-    }
-    return rc;
+    return we_open(fs, &o, s, w);
 }
 
 static st_cache *make_cache(st_store *s, const char *name, uint32_t parts, int32_t backups)
@@ -94,7 +76,7 @@ TEST(wal_store_recovery_equals_live_state)
 {
     wal_memfs *fs;
     REQUIRE_OK(wal_memfs_new(&fs));
-    st_store *a = new_store(), *b = new_store();
+    st_store *a = we_new_store(), *b = we_new_store();
     REQUIRE(a && b);
     wal *w;
     REQUIRE_OK(open_wal(fs, WAL_FSYNC, 4096, a, &w));
@@ -164,7 +146,7 @@ TEST(wal_store_checkpoints_under_concurrent_writers_then_power_loss)
 {
     wal_memfs *fs, *after;
     REQUIRE_OK(wal_memfs_new(&fs));
-    st_store *a = new_store(), *b = new_store();
+    st_store *a = we_new_store(), *b = we_new_store();
     REQUIRE(a && b);
     wal *w;
     REQUIRE_OK(open_wal(fs, WAL_FSYNC, 16384, a, &w));
@@ -209,7 +191,7 @@ TEST(wal_store_failed_fsync_fails_the_operation)
 {
     wal_memfs *fs;
     REQUIRE_OK(wal_memfs_new(&fs));
-    st_store *a = new_store();
+    st_store *a = we_new_store();
     REQUIRE(a);
     wal *w;
     REQUIRE_OK(open_wal(fs, WAL_FSYNC, 0, a, &w));
@@ -236,7 +218,7 @@ TEST(wal_store_expiry_survives_recovery)
 {
     wal_memfs *fs;
     REQUIRE_OK(wal_memfs_new(&fs));
-    st_store *a = new_store(), *b = new_store();
+    st_store *a = we_new_store(), *b = we_new_store();
     REQUIRE(a && b);
     wal *w;
     REQUIRE_OK(open_wal(fs, WAL_LOG_ONLY, 0, a, &w));
