@@ -102,6 +102,8 @@ static inline uint32_t bin_q31_after(const uint8_t *p, size_t n)
  * so this is a multiply and three adds deep. */
 static inline uint32_t bin_q31_u32(uint32_t x)
 {
+    if (x < 0x80)                 /* sizes and lengths: one non-zero byte */
+        return x * 29791u;
     return (uint32_t)(int32_t)(int8_t)x * 29791u + (uint32_t)(int32_t)(int8_t)(x >> 8) * 961u +
            (uint32_t)(int32_t)(int8_t)(x >> 16) * 31u + (uint32_t)(int32_t)(int8_t)(x >> 24);
 }
