@@ -43,6 +43,9 @@ bench_result bench_measure(const bench_row *row);
 void bench_print(const char *bench, const char *row, const char *op,
                  const bench_result *r, const char *anchor);
 
+/* bench_cmp_double: qsort comparator for medians of doubles. */
+int bench_cmp_double(const void *a, const void *b);
+
 /* A prevent-optimisation sink. */
 extern volatile uint64_t bench_sink;
 

@@ -144,12 +144,6 @@ BENCH_REGISTER(m2_dec3, {"m2", "3 variants", "decode", "Cassandra 1129.1 ns",
  * load between them moves the 3-vs-1 ratio by more than the 5% it is
  * judged by; here every round times the three variants back to back (in
  * a rotating order) and the ratio is the median of the rounds' ratios. */
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 enum { M2_ROUNDS = 41 };
 
 static int m2_table(int argc, char **argv)
@@ -179,9 +173,9 @@ static int m2_table(int argc, char **argv)
         return 1;
     }
     for (int v = 0; v < 3; v++)
-        qsort(t[v], M2_ROUNDS, sizeof t[v][0], cmp_d);
-    qsort(r2, M2_ROUNDS, sizeof r2[0], cmp_d);
-    qsort(r3, M2_ROUNDS, sizeof r3[0], cmp_d);
+        qsort(t[v], M2_ROUNDS, sizeof t[v][0], bench_cmp_double);
+    qsort(r2, M2_ROUNDS, sizeof r2[0], bench_cmp_double);
+    qsort(r3, M2_ROUNDS, sizeof r3[0], bench_cmp_double);
     printf("M2 decode, %d interleaved rounds of %d entries (median ns per entry)\n", M2_ROUNDS,
            M2_N);
     printf("  1 variant   %6.2f\n  2 variants  %6.2f  (%+.1f%% vs 1, median of round ratios)\n"

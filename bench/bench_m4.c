@@ -157,12 +157,6 @@ static uint64_t cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* cpu_measure: like bench_measure (warm-up, median of 5 rounds, exact
  * allocation counts) but timed with this thread's CPU clock, so time spent
  * descheduled on a shared machine is not charged to the code. */
@@ -185,7 +179,7 @@ static bench_result cpu_measure(const bench_row *row)
         ns[i] = (double)(cpu_ns() - t0) / (double)n;
     }
     em_mem_stats m1 = em_mem_thread();
-    qsort(ns, 5, sizeof ns[0], cmp_d);
+    qsort(ns, 5, sizeof ns[0], bench_cmp_double);
     r.ns_op = ns[2];
     r.b_op = (double)(m1.bytes - m0.bytes) / (double)(n * 5);
     r.allocs_op = (double)(m1.allocs - m0.allocs) / (double)(n * 5);

@@ -33,7 +33,7 @@ void bench_register_cmd(const char *name, const char *help, bench_cmd_fn fn)
         cmds[ncmds++] = (struct bench_cmd){name, help, fn};
 }
 
-static int cmp_double(const void *a, const void *b)
+int bench_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -64,7 +64,7 @@ bench_result bench_measure(const bench_row *row)
         ns[i] = (double)(em_now_ns() - t0) / (double)n;
     }
     em_mem_stats m1 = em_mem_thread();
-    qsort(ns, ROUNDS, sizeof ns[0], cmp_double);
+    qsort(ns, ROUNDS, sizeof ns[0], bench_cmp_double);
     r.ns_op = ns[ROUNDS / 2];
     r.b_op = (double)(m1.bytes - m0.bytes) / (double)(n * ROUNDS);
     r.allocs_op = (double)(m1.allocs - m0.allocs) / (double)(n * ROUNDS);

@@ -94,14 +94,23 @@ out:
     return NULL;
 }
 
-TEST(conc_replace_if_equals_is_atomic)
+/* start_with_cache: emberd with 4 event loops, a connection, a cache. */
+static int start_with_cache(tc_server *s, tc_conn *c, const char *cache)
 {
     const char *args[] = {TC_FLAG_THREADS, "4", NULL};
+    int rc = tc_server_start(s, args);
+    if (!rc)
+        rc = tc_open(c, s->port);
+    if (!rc)
+        rc = tc_create_cache(c, cache);
+    return rc;
+}
+
+TEST(conc_replace_if_equals_is_atomic)
+{
     tc_server s;
-    REQUIRE_OK(tc_server_start(&s, args));
     tc_conn c;
-    REQUIRE_OK(tc_open(&c, s.port));
-    REQUIRE_OK(tc_create_cache(&c, "cas"));
+    REQUIRE_OK(start_with_cache(&s, &c, "cas"));
     em_buf b = EM_BUF_INIT;
     tc_reply r;
     tc_req_begin(&c, &b, 1001);
@@ -166,12 +175,9 @@ static void *pia_worker(void *arg)
 
 TEST(conc_put_if_absent_single_winner)
 {
-    const char *args[] = {TC_FLAG_THREADS, "4", NULL};
     tc_server s;
-    REQUIRE_OK(tc_server_start(&s, args));
     tc_conn c;
-    REQUIRE_OK(tc_open(&c, s.port));
-    REQUIRE_OK(tc_create_cache(&c, "pia"));
+    REQUIRE_OK(start_with_cache(&s, &c, "pia"));
     enum { KEYS = 500 };
     struct worker w[THREADS];
     pthread_t th[THREADS];
@@ -303,12 +309,9 @@ out:
 
 TEST(conc_scan_while_overwriting)
 {
-    const char *args[] = {TC_FLAG_THREADS, "4", NULL};
     tc_server s;
-    REQUIRE_OK(tc_server_start(&s, args));
     tc_conn c;
-    REQUIRE_OK(tc_open(&c, s.port));
-    REQUIRE_OK(tc_create_cache(&c, "scanw"));
+    REQUIRE_OK(start_with_cache(&s, &c, "scanw"));
     /* 4 writers x 100 keys, all present before scanning starts */
     struct worker w[4];
     pthread_t th[6];

@@ -98,7 +98,7 @@ static prog_op gen_op(gen *g, uint64_t *s, const types *t)
 }
 
 /* gen_apply follows the model when op succeeded. */
-static void gen_apply(gen *g, prog_op o, const types *t, int rc)
+static void gen_apply(gen *g, prog_op o, int rc)
 {
     if (rc)
         return;
@@ -123,7 +123,6 @@ static void gen_apply(gen *g, prog_op o, const types *t, int rc)
     default:
         break;
     }
-    (void)t;
 }
 
 static int run_w(bin_writer *w, const types *t, prog_op o)
@@ -213,7 +212,7 @@ TEST(binary_cursor_matches_writer_on_random_programs)
             CHECK_EQ(ra, rb);
             if (ra != rb)
                 break;
-            gen_apply(&g, o, &t, ra);
+            gen_apply(&g, o, ra);
             if (ra)
                 break;
             if (g.depth == 0 && rng_next(&seed) % 4 == 0)
