@@ -54,7 +54,7 @@ void m1_builder_free(m1_builder *b)
  * a caller writing a type would have: each gets its own registers. */
 static inline int m1_w_container(bin_writer *w, const bin_desc *d, uint8_t code, em_buf *out)
 {
-    bin_wc c;
+    BIN_WC_DECL(c);
     bin_wc_reset(&c, w, out);
     bin_wc_obj_begin(&c, d);
     bin_wc_field_idx(&c, 0);
@@ -76,7 +76,7 @@ static __attribute__((noinline)) int m1_w_arraylist(bin_writer *w, const bin_des
 
 static __attribute__((noinline)) int m1_w_treemap(bin_writer *w, const bin_desc *d, em_buf *out)
 {
-    bin_wc c;
+    BIN_WC_DECL(c);
     bin_wc_reset(&c, w, out);
     bin_wc_obj_begin(&c, d);
     bin_wc_field_idx(&c, 0);
@@ -88,7 +88,7 @@ static __attribute__((noinline)) int m1_w_treemap(bin_writer *w, const bin_desc 
 
 static __attribute__((noinline)) int m1_w_treeset(bin_writer *w, const bin_desc *d, em_buf *out)
 {
-    bin_wc c;
+    BIN_WC_DECL(c);
     bin_wc_reset(&c, w, out);
     bin_wc_obj_begin(&c, d);
     bin_wc_field_idx(&c, 0);
@@ -100,7 +100,7 @@ static __attribute__((noinline)) int m1_w_treeset(bin_writer *w, const bin_desc 
 
 static __attribute__((noinline)) int m1_w_tree12(bin_writer *w, const bin_desc *d, em_buf *out)
 {
-    bin_wc c;
+    BIN_WC_DECL(c);
     bin_wc_reset(&c, w, out);
     bin_wc_obj_begin(&c, d);
     bin_wc_field_idx(&c, 0);

@@ -196,18 +196,28 @@ TEST(binary_cursor_matches_writer_on_random_programs)
     bin_writer_init(&wa, t.reg, &a);
     bin_writer_init(&wb, t.reg, &b);
     uint64_t seed = 0x9E3779B97F4A7C15ULL;
-    int finished = 0, failed = 0;
+    int finished = 0, failed = 0, all_fast = 0;
     for (int prog = 0; prog < 3000; prog++) {
-        em_buf_free(&a);                   /* start small: growth on the way */
+        /* A third start small (growth on the way) and sync after the
+         * complete path; a third start small and never sync (the cursor
+         * stays on the complete path once there); a third have room
+         * enough that only an error or an uncommon case leaves the fast
+         * paths. */
+        const int mode = prog % 3;
+        em_buf_free(&a);
         em_buf_free(&b);
+        if (mode == 2)
+            REQUIRE_OK(em_buf_reserve(&b, 1 << 16));
         bin_writer_reset(&wa, &a);
-        bin_wc c;
+        BIN_WC_DECL(c);
         bin_wc_reset(&c, &wb, &b);
         gen g = {.depth = 0};
         int steps = 1 + (int)(rng_next(&seed) % 200);
         for (int i = 0; i < steps; i++) {
             prog_op o = gen_op(&g, &seed, &t);
             int ra = run_w(&wa, &t, o);
+            if (mode == 0 && c.mode == BIN_WM_SLOW)
+                bin_wc_sync(&c);
             int rb = run_c(&c, &t, o);
             CHECK_EQ(ra, rb);
             if (ra != rb)
@@ -228,6 +238,7 @@ TEST(binary_cursor_matches_writer_on_random_programs)
             int ra = run_w(&wa, &t, o);
             CHECK_EQ(ra, run_c(&c, &t, o));
         }
+        all_fast += c.mode != BIN_WM_SLOW;
         int eb = bin_wc_store(&c);
         CHECK_EQ(wa.err, eb);
         CHECK_EQ(a.len, b.len);
@@ -248,6 +259,7 @@ TEST(binary_cursor_matches_writer_on_random_programs)
     }
     CHECK(finished > 1000);                /* the generator mostly writes valid values */
     CHECK(failed > 10);                    /* and exercises the errors too */
+    CHECK(all_fast > 300);                 /* and ends on the fast paths often (400) */
     bin_writer_free(&wa);
     bin_writer_free(&wb);
     em_buf_free(&a);
@@ -271,7 +283,7 @@ TEST(binary_tree_with_large_objects_keeps_java_hash)
         em_buf_reset(&a);
         em_buf_reset(&b);
         bin_writer_reset(&w, &a);
-        bin_wc c;
+        BIN_WC_DECL(c);
         bin_wc_reset(&c, &wc, &b);
         CHECK_OK(set ? bin_w_treeset_begin(&w) : bin_w_treemap_begin(&w));
         CHECK_OK(set ? bin_wc_treeset_begin(&c) : bin_wc_treemap_begin(&c));
@@ -317,7 +329,7 @@ TEST(binary_cursor_m1_values_allocate_nothing)
     for (int i = 0; i < 10000; i++) {
         if (i == 1)
             before = em_mem_thread();
-        bin_wc c;
+        BIN_WC_DECL(c);
         bin_wc_reset(&c, &w, &b);
         em_buf_reset(&b);
         bin_wc_load(&c, &w);
