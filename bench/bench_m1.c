@@ -21,9 +21,13 @@ static const char *const HOLDER[M1_ROWS] = {
     "M1HashMapHolder", "M1ArrayListHolder", "M1TreeMapHolder", "M1TreeSetHolder",
     "M1TreeMap12Holder"};
 static const int32_t FIELD_CODE[M1_ROWS] = {BIN_MAP, BIN_COLLECTION, BIN_OBJ, BIN_OBJ, BIN_OBJ};
-static const char *const VALS[12] = {"value0", "value1", "value2", "value3", "value4",
-                                     "value5", "value6", "value7", "value8", "value9",
-                                     "value10", "value11"};
+/* the map's values, with their lengths as a caller holding strings has them */
+static const struct {
+    const char *s;
+    size_t len;
+} VALS[12] = {{"value0", 6}, {"value1", 6}, {"value2", 6}, {"value3", 6}, {"value4", 6},
+              {"value5", 6}, {"value6", 6}, {"value7", 6}, {"value8", 6}, {"value9", 6},
+              {"value10", 7}, {"value11", 7}};
 
 int m1_builder_init(m1_builder *b)
 {
@@ -107,7 +111,7 @@ static __attribute__((noinline)) int m1_w_tree12(bin_writer *w, const bin_desc *
     bin_wc_treemap_begin(&c);
     for (int i = 0; i < 12; i++) {
         bin_wc_int(&c, i);
-        bin_wc_string(&c, VALS[i], i < 10 ? 6 : 7);
+        bin_wc_string(&c, VALS[i].s, VALS[i].len);
     }
     bin_wc_tree_end(&c);
     bin_wc_obj_end(&c);
