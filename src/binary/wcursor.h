@@ -77,12 +77,10 @@ static inline __attribute__((always_inline)) void bin_wc_load(bin_wc *c, bin_wri
     c->plain = (w->full_footer == 0) & (w->min_width <= 1) & (w->reg != NULL);
 }
 
-/* bin_wc_put gives a cursor's frames and position to the writer.  Out of
- * line, and the cursor passed by value: a caller's cursor whose address
- * is never taken stays in registers (a copy is made only on the way to
- * the complete path). */
-void bin_wc_put(bin_wc c);
-
+/* bin_wc__put gives the cursor's frames and position to the writer.  The
+ * copies are spelled out, not looped: with c->d a constant where this was
+ * inlined, only those frames are copied and the compiler keeps seeing
+ * every frame access at a constant index. */
 static inline __attribute__((always_inline)) void bin_wc__put(bin_wc *c)
 {
     bin_writer *w = c->w;

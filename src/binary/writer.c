@@ -15,7 +15,6 @@
  * keeps w->vmode and w->top (what the cursor loads) in step with it.
  */
 #include "binary/binary_int.h"
-#include "binary/wcursor.h"
 
 #include "util/err.h"
 #include "util/hash.h"
@@ -854,20 +853,4 @@ int bin_w_tree_end(bin_writer *w)
         f->hq += bin_q31_tcount(c, f->hpos);
     f->kind = BIN_OBJ;
     return bin_w_obj_end(w);
-}
-
-
-void bin_wc_put(bin_wc c)
-{
-    bin_writer *w = c.w;
-    bin_wframe *t = w->fr + c.d0;
-    c.fr[c.d].count = c.cnt;               /* unused by frames that do not count */
-    for (uint32_t i = 0; i <= c.d; i++)
-        t[i] = c.fr[i];
-    w->out->len = (size_t)(c.p - c.base);
-    w->top = t + c.d;
-    w->depth = c.d0 + c.d;
-    w->vmode = (uint8_t)c.mode;
-    w->named = c.mode == BIN_WM_FIELD;
-    w->nf = c.nf;
 }
