@@ -107,7 +107,10 @@ static inline __attribute__((always_inline)) int bin_wc_store(bin_wc *c)
     bin_writer *w = c->w;
     if (c->mode == BIN_WM_SLOW)
         return w->err;
-    if (c->d == 0 && c->d0 == 0) {         /* a value from bin_wc_reset, done */
+    if (c->d == 0 && c->d0 == 0) {
+        /* A value from bin_wc_reset, done: the sentinel frame needs only
+         * its count back.  bin_wc__put here, copying the whole frame,
+         * measured 15 -> 23 ns on the M1 empty-container rows. */
         w->fr[0].count = c->cnt;
         w->out->len = (size_t)(c->p - c->base);
         w->top = &w->fr[0];
@@ -507,12 +510,8 @@ static inline __attribute__((always_inline)) int bin_wc_obj_end(bin_wc *c)
     return BIN_WC__SLOW(c, bin_w_obj_end(c->w), -1);
 }
 
-/* bin_wc__tree_close: the end of a tree type of `count` entries (raw data
- * only, no fields).  Its region is the null comparator, the size and the
- * entries; the first two are hashed from registers (the size is stored
- * now) and only the entries are read back.  Inside an object (the usual
- * holder of a TreeMap field) the tree is folded into the object's sum with
- * its header from registers, so the object does not hash its bytes again. */
+/* bin_wc__tree_close_ok: the tree type in fr[d] (d >= 1) may end on the
+ * fast path: compact footers, no named fields, and folded here if large. */
 static inline __attribute__((always_inline)) int bin_wc__tree_close_ok(const bin_wc *c)
 {
     const bin_wframe *f = &c->fr[c->d];
@@ -523,6 +522,12 @@ static inline __attribute__((always_inline)) int bin_wc__tree_close_ok(const bin
     return end <= BIN_W_FOLD_MIN || !bin_wc__parent_real(c) || bin_wc__objlike(f - 1);
 }
 
+/* bin_wc__tree_close: ends it (after bin_wc__tree_close_ok) with `count`
+ * entries.  Its region is the null comparator, the size and the entries;
+ * the first two are hashed from registers (the size is stored now) and
+ * only the entries are read back.  Inside an object (the usual holder of a
+ * TreeMap field) the tree is folded into the object's sum with its header
+ * from registers, so the object does not hash its bytes again. */
 static inline __attribute__((always_inline)) void bin_wc__tree_close(bin_wc *c, uint32_t count)
 {
     bin_wframe *f = &c->fr[c->d];
