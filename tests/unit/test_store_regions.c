@@ -42,6 +42,20 @@ static st_cache *make(st_store *s, const char *name, const char *region, int *rc
     return c;
 }
 
+/* open3, then caches a in "small", b in "big" and d in the default region */
+static int open_abd(st_store **s, uint64_t small_max, int small_evict, st_cache **a,
+                    st_cache **b, st_cache **d)
+{
+    int rc = open3(s, small_max, small_evict);
+    if (!rc)
+        *a = make(*s, "a", "small", &rc);
+    if (!rc)
+        *b = make(*s, "b", "big", &rc);
+    if (!rc)
+        *d = make(*s, "d", NULL, &rc);
+    return rc;
+}
+
 static int fill(st_cache *c, int n)
 {
     uint8_t kb[5], vb[1100];
@@ -56,14 +70,9 @@ static int fill(st_cache *c, int n)
 TEST(store_regions_cache_uses_named_region)
 {
     st_store *s;
-    REQUIRE_OK(open3(&s, 64 << 10, 0));
+    st_cache *a, *b, *d;
+    REQUIRE_OK(open_abd(&s, 64 << 10, 0, &a, &b, &d));
     int rc;
-    st_cache *a = make(s, "a", "small", &rc);
-    REQUIRE_OK(rc);
-    st_cache *b = make(s, "b", "big", &rc);
-    REQUIRE_OK(rc);
-    st_cache *d = make(s, "d", NULL, &rc);
-    REQUIRE_OK(rc);
     st_cache *e = make(s, "e", "default", &rc);
     REQUIRE_OK(rc);
     CHECK(!strcmp(st_cache_region(a), "small"));
@@ -113,14 +122,8 @@ TEST(store_regions_bad_specs)
 TEST(store_regions_limit_is_per_region)
 {
     st_store *s;
-    REQUIRE_OK(open3(&s, 64 << 10, 0));
-    int rc;
-    st_cache *a = make(s, "a", "small", &rc);
-    REQUIRE_OK(rc);
-    st_cache *b = make(s, "b", "big", &rc);
-    REQUIRE_OK(rc);
-    st_cache *d = make(s, "d", NULL, &rc);
-    REQUIRE_OK(rc);
+    st_cache *a, *b, *d;
+    REQUIRE_OK(open_abd(&s, 64 << 10, 0, &a, &b, &d));
     /* 64 KiB hold fewer than 64 values of 1 KB: the small region fills */
     CHECK_EQ(fill(a, 200), EM_MEMLIMIT);
     /* the other regions are not charged for it */
@@ -144,12 +147,8 @@ TEST(store_regions_limit_is_per_region)
 TEST(store_regions_eviction_is_per_region)
 {
     st_store *s;
-    REQUIRE_OK(open3(&s, 64 << 10, 1));
-    int rc;
-    st_cache *a = make(s, "a", "small", &rc);
-    REQUIRE_OK(rc);
-    st_cache *d = make(s, "d", NULL, &rc);
-    REQUIRE_OK(rc);
+    st_cache *a, *b, *d;
+    REQUIRE_OK(open_abd(&s, 64 << 10, 1, &a, &b, &d));
     CHECK_OK(fill(a, 200));       /* evicts instead of failing */
     CHECK_OK(fill(d, 50));
     st_region_stats rs, rd;
