@@ -101,6 +101,11 @@ static inline uint32_t bin_partition(int32_t hash, uint32_t parts)
  * elements; arrays (identity-hashed in Java) a hash of their bytes. */
 int32_t bin_hash(const uint8_t *p);
 
+/* bin_utf8_ok: 1 if s[0..n) is well-formed UTF-8 (no overlongs, surrogates,
+ * or code points past U+10FFFF).  Public because names on the cluster port
+ * follow the same rule as strings in objects. */
+int bin_utf8_ok(const uint8_t *s, size_t n);
+
 /* ---- type registry (registry.c) -------------------------------------
  *
  * Type metadata as Ignite keeps it (reference §2.6, §3.3).  A bin_type is

@@ -132,10 +132,6 @@ static inline int32_t bin_hash_region(const uint8_t *o, const bin_hdr *h)
 /* bin_skip: length of the validated data object at p. */
 size_t bin_skip(const uint8_t *p);
 
-/* bin_utf8_ok: 1 if s[0..n) is well-formed UTF-8 (no overlongs, surrogates,
- * or code points past U+10FFFF). */
-int bin_utf8_ok(const uint8_t *s, size_t n);
-
 /* bin_fixed_size: payload size of a fixed-size type code, or -1. */
 static inline int bin_fixed_size(uint8_t t)
 {
