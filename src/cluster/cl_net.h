@@ -125,4 +125,77 @@ int cl_net_verify_auth(const uint8_t *p, size_t n, const void *secret, size_t se
                        char peer_role, const uint8_t my_nonce[CL_NET_NONCE],
                        uint64_t peer_msb, uint64_t peer_lsb);
 
+/* ---- the transport (cl_net.c) -------------------------------------------
+ *
+ * One net/ server for the cluster port with one loop thread: every callback
+ * below runs on that thread, in the order frames arrived per link.  Any
+ * thread may send; a send is posted to the loop and leaves in posting order.
+ */
+typedef struct cl_net cl_net;
+typedef struct cl_net_link cl_net_link;
+
+/* What the fault hook decides for one outgoing frame (handshake frames are
+ * never touched): tests use it for drops, delays (and so reordering) and
+ * duplicates on top of real kills and firewall partitions. */
+enum cl_net_fault { CL_NET_PASS, CL_NET_DROP, CL_NET_DUP, CL_NET_DELAY };
+typedef int (*cl_net_fault_fn)(void *arg, uint64_t to_msb, uint64_t to_lsb,
+                               uint16_t type, uint32_t *delay_ms);
+
+typedef struct cl_net_opts {
+    const char *host;            /* cluster port address (numeric), NULL = 127.0.0.1 */
+    int         port;            /* 0 = any free port (cl_net_port) */
+    const char *cluster;         /* cluster name, 1..255 bytes */
+    const void *secret;          /* NULL/0 = no secret */
+    size_t      secret_len;
+    uint64_t    node_msb, node_lsb;
+    const char *consistent;      /* consistent id, 1..255 bytes */
+    size_t      max_frame;       /* 0 = CL_NET_MAX_FRAME_DEFAULT */
+    uint32_t    handshake_ms;    /* 0 = 10 000 */
+    uint32_t    heartbeat_ms;    /* PING after this long without sending; 0 = 1 000 */
+    uint32_t    link_timeout_ms; /* close a link silent this long; 0 = 10 000 */
+    void       *arg;
+    /* on_up: the handshake completed; link is valid until on_down. */
+    void (*on_up)(void *arg, cl_net_link *l, const cl_net_hello *peer);
+    /* on_frame: one frame of an up link (PING excepted); p valid during the call. */
+    void (*on_frame)(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p, size_t n);
+    /* on_down: a link closed; was_up tells whether on_up had run for it.  A
+     * refused peer or failed connect arrives here with was_up 0 and why. */
+    void (*on_down)(void *arg, cl_net_link *l, int was_up, const char *why);
+    cl_net_fault_fn fault;       /* NULL = pass everything */
+    void           *fault_arg;
+} cl_net_opts;
+
+/* cl_net_start listens and starts the loop.  0, EM_INVAL, -errno, EM_NOMEM.
+ * cl_net_stop closes every link (on_down for each) and joins the loop. */
+int  cl_net_start(cl_net **out, const cl_net_opts *o);
+void cl_net_stop(cl_net *n);
+int  cl_net_port(const cl_net *n);
+
+/* cl_net_connect opens a link to host:port (numeric).  Any thread. */
+int  cl_net_connect(cl_net *n, const char *host, int port);
+
+/* cl_net_send queues one frame for the up link to node (msb, lsb); the
+ * payload is copied.  Any thread.  A frame for a node with no up link when it
+ * reaches the loop is dropped and counted (cl_net_stats).  0 or EM_NOMEM. */
+int  cl_net_send(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
+                 const void *payload, size_t len);
+
+/* cl_net_link_send: the same from the loop thread on a link it holds. */
+int  cl_net_link_send(cl_net_link *l, uint16_t type, const void *payload, size_t len);
+
+/* cl_net_post runs fn(arg, cancelled) on the loop thread (see net_post). */
+int  cl_net_post(cl_net *n, void (*fn)(void *arg, int cancelled), void *arg);
+
+/* Link facts, loop thread only. */
+void cl_net_link_peer(const cl_net_link *l, uint64_t *msb, uint64_t *lsb);
+int  cl_net_link_outgoing(const cl_net_link *l);
+void cl_net_link_addr(const cl_net_link *l, char *buf, size_t len);
+
+typedef struct cl_net_stats {
+    uint64_t frames_out, frames_in, dropped_no_link, fault_dropped,
+             fault_duplicated, fault_delayed, refused, links_up;
+} cl_net_stats;
+/* cl_net_stats_get: counters (read with relaxed atomics; any thread). */
+void cl_net_stats_get(const cl_net *n, cl_net_stats *s);
+
 #endif

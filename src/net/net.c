@@ -44,11 +44,15 @@
 
 typedef struct net_loop net_loop;
 
-/* A connection accepted by one loop for another (the inbox). */
+/* Work for one loop from another thread (the inbox): a connection accepted
+ * by another loop, one this node opened (ctx set, outgoing), or a call. */
 typedef struct handoff {
-    int fd;
+    int fd;                         /* -1 for a call */
+    uint8_t outgoing;
     socklen_t sl;
     struct sockaddr_storage ss;
+    void *ctx;                      /* net_connect's ctx, or the call's arg */
+    void (*fn)(void *arg, int cancelled); /* a call posted with net_post */
 } handoff;
 
 struct net_conn {
@@ -69,6 +73,8 @@ struct net_conn {
     socklen_t peer_len;
     net_tls  *tls;                  /* NULL on a plaintext port */
     uint8_t   tls_hs;               /* TLS handshake still running */
+    uint8_t   outgoing;             /* opened by net_connect */
+    void     *ctx;                  /* net_connect's ctx */
 };
 
 struct net_loop {
@@ -86,6 +92,8 @@ struct net_loop {
     pthread_mutex_t inbox_mu;
     handoff    *inbox;
     size_t      inbox_len, inbox_cap;
+    handoff    *spare;              /* the inbox's other half (drain_inbox) */
+    size_t      spare_cap;
     net_conn   *pending;            /* replies held for before_send */
     _Atomic uint32_t load;          /* connections owned + in the inbox */
     _Atomic uint64_t pub_allocs, pub_bytes, pub_frees;
@@ -403,7 +411,8 @@ static void on_writable(net_conn *c)
 }
 
 /* conn_setup makes fd a connection of l (its load was already counted). */
-static void conn_setup(net_loop *l, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+static void conn_setup(net_loop *l, int fd, const struct sockaddr_storage *ss, socklen_t sl,
+                       int outgoing, void *ctx)
 {
     net_server *s = l->srv;
     int one = 1;
@@ -417,10 +426,12 @@ static void conn_setup(net_loop *l, int fd, const struct sockaddr_storage *ss, s
     }
     c->fd = fd;
     c->loop = l;
+    c->outgoing = (uint8_t)outgoing;
+    c->ctx = ctx;
     c->peer = *ss;
     c->peer_len = sl;
     c->accepted_ms = c->active_ms = c->write_ms = em_now_ms();
-    if (s->tls) {
+    if (s->tls && !outgoing) {
         if (net_tls_new(s->tls, fd, &c->tls) != 0) {
             atomic_fetch_sub(&s->nconns, 1);
             atomic_fetch_sub(&l->load, 1);
@@ -434,7 +445,10 @@ static void conn_setup(net_loop *l, int fd, const struct sockaddr_storage *ss, s
     if (l->conns)
         l->conns->prev = c;
     l->conns = c;
-    struct epoll_event e = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
+    /* An outgoing socket may still be connecting: EPOLLOUT reports the end
+     * of connect (success or an error that the next read then sees). */
+    struct epoll_event e = { .events = EPOLLIN | EPOLLRDHUP | (outgoing ? EPOLLOUT : 0),
+                             .data.ptr = c };
     c->events = e.events;
     if (epoll_ctl(l->ep, EPOLL_CTL_ADD, fd, &e) != 0) {
         c->events = 0;
@@ -462,8 +476,10 @@ static net_loop *least_loaded(net_loop *l)
     return best;
 }
 
-/* hand_off queues fd in t's inbox and wakes t.  0 or EM_NOMEM. */
-static int hand_off(net_loop *t, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+/* hand_off queues fd (or a call, fd -1) in t's inbox and wakes t.  0 or
+ * EM_NOMEM. */
+static int hand_off(net_loop *t, int fd, const struct sockaddr_storage *ss, socklen_t sl,
+                    int outgoing, void *ctx, void (*fn)(void *, int))
 {
     pthread_mutex_lock(&t->inbox_mu);
     if (t->inbox_len == t->inbox_cap) {
@@ -478,29 +494,47 @@ static int hand_off(net_loop *t, int fd, const struct sockaddr_storage *ss, sock
     }
     handoff *h = &t->inbox[t->inbox_len++];
     h->fd = fd;
-    h->ss = *ss;
+    if (ss)
+        h->ss = *ss;
     h->sl = sl;
+    h->outgoing = (uint8_t)outgoing;
+    h->ctx = ctx;
+    h->fn = fn;
     pthread_mutex_unlock(&t->inbox_mu);
     uint64_t one = 1;
     (void)!write(t->evfd, &one, sizeof one);
     return 0;
 }
 
-/* drain_inbox sets up the connections other loops handed to l. */
+/* drain_inbox sets up the connections other threads handed to l and runs
+ * the calls posted to it, in the order they were queued (posted calls to
+ * one loop keep their order: a sender's frames leave in sequence). */
 static void drain_inbox(net_loop *l)
 {
     uint64_t v;
     (void)!read(l->evfd, &v, sizeof v);
     for (;;) {
-        handoff h;
+        /* Swap the inbox with the spare array: senders keep appending while
+         * this batch runs, and neither array is reallocated once grown. */
         pthread_mutex_lock(&l->inbox_mu);
-        int got = l->inbox_len > 0;
-        if (got)
-            h = l->inbox[--l->inbox_len];
+        size_t n = l->inbox_len;
+        handoff *batch = l->inbox;
+        size_t cap = l->inbox_cap;
+        l->inbox = l->spare;
+        l->inbox_cap = l->spare_cap;
+        l->inbox_len = 0;
         pthread_mutex_unlock(&l->inbox_mu);
-        if (!got)
+        for (size_t i = 0; i < n; i++) {
+            handoff *h = &batch[i];
+            if (h->fn)
+                h->fn(h->ctx, 0);
+            else
+                conn_setup(l, h->fd, &h->ss, h->sl, h->outgoing, h->ctx);
+        }
+        l->spare = batch;
+        l->spare_cap = cap;
+        if (!n)
             break;
-        conn_setup(l, h.fd, &h.ss, h.sl);
     }
 }
 
@@ -533,8 +567,8 @@ static void accept_some(net_loop *l)
         net_loop *t = least_loaded(l);
         atomic_fetch_add(&t->load, 1);
         if (t == l) {
-            conn_setup(l, fd, &ss, sl);
-        } else if (hand_off(t, fd, &ss, sl) != 0) {
+            conn_setup(l, fd, &ss, sl, 0, NULL);
+        } else if (hand_off(t, fd, &ss, sl, 0, NULL, NULL) != 0) {
             atomic_fetch_sub(&t->load, 1);
             atomic_fetch_sub(&s->nconns, 1);
             close(fd);
@@ -590,6 +624,8 @@ static void tick(net_loop *l, uint64_t now)
             conn_close(c);
         }
     }
+    if (l->srv->cb.on_tick)
+        l->srv->cb.on_tick(l->srv->cb.arg, l->index, now);
     if (!l->listen_armed && now >= l->accept_pause_until) {
         struct epoll_event e = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &tag_listen };
         if (epoll_ctl(l->ep, EPOLL_CTL_ADD, l->srv->lfd, &e) == 0)
@@ -706,11 +742,18 @@ static void destroy(net_server *s)
         while (l->conns)
             conn_close(l->conns);
         free_dead(l);
+        /* Whatever was still queued: sockets are closed, and a posted call
+         * runs now (on the stopping thread) so what it owns is freed. */
         for (size_t j = 0; j < l->inbox_len; j++) {
+            if (l->inbox[j].fn) {
+                l->inbox[j].fn(l->inbox[j].ctx, 1);
+                continue;
+            }
             close(l->inbox[j].fd);
             atomic_fetch_sub(&s->nconns, 1);
         }
         em_free(l->inbox);
+        em_free(l->spare);
         pthread_mutex_destroy(&l->inbox_mu);
         if (l->evfd >= 0)
             close(l->evfd);
@@ -862,3 +905,73 @@ void net_mem_stats(net_server *s, em_mem_stats *sum)
         }
     }
 }
+
+/* ---- connections this node opens, and work posted to a loop ------------- */
+
+int net_connect(net_server *s, const char *host, int port, void *ctx)
+{
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+    struct addrinfo *ai = NULL;
+    if (port <= 0 || port > 65535 || getaddrinfo(host, portstr, &hints, &ai) != 0 || !ai) {
+        if (ai)
+            freeaddrinfo(ai);
+        return EM_INVAL;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = -errno;
+        freeaddrinfo(ai);
+        return e;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = (socklen_t)ai->ai_addrlen;
+    memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+    int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    if (rc != 0 && errno != EINPROGRESS) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    net_loop *t = least_loaded(&s->loops[0]);
+    atomic_fetch_add(&s->nconns, 1);
+    atomic_fetch_add(&t->load, 1);
+    if (hand_off(t, fd, &ss, sl, 1, ctx, NULL) != 0) {
+        atomic_fetch_sub(&s->nconns, 1);
+        atomic_fetch_sub(&t->load, 1);
+        close(fd);
+        return EM_NOMEM;
+    }
+    return 0;
+}
+
+int net_post(net_server *s, int loop, void (*fn)(void *arg, int cancelled), void *arg)
+{
+    if (loop < 0 || loop >= s->nloops)
+        return EM_INVAL;
+    return hand_off(&s->loops[loop], -1, NULL, 0, 0, arg, fn);
+}
+
+void *net_conn_ctx(const net_conn *c) { return c->ctx; }
+
+int net_conn_outgoing(const net_conn *c) { return c->outgoing; }
+
+em_buf *net_conn_out(net_conn *c) { return &c->out; }
+
+int net_conn_kick(net_conn *c)
+{
+    if (c->closing)
+        return EM_CLOSED;
+    if (c->close_pending || c->pending)
+        return 0;                   /* leaves with the pass's held replies */
+    if (flush(c) < 0 || update_interest(c) < 0) {
+        conn_close(c);
+        return EM_CLOSED;
+    }
+    return 0;
+}
+
+void net_conn_close(net_conn *c) { conn_close(c); }

@@ -32,7 +32,10 @@ typedef struct net_limits {
  * that owns the connection; arg is net_callbacks.arg. */
 typedef struct net_callbacks {
     void *arg;
-    /* on_open: a connection was accepted; returns its state (NULL = close it). */
+    /* on_open: a connection was accepted (or opened, net_connect); returns
+     * its state (NULL = close it).  Output appended here to net_conn_out(c)
+     * leaves once the socket is writable for an outgoing connection, with the
+     * next reply for an accepted one; do not kick from on_open. */
     void *(*on_open)(void *arg, net_conn *c);
     /* on_data: p[0..n) is unconsumed input.  Consume whole messages, append
      * replies to out, stop early once out->len exceeds out_cap, and set
@@ -50,6 +53,9 @@ typedef struct net_callbacks {
     /* on_tls_fail: a TLS handshake failed (optional); the connection closes
      * right after (on_close follows). */
     void (*on_tls_fail)(void *arg, net_conn *c, const char *why);
+    /* on_tick (optional): every timer scan (about 200 ms) on each loop, after
+     * the loop's own timeouts; for heartbeats and delayed work. */
+    void (*on_tick)(void *arg, int loop, uint64_t now_ms);
 } net_callbacks;
 
 struct net_tls_ctx;
@@ -90,5 +96,37 @@ void net_mem_stats(net_server *s, em_mem_stats *sum);
 
 /* net_conn_count: connections open now. */
 uint32_t net_conn_count(const net_server *s);
+
+/* ---- for peers: connections this node opens, work from other threads ----
+ *
+ * net_connect starts a non-blocking connect to a numeric host and port and
+ * gives the socket to the least loaded loop, which calls on_open for it like
+ * an accepted one (net_conn_ctx(c) == ctx, net_conn_outgoing(c) == 1); a
+ * connect that fails shows as that connection closing (on_close).  The
+ * server's TLS context applies only to accepted connections.  ctx stays the
+ * caller's: nothing is reported for a connect still queued when the server
+ * stops.  Returns 0, EM_INVAL for a bad address, -errno, or EM_NOMEM.
+ * Any thread. */
+int  net_connect(net_server *s, const char *host, int port, void *ctx);
+
+/* net_post runs fn(arg, 0) on loop's thread, after what was posted to it
+ * before (FIFO per loop).  If the server stops first, fn(arg, 1) runs on
+ * the stopping thread instead, with every connection already closed: it must
+ * only free what it owns.  Any thread.  0, EM_INVAL, or EM_NOMEM. */
+int  net_post(net_server *s, int loop, void (*fn)(void *arg, int cancelled), void *arg);
+
+void *net_conn_ctx(const net_conn *c);
+int   net_conn_outgoing(const net_conn *c);
+
+/* net_conn_out / net_conn_kick: output outside on_data, on the owning
+ * loop's thread only (a posted call, on_tick, on_open).  Append to the
+ * buffer, then kick to send what can go now and arm EPOLLOUT for the rest.
+ * kick returns 0, or EM_CLOSED when the connection failed and is now closed
+ * (on_close has run). */
+em_buf *net_conn_out(net_conn *c);
+int     net_conn_kick(net_conn *c);
+
+/* net_conn_close closes c from its loop's thread (on_close runs now). */
+void    net_conn_close(net_conn *c);
 
 #endif

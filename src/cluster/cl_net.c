@@ -1,0 +1,518 @@
+/* cl_net.c - the cluster port: links between nodes over one net/ loop.
+ *
+ * A link is one TCP connection, either side may have opened it.  It is
+ * usable after the handshake of cl_net.h (HELLO both ways, then AUTH both
+ * ways); until then any other frame closes it.  Between two nodes at most
+ * one link is up: when a second completes its handshake, both ends keep the
+ * one opened by the node with the smaller id (the same rule on both sides,
+ * so they agree without another message) and close the other.  Liveness: a
+ * link that has sent nothing for heartbeat_ms sends PING; one that has
+ * received nothing for link_timeout_ms is closed.  Deciding that a NODE has
+ * failed is the metadata group's business, not the transport's.
+ */
+#include "cluster/cl_net.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "net/net.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+enum link_phase { PH_HELLO, PH_AUTH, PH_UP };
+
+/* A frame held back by the fault hook. */
+typedef struct delayed {
+    struct delayed *next;
+    uint64_t due_ms;
+    uint16_t type;
+    size_t   len;
+    uint8_t  payload[];
+} delayed;
+
+struct cl_net_link {
+    cl_net   *net;
+    net_conn *conn;
+    uint8_t   phase;
+    uint8_t   outgoing;
+    uint8_t   sent_hello;
+    uint8_t   in_data;           /* inside cb_data: the loop sends after it */
+    uint8_t   nonce[CL_NET_NONCE];
+    uint64_t  peer_msb, peer_lsb;
+    uint64_t  peer_major;
+    uint32_t  peer_minor;
+    char      peer_cid[CL_NET_MAX_NAME + 1];
+    uint64_t  rx_ms, tx_ms;
+    char      why[192];          /* reason given to on_down when we close it */
+    delayed  *held;
+    cl_net_link *next;           /* the net's list of up links */
+};
+
+struct cl_net {
+    cl_net_opts  o;
+    char         cluster[CL_NET_MAX_NAME + 1];
+    char         consistent[CL_NET_MAX_NAME + 1];
+    uint8_t     *secret;
+    net_server  *srv;
+    cl_net_link *up;             /* loop thread only */
+    _Atomic uint64_t st[8];
+};
+
+enum { S_OUT, S_IN, S_NOLINK, S_FDROP, S_FDUP, S_FDELAY, S_REFUSED, S_UP };
+static void count(cl_net *n, int i) { atomic_fetch_add_explicit(&n->st[i], 1, memory_order_relaxed); }
+
+/* ---- sending --------------------------------------------------------------- */
+
+static int put_frame(cl_net_link *l, uint16_t type, const void *p, size_t len)
+{
+    em_buf *out = net_conn_out(l->conn);
+    size_t at;
+    int rc = cl_net_frame_begin(out, type, &at);
+    if (!rc && len)
+        rc = em_buf_append(out, p, len);
+    if (rc)
+        return rc;
+    cl_net_frame_end(out, at);
+    l->tx_ms = em_now_ms();
+    count(l->net, S_OUT);
+    return 0;
+}
+
+int cl_net_link_send(cl_net_link *l, uint16_t type, const void *payload, size_t len)
+{
+    cl_net *n = l->net;
+    if (l->phase != PH_UP)
+        return EM_CLOSED;
+    if (len + 2 > (n->o.max_frame ? n->o.max_frame : CL_NET_MAX_FRAME_DEFAULT))
+        return EM_TOOBIG;
+    int act = CL_NET_PASS;
+    uint32_t delay = 0;
+    if (n->o.fault)
+        act = n->o.fault(n->o.fault_arg, l->peer_msb, l->peer_lsb, type, &delay);
+    if (act == CL_NET_DROP) {
+        count(n, S_FDROP);
+        return 0;
+    }
+    if (act == CL_NET_DELAY) {
+        delayed *d = em_malloc(sizeof *d + len);
+        if (!d)
+            return EM_NOMEM;
+        d->next = NULL;
+        d->due_ms = em_now_ms() + delay;
+        d->type = type;
+        d->len = len;
+        memcpy(d->payload, payload, len);
+        delayed **t = &l->held;
+        while (*t)
+            t = &(*t)->next;
+        *t = d;
+        count(n, S_FDELAY);
+        return 0;
+    }
+    int rc = put_frame(l, type, payload, len);
+    if (!rc && act == CL_NET_DUP) {
+        count(n, S_FDUP);
+        rc = put_frame(l, type, payload, len);
+    }
+    /* Inside cb_data the loop sends what was appended once it returns (a
+     * kick there could close the link under the caller). */
+    if (rc || l->in_data)
+        return rc;
+    return net_conn_kick(l->conn);
+}
+
+/* release_held sends the delayed frames that are due; nonzero when that
+ * closed the link (it is freed then). */
+static int release_held(cl_net_link *l, uint64_t now)
+{
+    int sent = 0;
+    for (delayed **p = &l->held; *p;) {
+        delayed *d = *p;
+        if (d->due_ms > now) {
+            p = &d->next;
+            continue;
+        }
+        *p = d->next;
+        if (put_frame(l, d->type, d->payload, d->len) == 0)
+            sent = 1;
+        em_free(d);
+    }
+    return sent ? net_conn_kick(l->conn) != 0 : 0;
+}
+
+static cl_net_link *find_up(cl_net *n, uint64_t msb, uint64_t lsb)
+{
+    for (cl_net_link *l = n->up; l; l = l->next)
+        if (l->peer_msb == msb && l->peer_lsb == lsb)
+            return l;
+    return NULL;
+}
+
+typedef struct post_send {
+    cl_net  *net;
+    uint64_t msb, lsb;
+    uint16_t type;
+    size_t   len;
+    uint8_t  payload[];
+} post_send;
+
+static void do_send(void *arg, int cancelled)
+{
+    post_send *m = arg;
+    if (!cancelled) {
+        cl_net_link *l = find_up(m->net, m->msb, m->lsb);
+        if (!l || cl_net_link_send(l, m->type, m->payload, m->len) != 0)
+            count(m->net, S_NOLINK);
+    }
+    em_free(m);
+}
+
+int cl_net_send(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
+                const void *payload, size_t len)
+{
+    post_send *m = em_malloc(sizeof *m + len);
+    if (!m)
+        return EM_NOMEM;
+    m->net = n;
+    m->msb = msb;
+    m->lsb = lsb;
+    m->type = type;
+    m->len = len;
+    if (len)
+        memcpy(m->payload, payload, len);
+    int rc = net_post(n->srv, 0, do_send, m);
+    if (rc)
+        em_free(m);
+    return rc;
+}
+
+int cl_net_post(cl_net *n, void (*fn)(void *arg, int cancelled), void *arg)
+{
+    return net_post(n->srv, 0, fn, arg);
+}
+
+/* ---- the handshake --------------------------------------------------------- */
+
+static int send_hello(cl_net_link *l)
+{
+    cl_net *n = l->net;
+    cl_net_hello h = {
+        .version = CL_NET_VERSION,
+        .flags = n->secret ? CL_NET_HELLO_SECRET : 0,
+        .node_msb = n->o.node_msb, .node_lsb = n->o.node_lsb,
+        .cluster = n->cluster, .cluster_len = strlen(n->cluster),
+        .consistent = n->consistent, .consistent_len = strlen(n->consistent),
+    };
+    memcpy(h.nonce, l->nonce, CL_NET_NONCE);
+    l->sent_hello = 1;
+    count(n, S_OUT);
+    return cl_net_hello_encode(net_conn_out(l->conn), &h);
+}
+
+static int send_auth(cl_net_link *l, const uint8_t peer_nonce[CL_NET_NONCE])
+{
+    cl_net *n = l->net;
+    uint8_t proof[CL_NET_PROOF];
+    size_t len = 0;
+    if (n->secret) {
+        cl_net_proof(proof, n->secret, n->o.secret_len, l->outgoing ? 'C' : 'A',
+                     peer_nonce, n->o.node_msb, n->o.node_lsb);
+        len = CL_NET_PROOF;
+    }
+    em_buf *out = net_conn_out(l->conn);
+    size_t at;
+    int rc = cl_net_frame_begin(out, CL_NET_MSG_AUTH, &at);
+    if (!rc && len)
+        rc = em_buf_append(out, proof, len);
+    if (!rc)
+        cl_net_frame_end(out, at);
+    count(n, S_OUT);
+    return rc;
+}
+
+/* refuse: close the link with a reason (on_down reports it). */
+static int refuse(cl_net_link *l, const char *why)
+{
+    snprintf(l->why, sizeof l->why, "%s", why);
+    count(l->net, S_REFUSED);
+    return EM_AUTH;
+}
+
+/* Node ids compare as Java UUIDs do (signed halves), the order used everywhere. */
+static int id_less(uint64_t am, uint64_t al, uint64_t bm, uint64_t bl)
+{
+    if (am != bm)
+        return (int64_t)am < (int64_t)bm;
+    return (int64_t)al < (int64_t)bl;
+}
+
+static int on_hello(cl_net_link *l, const uint8_t *p, size_t n)
+{
+    cl_net *net = l->net;
+    cl_net_hello h;
+    char why[160];
+    if (cl_net_hello_decode(p, n, &h) != 0)
+        return refuse(l, "malformed HELLO");
+    if (cl_net_check_peer(&h, net->cluster, strlen(net->cluster), net->secret != NULL,
+                          why, sizeof why) != 0)
+        return refuse(l, why);
+    if (h.node_msb == net->o.node_msb && h.node_lsb == net->o.node_lsb)
+        return refuse(l, "connected to itself");
+    l->peer_msb = h.node_msb;
+    l->peer_lsb = h.node_lsb;
+    l->peer_major = h.top_major;
+    l->peer_minor = h.top_minor;
+    memcpy(l->peer_cid, h.consistent, h.consistent_len);
+    l->peer_cid[h.consistent_len] = 0;
+    int rc = 0;
+    if (!l->sent_hello)
+        rc = send_hello(l);
+    if (!rc)
+        rc = send_auth(l, h.nonce);
+    if (rc)
+        return rc;
+    l->phase = PH_AUTH;
+    return 0;
+}
+
+static int on_auth(cl_net_link *l, const uint8_t *p, size_t n)
+{
+    cl_net *net = l->net;
+    if (cl_net_verify_auth(p, n, net->secret, net->secret ? net->o.secret_len : 0,
+                           l->outgoing ? 'A' : 'C', l->nonce, l->peer_msb, l->peer_lsb) != 0)
+        return refuse(l, "cluster secret proof failed");
+    cl_net_link *old = find_up(net, l->peer_msb, l->peer_lsb);
+    if (old) {
+        /* Keep the link opened by the smaller node id. */
+        int mine_smaller = id_less(net->o.node_msb, net->o.node_lsb, l->peer_msb, l->peer_lsb);
+        int keep_new = l->outgoing == mine_smaller;
+        if (!keep_new) {
+            snprintf(l->why, sizeof l->why, "duplicate link");
+            return EM_CLOSED;
+        }
+        snprintf(old->why, sizeof old->why, "duplicate link");
+        net_conn_close(old->conn);
+    }
+    l->phase = PH_UP;
+    net_conn_established(l->conn);
+    l->next = net->up;
+    net->up = l;
+    count(net, S_UP);
+    if (net->o.on_up) {
+        cl_net_hello h = {
+            .version = CL_NET_VERSION, .node_msb = l->peer_msb, .node_lsb = l->peer_lsb,
+            .top_major = l->peer_major, .top_minor = l->peer_minor,
+            .cluster = net->cluster, .cluster_len = strlen(net->cluster),
+            .consistent = l->peer_cid, .consistent_len = strlen(l->peer_cid),
+        };
+        net->o.on_up(net->o.arg, l, &h);
+    }
+    return 0;
+}
+
+/* ---- net/ callbacks ------------------------------------------------------- */
+
+static void *cb_open(void *arg, net_conn *c)
+{
+    cl_net *n = arg;
+    cl_net_link *l = em_calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->net = n;
+    l->conn = c;
+    l->outgoing = (uint8_t)net_conn_outgoing(c);
+    l->rx_ms = l->tx_ms = em_now_ms();
+    if (getrandom(l->nonce, CL_NET_NONCE, 0) != CL_NET_NONCE) {
+        em_free(l);
+        return NULL;
+    }
+    /* The connecting side speaks first; its HELLO leaves once connected. */
+    if (l->outgoing && send_hello(l) != 0) {
+        em_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+static int cb_data(void *arg, net_conn *c, void *state, const uint8_t *p, size_t n,
+                   em_buf *out, size_t out_cap, size_t *consumed)
+{
+    cl_net *net = arg;
+    cl_net_link *l = state;
+    size_t max = net->o.max_frame ? net->o.max_frame : CL_NET_MAX_FRAME_DEFAULT;
+    size_t off = 0;
+    int rc = 0;
+    (void)c;
+    l->in_data = 1;
+    while (off < n && out->len < out_cap) {
+        cl_net_frame f;
+        rc = cl_net_frame_parse(p + off, n - off, max, &f);
+        if (rc == EM_AGAIN) {
+            rc = 0;
+            break;
+        }
+        if (rc) {
+            refuse(l, rc == EM_BADLEN ? "frame length out of bounds" : "unknown frame type");
+            break;
+        }
+        off += f.total;
+        l->rx_ms = em_now_ms();
+        count(net, S_IN);
+        if (l->phase == PH_HELLO) {
+            rc = f.type == CL_NET_MSG_HELLO ? on_hello(l, f.payload, f.len)
+                                            : refuse(l, "frame before the handshake");
+        } else if (l->phase == PH_AUTH) {
+            rc = f.type == CL_NET_MSG_AUTH ? on_auth(l, f.payload, f.len)
+                                           : refuse(l, "frame before the handshake");
+        } else if (f.type == CL_NET_MSG_HELLO || f.type == CL_NET_MSG_AUTH) {
+            rc = refuse(l, "handshake frame on an up link");
+        } else if (f.type != CL_NET_MSG_PING && net->o.on_frame) {
+            net->o.on_frame(net->o.arg, l, f.type, f.payload, f.len);
+        }
+        if (rc)
+            break;
+    }
+    l->in_data = 0;
+    *consumed = off;
+    return rc;
+}
+
+static void cb_close(void *arg, void *state)
+{
+    cl_net *n = arg;
+    cl_net_link *l = state;
+    int was_up = l->phase == PH_UP;
+    if (was_up) {
+        for (cl_net_link **p = &n->up; *p; p = &(*p)->next)
+            if (*p == l) {
+                *p = l->next;
+                break;
+            }
+    }
+    if (n->o.on_down)
+        n->o.on_down(n->o.arg, l, was_up, l->why[0] ? l->why : "connection closed");
+    while (l->held) {
+        delayed *d = l->held;
+        l->held = d->next;
+        em_free(d);
+    }
+    em_free(l);
+}
+
+static void cb_tick(void *arg, int loop, uint64_t now)
+{
+    cl_net *n = arg;
+    uint32_t hb = n->o.heartbeat_ms ? n->o.heartbeat_ms : 1000;
+    uint32_t to = n->o.link_timeout_ms ? n->o.link_timeout_ms : 10000;
+    (void)loop;
+    cl_net_link *next;
+    for (cl_net_link *l = n->up; l; l = next) {
+        next = l->next;
+        if (now - l->rx_ms >= to) {
+            snprintf(l->why, sizeof l->why, "no frame from the peer for %u ms", to);
+            net_conn_close(l->conn);
+            continue;
+        }
+        if (l->held && release_held(l, now))
+            continue;
+        if (now - l->tx_ms >= hb && put_frame(l, CL_NET_MSG_PING, NULL, 0) == 0)
+            (void)net_conn_kick(l->conn);
+    }
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+static int name_ok(const char *s)
+{
+    size_t len = s ? strlen(s) : 0;
+    return len >= 1 && len <= CL_NET_MAX_NAME;
+}
+
+int cl_net_start(cl_net **out, const cl_net_opts *o)
+{
+    *out = NULL;
+    if (!name_ok(o->cluster) || !name_ok(o->consistent))
+        return EM_INVAL;
+    cl_net *n = em_calloc(1, sizeof *n);
+    if (!n)
+        return EM_NOMEM;
+    n->o = *o;
+    memcpy(n->cluster, o->cluster, strlen(o->cluster) + 1);
+    memcpy(n->consistent, o->consistent, strlen(o->consistent) + 1);
+    n->o.cluster = n->cluster;
+    n->o.consistent = n->consistent;
+    if (o->secret && o->secret_len) {
+        n->secret = em_memdup(o->secret, o->secret_len);
+        if (!n->secret) {
+            em_free(n);
+            return EM_NOMEM;
+        }
+    }
+    n->o.secret = n->secret;
+    net_options no = {
+        .host = o->host, .port = o->port, .threads = 1,
+        .limits = {
+            .max_conns = 1024,
+            .handshake_timeout_ms = o->handshake_ms ? o->handshake_ms : 10000,
+            .out_soft_cap = 8u << 20,
+            .out_hard_cap = 256u << 20,
+        },
+        .cb = { .arg = n, .on_open = cb_open, .on_data = cb_data, .on_close = cb_close,
+                .on_tick = cb_tick },
+    };
+    int rc = net_server_start(&n->srv, &no);
+    if (rc) {
+        em_free(n->secret);
+        em_free(n);
+        return rc;
+    }
+    *out = n;
+    return 0;
+}
+
+void cl_net_stop(cl_net *n)
+{
+    if (!n)
+        return;
+    net_server_stop(n->srv);
+    if (n->secret)
+        memset(n->secret, 0, n->o.secret_len);
+    em_free(n->secret);
+    em_free(n);
+}
+
+int cl_net_port(const cl_net *n) { return net_server_port(n->srv); }
+
+int cl_net_connect(cl_net *n, const char *host, int port)
+{
+    return net_connect(n->srv, host, port, n);
+}
+
+void cl_net_link_peer(const cl_net_link *l, uint64_t *msb, uint64_t *lsb)
+{
+    *msb = l->peer_msb;
+    *lsb = l->peer_lsb;
+}
+
+int cl_net_link_outgoing(const cl_net_link *l) { return l->outgoing; }
+
+void cl_net_link_addr(const cl_net_link *l, char *buf, size_t len)
+{
+    net_conn_peer(l->conn, buf, len);
+}
+
+void cl_net_stats_get(const cl_net *n, cl_net_stats *s)
+{
+    cl_net *m = (cl_net *)n;
+    s->frames_out = atomic_load_explicit(&m->st[S_OUT], memory_order_relaxed);
+    s->frames_in = atomic_load_explicit(&m->st[S_IN], memory_order_relaxed);
+    s->dropped_no_link = atomic_load_explicit(&m->st[S_NOLINK], memory_order_relaxed);
+    s->fault_dropped = atomic_load_explicit(&m->st[S_FDROP], memory_order_relaxed);
+    s->fault_duplicated = atomic_load_explicit(&m->st[S_FDUP], memory_order_relaxed);
+    s->fault_delayed = atomic_load_explicit(&m->st[S_FDELAY], memory_order_relaxed);
+    s->refused = atomic_load_explicit(&m->st[S_REFUSED], memory_order_relaxed);
+    s->links_up = atomic_load_explicit(&m->st[S_UP], memory_order_relaxed);
+}
