@@ -178,7 +178,11 @@ TEST(store_reuse_ops_race_create_destroy)
      * other name (or an earlier incarnation) gave back. */
     int live[NAMES] = {0};
     unsigned r = 7;
-    for (int round = 0; round < 1200; round++) {
+    /* 1200 rounds at least, and on a loaded machine as many more as it takes
+     * for the workers to have run ops against them (they may not have been
+     * scheduled at all during the first 1200). */
+    for (int round = 0; round < 1200 || (atomic_load(&x.ops) < 20000 && round < 2000000);
+         round++) {
         r = r * 1103515245u + 12345u;
         int ni = (int)((r >> 16) % NAMES);
         st_cache *c;
