@@ -60,8 +60,11 @@ endif
 ifneq ($(wildcard tests/stress/soak.c),)
 BINS += $(BUILD)/ember-soak
 endif
+ifneq ($(wildcard tests/stress/chaos.c),)
+BINS += $(BUILD)/ember-chaos
+endif
 
-.PHONY: all deps test run asan tsan bench fuzz clean install
+.PHONY: all deps test run asan tsan bench fuzz clean install chaos
 all: $(BINS)
 
 $(BUILD)/%.o: %.c
@@ -131,6 +134,8 @@ $(BUILD)/ember-adversary: $(BUILD)/tests/stress/adversary.o $(STRESS_COMMON) $(L
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/ember-soak: $(BUILD)/tests/stress/soak.o $(STRESS_COMMON) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/ember-chaos: $(BUILD)/tests/stress/chaos.o $(STRESS_COMMON) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:
 	@tools/deps.sh
@@ -151,6 +156,13 @@ asan: deps
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build/tsan OPT=-O1 SAN="-fsanitize=thread" all
 	@EM_SANITIZER=tsan tools/run-tests.sh build/tsan --no-node
+
+# The fault-injection suite (tests/chaos/), each workload CHAOS_SECONDS long;
+# `make test` runs the same scenarios for a few seconds each.
+CHAOS_SECONDS ?= 60
+chaos: deps
+	@$(MAKE) --no-print-directory all
+	@CHAOS_SECONDS=$(CHAOS_SECONDS) EMBER_BUILD=$(BUILD) tests/scripts/chaos.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BUILD)/ember-bench

@@ -7,7 +7,9 @@
 #include "util/hash.h"
 
 #include <dirent.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -264,20 +266,61 @@ int sx_parse_reply(const uint8_t *p, size_t n, int flags_hdr, sx_reply *r)
     return 0;
 }
 
+int sx_connect_addr(const char *ip, int port, int timeout_ms)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, ip, &a.sin_addr) != 1)
+        return -EINVAL;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    /* Non-blocking connect: a firewalled address must not hold a client
+     * for the kernel's SYN retry time. */
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        int e = errno;
+        if (e == EINPROGRESS) {
+            struct pollfd pf = { .fd = fd, .events = POLLOUT };
+            int n = poll(&pf, 1, timeout_ms);
+            socklen_t el = sizeof e;
+            if (n <= 0)
+                e = n == 0 ? ETIMEDOUT : errno;
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0)
+                e = errno;
+        }
+        if (e) {
+            close(fd);
+            return -e;
+        }
+    }
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
 int sx_open(sx_conn *c, int port, int a, int b, int cc)
 {
+    return sx_open_addr(c, "127.0.0.1", port, 5000, a, b, cc);
+}
+
+int sx_open_addr(sx_conn *c, const char *ip, int port, int timeout_ms, int a, int b, int cc)
+{
     memset(c, 0, sizeof *c);
-    c->fd = sx_connect(port);
+    c->fd = sx_connect_addr(ip, port, timeout_ms);
     if (c->fd < 0)
         return c->fd;
     c->ver = SX_VER(a, b, cc);
     c->flags_hdr = c->ver >= SX_VER(1, 4, 0);
     c->rid = 1;
     sx_hs_msg(&c->out, a, b, cc, 2, NULL, 0);
-    int rc = sx_write_all(c->fd, c->out.p, c->out.len, 5000);
+    int rc = sx_write_all(c->fd, c->out.p, c->out.len, timeout_ms);
     em_buf_reset(&c->out);
     if (rc == 0)
-        rc = sx_read_frame(c->fd, &c->in, 5000, 1 << 20);
+        rc = sx_read_frame(c->fd, &c->in, timeout_ms, 1 << 20);
     if (rc == 0 && (c->in.len < 1 || c->in.p[0] != 1))
         rc = EM_PROTO;
     if (rc) {

@@ -94,6 +94,11 @@ typedef struct sx_conn {
 /* sx_open connects and handshakes at version a.b.c (1.7.0 sends an empty
  * feature array).  0, or negative (EM_PROTO if the server refused). */
 int  sx_open(sx_conn *c, int port, int a, int b, int cc);
+/* sx_open_addr: the same to ip:port (IPv4, numeric), connect and handshake
+ * each bounded by timeout_ms. */
+int  sx_open_addr(sx_conn *c, const char *ip, int port, int timeout_ms, int a, int b, int cc);
+/* sx_connect_addr: a blocking descriptor once connected (within timeout_ms). */
+int  sx_connect_addr(const char *ip, int port, int timeout_ms);
 void sx_close(sx_conn *c);
 /* sx_call sends c->out (a finished request) and reads its reply within
  * timeout_ms; checks the echoed request id (EM_PROTO on mismatch). */

@@ -1,0 +1,148 @@
+# lib.sh - the fault-injection harness: real emberd processes on loopback
+# addresses, real faults (kill -9, SIGSTOP, iptables), and cleanup of
+# everything it made on every exit path.  Sourced by the scenarios in this
+# folder; POSIX sh, safe under `set -u`.
+#
+# Each run takes its own /24 of the loopback range, 127.N.0.0 with N from
+# the shell's pid, so its firewall rules can only ever match its own nodes'
+# traffic: node i listens on 127.N.0.i (thin port CHAOS_PORT, HTTP 8080 on
+# the same address) with its data directory under $CHAOS_TMP/n<i>.
+#
+#   chaos_init            temp dir, counters, traps, the iptables chain
+#   node_start I [FLAGS]  start node I (fresh log file per start; waits for
+#                         this pid's listening socket); node_addr I = ip:port
+#   node_kill I           kill -9 and reap          node_term I  SIGTERM, exit 0?
+#   node_pause I / node_resume I                     SIGSTOP / SIGCONT
+#   net_isolate I         drop every packet to or from node I
+#   net_cut I J           drop packets from I to J (one way; call twice for both)
+#   net_heal              remove every rule this run added
+#   ok NAME / bad NAME / finish   counting, final "N passed, N failed"
+
+CHAOS_PORT=${CHAOS_PORT:-10800}
+CHAOS_WAIT=${CHAOS_WAIT:-120}         # seconds a start may take on a loaded box
+
+chaos_init() {
+    CHAOS_TMP=$(mktemp -d)
+    CHAOS_NET=$(( ($$ % 200) + 20 ))
+    CHAOS_CHAIN="EMBCHAOS$$"
+    CHAOS_PIDS=""
+    CHAOS_FW=0
+    PASS=0
+    FAIL=0
+    trap chaos_cleanup EXIT
+    trap 'chaos_cleanup; exit 1' INT TERM HUP
+}
+
+chaos_fw_init() {
+    [ "$CHAOS_FW" = 1 ] && return 0
+    command -v iptables >/dev/null 2>&1 || { bad "iptables not installed"; return 1; }
+    iptables -N "$CHAOS_CHAIN" 2>/dev/null || { bad "iptables -N failed (not root?)"; return 1; }
+    iptables -I OUTPUT -o lo -j "$CHAOS_CHAIN" || { bad "iptables -I OUTPUT failed"; return 1; }
+    CHAOS_FW=1
+}
+
+chaos_cleanup() {
+    for p in $CHAOS_PIDS; do
+        kill -CONT "$p" 2>/dev/null
+        kill -9 "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    CHAOS_PIDS=""
+    if [ "$CHAOS_FW" = 1 ]; then
+        iptables -D OUTPUT -o lo -j "$CHAOS_CHAIN" 2>/dev/null
+        iptables -F "$CHAOS_CHAIN" 2>/dev/null
+        iptables -X "$CHAOS_CHAIN" 2>/dev/null
+        CHAOS_FW=0
+    fi
+    [ -n "${CHAOS_KEEP:-}" ] || rm -rf "$CHAOS_TMP"
+}
+
+ok() { PASS=$((PASS + 1)); echo "ok   $1"; }
+bad() { FAIL=$((FAIL + 1)); echo "FAIL $1"; }
+finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; exit $?; }
+
+node_ip() { echo "127.$CHAOS_NET.0.$1"; }
+node_addr() { echo "$(node_ip "$1"):$CHAOS_PORT"; }
+node_pid() { eval echo "\${CHAOS_PID_$1:-}"; }
+
+# node_start I [FLAGS...]: emberd for node I; fails the scenario if it does
+# not listen within CHAOS_WAIT seconds.  Each start logs to a new file, so a
+# check of the log can never read an earlier process's lines.
+node_start() {
+    i=$1; shift
+    ip=$(node_ip "$i")
+    dir="$CHAOS_TMP/n$i"
+    mkdir -p "$dir"
+    n=$(ls "$dir" | grep -c '^emberd\..*\.log$')
+    log="$dir/emberd.$n.log"
+    "$BUILD/emberd" --host "$ip" --port "$CHAOS_PORT" --http-host "$ip" --http-port 8080 \
+        --wal-path "$dir/data" "$@" >"$log" 2>&1 &
+    pid=$!
+    eval "CHAOS_PID_$i=$pid; CHAOS_LOG_$i=$log"
+    CHAOS_PIDS="$CHAOS_PIDS $pid"
+    t=0
+    while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            bad "node $i exited at start"; cat "$log"; return 1
+        fi
+        ss -Hltnp "src $ip and sport = :$CHAOS_PORT" 2>/dev/null | grep -q "pid=$pid," && return 0
+        sleep 0.1
+        t=$((t + 1))
+    done
+    bad "node $i did not listen within ${CHAOS_WAIT}s"; cat "$log"; return 1
+}
+
+chaos_forget() {
+    np=""
+    for p in $CHAOS_PIDS; do [ "$p" = "$1" ] || np="$np $p"; done
+    CHAOS_PIDS=$np
+}
+
+node_kill() {
+    pid=$(node_pid "$1")
+    [ -n "$pid" ] || return 0
+    kill -CONT "$pid" 2>/dev/null
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    chaos_forget "$pid"
+    eval "CHAOS_PID_$1="
+}
+
+# node_term I: SIGTERM; 0 if the node exited with status 0.
+node_term() {
+    pid=$(node_pid "$1")
+    [ -n "$pid" ] || return 1
+    kill -CONT "$pid" 2>/dev/null
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    st=$?
+    chaos_forget "$pid"
+    eval "CHAOS_PID_$1="
+    return $st
+}
+
+node_pause() { kill -STOP "$(node_pid "$1")"; }
+node_resume() { kill -CONT "$(node_pid "$1")"; }
+
+net_isolate() {
+    chaos_fw_init || return 1
+    ip=$(node_ip "$1")
+    iptables -A "$CHAOS_CHAIN" -d "$ip" -j DROP && iptables -A "$CHAOS_CHAIN" -s "$ip" -j DROP
+}
+
+net_cut() {
+    chaos_fw_init || return 1
+    iptables -A "$CHAOS_CHAIN" -s "$(node_ip "$1")" -d "$(node_ip "$2")" -j DROP
+}
+
+net_heal() {
+    [ "$CHAOS_FW" = 1 ] && iptables -F "$CHAOS_CHAIN"
+    return 0
+}
+
+# nodes_list I...: the --nodes argument of ember-chaos for nodes I...
+nodes_list() {
+    out=""
+    for i in "$@"; do out="$out${out:+,}$(node_addr "$i")"; done
+    echo "$out"
+}

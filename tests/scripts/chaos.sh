@@ -1,0 +1,24 @@
+#!/bin/sh
+# chaos.sh - the fault-injection scenarios of tests/chaos/, short (make test
+# runs this; `make chaos` runs the same scenarios for longer), summed into
+# one "N passed, N failed" line.  Needs root for iptables, as CI has.
+cd "$(dirname "$0")/../.."
+pass=0; fail=0
+for s in tests/chaos/*.sh; do
+    [ "$(basename "$s")" = lib.sh ] && continue
+    echo "== $(basename "$s" .sh)"
+    out=$(CHAOS_SECONDS=${CHAOS_SECONDS:-6} "$s" 2>&1)
+    rc=$?
+    echo "$out" | grep -v '^ok  '
+    line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+    if [ -z "$line" ]; then
+        echo "FAIL $s printed no summary (exit $rc)"
+        fail=$((fail + 1))
+        continue
+    fi
+    p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { echo "FAIL $s exited $rc"; f=1; }
+    pass=$((pass + p)); fail=$((fail + f))
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
