@@ -1,0 +1,477 @@
+/* cl_meta.c - the metadata group's thread: libraft with raft_uv and
+ * raft_uv_tcp on a private libuv loop, fed by a queue that any thread posts
+ * to (cl_meta.h has the thread contract).
+ *
+ * Life of a proposal: cl_meta_propose copies the entry into a raft_malloc'd
+ * buffer, queues an op and wakes the loop with uv_async_send; the loop calls
+ * raft_apply; libraft's apply callback (after the FSM applied the entry on
+ * this node) calls the caller's cb with the FSM's verdict and frees the op.
+ * Membership changes queue separately, since libraft runs one at a time.
+ */
+#include "cluster/cl_meta.h"
+
+#include <pthread.h>
+#include <raft.h>
+#include <raft/uv.h>
+#include <string.h>
+#include <uv.h>
+
+#include "cluster/cl_meta_raft.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+enum { OP_PROPOSE = 1, OP_ADD, OP_REMOVE };
+
+typedef struct meta_op meta_op;
+struct meta_op {
+    meta_op           *next;
+    cl_meta           *m;
+    int                kind;
+    cl_meta_done_cb    cb;
+    void              *arg;
+    struct raft_buffer buf;     /* OP_PROPOSE: raft_malloc'd copy */
+    struct raft_apply  req;
+    cl_meta_change     ch;      /* OP_ADD / OP_REMOVE */
+};
+
+struct cl_meta {
+    cl_meta_cfg     cfg;
+    char           *addr, *dir;
+    pthread_t       thread;
+
+    pthread_mutex_t mu;         /* guards the fields to the next blank line */
+    pthread_cond_t  cv;
+    meta_op        *q_head, **q_tail;
+    int             closing;    /* cl_meta_stop called: refuse new ops */
+    int             started, start_rc;
+
+    /* Metadata thread only. */
+    uv_loop_t                loop;
+    uv_async_t               async;
+    uv_timer_t               timer;
+    struct raft_uv_transport transport;
+    struct raft_io           io;
+    struct raft              raft;
+    cl_meta_node             node;
+    meta_op                 *chg_head, **chg_tail, *chg_cur;
+    int                      shutting;       /* ops now complete with EM_CLOSED */
+    int                      close_started;  /* raft_close called */
+
+    pthread_mutex_t info_mu;
+    cl_meta_info    info;
+};
+
+/* ---- info ---- */
+
+static void publish_info(cl_meta *m)
+{
+    cl_meta_info in;
+    memset(&in, 0, sizeof in);
+    struct raft *r = &m->raft;
+    switch (raft_state(r)) {
+    case RAFT_FOLLOWER:  in.role = CL_META_ROLE_FOLLOWER; break;
+    case RAFT_CANDIDATE: in.role = CL_META_ROLE_CANDIDATE; break;
+    case RAFT_LEADER:    in.role = CL_META_ROLE_LEADER; break;
+    default:             in.role = CL_META_ROLE_NONE; break;
+    }
+    in.term = r->current_term;
+    raft_id lid = 0;
+    const char *laddr = NULL;
+    raft_leader(r, &lid, &laddr);
+    in.leader_id = lid;
+    if (laddr) {
+        strncpy(in.leader_addr, laddr, sizeof in.leader_addr - 1);
+    }
+    in.last_applied = raft_last_applied(r);
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        int role = r->configuration.servers[i].role;
+        if (role == RAFT_VOTER)
+            in.voters++;
+        else if (role == RAFT_STANDBY)
+            in.standbys++;
+        else
+            in.spares++;
+    }
+    pthread_mutex_lock(&m->info_mu);
+    m->info = in;
+    pthread_mutex_unlock(&m->info_mu);
+}
+
+void cl_meta_get_info(cl_meta *m, cl_meta_info *out)
+{
+    pthread_mutex_lock(&m->info_mu);
+    *out = m->info;
+    pthread_mutex_unlock(&m->info_mu);
+}
+
+static void info_sub(void *arg, const cl_meta_entry *e, const cl_meta_effect *eff)
+{
+    (void)e;
+    (void)eff;
+    publish_info(arg);
+}
+
+static void timer_cb(uv_timer_t *t) { publish_info(t->data); }
+
+/* ---- operations, on the metadata thread ---- */
+
+static void op_finish(meta_op *op, int status, const cl_meta_effect *eff)
+{
+    op->cb(op->arg, status, eff);
+    em_free(op);
+}
+
+static void apply_cb(struct raft_apply *req, int status, void *result)
+{
+    meta_op *op = req->data;
+    if (status == 0) {
+        const cl_meta_effect *eff = result;
+        op_finish(op, eff->status, eff);
+    } else {
+        op_finish(op, cl_meta_raft_err(status), NULL);
+    }
+}
+
+static void run_changes(cl_meta *m);
+
+static void change_done(cl_meta_change *c, int status)
+{
+    meta_op *op = c->data;
+    cl_meta *m = op->m;
+    m->chg_cur = NULL;
+    op_finish(op, status, NULL);
+    publish_info(m);
+    if (!m->shutting)
+        run_changes(m);
+}
+
+/* run_changes starts queued membership changes until one is in flight. */
+static void run_changes(cl_meta *m)
+{
+    while (!m->chg_cur && m->chg_head) {
+        meta_op *op = m->chg_head;
+        m->chg_head = op->next;
+        if (!m->chg_head)
+            m->chg_tail = &m->chg_head;
+        op->ch.done = change_done;
+        op->ch.data = op;
+        int rc = cl_meta_change_start(&op->ch, &m->raft);
+        if (rc == 0)
+            m->chg_cur = op;
+        else
+            op_finish(op, rc == 1 ? 0 : rc, NULL);
+    }
+}
+
+static void op_run(cl_meta *m, meta_op *op)
+{
+    if (m->shutting) {
+        if (op->kind == OP_PROPOSE)
+            raft_free(op->buf.base);
+        op_finish(op, EM_CLOSED, NULL);
+        return;
+    }
+    if (op->kind == OP_PROPOSE) {
+        op->req.data = op;
+        int rv = raft_apply(&m->raft, &op->req, &op->buf, 1, apply_cb);
+        if (rv) {
+            raft_free(op->buf.base);    /* not taken by libraft on failure */
+            op_finish(op, cl_meta_raft_err(rv), NULL);
+        }
+        return;
+    }
+    op->next = NULL;
+    *m->chg_tail = op;
+    m->chg_tail = &op->next;
+    run_changes(m);
+}
+
+static void handle_close_cb(uv_handle_t *h) { (void)h; }
+
+static void meta_raft_closed(struct raft *r)
+{
+    cl_meta *m = r->data;
+    raft_uv_close(&m->io);
+    raft_uv_tcp_close(&m->transport);
+    uv_close((uv_handle_t *)&m->async, handle_close_cb);
+    uv_close((uv_handle_t *)&m->timer, handle_close_cb);
+}
+
+static void begin_shutdown(cl_meta *m)
+{
+    m->shutting = 1;
+    m->close_started = 1;
+    uv_timer_stop(&m->timer);
+    /* Waiting membership changes never start; the one in flight (if any)
+     * is failed by raft_close and its callback frees it. */
+    while (m->chg_head) {
+        meta_op *op = m->chg_head;
+        m->chg_head = op->next;
+        op_finish(op, EM_CLOSED, NULL);
+    }
+    m->chg_tail = &m->chg_head;
+    raft_close(&m->raft, meta_raft_closed);
+}
+
+static void async_cb(uv_async_t *a)
+{
+    cl_meta *m = a->data;
+    pthread_mutex_lock(&m->mu);
+    meta_op *list = m->q_head;
+    m->q_head = NULL;
+    m->q_tail = &m->q_head;
+    int closing = m->closing;
+    pthread_mutex_unlock(&m->mu);
+    if (closing)
+        m->shutting = 1;        /* queued ops complete with EM_CLOSED */
+    while (list) {
+        meta_op *op = list;
+        list = op->next;
+        op_run(m, op);
+    }
+    if (closing && !m->close_started)
+        begin_shutdown(m);
+}
+
+/* ---- start and stop ---- */
+
+/* meta_open sets up the loop, I/O and Raft on the metadata thread.  On
+ * failure it undoes what it did (running the loop until handles close). */
+static int meta_open(cl_meta *m)
+{
+    int rc = uv_loop_init(&m->loop);
+    if (rc)
+        return rc;
+    uv_async_init(&m->loop, &m->async, async_cb);
+    m->async.data = m;
+    uv_timer_init(&m->loop, &m->timer);
+    m->timer.data = m;
+    int rv;
+    if ((rv = raft_uv_tcp_init(&m->transport, &m->loop)) != 0)
+        goto fail_handles;
+    if ((rv = raft_uv_init(&m->io, &m->loop, m->dir, &m->transport)) != 0)
+        goto fail_tcp;
+    if (m->cfg.segment_size)
+        raft_uv_set_segment_size(&m->io, m->cfg.segment_size);
+    if ((rv = raft_init(&m->raft, &m->io, &m->node.fsm, m->cfg.raft_id, m->addr)) != 0)
+        goto fail_uv;
+    m->raft.data = m;
+    cl_meta_node_bind(&m->node, &m->raft);
+    if (m->cfg.bootstrap) {
+        struct raft_configuration conf;
+        raft_configuration_init(&conf);
+        rv = raft_configuration_add(&conf, m->cfg.raft_id, m->addr, RAFT_VOTER);
+        if (rv == 0)
+            rv = raft_bootstrap(&m->raft, &conf);
+        raft_configuration_close(&conf);
+        if (rv == RAFT_CANTBOOTSTRAP)
+            rv = 0;                     /* the directory already holds a group */
+        if (rv)
+            goto fail_raft;
+    }
+    raft_set_election_timeout(&m->raft, m->cfg.election_ms ? m->cfg.election_ms : 1000);
+    raft_set_heartbeat_timeout(&m->raft, m->cfg.heartbeat_ms ? m->cfg.heartbeat_ms : 100);
+    raft_set_pre_vote(&m->raft, true);
+    if (m->cfg.snapshot_threshold)
+        raft_set_snapshot_threshold(&m->raft, m->cfg.snapshot_threshold);
+    if (m->cfg.snapshot_trailing)
+        raft_set_snapshot_trailing(&m->raft, m->cfg.snapshot_trailing);
+    if ((rv = raft_start(&m->raft)) != 0)
+        goto fail_raft;
+    unsigned hb = m->cfg.heartbeat_ms ? m->cfg.heartbeat_ms : 100;
+    uv_timer_start(&m->timer, timer_cb, hb, hb);
+    publish_info(m);
+    return 0;
+
+fail_raft:
+    rc = cl_meta_raft_err(rv);
+    raft_close(&m->raft, meta_raft_closed);   /* closes io, tcp and handles */
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&m->loop);
+    return rc;
+fail_uv:
+    raft_uv_close(&m->io);
+fail_tcp:
+    raft_uv_tcp_close(&m->transport);
+fail_handles:
+    uv_close((uv_handle_t *)&m->async, handle_close_cb);
+    uv_close((uv_handle_t *)&m->timer, handle_close_cb);
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&m->loop);
+    return rv ? cl_meta_raft_err(rv) : EM_IO;
+}
+
+static void *meta_main(void *arg)
+{
+    cl_meta *m = arg;
+    int rc = meta_open(m);
+    pthread_mutex_lock(&m->mu);
+    m->started = 1;
+    m->start_rc = rc;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    if (rc)
+        return NULL;
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&m->loop);
+    return NULL;
+}
+
+static void meta_free(cl_meta *m)
+{
+    cl_meta_node_free(&m->node);
+    pthread_mutex_destroy(&m->mu);
+    pthread_cond_destroy(&m->cv);
+    pthread_mutex_destroy(&m->info_mu);
+    em_free(m->addr);
+    em_free(m->dir);
+    em_free(m);
+}
+
+int cl_meta_start(cl_meta **out, const cl_meta_cfg *cfg)
+{
+    *out = NULL;
+    if (!cfg->raft_id || !cfg->raft_addr || !cfg->dir ||
+        strlen(cfg->raft_addr) > CL_META_MAX_ADDR)
+        return EM_INVAL;
+    cl_meta *m = em_calloc(1, sizeof *m);
+    if (!m)
+        return EM_NOMEM;
+    m->cfg = *cfg;
+    m->addr = em_strndup(cfg->raft_addr, strlen(cfg->raft_addr));
+    m->dir = em_strndup(cfg->dir, strlen(cfg->dir));
+    if (!m->addr || !m->dir || cl_meta_node_init(&m->node)) {
+        em_free(m->addr);
+        em_free(m->dir);
+        em_free(m);
+        return EM_NOMEM;
+    }
+    m->cfg.raft_addr = m->addr;
+    m->cfg.dir = m->dir;
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cv, NULL);
+    pthread_mutex_init(&m->info_mu, NULL);
+    m->q_tail = &m->q_head;
+    m->chg_tail = &m->chg_head;
+    /* First subscriber: keep cl_meta_get_info current after every apply. */
+    cl_meta_node_subscribe(&m->node, info_sub, m);
+    if (pthread_create(&m->thread, NULL, meta_main, m)) {
+        meta_free(m);
+        return EM_NOMEM;
+    }
+    pthread_mutex_lock(&m->mu);
+    while (!m->started)
+        pthread_cond_wait(&m->cv, &m->mu);
+    int rc = m->start_rc;
+    pthread_mutex_unlock(&m->mu);
+    if (rc) {
+        pthread_join(m->thread, NULL);
+        meta_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void cl_meta_stop(cl_meta *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->closing = 1;
+    pthread_mutex_unlock(&m->mu);
+    uv_async_send(&m->async);
+    pthread_join(m->thread, NULL);
+    meta_free(m);
+}
+
+/* post queues op for the metadata thread: 0, or EM_CLOSED after stop. */
+static int post(cl_meta *m, meta_op *op)
+{
+    op->next = NULL;
+    op->m = m;
+    pthread_mutex_lock(&m->mu);
+    if (m->closing) {
+        pthread_mutex_unlock(&m->mu);
+        return EM_CLOSED;
+    }
+    *m->q_tail = op;
+    m->q_tail = &op->next;
+    /* Sent under the lock, so stop's async_send cannot overtake it and the
+     * handle cannot be closed under us. */
+    uv_async_send(&m->async);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+int cl_meta_propose(cl_meta *m, const void *entry, size_t len,
+                    cl_meta_done_cb cb, void *arg)
+{
+    meta_op *op = em_calloc(1, sizeof *op);
+    if (!op)
+        return EM_NOMEM;
+    op->buf.base = raft_malloc(len ? len : 1);
+    if (!op->buf.base) {
+        em_free(op);
+        return EM_NOMEM;
+    }
+    if (len)
+        memcpy(op->buf.base, entry, len);
+    op->buf.len = len;
+    op->kind = OP_PROPOSE;
+    op->cb = cb;
+    op->arg = arg;
+    int rc = post(m, op);
+    if (rc) {
+        raft_free(op->buf.base);
+        em_free(op);
+    }
+    return rc;
+}
+
+static int post_change(cl_meta *m, int kind, uint64_t id, const char *addr,
+                       cl_meta_done_cb cb, void *arg)
+{
+    if (id == 0 || (addr && strlen(addr) > CL_META_MAX_ADDR))
+        return EM_INVAL;
+    meta_op *op = em_calloc(1, sizeof *op);
+    if (!op)
+        return EM_NOMEM;
+    op->kind = kind == CL_META_CHANGE_ADD ? OP_ADD : OP_REMOVE;
+    op->cb = cb;
+    op->arg = arg;
+    op->ch.kind = kind;
+    op->ch.id = id;
+    if (addr)
+        memcpy(op->ch.addr, addr, strlen(addr) + 1);
+    int rc = post(m, op);
+    if (rc)
+        em_free(op);
+    return rc;
+}
+
+int cl_meta_add(cl_meta *m, uint64_t raft_id, const char *raft_addr,
+                cl_meta_done_cb cb, void *arg)
+{
+    if (!raft_addr)
+        return EM_INVAL;
+    return post_change(m, CL_META_CHANGE_ADD, raft_id, raft_addr, cb, arg);
+}
+
+int cl_meta_remove(cl_meta *m, uint64_t raft_id, cl_meta_done_cb cb, void *arg)
+{
+    return post_change(m, CL_META_CHANGE_REMOVE, raft_id, NULL, cb, arg);
+}
+
+void cl_meta_read(cl_meta *m, void (*fn)(void *arg, const cl_meta_fsm *s), void *arg)
+{
+    cl_meta_node_read(&m->node, fn, arg);
+}
+
+int cl_meta_subscribe(cl_meta *m, cl_meta_sub_cb cb, void *arg)
+{
+    pthread_mutex_lock(&m->mu);
+    int rc = cl_meta_node_subscribe(&m->node, cb, arg);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
