@@ -421,6 +421,8 @@ static void cb_tick(void *arg, int loop, uint64_t now)
         if (now - l->tx_ms >= hb && put_frame(l, CL_NET_MSG_PING, NULL, 0) == 0)
             (void)net_conn_kick(l->conn);
     }
+    if (n->o.on_tick)
+        n->o.on_tick(n->o.arg, now);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */

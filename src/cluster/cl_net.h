@@ -51,6 +51,9 @@
     X(PING,         3)          \
     X(PONG,         4)          \
     X(META,         16)         \
+    X(JOIN_REQ,     17)         \
+    X(LEAVE_REQ,    18)         \
+    X(META_RESP,    19)         \
     X(PME_SINGLE,   32)         \
     X(PME_FULL,     33)         \
     X(REPL_UPDATE,  48)         \
@@ -161,6 +164,8 @@ typedef struct cl_net_opts {
     /* on_down: a link closed; was_up tells whether on_up had run for it.  A
      * refused peer or failed connect arrives here with was_up 0 and why. */
     void (*on_down)(void *arg, cl_net_link *l, int was_up, const char *why);
+    /* on_tick (optional): every timer scan of the loop (about 200 ms). */
+    void (*on_tick)(void *arg, uint64_t now_ms);
     cl_net_fault_fn fault;       /* NULL = pass everything */
     void           *fault_arg;
 } cl_net_opts;

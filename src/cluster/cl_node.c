@@ -1,0 +1,952 @@
+/* cl_node.c - join, leave, failure detection and the published topology
+ * (protocol in cl_node.h).
+ *
+ * Threads: cl_net callbacks and the periodic tick run on the transport's
+ * loop thread; cl_meta completions and subscribers on the metadata thread;
+ * cl_node_propose and the topology readers on any thread.  n->mu guards
+ * what they share (topology pointer, member bookkeeping, pending requests);
+ * nothing blocks while holding it.
+ *
+ * Frames (cl_net.h types): JOIN_REQ = an encoded NODE_JOIN entry;
+ * META = u64 request id | entry, answered by META_RESP = u64 request id |
+ * i32 status | u64 log index; LEAVE_REQ = u64 request id | encoded
+ * NODE_LEAVE, answered like META.
+ */
+#include "cluster/cl_node.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cluster/cl_meta.h"
+#include "cluster/cl_net.h"
+#include "util/buf.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/hash.h"
+#include "util/mem.h"
+
+#define RETRY_MS      1000        /* joins, seed and member connects */
+#define MAX_TRACKED   256         /* members the leader watches at once */
+#define MAX_SEEDS     16
+
+/* What the leader knows of a member's link. */
+typedef struct watch {
+    cl_meta_uuid id;
+    uint64_t     raft_id;
+    uint64_t     seen_ms;         /* last time a link was up */
+    uint8_t      failing;         /* NODE_FAIL proposed */
+    uint64_t     tried_ms;        /* last connect attempt (any node) */
+} watch;
+
+/* A proposal waiting for the leader's answer and for the local apply. */
+typedef struct pending {
+    uint64_t req;
+    int      done;
+    int      status;
+    uint64_t index;
+    struct pending *next;
+} pending;
+
+typedef struct seed { char ip[64]; int port; } seed;
+
+struct cl_topo_ref {
+    cl_topo  t;
+    _Atomic int refs;
+    pthread_mutex_t mu;           /* affinity cache */
+    struct aff_cache { uint32_t parts, backups; cl_aff_table tab; struct aff_cache *next; } *aff;
+    char    *str;                 /* every member string */
+};
+typedef struct cl_topo_ref topo_ref;
+
+struct cl_node {
+    cl_node_cfg   cfg;
+    cl_meta_uuid  id;
+    uint64_t      raft_id;
+    char          host[64];
+    char          cid[CL_META_MAX_CID + 1];
+    char          cluster_addr[96];
+    char          raft_addr[96];
+    char          thin_addr[CL_META_MAX_ADDR + 1];
+    char          dir[512];
+    em_buf        join_entry;     /* our NODE_JOIN, encoded once */
+    seed          seeds[MAX_SEEDS];
+    int           nseeds;
+    cl_net       *net;
+    cl_meta      *meta;
+
+    /* life: every callback from the transport or metadata thread holds it
+     * shared and returns at once when stopping is set; cl_node_stop sets
+     * stopping under it exclusively, so once it is set nothing touches net
+     * or meta while they shut down. */
+    pthread_rwlock_t life;
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    topo_ref     *topo;
+    uint64_t      applied;        /* last index applied here */
+    int           member;         /* our NODE_JOIN applied */
+    int           proposing_self;
+    uint64_t      last_join_ms, last_seed_ms;
+    watch         w[MAX_TRACKED];
+    uint32_t      nw;
+    cl_meta_uuid  up[MAX_TRACKED];   /* peers with an up link */
+    uint32_t      nup;
+    uint64_t      joins_inflight[8];
+    pending      *pend;
+    uint64_t      next_req;
+    _Atomic int   stopping;
+    _Atomic int   ready;          /* set once net and meta are both up */
+    int           was_leader;
+};
+
+/* enter/leave: a callback's hold on the node (0 = stopping: return). */
+static int enter(cl_node *n)
+{
+    pthread_rwlock_rdlock(&n->life);
+    if (atomic_load(&n->stopping) || !atomic_load(&n->ready)) {
+        pthread_rwlock_unlock(&n->life);
+        return 0;
+    }
+    return 1;
+}
+
+static void leave_cb(cl_node *n) { pthread_rwlock_unlock(&n->life); }
+
+/* ---- topology snapshots ------------------------------------------------------ */
+
+static void topo_free(topo_ref *r)
+{
+    while (r->aff) {
+        struct aff_cache *a = r->aff;
+        r->aff = a->next;
+        cl_aff_free(&a->tab);
+        em_free(a);
+    }
+    pthread_mutex_destroy(&r->mu);
+    em_free(r->str);
+    em_free(r->t.m);
+    em_free(r);
+}
+
+cl_topo *cl_node_topo_acquire(cl_node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    topo_ref *r = n->topo;
+    atomic_fetch_add(&r->refs, 1);
+    pthread_mutex_unlock(&n->mu);
+    return &r->t;
+}
+
+void cl_node_topo_release(cl_topo *t)
+{
+    topo_ref *r = (topo_ref *)t;
+    if (r && atomic_fetch_sub(&r->refs, 1) == 1)
+        topo_free(r);
+}
+
+const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backups)
+{
+    topo_ref *r = (topo_ref *)t;
+    if (!t->n)
+        return NULL;
+    pthread_mutex_lock(&r->mu);
+    struct aff_cache *a = r->aff;
+    while (a && (a->parts != parts || a->backups != backups))
+        a = a->next;
+    if (!a) {
+        cl_aff_node *nodes = em_calloc(t->n, sizeof *nodes);
+        a = em_calloc(1, sizeof *a);
+        if (nodes && a) {
+            for (uint32_t i = 0; i < t->n; i++)
+                nodes[i] = (cl_aff_node){ t->m[i].cid, strlen(t->m[i].cid),
+                                          t->m[i].id.msb, t->m[i].id.lsb, 0 };
+            if (cl_aff_compute(&a->tab, nodes, t->n, parts, backups, 0) == 0) {
+                a->parts = parts;
+                a->backups = backups;
+                a->next = r->aff;
+                r->aff = a;
+            } else {
+                em_free(a);
+                a = NULL;
+            }
+        } else {
+            em_free(a);
+            a = NULL;
+        }
+        em_free(nodes);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return a ? &a->tab : NULL;
+}
+
+static topo_ref *topo_empty(void)
+{
+    topo_ref *r = em_calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->refs = 1;
+    r->t.self = -1;
+    r->t.state = CL_META_ACTIVE;
+    pthread_mutex_init(&r->mu, NULL);
+    return r;
+}
+
+typedef struct build_arg { cl_node *n; topo_ref *r; int rc; } build_arg;
+
+static void build_cb(void *arg, const cl_meta_fsm *s)
+{
+    build_arg *b = arg;
+    topo_ref *r = b->r;
+    uint32_t live = 0;
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < s->n_members; i++) {
+        const cl_meta_member *m = &s->members[i];
+        if (m->state == CL_META_LEFT)
+            continue;
+        live++;
+        bytes += m->cid_len + 1u;
+        for (uint32_t k = 0; k < 2; k++)
+            bytes += (k < m->n_addrs ? cl_meta_member_addr(m, k).len : 0) + 1u;
+    }
+    r->t.major = s->major;
+    r->t.minor = s->minor;
+    r->t.state = s->state;
+    r->t.m = live ? em_calloc(live, sizeof *r->t.m) : NULL;
+    r->str = bytes ? em_malloc(bytes) : NULL;
+    if (live && (!r->t.m || !r->str)) {
+        b->rc = EM_NOMEM;
+        return;
+    }
+    char *o = r->str;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < s->n_members; i++) {
+        const cl_meta_member *m = &s->members[i];
+        if (m->state == CL_META_LEFT)
+            continue;
+        cl_topo_member *t = &r->t.m[k];
+        t->id = m->id;
+        t->order = m->order;
+        t->state = m->state;
+        cl_meta_bytes cid = cl_meta_member_cid(m);
+        t->cid = o;
+        memcpy(o, cid.p, cid.len);
+        o += cid.len;
+        *o++ = 0;
+        const char **dst[2] = { &t->cluster_addr, &t->thin_addr };
+        for (uint32_t a = 0; a < 2; a++) {
+            cl_meta_bytes v = a < m->n_addrs ? cl_meta_member_addr(m, a)
+                                             : (cl_meta_bytes){ NULL, 0 };
+            *dst[a] = o;
+            if (v.len)
+                memcpy(o, v.p, v.len);
+            o += v.len;
+            *o++ = 0;
+        }
+        if (cl_meta_uuid_eq(m->id, b->n->id))
+            r->t.self = (int)k;
+        k++;
+    }
+    r->t.n = live;
+}
+
+/* republish builds a new topology from the applied state and swaps it in. */
+static void republish(cl_node *n)
+{
+    topo_ref *r = topo_empty();
+    if (!r)
+        return;
+    build_arg b = { n, r, 0 };
+    cl_meta_read(n->meta, build_cb, &b);
+    if (b.rc) {
+        topo_free(r);
+        return;
+    }
+    pthread_mutex_lock(&n->mu);
+    topo_ref *old = n->topo;
+    n->topo = r;
+    n->member = r->t.self >= 0;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    cl_node_topo_release(&old->t);
+    if (n->cfg.on_topology)
+        n->cfg.on_topology(n->cfg.arg, &r->t);
+}
+
+/* ---- metadata subscriber (metadata thread) --------------------------------- */
+
+static void on_remove_done(void *arg, int status, const cl_meta_effect *eff)
+{
+    (void)arg; (void)status; (void)eff;   /* a member already gone is fine */
+}
+
+static void on_applied(void *arg, const cl_meta_entry *e, const cl_meta_effect *eff)
+{
+    cl_node *n = arg;
+    if (!enter(n))
+        return;
+    pthread_mutex_lock(&n->mu);
+    if (eff->index > n->applied)
+        n->applied = eff->index;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    if (e && eff->status == 0 && (e->type == CL_META_E_NODE_LEAVE || e->type == CL_META_E_NODE_FAIL)
+        && cl_node_is_leader(n)) {
+        /* A member that left leaves the Raft configuration too, or it would
+         * keep counting toward the quorum. */
+        uint64_t rid = 0;
+        pthread_mutex_lock(&n->mu);
+        for (uint32_t i = 0; i < n->nw; i++)
+            if (cl_meta_uuid_eq(n->w[i].id, e->u.node))
+                rid = n->w[i].raft_id;
+        pthread_mutex_unlock(&n->mu);
+        if (rid)
+            (void)cl_meta_remove(n->meta, rid, on_remove_done, NULL);
+    }
+    if (!e || e->type != CL_META_E_TYPE_PUT)
+        republish(n);
+    leave_cb(n);
+}
+
+/* ---- proposals through the leader ------------------------------------------ */
+
+static pending *pend_find(cl_node *n, uint64_t req)
+{
+    for (pending *p = n->pend; p; p = p->next)
+        if (p->req == req)
+            return p;
+    return NULL;
+}
+
+static void pend_finish(cl_node *n, uint64_t req, int status, uint64_t index)
+{
+    pthread_mutex_lock(&n->mu);
+    pending *p = pend_find(n, req);
+    if (p) {
+        p->done = 1;
+        p->status = status;
+        p->index = index;
+        pthread_cond_broadcast(&n->cv);
+    }
+    pthread_mutex_unlock(&n->mu);
+}
+
+/* A proposal made here for a peer: answer it with META_RESP. */
+typedef struct relay {
+    cl_node     *n;
+    cl_meta_uuid to;
+    uint64_t     req;
+} relay;
+
+static void relay_done(void *arg, int status, const cl_meta_effect *eff)
+{
+    relay *r = arg;
+    uint8_t b[20];
+    int st = status ? status : (eff ? eff->status : 0);
+    if (!enter(r->n)) {
+        em_free(r);
+        return;
+    }
+    em_st64(b, r->req);
+    em_st32(b + 8, (uint32_t)st);
+    em_st64(b + 12, eff ? eff->index : 0);
+    if (cl_meta_uuid_eq(r->to, r->n->id))
+        pend_finish(r->n, r->req, st, eff ? eff->index : 0);
+    else
+        (void)cl_net_send(r->n->net, r->to.msb, r->to.lsb, CL_NET_MSG_META_RESP, b, sizeof b);
+    leave_cb(r->n);
+    em_free(r);
+}
+
+static int propose_for(cl_node *n, cl_meta_uuid to, uint64_t req, const uint8_t *entry,
+                       size_t len)
+{
+    relay *r = em_malloc(sizeof *r);
+    if (!r)
+        return EM_NOMEM;
+    *r = (relay){ n, to, req };
+    int rc = cl_meta_propose(n->meta, entry, len, relay_done, r);
+    if (rc)
+        em_free(r);
+    return rc;
+}
+
+typedef struct by_raft { uint64_t rid; cl_meta_uuid id; int found; } by_raft;
+
+static void find_by_raft(void *arg, const cl_meta_fsm *s)
+{
+    by_raft *q = arg;
+    for (uint32_t i = 0; i < s->n_members; i++)
+        if (s->members[i].raft_id == q->rid && s->members[i].state != CL_META_LEFT) {
+            q->id = s->members[i].id;
+            q->found = 1;
+        }
+}
+
+/* leader_id: the node id of the metadata group's leader, if it is a member. */
+static int leader_id(cl_node *n, cl_meta_uuid *out)
+{
+    cl_meta_info info;
+    cl_meta_get_info(n->meta, &info);
+    if (!info.leader_id)
+        return 0;
+    by_raft q = { info.leader_id, { 0, 0 }, 0 };
+    cl_meta_read(n->meta, find_by_raft, &q);
+    *out = q.id;
+    return q.found;
+}
+
+static void timespec_in(struct timespec *ts, uint64_t ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms)
+{
+    pending p = { 0 };
+    pthread_mutex_lock(&n->mu);
+    p.req = ++n->next_req;
+    p.next = n->pend;
+    n->pend = &p;
+    pthread_mutex_unlock(&n->mu);
+
+    uint64_t end = em_now_ms() + timeout_ms;
+    int rc = 0;
+    if (cl_node_is_leader(n)) {
+        rc = propose_for(n, n->id, p.req, entry, len);
+    } else {
+        cl_meta_uuid lid;
+        em_buf b = EM_BUF_INIT;
+        if (!leader_id(n, &lid)) {
+            rc = EM_NOTLEADER;
+        } else if ((rc = em_buf_put_le64(&b, p.req)) == 0 &&
+                   (rc = em_buf_append(&b, entry, len)) == 0) {
+            rc = cl_net_send(n->net, lid.msb, lid.lsb, CL_NET_MSG_META, b.p, b.len);
+        }
+        em_buf_free(&b);
+    }
+    pthread_mutex_lock(&n->mu);
+    /* First the leader's answer, then our own replica reaching its index:
+     * the caller's next read here sees what it proposed. */
+    while (!rc && (!p.done || (p.status == 0 && n->applied < p.index))) {
+        if (em_now_ms() >= end) {
+            rc = EM_TIMEOUT;
+            break;
+        }
+        struct timespec ts;
+        timespec_in(&ts, 50);
+        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+    }
+    if (!rc)
+        rc = p.status;
+    for (pending **q = &n->pend; *q; q = &(*q)->next)
+        if (*q == &p) {
+            *q = p.next;
+            break;
+        }
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
+/* ---- join (leader side) ------------------------------------------------------ */
+
+typedef struct join_ctx {
+    cl_node *n;
+    size_t   len;
+    uint8_t  entry[];
+} join_ctx;
+
+static void join_proposed(void *arg, int status, const cl_meta_effect *eff)
+{
+    (void)arg; (void)status; (void)eff;
+}
+
+/* self_proposed: our own join as the leader; on failure the tick retries. */
+static void self_proposed(void *arg, int status, const cl_meta_effect *eff)
+{
+    cl_node *n = arg;
+    (void)eff;
+    if (status) {
+        pthread_mutex_lock(&n->mu);
+        n->proposing_self = 0;
+        pthread_mutex_unlock(&n->mu);
+    }
+}
+
+static void join_added(void *arg, int status, const cl_meta_effect *eff)
+{
+    join_ctx *j = arg;
+    (void)eff;
+    if (!enter(j->n)) {
+        em_free(j);
+        return;
+    }
+    /* Already in the configuration (a retried JOIN_REQ: EM_INVAL for a
+     * duplicate id) is as good as added. */
+    if (status == 0 || status == EM_INVAL)
+        (void)cl_meta_propose(j->n->meta, j->entry, j->len, join_proposed, NULL);
+    pthread_mutex_lock(&j->n->mu);
+    memset(j->n->joins_inflight, 0, sizeof j->n->joins_inflight);
+    pthread_mutex_unlock(&j->n->mu);
+    leave_cb(j->n);
+    em_free(j);
+}
+
+typedef struct join_q {
+    cl_meta_uuid id;
+    const uint8_t *cid; uint32_t cid_len;
+    int present;
+    cl_meta_uuid same_cid;
+    int have_same;
+} join_q;
+
+static void join_lookup(void *arg, const cl_meta_fsm *s)
+{
+    join_q *q = arg;
+    for (uint32_t i = 0; i < s->n_members; i++) {
+        const cl_meta_member *m = &s->members[i];
+        if (cl_meta_uuid_eq(m->id, q->id))
+            q->present = 1;
+        else if (m->state != CL_META_LEFT && m->cid_len == q->cid_len &&
+                 memcmp(m->str, q->cid, q->cid_len) == 0) {
+            q->same_cid = m->id;
+            q->have_same = 1;
+        }
+    }
+}
+
+/* leader_join handles a JOIN_REQ on the leader. */
+static void leader_join(cl_node *n, const uint8_t *p, size_t len)
+{
+    cl_meta_entry e;
+    if (cl_meta_entry_decode(p, len, &e) != 0 || e.type != CL_META_E_NODE_JOIN)
+        return;
+    join_q q = { e.u.join.id, e.u.join.cid.p, e.u.join.cid.len, 0, { 0, 0 }, 0 };
+    cl_meta_read(n->meta, join_lookup, &q);
+    if (q.present)
+        return;
+    uint64_t key = e.u.join.id.msb ^ e.u.join.id.lsb;
+    pthread_mutex_lock(&n->mu);
+    int busy = 0;
+    for (int i = 0; i < 8; i++)
+        busy |= n->joins_inflight[i] == key;
+    if (!busy)
+        for (int i = 0; i < 8; i++)
+            if (!n->joins_inflight[i]) {
+                n->joins_inflight[i] = key;
+                break;
+            }
+    pthread_mutex_unlock(&n->mu);
+    if (busy)
+        return;
+    if (q.have_same) {
+        /* The same consistent id again: a restart.  The old process is gone
+         * (or about to be): fail it so affinity never sees two of it. */
+        em_buf b = EM_BUF_INIT;
+        if (cl_meta_enc_fail(&b, q.same_cid) == 0)
+            (void)cl_meta_propose(n->meta, b.p, b.len, join_proposed, NULL);
+        em_buf_free(&b);
+    }
+    join_ctx *j = em_malloc(sizeof *j + len);
+    if (!j)
+        return;
+    j->n = n;
+    j->len = len;
+    memcpy(j->entry, p, len);
+    char addr[CL_META_MAX_ADDR + 1];
+    snprintf(addr, sizeof addr, "%.*s", (int)e.u.join.raft_addr.len, e.u.join.raft_addr.p);
+    if (cl_meta_add(n->meta, e.u.join.raft_id, addr, join_added, j) != 0)
+        em_free(j);
+}
+
+/* ---- transport callbacks (transport thread) -------------------------------- */
+
+/* up links, by peer id: the tick's view of who is reachable. */
+static void on_up(void *arg, cl_net_link *l, const cl_net_hello *h)
+{
+    cl_node *n = arg;
+    (void)l;
+    pthread_mutex_lock(&n->mu);
+    if (n->nup < MAX_TRACKED)
+        n->up[n->nup++] = (cl_meta_uuid){ h->node_msb, h->node_lsb };
+    pthread_mutex_unlock(&n->mu);
+}
+
+static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
+{
+    cl_node *n = arg;
+    (void)why;
+    if (!was_up)
+        return;
+    uint64_t msb, lsb;
+    cl_net_link_peer(l, &msb, &lsb);
+    pthread_mutex_lock(&n->mu);
+    for (uint32_t i = 0; i < n->nup; i++)
+        if (n->up[i].msb == msb && n->up[i].lsb == lsb) {
+            n->up[i] = n->up[--n->nup];
+            break;
+        }
+    pthread_mutex_unlock(&n->mu);
+}
+
+static int is_up(const cl_node *n, cl_meta_uuid id)
+{
+    for (uint32_t i = 0; i < n->nup; i++)
+        if (cl_meta_uuid_eq(n->up[i], id))
+            return 1;
+    return 0;
+}
+
+static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p, size_t len)
+{
+    cl_node *n = arg;
+    uint64_t msb, lsb;
+    cl_net_link_peer(l, &msb, &lsb);
+    cl_meta_uuid from = { msb, lsb };
+    if (!enter(n))
+        return;
+    switch (type) {
+    case CL_NET_MSG_JOIN_REQ:
+        if (cl_node_is_leader(n)) {
+            leader_join(n, p, len);
+        } else {
+            cl_meta_uuid lid;
+            if (leader_id(n, &lid) && !cl_meta_uuid_eq(lid, from))
+                (void)cl_net_send(n->net, lid.msb, lid.lsb, CL_NET_MSG_JOIN_REQ, p, len);
+        }
+        break;
+    case CL_NET_MSG_META:
+        if (len > 8) {
+            uint64_t req = em_ld64(p);
+            int rc = cl_node_is_leader(n) ? propose_for(n, from, req, p + 8, len - 8)
+                                          : EM_NOTLEADER;
+            if (rc) {
+                uint8_t b[20];
+                em_st64(b, req);
+                em_st32(b + 8, (uint32_t)rc);
+                em_st64(b + 12, 0);
+                (void)cl_net_link_send(l, CL_NET_MSG_META_RESP, b, sizeof b);
+            }
+        }
+        break;
+    case CL_NET_MSG_META_RESP:
+        if (len == 20)
+            pend_finish(n, em_ld64(p), (int32_t)em_ld32(p + 8), em_ld64(p + 12));
+        break;
+    default:
+        break;
+    }
+    leave_cb(n);
+}
+
+/* ---- the tick (transport thread) ---------------------------------------------- */
+
+static int parse_addr(const char *s, size_t len, char *ip, size_t iplen, int *port)
+{
+    const char *colon = memchr(s, ':', len);
+    if (!colon || (size_t)(colon - s) >= iplen)
+        return -1;
+    memcpy(ip, s, (size_t)(colon - s));
+    ip[colon - s] = 0;
+    *port = atoi(colon + 1);
+    return *port > 0 && *port < 65536 ? 0 : -1;
+}
+
+static int id_less(cl_meta_uuid a, cl_meta_uuid b)
+{
+    if (a.msb != b.msb)
+        return (int64_t)a.msb < (int64_t)b.msb;
+    return (int64_t)a.lsb < (int64_t)b.lsb;
+}
+
+/* tick_members: keep the mesh (the smaller id connects), and as the leader
+ * fail members without a link for failure_detection_ms. */
+static void tick_members(cl_node *n, uint64_t now, int leader)
+{
+    uint32_t fd = n->cfg.failure_detection_ms ? n->cfg.failure_detection_ms : 10000;
+    cl_topo *t = cl_node_topo_acquire(n);
+    struct { char ip[64]; int port; } dial[16];
+    int ndial = 0;
+    cl_meta_uuid fail[16];
+    int nfail = 0;
+    pthread_mutex_lock(&n->mu);
+    watch nw[MAX_TRACKED];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < t->n && k < MAX_TRACKED; i++) {
+        if (cl_meta_uuid_eq(t->m[i].id, n->id))
+            continue;
+        watch w = { t->m[i].id, 0, now, 0, 0 };
+        for (uint32_t j = 0; j < n->nw; j++)
+            if (cl_meta_uuid_eq(n->w[j].id, w.id))
+                w = n->w[j];
+        if (leader && !n->was_leader)
+            w.seen_ms = now;          /* a new leader gives everyone a full timeout */
+        if (is_up(n, w.id)) {
+            w.seen_ms = now;
+        } else {
+            if (id_less(n->id, w.id) && now - w.tried_ms >= RETRY_MS && ndial < 16) {
+                const char *a = t->m[i].cluster_addr;
+                if (parse_addr(a, strlen(a), dial[ndial].ip, sizeof dial[0].ip,
+                               &dial[ndial].port) == 0)
+                    ndial++;
+                w.tried_ms = now;
+            }
+            if (leader && !w.failing && now - w.seen_ms >= fd && nfail < 16) {
+                w.failing = 1;
+                fail[nfail++] = w.id;
+            }
+        }
+        nw[k++] = w;
+    }
+    memcpy(n->w, nw, k * sizeof *nw);
+    n->nw = k;
+    n->was_leader = leader;
+    pthread_mutex_unlock(&n->mu);
+    cl_node_topo_release(t);
+    for (int i = 0; i < ndial; i++)
+        (void)cl_net_connect(n->net, dial[i].ip, dial[i].port);
+    for (int i = 0; i < nfail; i++) {
+        em_buf b = EM_BUF_INIT;
+        if (cl_meta_enc_fail(&b, fail[i]) == 0)
+            (void)cl_meta_propose(n->meta, b.p, b.len, join_proposed, NULL);
+        em_buf_free(&b);
+    }
+}
+
+/* tick_join: until our own NODE_JOIN has applied. */
+static void tick_join(cl_node *n, uint64_t now, int leader)
+{
+    pthread_mutex_lock(&n->mu);
+    int go = leader && !n->proposing_self;
+    if (go)
+        n->proposing_self = 1;
+    cl_meta_uuid to[MAX_TRACKED];
+    uint32_t nto = 0;
+    int retry = !leader && now - n->last_join_ms >= RETRY_MS;
+    if (retry) {
+        n->last_join_ms = now;
+        nto = n->nup;
+        memcpy(to, n->up, nto * sizeof *to);
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (go)
+        (void)cl_meta_propose(n->meta, n->join_entry.p, n->join_entry.len, self_proposed, n);
+    if (!retry)
+        return;
+    if (!nto)
+        for (int i = 0; i < n->nseeds; i++)
+            (void)cl_net_connect(n->net, n->seeds[i].ip, n->seeds[i].port);
+    for (uint32_t i = 0; i < nto; i++)
+        (void)cl_net_send(n->net, to[i].msb, to[i].lsb, CL_NET_MSG_JOIN_REQ,
+                          n->join_entry.p, n->join_entry.len);
+}
+
+static void on_tick(void *arg, uint64_t now)
+{
+    cl_node *n = arg;
+    if (!enter(n))
+        return;
+    int leader = cl_node_is_leader(n);
+    pthread_mutex_lock(&n->mu);
+    int member = n->member;
+    if (!leader && !member)
+        n->proposing_self = 0;
+    pthread_mutex_unlock(&n->mu);
+    if (!member)
+        tick_join(n, now, leader);
+    tick_members(n, now, leader);
+    leave_cb(n);
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+cl_meta_uuid cl_node_id(const cl_node *n) { return n->id; }
+
+int cl_node_is_leader(cl_node *n)
+{
+    cl_meta_info info;
+    cl_meta_get_info(n->meta, &info);
+    return info.role == CL_META_ROLE_LEADER;
+}
+
+static int parse_seeds(cl_node *n, const char *s)
+{
+    if (!s)
+        return 0;
+    const char *p = s;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len) {
+            if (n->nseeds == MAX_SEEDS)
+                return EM_CONFIG;
+            seed *sd = &n->seeds[n->nseeds];
+            if (parse_addr(p, len, sd->ip, sizeof sd->ip, &sd->port) != 0)
+                return EM_CONFIG;
+            n->nseeds++;
+        }
+        p += len + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+static void set_err(const cl_node_cfg *cfg, const char *fmt, const char *what)
+{
+    if (cfg->errmsg)
+        snprintf(cfg->errmsg, CL_NODE_ERRMSG, fmt, what);
+}
+
+int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
+{
+    *out = NULL;
+    if (!cfg->host || !cfg->dir || cfg->raft_port <= 0) {
+        set_err(cfg, "cluster: %s", "host, dir and raft port are required");
+        return EM_CONFIG;
+    }
+    cl_node *n = em_calloc(1, sizeof *n);
+    if (!n)
+        return EM_NOMEM;
+    n->cfg = *cfg;
+    pthread_rwlock_init(&n->life, NULL);
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->cv, NULL);
+    n->topo = topo_empty();
+    int rc = n->topo ? parse_seeds(n, cfg->seeds) : EM_NOMEM;
+    if (rc) {
+        set_err(cfg, "cluster: bad seeds list '%s'", cfg->seeds ? cfg->seeds : "");
+        goto fail;
+    }
+    n->id.msb = cfg->node_msb;
+    n->id.lsb = cfg->node_lsb;
+    if (!n->id.msb && !n->id.lsb) {
+        uint8_t r[16];
+        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+            rc = -errno;
+            goto fail;
+        }
+        r[6] = (uint8_t)((r[6] & 0x0f) | 0x40);      /* UUID version 4 */
+        r[8] = (uint8_t)((r[8] & 0x3f) | 0x80);      /* IETF variant */
+        n->id.msb = em_ld64(r);
+        n->id.lsb = em_ld64(r + 8);
+    }
+    /* Raft ids are 64-bit and must be non-zero and unique: the node id's
+     * halves folded, which a fresh random id makes unique in practice. */
+    n->raft_id = (n->id.msb ^ (n->id.lsb * 0x9e3779b97f4a7c15ull)) | 1;
+    snprintf(n->host, sizeof n->host, "%s", cfg->host);
+    snprintf(n->thin_addr, sizeof n->thin_addr, "%s", cfg->thin_addr ? cfg->thin_addr : "");
+
+    cl_net_opts no = {
+        .host = cfg->host, .port = cfg->port,
+        .cluster = cfg->cluster_name ? cfg->cluster_name : "ember",
+        .secret = cfg->secret, .secret_len = cfg->secret ? strlen(cfg->secret) : 0,
+        .node_msb = n->id.msb, .node_lsb = n->id.lsb,
+        .consistent = "pending",
+        .arg = n, .on_up = on_up, .on_frame = on_frame, .on_down = on_down, .on_tick = on_tick,
+    };
+    /* The consistent id defaults to the transport address, known only once
+     * it is bound: bind first when the port is 0 (tests). */
+    if (cfg->consistent_id) {
+        snprintf(n->cid, sizeof n->cid, "%s", cfg->consistent_id);
+        no.consistent = n->cid;
+    }
+    rc = cl_net_start(&n->net, &no);
+    if (rc) {
+        set_err(cfg, "cluster: cannot listen on the cluster port (%s)", em_strerror(rc));
+        goto fail;
+    }
+    snprintf(n->cluster_addr, sizeof n->cluster_addr, "%s:%d", cfg->host, cl_net_port(n->net));
+    if (!cfg->consistent_id)
+        snprintf(n->cid, sizeof n->cid, "%s", n->cluster_addr);
+    snprintf(n->raft_addr, sizeof n->raft_addr, "%s:%d", cfg->host, cfg->raft_port);
+
+    cl_meta_node_info ji = {
+        .id = n->id, .raft_id = n->raft_id, .host = 0,
+        .cid = { (const uint8_t *)n->cid, (uint32_t)strlen(n->cid) },
+        .raft_addr = { (const uint8_t *)n->raft_addr, (uint32_t)strlen(n->raft_addr) },
+        .n_addrs = 2,
+        .addrs = { { (const uint8_t *)n->cluster_addr, (uint32_t)strlen(n->cluster_addr) },
+                   { (const uint8_t *)n->thin_addr, (uint32_t)strlen(n->thin_addr) } },
+    };
+    if (!ji.addrs[1].len)
+        ji.n_addrs = 1;
+    if ((rc = cl_meta_enc_join(&n->join_entry, &ji)) != 0) {
+        set_err(cfg, "cluster: %s", "consistent id or addresses too long");
+        goto fail;
+    }
+    snprintf(n->dir, sizeof n->dir, "%s/meta-%016llx", cfg->dir, (unsigned long long)n->raft_id);
+    if (mkdir(n->dir, 0700) != 0 && errno != EEXIST) {
+        rc = -errno;
+        set_err(cfg, "cluster: cannot create %s", n->dir);
+        goto fail;
+    }
+    char merr[CL_META_ERRMSG] = "";
+    cl_meta_cfg mc = {
+        .raft_id = n->raft_id, .raft_addr = n->raft_addr, .dir = n->dir,
+        .bootstrap = cfg->bootstrap, .election_ms = cfg->election_ms,
+        .heartbeat_ms = cfg->heartbeat_ms, .segment_size = 1u << 20, .errmsg = merr,
+    };
+    rc = cl_meta_start(&n->meta, &mc);
+    if (rc) {
+        set_err(cfg, "cluster: metadata group: %s", merr[0] ? merr : em_strerror(rc));
+        goto fail;
+    }
+    if ((rc = cl_meta_subscribe(n->meta, on_applied, n)) != 0)
+        goto fail;
+    atomic_store(&n->ready, 1);
+    republish(n);                 /* whatever applied before ready was set */
+    *out = n;
+    return 0;
+fail:
+    atomic_store(&n->stopping, 1);
+    if (n->meta)
+        cl_meta_stop(n->meta);
+    if (n->net)
+        cl_net_stop(n->net);
+    if (n->topo)
+        topo_free(n->topo);
+    em_buf_free(&n->join_entry);
+    pthread_cond_destroy(&n->cv);
+    pthread_mutex_destroy(&n->mu);
+    pthread_rwlock_destroy(&n->life);
+    em_free(n);
+    return rc;
+}
+
+void cl_node_stop(cl_node *n, int leave)
+{
+    if (!n)
+        return;
+    pthread_mutex_lock(&n->mu);
+    int member = n->member;
+    pthread_mutex_unlock(&n->mu);
+    if (leave && member) {
+        em_buf b = EM_BUF_INIT;
+        if (cl_meta_enc_leave(&b, n->id) == 0) {
+            uint32_t to = n->cfg.failure_detection_ms ? n->cfg.failure_detection_ms : 10000;
+            (void)cl_node_propose(n, b.p, b.len, to);
+        }
+        em_buf_free(&b);
+    }
+    pthread_rwlock_wrlock(&n->life);
+    atomic_store(&n->stopping, 1);
+    pthread_rwlock_unlock(&n->life);
+    cl_net_stop(n->net);
+    cl_meta_stop(n->meta);
+    topo_free(n->topo);
+    em_buf_free(&n->join_entry);
+    pthread_cond_destroy(&n->cv);
+    pthread_mutex_destroy(&n->mu);
+    pthread_rwlock_destroy(&n->life);
+    em_free(n);
+}

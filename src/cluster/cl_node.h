@@ -1,0 +1,106 @@
+/* cl_node.h - this process as a member of a cluster: the transport (cl_net)
+ * and the metadata group (cl_meta) wired into join, leave, failure detection
+ * and a published topology (reference/cluster.md §3.1-§3.3).
+ *
+ * Join: a node started with `bootstrap` on a pristine directory creates the
+ * metadata group and, once it leads, proposes its own NODE_JOIN.  Any other
+ * node connects to its seeds and sends JOIN_REQ (its NODE_JOIN entry, one
+ * encoding) until its own join is applied; whoever receives it forwards it to
+ * the leader, which adds the node to the Raft configuration, then proposes
+ * the entry.  Members keep a link to every other member (the smaller id
+ * connects, the transport keeps one link per pair).
+ *
+ * Failure: the leader proposes NODE_FAIL for a member it has had no link to
+ * for failure_detection_ms, and removes it from the Raft configuration; a
+ * clean stop proposes NODE_LEAVE first.  A restarted process is a new member
+ * (a new node id, as in Ignite); the leader fails the old member that had the
+ * same consistent id when the new one joins.
+ *
+ * Topology: a refcounted snapshot rebuilt on every applied membership or
+ * state change; readers hold it across a request with acquire/release.
+ */
+#ifndef EM_CL_NODE_H
+#define EM_CL_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster/cl_aff.h"
+#include "cluster/cl_meta_fsm.h"
+
+typedef struct cl_node cl_node;
+
+typedef struct cl_topo_member {
+    cl_meta_uuid id;
+    uint64_t     order;
+    uint8_t      state;            /* CL_META_JOINING or CL_META_ALIVE */
+    const char  *cid;              /* consistent id */
+    const char  *cluster_addr;     /* "ip:port" of its transport */
+    const char  *thin_addr;        /* "ip:port" thin clients use, "" if none */
+} cl_topo_member;
+
+typedef struct cl_topo cl_topo;
+struct cl_topo {
+    uint64_t        major;
+    uint32_t        minor;
+    uint8_t         state;         /* CL_META_ACTIVE ... */
+    uint32_t        n;             /* members not LEFT, in join order */
+    cl_topo_member *m;
+    int             self;          /* index of this node, -1 before it joined */
+};
+
+typedef struct cl_node_cfg {
+    const char *cluster_name;      /* NULL = "ember" */
+    const char *secret;            /* NULL = none */
+    const char *host;              /* transport and Raft address (numeric) */
+    int         port;              /* transport port (0 = any free) */
+    int         raft_port;         /* metadata group port (required) */
+    const char *consistent_id;     /* NULL = "host:port" */
+    const char *seeds;             /* "ip:port,..." transport addresses, or NULL */
+    int         bootstrap;         /* create the group if the directory is new */
+    const char *dir;               /* existing directory: dir/meta-<node id>/ is made */
+    const char *thin_addr;         /* "ip:port" published for clients, or NULL */
+    uint32_t    failure_detection_ms;  /* 0 = 10 000 */
+    unsigned    election_ms;       /* 0 = libraft's 1000 */
+    unsigned    heartbeat_ms;      /* 0 = libraft's 100 */
+    uint64_t    node_msb, node_lsb;/* 0, 0 = a random UUID v4 */
+    void       *arg;
+    /* on_topology (optional): a new topology, on the metadata thread; t is
+     * valid during the call (cl_node_topo_acquire to keep one). */
+    void (*on_topology)(void *arg, const cl_topo *t);
+    char       *errmsg;            /* NULL or CL_NODE_ERRMSG bytes */
+} cl_node_cfg;
+
+#define CL_NODE_ERRMSG 256
+
+/* cl_node_start starts transport and metadata group and begins to join.
+ * 0 or an error (errmsg says why). */
+int  cl_node_start(cl_node **out, const cl_node_cfg *cfg);
+
+/* cl_node_stop: with leave, propose NODE_LEAVE and wait for it to apply
+ * (bounded by failure_detection_ms), then stop everything. */
+void cl_node_stop(cl_node *n, int leave);
+
+/* cl_node_topo_acquire: the current topology (never NULL after start; an
+ * empty one before the first join applies); release each acquire. */
+cl_topo *cl_node_topo_acquire(cl_node *n);
+void     cl_node_topo_release(cl_topo *t);
+
+/* cl_topo_affinity: the owners table for (parts, backups) on topology t,
+ * computed once per topology and kept with it; NULL for an empty topology
+ * or out of memory.  Valid while t is held. */
+const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backups);
+
+/* cl_node_id: this node's id. */
+cl_meta_uuid cl_node_id(const cl_node *n);
+
+/* cl_node_is_leader: 1 when this node leads the metadata group (the
+ * coordinator). */
+int cl_node_is_leader(cl_node *n);
+
+/* cl_node_propose proposes an entry through the leader and waits for it to
+ * apply on this node (bounded by timeout_ms): 0, the FSM's refusal code,
+ * EM_TIMEOUT, EM_NOTLEADER when no leader is known. */
+int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms);
+
+#endif
