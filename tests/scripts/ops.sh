@@ -23,6 +23,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# emberd_spawn_http (a fresh log per start, both ports read from it),
+# emberd_stop.  Sourced before this suite's own ok/bad, which count in
+# pass/fail.
+. tests/scripts/lib.sh
+
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 # expect NAME COMMAND...: the command must succeed
@@ -53,29 +58,14 @@ fi
 
 # start ARGS...: emberd on free ports; sets PID, PORT, HTTP.
 start() {
-    : >"$TMP/log"
-    "$EMBERD" --port 0 --http-port 0 "$@" >"$TMP/log" 2>&1 &
-    PID=$!
-    PORT= HTTP=
-    i=0
-    while [ $i -lt 100 ]; do
-        PORT=$(sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$TMP/log" | head -1)
-        HTTP=$(sed -n 's|.*metrics on http://[^ ]*:\([0-9][0-9]*\)/metrics.*|\1|p' "$TMP/log" | head -1)
-        [ -n "$PORT" ] && [ -n "$HTTP" ] && return 0
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
-    echo "emberd did not start: $(cat "$TMP/log")"
+    emberd_spawn_http "$@" && return 0
+    echo "emberd did not start: $(cat "$LOG")"
     return 1
 }
 
+# stop: SIGTERM; returns emberd's exit status.
 stop() {
-    kill "$PID" 2>/dev/null
-    wait "$PID"
-    rc=$?
-    PID=
-    return $rc
+    emberd_stop
 }
 
 # metric NAME_WITH_LABELS: its value in a fresh scrape (empty if absent)
@@ -122,7 +112,8 @@ let got = 0;
 s.on("data", (d) => { got += d.length; });
 s.on("close", () => { console.log(got ? "answered " + got : "closed"); process.exit(0); });
 s.on("error", () => {});
-setTimeout(() => { console.log("still open"); process.exit(0); }, 3000);' "$1"
+// Only a bound for a server that never closes: "closed" ends it at once.
+setTimeout(() => { console.log("still open"); process.exit(0); }, 60000);' "$1"
 }
 
 # ---- authentication ----------------------------------------------------------
