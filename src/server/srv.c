@@ -293,6 +293,8 @@ typedef struct ini_ctx {
     char *err;
     size_t errlen;
     int rc;
+    const char *path;
+    char last[128];             /* section of the previous key */
 } ini_ctx;
 
 /* region_set: one key of a [region:NAME] section (the region is created by
@@ -347,17 +349,23 @@ static int ini_cb(void *arg, const char *section, const char *name, const char *
         return 0;
     if (section && !strncmp(section, "region:", 7))
         x->rc = region_set(x->c, section + 7, name, value, x->err, x->errlen);
-    else if (section && section[0]) {
-        snprintf(x->err, x->errlen, "unknown section [%s]", section);
-        x->rc = EM_CONFIG;
-    } else
+    else {
+        /* Any other section header (say [server]) is ignored, as the docs
+         * have always said: its keys are top-level settings, checked like
+         * any other.  One warning per section header (its first key), so a
+         * header that was meant to be [region:NAME] does not go unnoticed. */
+        if (section && section[0] && strncmp(x->last, section, sizeof x->last - 1))
+            EM_WARN("config %s: section [%s] is not one ember knows: header ignored, its keys "
+                    "are read as top-level settings", x->path, section);
         x->rc = srv_config_set(x->c, name, value, x->err, x->errlen);
+    }
+    snprintf(x->last, sizeof x->last, "%s", section ? section : "");
     return x->rc == 0;
 }
 
 int srv_config_load(srv_config *c, const char *path, char *err, size_t errlen)
 {
-    ini_ctx x = { c, err, errlen, 0 };
+    ini_ctx x = { c, err, errlen, 0, path, "" };
     int line = ini_parse(path, ini_cb, &x);
     if (line < 0) {
         snprintf(err, errlen, "cannot read config file %s", path);

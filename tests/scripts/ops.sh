@@ -185,6 +185,19 @@ else
     bad start_plain
 fi
 
+# ---- config file ---------------------------------------------------------------
+# A section header ember does not know is ignored with a warning (it made
+# emberd exit 2); a [region:NAME] section still configures a region.
+printf 'max_cursors = 3\n[server]\nidle_timeout = 0\n[region:r1]\nmax_size = 1m\n' >"$TMP/sections.ini"
+if emberd_spawn --config "$TMP/sections.ini"; then
+    grep -q 'section \[server\] is not one ember knows' "$LOG" && ok config_unknown_section_warned ||
+        bad "config_unknown_section_warned: $(cat "$LOG")"
+    expect_rc config_sections_serves 0 "$CLI" -p "$PORT" ping
+    stop && ok emberd_clean_exit_config || bad emberd_clean_exit_config
+else
+    bad "config_unknown_section_starts: $(cat "$LOG")"
+fi
+
 # ---- TLS ---------------------------------------------------------------------
 cd "$TMP" || exit 1
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem \
