@@ -436,6 +436,12 @@ static int render_metrics(void *arg, em_buf *out)
     return srv_metrics_render(s->metrics, s->st, out);
 }
 
+static int render_health(void *arg, em_buf *out)
+{
+    srv *s = arg;
+    return srv_metrics_health(s->metrics, out);
+}
+
 static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_t n,
                    em_buf *out, size_t out_cap, size_t *consumed)
 {
@@ -647,6 +653,16 @@ int srv_start(srv **out, const srv_config *c)
         if ((rc = srv_metrics_new(nw > 256 ? 256 : nw, &s->metrics)) != 0)
             goto fail;
         s->count_requests = c->metrics;
+        /* /health and ember_health_component_failed: the persistent regions */
+        const char *pr[SRV_HEALTH_MAX];
+        size_t npr = 0;
+        if (c->persistence)
+            pr[npr++] = "default";
+        for (int i = 0; i < c->nregions && npr < SRV_HEALTH_MAX; i++)
+            if (c->regions[i].persistence)
+                pr[npr++] = c->regions[i].name;
+        if (s->wal && (rc = srv_metrics_watch_wal(s->metrics, s->wal, pr, npr)) != 0)
+            goto fail;
     }
     if ((rc = pr_server_new(&s->ps, s->st, s->reg, &po)) != 0)
         goto fail;
@@ -674,7 +690,7 @@ int srv_start(srv **out, const srv_config *c)
     atomic_store(&s->net_pub, s->net);
     if (c->http) {
         srv_http_options ho = {c->http_host, c->http_port, render_metrics, s,
-                               (int)c->http_timeout_ms};
+                               (int)c->http_timeout_ms, render_health};
         /* Not fatal: a second emberd on one host (tests, a blue/green
          * switch) must still serve clients; the warning says what is off. */
         int hrc = srv_http_start_opts(&ho, &s->http);

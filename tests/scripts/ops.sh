@@ -185,6 +185,43 @@ else
     bad start_plain
 fi
 
+# ---- health after a WAL failure ---------------------------------------------------
+# A real write error, without a hook in emberd: a file-size limit (ulimit -f;
+# dash counts 512-byte blocks, bash 1 KiB) with SIGXFSZ ignored (inherited
+# through exec) makes write(2) past the limit fail with EFBIG.  Three 100 KB
+# values cannot fit; the WAL fails, the default region refuses writes, and
+# /health must say so (it answered 200 "ok" regardless).
+printf '#!/bin/sh\nulimit -f 256\ntrap "" XFSZ\nexec "%s" "$@"\n' "$EMBERD" >"$TMP/limited-emberd"
+chmod +x "$TMP/limited-emberd"
+if EMBERD=$TMP/limited-emberd emberd_spawn_http --persistence true --wal-path "$TMP/wal" \
+        --wal-mode FSYNC --checkpoint-frequency 0; then
+    [ "$(curl -s "http://127.0.0.1:$HTTP/health")" = ok ] && ok health_ok_before_failure ||
+        bad health_ok_before_failure
+    [ "$(metric 'ember_health_component_failed{component="wal_region_default"}')" = 0 ] &&
+        ok metrics_health_component_ok || bad metrics_health_component_ok
+    "$CLI" -p "$PORT" create big >/dev/null 2>&1
+    big=$(head -c 100000 /dev/zero | tr '\0' x)
+    fails=0
+    for k in 1 2 3; do
+        "$CLI" -p "$PORT" put big "k$k" "$big" >"$TMP/out" 2>&1 || fails=$((fails + 1))
+    done
+    [ $fails -ge 1 ] && grep -q 'no longer accepts writes' "$TMP/out" && ok wal_failure_refuses_writes ||
+        bad "wal_failure_refuses_writes: $fails failed puts: $(head -c 300 "$TMP/out")"
+    code=$(curl -s -o "$TMP/health" -w '%{http_code}' "http://127.0.0.1:$HTTP/health")
+    if [ "$code" = 503 ] && [ "$(wc -l <"$TMP/health")" = 1 ] &&
+       grep -q '^wal_region_default failed: persistence failed (.*): data region default no longer accepts writes' "$TMP/health"; then
+        ok health_503_names_failed_region
+    else
+        bad "health_503_names_failed_region: $code $(head -c 400 "$TMP/health")"
+    fi
+    [ "$(metric 'ember_health_component_failed{component="wal_region_default"}')" = 1 ] &&
+        ok metrics_health_component_failed || bad metrics_health_component_failed
+    expect_rc reads_after_wal_failure 0 "$CLI" -p "$PORT" caches
+    stop
+else
+    bad "start_limited_persistence: $(cat "$LOG")"
+fi
+
 # ---- config file ---------------------------------------------------------------
 # A section header ember does not know is ignored with a warning (it made
 # emberd exit 2); a [region:NAME] section still configures a region.
