@@ -3,7 +3,9 @@
 # must report the port of the process it started, never one an earlier start
 # wrote down, however late the new process gets scheduled; wait_port must
 # wait for its own process, not for whoever listens on the port; a process
-# that dies at start is reported at once.  Last line: "N passed, N failed".
+# that dies at start is reported at once.  And the counting: a driver that
+# exits non-zero after its summary fails, a check that cannot fail is not
+# counted, a skip fails under CI=true.  Last line: "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${EMBER_BUILD:-build}
 . tests/scripts/lib.sh
@@ -67,6 +69,60 @@ else
     fi
 fi
 PID=
+
+# ---- counting: only checks that can fail ------------------------------------------
+# A driver that printed "N passed, 0 failed" and then exited non-zero fails.
+printf 'ok   a\nok   b\n2 passed, 0 failed\n' >"$TMP/drv.out"
+: >"$TMP/drv.err"
+got=$(PASS=0 FAIL=0; add_driver_result "$TMP/drv.out" "$TMP/drv.err" 0 drv 134 >/dev/null; echo "$PASS $FAIL")
+[ "$got" = "2 1" ] && ok "add_driver_result: exit 134 after '0 failed' is a failure" ||
+    bad "add_driver_result: exit 134 after '0 failed' gave passed/failed $got, want 2 1"
+got=$(PASS=0 FAIL=0; add_driver_result "$TMP/drv.out" "$TMP/drv.err" 0 drv 0 >/dev/null; echo "$PASS $FAIL")
+[ "$got" = "2 0" ] && ok "add_driver_result: exit 0 adds the driver's counts" ||
+    bad "add_driver_result: exit 0 gave $got, want 2 0"
+
+# stop_emberd_checked: the exit status is one check; "no sanitizer report"
+# is counted only where a sanitizer could have written one.
+if emberd_spawn; then
+    # In this shell (emberd is its child), counters saved and put back.
+    p0=$PASS f0=$FAIL san=${EM_SANITIZER:-}
+    EM_SANITIZER=
+    stop_emberd_checked "in harness" >/dev/null
+    got="$((PASS - p0)) $((FAIL - f0))"
+    PASS=$p0 FAIL=$f0 EM_SANITIZER=$san
+    [ "$got" = "1 0" ] && ok "stop_emberd_checked: one check counted in a plain build" ||
+        bad "stop_emberd_checked: a plain build counted passed/failed $got, want 1 0"
+fi
+
+# skip: reported outside CI, a failure with CI=true.
+got=$(PASS=0 FAIL=0 CI=; skip "x" >/dev/null; echo "$PASS $FAIL")
+got_ci=$(PASS=0 FAIL=0 CI=true; skip "x" >/dev/null; echo "$PASS $FAIL")
+[ "$got" = "0 0" ] && [ "$got_ci" = "0 1" ] && ok "skip: counts nothing, fails with CI=true" ||
+    bad "skip: without CI $got, with CI=true $got_ci (want 0 0 and 0 1)"
+
+# load_smoke.sh on a machine without memcached, with CI=true: must fail, not
+# pass with the memcache runs silently left out.  A PATH of links to every
+# program but memcached stands in for such a machine.
+if command -v memcached >/dev/null 2>&1; then
+    mkdir "$TMP/bin"
+    for d in /usr/local/bin /usr/bin /bin; do
+        for f in "$d"/*; do
+            b=${f##*/}
+            [ "$b" = memcached ] || [ -e "$TMP/bin/$b" ] || ln -s "$f" "$TMP/bin/$b"
+        done
+    done
+fi
+if [ -d "$TMP/bin" ] || ! command -v memcached >/dev/null 2>&1; then
+    P=$PATH
+    [ -d "$TMP/bin" ] && P=$TMP/bin
+    CI=true PATH=$P EMBER_BUILD=$BUILD tests/scripts/load_smoke.sh >"$TMP/ls.out" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q '^FAIL .*memcached is not installed' "$TMP/ls.out"; then
+        ok "load_smoke.sh without memcached, CI=true: fails ($(tail -1 "$TMP/ls.out"))"
+    else
+        bad "load_smoke.sh without memcached, CI=true: exit $rc, $(tail -1 "$TMP/ls.out")"
+    fi
+fi
 
 # ---- the race itself: the started process runs late ----------------------------
 # On a busy machine the background child of a start helper may run only after
