@@ -17,6 +17,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,8 @@ struct srv_auth {
     peer_slot       peers[PEERS];
     double          slow_tokens;
     uint64_t        slow_last_ms;
+    _Atomic uint64_t work;       /* PBKDF2 iterations run by checks (srv_auth_work) */
+    uint32_t        max_iter;    /* the most any user's hash takes: what every check pays */
 };
 
 /* ---- parsing ------------------------------------------------------------- */
@@ -219,6 +222,10 @@ int srv_auth_load(const char *path, const srv_auth_limits *lim, srv_auth **out, 
     if (!rc && ferror(f))
         rc = EM_IO;
     fclose(f);
+    a->max_iter = SRV_AUTH_DEFAULT_ITERATIONS;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->users[i].iterations > a->max_iter)
+            a->max_iter = a->users[i].iterations;
     if (rc) {
         if (bad_line && rc == EM_CONFIG)
             *bad_line = lineno;
@@ -257,6 +264,19 @@ static int derive(const uint8_t *pw, size_t pwlen, const uint8_t *salt, uint32_t
                              EVP_sha256(), KEY_LEN, out) == 1 ? 0 : -1;
 }
 
+/* derive_counted: derive, with the iterations added to a->work. */
+static int derive_counted(srv_auth *a, const uint8_t *pw, size_t pwlen, const uint8_t *salt,
+                          uint32_t iter, uint8_t out[KEY_LEN])
+{
+    atomic_fetch_add_explicit(&a->work, iter, memory_order_relaxed);
+    return derive(pw, pwlen, salt, iter, out);
+}
+
+uint64_t srv_auth_work(srv_auth *a)
+{
+    return a ? atomic_load_explicit(&a->work, memory_order_relaxed) : 0;
+}
+
 static int fast_mac(const srv_auth *a, const uint8_t *pw, size_t pwlen, uint8_t out[KEY_LEN])
 {
     unsigned int ol = KEY_LEN;
@@ -273,34 +293,46 @@ static auth_user *find_user(srv_auth *a, const uint8_t *user, size_t ulen)
     return hit;
 }
 
-/* check_fast: 1 if pw matches the cached HMAC of an earlier verified login. */
+/* check_fast: 1 if pw matches the cached HMAC of an earlier verified login.
+ * u may be NULL (an unknown user): the HMAC is computed all the same. */
 static int check_fast(srv_auth *a, auth_user *u, const uint8_t *pw, size_t pwlen)
 {
     uint8_t mac[KEY_LEN];
     if (fast_mac(a, pw, pwlen, mac))
         return 0;
     pthread_mutex_lock(&a->mu);
-    int ok = u->has_fast && CRYPTO_memcmp(mac, u->fast, KEY_LEN) == 0;
+    int ok = u && u->has_fast && CRYPTO_memcmp(mac, u->fast, KEY_LEN) == 0;
     pthread_mutex_unlock(&a->mu);
     OPENSSL_cleanse(mac, sizeof mac);
     return ok;
 }
 
-/* check_slow runs the slow hash; on success remembers the fast HMAC. */
+/* check_slow runs the slow hash; on success remembers the fast HMAC.
+ *
+ * What an attacker sees of a failed login is how long it took, and that is
+ * the number of PBKDF2 iterations.  Users' hashes may differ in count (an
+ * older line, a stronger one), so "an unknown user pays the default count"
+ * would set apart every user whose count is not the default, and "pays the
+ * count of some user" would still let the per-user counts be told from each
+ * other.  So every slow check pays the same: the largest count in the file
+ * (a->max_iter).  An unknown user pays it on a dummy salt; a known user pays
+ * its own count, then the rest on the dummy salt. */
 static int check_slow(srv_auth *a, auth_user *u, const uint8_t *pw, size_t pwlen)
 {
     static const uint8_t dummy_salt[SALT_LEN] = {0};
-    uint8_t key[KEY_LEN];
+    uint8_t key[KEY_LEN], pad[KEY_LEN];
     int ok;
+    uint32_t own = u ? u->iterations : 0;
     if (!u) {
-        /* Same work for an unknown user, so timing does not reveal names. */
-        derive(pw, pwlen, dummy_salt, SRV_AUTH_DEFAULT_ITERATIONS, key);
         ok = 0;
     } else {
-        ok = derive(pw, pwlen, u->salt, u->iterations, key) == 0 &&
+        ok = derive_counted(a, pw, pwlen, u->salt, own, key) == 0 &&
              CRYPTO_memcmp(key, u->key, KEY_LEN) == 0;
     }
+    if (own < a->max_iter)
+        derive_counted(a, pw, pwlen, dummy_salt, a->max_iter - own, pad);
     OPENSSL_cleanse(key, sizeof key);
+    OPENSSL_cleanse(pad, sizeof pad);
     if (ok) {
         uint8_t mac[KEY_LEN];
         if (fast_mac(a, pw, pwlen, mac) == 0) {
@@ -323,7 +355,7 @@ int srv_auth_check(srv_auth *a, const uint8_t *user, size_t ulen, const uint8_t 
     if (!pw)
         pw = empty;
     auth_user *u = find_user(a, user, ulen);
-    if (u && check_fast(a, u, pw, pwlen))
+    if (check_fast(a, u, pw, pwlen))
         return 0;
     return check_slow(a, u, pw, pwlen) ? 0 : EM_AUTH;
 }
@@ -394,15 +426,33 @@ static peer_slot *peer_slot_get(srv_auth *a, uint64_t id, uint64_t now)
     return s;
 }
 
+/* give_back returns the failure slot srv_auth_login reserved for an
+ * attempt that did not fail (never above the burst). */
+static void give_back(srv_auth *a, uint64_t id, uint64_t now)
+{
+    pthread_mutex_lock(&a->mu);
+    peer_slot *s = peer_slot_get(a, id, now);
+    s->tokens += 1.0;
+    if (s->tokens > a->lim.ip_burst)
+        s->tokens = a->lim.ip_burst;
+    pthread_mutex_unlock(&a->mu);
+}
+
 int srv_auth_login(srv_auth *a, const char *peer, const uint8_t *user, size_t ulen,
                    const uint8_t *pw, size_t pwlen, uint64_t now_ms)
 {
     if (!a)
         return EM_AUTH;
+    /* Check and record in one step: each attempt takes its failure's token
+     * before it hashes, and gives it back if it did not fail.  Reading the
+     * tokens first and taking them after the (milliseconds-long) hash let
+     * any number of concurrent attempts from one address pass the limit. */
     uint64_t id = peer_id(peer);
     pthread_mutex_lock(&a->mu);
     peer_slot *s = peer_slot_get(a, id, now_ms);
     int refused = s->tokens < 1.0;
+    if (!refused)
+        s->tokens -= 1.0;
     pthread_mutex_unlock(&a->mu);
     if (refused)
         return EM_TOOMANY;
@@ -410,17 +460,13 @@ int srv_auth_login(srv_auth *a, const char *peer, const uint8_t *user, size_t ul
     static const uint8_t empty[1] = {0};
     if (!pw)
         pw = empty, pwlen = 0;
-    auth_user *u = user ? find_user(a, user, ulen) : NULL;
-    if (!user || ulen == 0) {
-        /* No credentials at all: nothing to hash, but it is a failure. */
-        pthread_mutex_lock(&a->mu);
-        s = peer_slot_get(a, id, now_ms);
-        s->tokens -= 1.0;
-        pthread_mutex_unlock(&a->mu);
-        return EM_AUTH;
-    }
-    if (u && check_fast(a, u, pw, pwlen))
+    if (!user || ulen == 0)
+        return EM_AUTH;     /* no credentials: nothing to hash, but a failure */
+    auth_user *u = find_user(a, user, ulen);
+    if (check_fast(a, u, pw, pwlen)) {
+        give_back(a, id, now_ms);
         return 0;
+    }
 
     /* The slow hash costs milliseconds of a worker thread: bound how many
      * run per second across all clients. */
@@ -431,16 +477,14 @@ int srv_auth_login(srv_auth *a, const char *peer, const uint8_t *user, size_t ul
     if (!busy)
         a->slow_tokens -= 1.0;
     pthread_mutex_unlock(&a->mu);
-    if (busy)
+    if (busy) {
+        give_back(a, id, now_ms);   /* not checked, so not a failure */
         return EM_TOOMANY;
+    }
 
     int ok = check_slow(a, u, pw, pwlen);
-    if (!ok) {
-        pthread_mutex_lock(&a->mu);
-        s = peer_slot_get(a, id, now_ms);
-        s->tokens -= 1.0;
-        pthread_mutex_unlock(&a->mu);
-    }
+    if (ok)
+        give_back(a, id, now_ms);
     return ok ? 0 : EM_AUTH;
 }
 

@@ -46,12 +46,17 @@ void srv_auth_free(srv_auth *a);
 size_t srv_auth_count(const srv_auth *a);
 
 /* srv_auth_check: 0 if user/pw match a line of the file, else EM_AUTH.
- * Thread-safe.  Constant-time comparison; an unknown user costs the same
- * slow hash as a known one.  After a password has been verified once, later
+ * Thread-safe.  Constant-time comparison; every slow check costs the same
+ * number of hash iterations - the largest of the file's users - whether the
+ * user exists or not, so timing tells no names apart.  After a password has been verified once, later
  * checks of the same password compare a keyed HMAC held in memory (a few
  * microseconds instead of a slow hash): reconnect storms stay cheap. */
 int  srv_auth_check(srv_auth *a, const uint8_t *user, size_t ulen,
                     const uint8_t *pw, size_t pwlen);
+
+/* srv_auth_work: PBKDF2 iterations run so far by srv_auth_check and
+ * srv_auth_login (the work an attacker can time; tests count it). */
+uint64_t srv_auth_work(srv_auth *a);
 
 /* srv_auth_login: srv_auth_check behind the limiter.  peer identifies the
  * client: net_conn_peer's "address:port" text (the part after the last ':'
@@ -59,7 +64,9 @@ int  srv_auth_check(srv_auth *a, const uint8_t *user, size_t ulen,
  * address.
  * Returns 0, EM_AUTH (wrong user or password), or EM_TOOMANY (refused
  * without checking: this address failed too often, or the server is doing
- * too many slow checks right now - retry later).  now_ms: em_now_ms().
+ * too many slow checks right now - retry later).  An attempt reserves its
+ * address's failure slot before it checks (given back unless it fails), so
+ * concurrent attempts from one address never exceed the limit.  now_ms: em_now_ms().
  * A handshake without credentials (user NULL or empty) fails at once, with
  * no hash computed, and counts as a failure of its address.  pw may be
  * NULL (= empty). */

@@ -39,6 +39,7 @@ struct srv_http {
     int                wake[2];  /* pipe: stop request */
     int                port;
     srv_http_render_fn render;
+    srv_http_health_fn health;
     void              *arg;
     uint64_t           timeout_ns;
     pthread_t          thread;
@@ -146,7 +147,20 @@ static void handle_request(srv_http *h, http_conn *c)
         return;
     }
     int head = r.head;
-    if (r.route == SRV_HTTP_HEALTH) {
+    if (r.route == SRV_HTTP_HEALTH && h->health) {
+        em_buf_reset(&h->body);
+        int failed = h->health(h->arg, &h->body);
+        if (failed < 0) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "health check failed: %s\n", em_strerror(failed));
+            text(h, c, 500, "Internal Server Error", msg, head, NULL);
+            return;
+        }
+        /* 503 so a load balancer or orchestrator takes the node out; the
+         * body names each failed component and why. */
+        respond(h, c, failed ? 503 : 200, failed ? "Service Unavailable" : "OK",
+                "text/plain; charset=utf-8", h->body.p, h->body.len, head, NULL);
+    } else if (r.route == SRV_HTTP_HEALTH) {
         text(h, c, 200, "OK", "ok\n", head, NULL);
     } else if (r.route == SRV_HTTP_METRICS && h->render) {
         em_buf_reset(&h->body);
@@ -364,6 +378,7 @@ int srv_http_start_opts(const srv_http_options *o, srv_http **out)
         h->conns[i].fd = -1;
     h->wake[0] = h->wake[1] = -1;
     h->render = o->render;
+    h->health = o->health;
     h->arg = o->arg;
     h->timeout_ns = (uint64_t)(o->timeout_ms > 0 ? o->timeout_ms : 5000) * 1000000u;
     h->port = o->port;
@@ -394,7 +409,7 @@ int srv_http_start_opts(const srv_http_options *o, srv_http **out)
 int srv_http_start(const char *host, int port, srv_http_render_fn render, void *arg,
                    srv_http **out)
 {
-    srv_http_options o = {host, port, render, arg, 0};
+    srv_http_options o = {host, port, render, arg, 0, NULL};
     return srv_http_start_opts(&o, out);
 }
 

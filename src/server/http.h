@@ -1,6 +1,6 @@
 /* http.h - emberd's operator HTTP endpoint: a minimal HTTP/1.1 server on its
  * own thread serving GET /metrics (Prometheus text from a callback) and
- * GET /health.  Every response closes the connection; requests are bounded
+ * GET /health (200 "ok", or 503 naming each failed component).  Every response closes the connection; requests are bounded
  * (8 KiB of request line + headers, no body) and slow clients are dropped
  * after a timeout.  A small poll loop serves up to 32 connections at once, so
  * one stalled client cannot block a scrape.  (RFC 9112 message syntax.)
@@ -18,12 +18,18 @@ typedef int (*srv_http_render_fn)(void *arg, em_buf *out);
 
 #define SRV_HTTP_MAX_REQUEST 8192
 
+/* health appends the /health body to out and returns the number of failed
+ * components: 0 -> 200, > 0 -> 503 (the body says which and why, one line
+ * each), negative -> 500.  Called on the HTTP thread, like render. */
+typedef int (*srv_http_health_fn)(void *arg, em_buf *out);
+
 typedef struct srv_http_options {
     const char        *host;        /* numeric address or name; NULL = 127.0.0.1 */
     int                port;        /* 0 = any free port (srv_http_port tells) */
     srv_http_render_fn render;      /* /metrics; NULL = 404 */
-    void              *arg;
+    void              *arg;         /* for render and health */
     int                timeout_ms;  /* whole request/response budget; 0 = 5000 */
+    srv_http_health_fn health;      /* /health; NULL = always 200 "ok" */
 } srv_http_options;
 
 /* srv_http_start binds host:port and starts the thread.  0, -errno (bind,

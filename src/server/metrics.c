@@ -19,6 +19,9 @@ struct srv_metrics {
     srv_metrics_block *blocks;       /* em_malloc'd, 64-byte aligned inside raw */
     void              *raw;
     uint64_t           start_ns;
+    wal               *wal;          /* srv_metrics_watch_wal; NULL = none */
+    int                nregions;
+    char               regions[SRV_HEALTH_MAX][64];
 };
 
 int srv_metrics_new(int nworkers, srv_metrics **out)
@@ -69,6 +72,49 @@ srv_metrics_block *srv_metrics_worker(srv_metrics *m, int i)
     if (!m || i < 0 || i >= m->nblocks)
         return NULL;
     return &m->blocks[i];
+}
+
+/* ---- health --------------------------------------------------------------- */
+
+int srv_metrics_watch_wal(srv_metrics *m, wal *w, const char *const *regions, size_t n)
+{
+    if ((size_t)m->nregions + n > SRV_HEALTH_MAX)
+        return EM_RANGE;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(regions[i]) >= sizeof m->regions[0])
+            return EM_RANGE;
+    for (size_t i = 0; i < n; i++)
+        strcpy(m->regions[m->nregions++], regions[i]);
+    m->wal = w;
+    return 0;
+}
+
+int srv_metrics_health(srv_metrics *m, em_buf *out)
+{
+    /* wal_error takes the log's lock; the message was written under it when
+     * the error was set and is never changed after, so reading it once the
+     * error is seen is safe. */
+    int werr = m->wal ? wal_error(m->wal) : 0;
+    int failed = werr ? m->nregions : 0;
+    int rc = 0;
+    if (!failed)
+        return em_buf_append(out, "ok\n", 3) ? EM_NOMEM : 0;
+    const char *why = wal_errmsg(m->wal);
+    for (int i = 0; i < m->nregions && !rc; i++) {
+        char line[1400];
+        int k = snprintf(line, sizeof line,
+                         "wal_region_%s failed: persistence failed (%s): data region %s no "
+                         "longer accepts writes%s%s\n", m->regions[i], em_strerror(werr),
+                         m->regions[i], why[0] ? ": " : "", why);
+        if (k < 0)
+            k = 0;
+        if ((size_t)k >= sizeof line) {
+            k = (int)sizeof line - 1;
+            line[k - 1] = '\n';
+        }
+        rc = em_buf_append(out, line, (size_t)k) ? EM_NOMEM : 0;
+    }
+    return rc ? rc : failed;
 }
 
 /* ---- rendering ------------------------------------------------------------ */
@@ -299,6 +345,15 @@ int srv_metrics_render(srv_metrics *m, st_store *store, em_buf *b)
     family(&o, "ember_protocol_errors_total", "counter",
            "Connections closed for a protocol violation.");
     put(&o, "ember_protocol_errors_total %" PRIu64 "\n", ev[SRV_EV_PROTO_ERROR]);
+
+    family(&o, "ember_health_component_failed", "gauge",
+           "1 if the component has failed (GET /health says why), else 0.");
+    int werr = m->wal ? wal_error(m->wal) : 0;
+    for (int i = 0; i < m->nregions; i++) {
+        put(&o, "ember_health_component_failed{component=\"wal_region_");
+        put_label_value(&o, m->regions[i]);
+        put(&o, "\"} %d\n", werr ? 1 : 0);
+    }
 
     family(&o, "ember_memory_allocated_bytes", "gauge",
            "Bytes held through ember's allocator, whole process.");

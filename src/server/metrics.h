@@ -17,6 +17,7 @@
 #include "proto/proto_stats.h"
 #include "store/store.h"
 #include "util/buf.h"
+#include "wal/wal.h"
 
 /* The counter block itself lives in proto/ (proto_stats.h), which counts
  * requests and handshakes as it answers them; the server layer counts
@@ -65,9 +66,28 @@ void srv_metrics_set_sampling(srv_metrics *m, uint32_t every);
 srv_metrics_block *srv_metrics_worker(srv_metrics *m, int i);
 
 
+/* ---- health ----------------------------------------------------------------
+ * Components whose failure GET /health reports and the gauge
+ * ember_health_component_failed{component="..."} exports (0 or 1).  With
+ * persistence each persistent data region is one component,
+ * "wal_region_NAME": it fails when the WAL it logs to has failed (a write or
+ * fsync error; wal_error), because from then on the region refuses writes
+ * (EM_READONLY) while reads and memory-only regions keep working. */
+#define SRV_HEALTH_MAX 17      /* the default region + srv_config's 16 */
+
+/* srv_metrics_watch_wal: the regions (names copied, at most SRV_HEALTH_MAX
+ * in all) are logged to w, which must outlive every render and health call.
+ * 0 or EM_RANGE (too many, or a name longer than 63 bytes). */
+int srv_metrics_watch_wal(srv_metrics *m, wal *w, const char *const *regions, size_t n);
+
+/* srv_metrics_health appends "ok\n" to out when every component is
+ * healthy, else one line per failed component, "COMPONENT failed: REASON\n".
+ * Returns the number of failed components, or EM_NOMEM.  Thread-safe. */
+int srv_metrics_health(srv_metrics *m, em_buf *out);
+
 /* srv_metrics_render appends the Prometheus text of every counter summed over
- * the blocks, the process's memory, and - if store is not NULL - the data
- * region and every cache, to out.  Thread-safe against concurrent counting.
+ * the blocks, the process's memory, the health of each watched component,
+ * and - if store is not NULL - the data region and every cache, to out.  Thread-safe against concurrent counting.
  * 0 or EM_NOMEM. */
 int srv_metrics_render(srv_metrics *m, st_store *store, em_buf *out);
 

@@ -293,6 +293,8 @@ typedef struct ini_ctx {
     char *err;
     size_t errlen;
     int rc;
+    const char *path;
+    char last[128];             /* section of the previous key */
 } ini_ctx;
 
 /* region_set: one key of a [region:NAME] section (the region is created by
@@ -347,17 +349,23 @@ static int ini_cb(void *arg, const char *section, const char *name, const char *
         return 0;
     if (section && !strncmp(section, "region:", 7))
         x->rc = region_set(x->c, section + 7, name, value, x->err, x->errlen);
-    else if (section && section[0]) {
-        snprintf(x->err, x->errlen, "unknown section [%s]", section);
-        x->rc = EM_CONFIG;
-    } else
+    else {
+        /* Any other section header (say [server]) is ignored, as the docs
+         * have always said: its keys are top-level settings, checked like
+         * any other.  One warning per section header (its first key), so a
+         * header that was meant to be [region:NAME] does not go unnoticed. */
+        if (section && section[0] && strncmp(x->last, section, sizeof x->last - 1))
+            EM_WARN("config %s: section [%s] is not one ember knows: header ignored, its keys "
+                    "are read as top-level settings", x->path, section);
         x->rc = srv_config_set(x->c, name, value, x->err, x->errlen);
+    }
+    snprintf(x->last, sizeof x->last, "%s", section ? section : "");
     return x->rc == 0;
 }
 
 int srv_config_load(srv_config *c, const char *path, char *err, size_t errlen)
 {
-    ini_ctx x = { c, err, errlen, 0 };
+    ini_ctx x = { c, err, errlen, 0, path, "" };
     int line = ini_parse(path, ini_cb, &x);
     if (line < 0) {
         snprintf(err, errlen, "cannot read config file %s", path);
@@ -426,6 +434,12 @@ static int render_metrics(void *arg, em_buf *out)
 {
     srv *s = arg;
     return srv_metrics_render(s->metrics, s->st, out);
+}
+
+static int render_health(void *arg, em_buf *out)
+{
+    srv *s = arg;
+    return srv_metrics_health(s->metrics, out);
 }
 
 static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_t n,
@@ -639,6 +653,16 @@ int srv_start(srv **out, const srv_config *c)
         if ((rc = srv_metrics_new(nw > 256 ? 256 : nw, &s->metrics)) != 0)
             goto fail;
         s->count_requests = c->metrics;
+        /* /health and ember_health_component_failed: the persistent regions */
+        const char *pr[SRV_HEALTH_MAX];
+        size_t npr = 0;
+        if (c->persistence)
+            pr[npr++] = "default";
+        for (int i = 0; i < c->nregions && npr < SRV_HEALTH_MAX; i++)
+            if (c->regions[i].persistence)
+                pr[npr++] = c->regions[i].name;
+        if (s->wal && (rc = srv_metrics_watch_wal(s->metrics, s->wal, pr, npr)) != 0)
+            goto fail;
     }
     if ((rc = pr_server_new(&s->ps, s->st, s->reg, &po)) != 0)
         goto fail;
@@ -666,7 +690,7 @@ int srv_start(srv **out, const srv_config *c)
     atomic_store(&s->net_pub, s->net);
     if (c->http) {
         srv_http_options ho = {c->http_host, c->http_port, render_metrics, s,
-                               (int)c->http_timeout_ms};
+                               (int)c->http_timeout_ms, render_health};
         /* Not fatal: a second emberd on one host (tests, a blue/green
          * switch) must still serve clients; the warning says what is off. */
         int hrc = srv_http_start_opts(&ho, &s->http);

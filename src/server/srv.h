@@ -69,7 +69,9 @@ void srv_config_default(srv_config *c);
 /* srv_config_set applies one `key = value` (INI keys; dashes are read as
  * underscores).  Returns 0 or EM_CONFIG with a message in err. */
 int  srv_config_set(srv_config *c, const char *key, const char *value, char *err, size_t errlen);
-/* srv_config_load parses an INI file (libinih); sections are ignored. */
+/* srv_config_load parses an INI file (libinih): top-level keys and
+ * [region:NAME] sections; any other section header is ignored with a logged
+ * warning, its keys read as top-level keys. */
 int  srv_config_load(srv_config *c, const char *path, char *err, size_t errlen);
 /* srv_config_help prints the keys with their defaults. */
 void srv_config_help(FILE *f);

@@ -81,6 +81,75 @@ static int try_connect(int port)
     return fd;
 }
 
+/* TC_WAIT_MS: how long tc_server_start waits for emberd to listen and
+ * tc_server_stop for it to exit.  Long, because a loaded 2-core machine
+ * under ASan can take many seconds; each wait ends as soon as its condition
+ * holds (or the process died).  The test runner's per-test alarm (120 s by
+ * default) still bounds a test that hangs. */
+#define TC_WAIT_MS 90000
+/* TC_REPLY_MS bounds tc_handshake and tc_call waiting for their one reply:
+ * only a server that never answers waits it out. */
+#define TC_REPLY_MS 60000
+
+/* listen_inodes collects the socket inodes of TCP listeners on port from
+ * /proc/net/tcp or tcp6 (columns: sl local rem st ... uid timeout inode). */
+static int listen_inodes(const char *file, int port, unsigned long *ino, int n, int cap)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return n;
+    char line[512];
+    if (!fgets(line, sizeof line, f)) {     /* header */
+        fclose(f);
+        return n;
+    }
+    while (n < cap && fgets(line, sizeof line, f)) {
+        char local[64], rem[64];
+        unsigned st;
+        unsigned long inode;
+        if (sscanf(line, "%*s %63s %63s %x %*s %*s %*s %*s %*s %lu", local, rem, &st, &inode) != 4)
+            continue;
+        const char *colon = strrchr(local, ':');
+        if (st == 0x0A && colon && (int)strtol(colon + 1, NULL, 16) == port)
+            ino[n++] = inode;
+    }
+    fclose(f);
+    return n;
+}
+
+/* pid_listens: 1 if process pid itself holds a socket listening on port.
+ * Connecting is not enough: when another process took the port first, our
+ * emberd exits and a connect would reach that other server. */
+static int pid_listens(pid_t pid, int port)
+{
+    unsigned long ino[16];
+    int n = listen_inodes("/proc/net/tcp", port, ino, 0, 16);
+    n = listen_inodes("/proc/net/tcp6", port, ino, n, 16);
+    if (n == 0)
+        return 0;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        char path[128], target[64];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t k = readlink(path, target, sizeof target - 1);
+        unsigned long v;
+        if (k <= 0)
+            continue;
+        target[k] = 0;
+        if (sscanf(target, "socket:[%lu]", &v) == 1)
+            for (int i = 0; i < n; i++)
+                found |= v == ino[i];
+    }
+    closedir(d);
+    return found;
+}
+
 int tc_server_start(tc_server *s, const char *const *extra)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
@@ -121,7 +190,7 @@ int tc_server_start(tc_server *s, const char *const *extra)
             execv(argv[0], (char *const *)argv);
             _exit(127);
         }
-        int64_t deadline = tc_now_ms() + 10000;
+        int64_t deadline = tc_now_ms() + TC_WAIT_MS;
         int exited = 0;
         while (tc_now_ms() < deadline) {
             int st;
@@ -129,9 +198,7 @@ int tc_server_start(tc_server *s, const char *const *extra)
                 exited = 1;
                 break;
             }
-            int fd = try_connect(port);
-            if (fd >= 0) {
-                close(fd);
+            if (pid_listens(pid, port)) {
                 s->pid = pid;
                 s->port = port;
                 return 0;
@@ -170,7 +237,7 @@ int tc_server_stop(tc_server *s)
         return -1;
     }
     kill(s->pid, SIGTERM);
-    int64_t deadline = tc_now_ms() + 10000;
+    int64_t deadline = tc_now_ms() + TC_WAIT_MS;
     pid_t r = 0;
     while ((r = waitpid(s->pid, &st, WNOHANG)) == 0 && tc_now_ms() < deadline)
         tc_sleep_ms(5);
@@ -400,7 +467,7 @@ int tc_handshake(tc_conn *c, int a, int b, int cc, const uint8_t *feat, int nfea
     em_buf_free(&m);
     if (rc)
         return rc;
-    rc = tc_recv_frame(c, 5000);
+    rc = tc_recv_frame(c, TC_REPLY_MS);
     if (rc)
         return rc;
     const uint8_t *p = c->in.p;
@@ -500,7 +567,7 @@ int tc_call(tc_conn *c, em_buf *b, tc_reply *r)
     int rc = tc_send(c, b->p, b->len);
     if (rc)
         return rc;
-    rc = tc_recv_frame(c, 5000);
+    rc = tc_recv_frame(c, TC_REPLY_MS);
     if (rc)
         return rc;
     rc = tc_parse_reply(c, r);

@@ -34,15 +34,16 @@ void    tc_sleep_ms(int ms);
 
 /* tc_server_start forks and execs $EMBER_BUILD/emberd (default build/emberd)
  * with --host 127.0.0.1 --port <free port> plus the NULL-terminated extra
- * arguments (may be NULL), then waits up to 10 s until the port accepts
- * connections.  Returns 0 or a negative code; on failure nothing is left
- * running. */
+ * arguments (may be NULL), then waits until that process itself listens on
+ * the port (up to 90 s, or until it exits: then another port is tried, as
+ * another process may have taken the first).  Returns 0 or a negative code;
+ * on failure nothing is left running. */
 int tc_server_start(tc_server *s, const char *const *extra);
 
 /* tc_server_alive: 1 if the process has not exited. */
 int tc_server_alive(tc_server *s);
 
-/* tc_server_stop sends SIGTERM and waits up to 10 s (then SIGKILL).
+/* tc_server_stop sends SIGTERM and waits up to 90 s (then SIGKILL).
  * Returns the exit status (0 = clean), or 128+signal if it died by a signal,
  * or -1 if it had already exited before the call. */
 int tc_server_stop(tc_server *s);
@@ -122,7 +123,7 @@ void    tc_req_end(em_buf *b);
 int tc_parse_reply(tc_conn *c, tc_reply *r);
 
 /* tc_call sends the request in b (already finished with tc_req_end), reads one
- * frame within 5 s and parses it.  0 or a negative code (EM_CLOSED, ...).
+ * frame within 60 s and parses it.  0 or a negative code (EM_CLOSED, ...).
  * Also checks the echoed request id (EM_PROTO on mismatch). */
 int tc_call(tc_conn *c, em_buf *b, tc_reply *r);
 

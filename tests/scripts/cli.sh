@@ -2,6 +2,7 @@
 # cli.sh - black-box test of ember-cli against a real emberd: cache listing,
 # typed put/get round trips, remove, size, stats, errors and exit codes,
 # JSON output, authentication.  Prints "N passed, N failed" last.
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${EMBER_BUILD:-build}
 EMBERD=$BUILD/emberd
 CLI=$BUILD/ember-cli
@@ -16,26 +17,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_emberd ARGS...: runs emberd on a free port, sets PID and PORT.
+# emberd_spawn (each start its own fresh log, the port taken from the
+# socket that very process listens on), emberd_stop
+. tests/scripts/lib.sh
+
+# start_emberd ARGS...: emberd on a free port; sets PID and PORT.
 start_emberd() {
-    "$EMBERD" --port 0 --http false "$@" >"$TMP/log" 2>&1 &
-    PID=$!
-    PORT=
-    i=0
-    while [ $i -lt 100 ]; do
-        PORT=$(sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$TMP/log" | head -1)
-        [ -n "$PORT" ] && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    echo "emberd did not start:"; cat "$TMP/log"
+    emberd_spawn "$@" && return 0
+    echo "emberd did not start:"; cat "$LOG"
     return 1
 }
 
 stop_emberd() {
-    kill "$PID" 2>/dev/null
-    wait "$PID" 2>/dev/null
-    PID=
+    emberd_stop
 }
 
 # check NAME EXPECTED_RC EXPECTED_STDOUT -- ember-cli args...

@@ -4,30 +4,32 @@
 # here, as a suite of `make test`; `make fuzz` passes 60).  The growing corpus
 # lives in FUZZ_BUILD/corpus-<name>, seeded from tests/fuzz/corpus/<name>/;
 # a crash leaves its input in FUZZ_BUILD/artifacts/<name>/ and fails the
-# target (make it a regression file in tests/fuzz/corpus/<name>/).  Skipped
-# (0 passed, 0 failed) without clang or under `make asan`/`make tsan`.
+# target (make it a regression file in tests/fuzz/corpus/<name>/).  Without
+# clang it is skipped (a failure under CI=true); under `make asan`/`make tsan`
+# it runs nothing and counts nothing.
 # Prints executions per target.  Last line: "N passed, N failed".
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 FUZZ_BUILD=${FUZZ_BUILD:-$BUILD/fuzz}
 SECS=${FUZZ_SECONDS:-10}
+# ok, bad, finish, skip (a skip fails under CI=true)
+. tests/scripts/lib.sh
 PASS=0
 FAIL=0
-ok() { PASS=$((PASS + 1)); echo "ok   $1"; }
-bad() { FAIL=$((FAIL + 1)); echo "FAIL $1"; }
-finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; exit $?; }
 
 if [ -n "$EM_SANITIZER" ]; then
-    echo "skip: fuzzing runs in the plain \`make test\` (and \`make fuzz\`) only"
+    # Not a skip: the targets carry their own ASan + UBSan, and the plain
+    # `make test` of the same tree fuzzes them.  Nothing is counted.
+    echo "fuzzing runs in the plain \`make test\` (and \`make fuzz\`), not under $EM_SANITIZER"
     finish
 fi
 if ! command -v clang >/dev/null 2>&1; then
-    echo "skip: clang not installed"
+    skip "clang not installed: no fuzz target ran"
     finish
 fi
 TARGETS=$(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed 's|tests/fuzz/||; s|\.c$||')
 if [ -z "$TARGETS" ]; then
-    echo "skip: no fuzz targets"
+    skip "no fuzz targets in tests/fuzz/"
     finish
 fi
 if [ -z "$FUZZ_NOBUILD" ]; then

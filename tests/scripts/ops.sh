@@ -23,6 +23,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# emberd_spawn_http (a fresh log per start, both ports read from it),
+# emberd_stop.  Sourced before this suite's own ok/bad, which count in
+# pass/fail.
+. tests/scripts/lib.sh
+
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 # expect NAME COMMAND...: the command must succeed
@@ -53,29 +58,14 @@ fi
 
 # start ARGS...: emberd on free ports; sets PID, PORT, HTTP.
 start() {
-    : >"$TMP/log"
-    "$EMBERD" --port 0 --http-port 0 "$@" >"$TMP/log" 2>&1 &
-    PID=$!
-    PORT= HTTP=
-    i=0
-    while [ $i -lt 100 ]; do
-        PORT=$(sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\).*/\1/p' "$TMP/log" | head -1)
-        HTTP=$(sed -n 's|.*metrics on http://[^ ]*:\([0-9][0-9]*\)/metrics.*|\1|p' "$TMP/log" | head -1)
-        [ -n "$PORT" ] && [ -n "$HTTP" ] && return 0
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
-    echo "emberd did not start: $(cat "$TMP/log")"
+    emberd_spawn_http "$@" && return 0
+    echo "emberd did not start: $(cat "$LOG")"
     return 1
 }
 
+# stop: SIGTERM; returns emberd's exit status.
 stop() {
-    kill "$PID" 2>/dev/null
-    wait "$PID"
-    rc=$?
-    PID=
-    return $rc
+    emberd_stop
 }
 
 # metric NAME_WITH_LABELS: its value in a fresh scrape (empty if absent)
@@ -122,7 +112,8 @@ let got = 0;
 s.on("data", (d) => { got += d.length; });
 s.on("close", () => { console.log(got ? "answered " + got : "closed"); process.exit(0); });
 s.on("error", () => {});
-setTimeout(() => { console.log("still open"); process.exit(0); }, 3000);' "$1"
+// Only a bound for a server that never closes: "closed" ends it at once.
+setTimeout(() => { console.log("still open"); process.exit(0); }, 60000);' "$1"
 }
 
 # ---- authentication ----------------------------------------------------------
@@ -192,6 +183,56 @@ if start; then
     stop && ok emberd_clean_exit_metrics || bad emberd_clean_exit_metrics
 else
     bad start_plain
+fi
+
+# ---- health after a WAL failure ---------------------------------------------------
+# A real write error, without a hook in emberd: a file-size limit (ulimit -f;
+# dash counts 512-byte blocks, bash 1 KiB) with SIGXFSZ ignored (inherited
+# through exec) makes write(2) past the limit fail with EFBIG.  Three 100 KB
+# values cannot fit; the WAL fails, the default region refuses writes, and
+# /health must say so (it answered 200 "ok" regardless).
+printf '#!/bin/sh\nulimit -f 256\ntrap "" XFSZ\nexec "%s" "$@"\n' "$EMBERD" >"$TMP/limited-emberd"
+chmod +x "$TMP/limited-emberd"
+if EMBERD=$TMP/limited-emberd emberd_spawn_http --persistence true --wal-path "$TMP/wal" \
+        --wal-mode FSYNC --checkpoint-frequency 0; then
+    [ "$(curl -s "http://127.0.0.1:$HTTP/health")" = ok ] && ok health_ok_before_failure ||
+        bad health_ok_before_failure
+    [ "$(metric 'ember_health_component_failed{component="wal_region_default"}')" = 0 ] &&
+        ok metrics_health_component_ok || bad metrics_health_component_ok
+    "$CLI" -p "$PORT" create big >/dev/null 2>&1
+    big=$(head -c 100000 /dev/zero | tr '\0' x)
+    fails=0
+    for k in 1 2 3; do
+        "$CLI" -p "$PORT" put big "k$k" "$big" >"$TMP/out" 2>&1 || fails=$((fails + 1))
+    done
+    [ $fails -ge 1 ] && grep -q 'no longer accepts writes' "$TMP/out" && ok wal_failure_refuses_writes ||
+        bad "wal_failure_refuses_writes: $fails failed puts: $(head -c 300 "$TMP/out")"
+    code=$(curl -s -o "$TMP/health" -w '%{http_code}' "http://127.0.0.1:$HTTP/health")
+    if [ "$code" = 503 ] && [ "$(wc -l <"$TMP/health")" = 1 ] &&
+       grep -q '^wal_region_default failed: persistence failed (.*): data region default no longer accepts writes' "$TMP/health"; then
+        ok health_503_names_failed_region
+    else
+        bad "health_503_names_failed_region: $code $(head -c 400 "$TMP/health")"
+    fi
+    [ "$(metric 'ember_health_component_failed{component="wal_region_default"}')" = 1 ] &&
+        ok metrics_health_component_failed || bad metrics_health_component_failed
+    expect_rc reads_after_wal_failure 0 "$CLI" -p "$PORT" caches
+    stop
+else
+    bad "start_limited_persistence: $(cat "$LOG")"
+fi
+
+# ---- config file ---------------------------------------------------------------
+# A section header ember does not know is ignored with a warning (it made
+# emberd exit 2); a [region:NAME] section still configures a region.
+printf 'max_cursors = 3\n[server]\nidle_timeout = 0\n[region:r1]\nmax_size = 1m\n' >"$TMP/sections.ini"
+if emberd_spawn --config "$TMP/sections.ini"; then
+    grep -q 'section \[server\] is not one ember knows' "$LOG" && ok config_unknown_section_warned ||
+        bad "config_unknown_section_warned: $(cat "$LOG")"
+    expect_rc config_sections_serves 0 "$CLI" -p "$PORT" ping
+    stop && ok emberd_clean_exit_config || bad emberd_clean_exit_config
+else
+    bad "config_unknown_section_starts: $(cat "$LOG")"
 fi
 
 # ---- TLS ---------------------------------------------------------------------

@@ -11,6 +11,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -143,7 +145,7 @@ TEST(http_oversized_request_refused)
 TEST(http_stalled_client_does_not_block_scrapes)
 {
     int calls = 0;
-    srv_http_options o = {"127.0.0.1", 0, fixed_render, &calls, 300};
+    srv_http_options o = {"127.0.0.1", 0, fixed_render, &calls, 300, NULL};
     srv_http *h;
     REQUIRE_OK(srv_http_start_opts(&o, &h));
     int port = srv_http_port(h);
@@ -204,4 +206,45 @@ TEST(http_serves_real_metrics)
     CHECK(strstr(buf, "\nember_requests_total{op=\"CACHE_PUT\"} 1\n") != NULL);
     srv_http_stop(h);
     srv_metrics_free(m);
+}
+
+/* health_fn: *failed components, each named by one line. */
+static int health_fn(void *arg, em_buf *out)
+{
+    int failed = atomic_load((_Atomic int *)arg);
+    if (failed < 0)
+        return EM_NOMEM;
+    if (!failed)
+        return em_buf_append(out, "ok\n", 3) ? EM_NOMEM : 0;
+    for (int i = 0; i < failed; i++) {
+        char line[64];
+        int k = snprintf(line, sizeof line, "wal_region_r%d failed: disk\n", i);
+        if (em_buf_append(out, line, (size_t)k))
+            return EM_NOMEM;
+    }
+    return failed;
+}
+
+TEST(http_health_reports_failed_components)
+{
+    _Atomic int failed = 0;     /* read on the HTTP thread */
+    srv_http_options o = {"127.0.0.1", 0, NULL, (void *)&failed, 0, health_fn};
+    srv_http *h;
+    REQUIRE_OK(srv_http_start_opts(&o, &h));
+    int port = srv_http_port(h);
+    char buf[4096];
+    fetch(port, "GET /health HTTP/1.1\r\n\r\n", buf, sizeof buf);
+    CHECK(strncmp(buf, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    CHECK(strstr(buf, "\r\n\r\nok\n") != NULL);
+    failed = 2;
+    fetch(port, "GET /health HTTP/1.1\r\n\r\n", buf, sizeof buf);
+    CHECK(strncmp(buf, "HTTP/1.1 503 Service Unavailable\r\n", 34) == 0);
+    CHECK(strstr(buf, "\r\n\r\nwal_region_r0 failed: disk\nwal_region_r1 failed: disk\n") != NULL);
+    fetch(port, "HEAD /health HTTP/1.1\r\n\r\n", buf, sizeof buf);
+    CHECK(strncmp(buf, "HTTP/1.1 503 ", 13) == 0);
+    CHECK(strstr(buf, "wal_region") == NULL);
+    failed = -1;
+    fetch(port, "GET /health HTTP/1.1\r\n\r\n", buf, sizeof buf);
+    CHECK(strncmp(buf, "HTTP/1.1 500 ", 13) == 0);
+    srv_http_stop(h);
 }

@@ -250,3 +250,77 @@ TEST(metrics_sampling)
     em_buf_free(&b);
     srv_metrics_free(m);
 }
+
+/* ---- health: a failed WAL fails every persistent region ------------------- */
+
+#include "wal_env.h"
+
+#include <errno.h>
+
+TEST(metrics_health_wal_failure)
+{
+    /* Default region persistent, "mem" memory-only, over the in-memory file
+     * layer with its fault injection: a failed fsync fails the log, and with
+     * it every persistent region (they refuse writes from then on). */
+    wal_memfs *fs;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    st_region_spec def = {.cfg = {.name = "default"}};
+    st_region_spec mem[1] = {{.cfg = {.name = "mem"}, .in_memory = 1}};
+    st_store *s = NULL;
+    REQUIRE_OK(st_open_regions(&s, &def, mem, 1));
+    wal_options o;
+    memset(&o, 0, sizeof o);
+    o.mode = WAL_FSYNC;
+    wal *w;
+    REQUIRE_OK(we_open(fs, &o, s, &w));
+    st_cache_config cfg;
+    st_cache_config_init(&cfg);
+    cfg.name = "p";
+    cfg.partitions = 4;
+    st_cache *c;
+    REQUIRE_OK(st_cache_create(s, &cfg, &c));
+    srv_metrics *m;
+    REQUIRE_OK(srv_metrics_new(1, &m));
+    const char *regions[] = {"default"};
+    REQUIRE_OK(srv_metrics_watch_wal(m, w, regions, 1));
+
+    em_buf b = EM_BUF_INIT;
+    CHECK_EQ(srv_metrics_health(m, &b), 0);
+    CHECK(b.len == 3 && !memcmp(b.p, "ok\n", 3));
+    em_buf_reset(&b);
+    CHECK_OK(srv_metrics_render(m, s, &b));
+    CHECK(has_line(&b, "# TYPE ember_health_component_failed gauge"));
+    CHECK(has_line(&b, "ember_health_component_failed{component=\"wal_region_default\"} 0"));
+    CHECK(!contains(&b, "wal_region_mem"));
+
+    put_int_int(c, 1, 1);
+    wal_memfs_fault(fs, WAL_FAULT_FSYNC, 1, EIO, 0, 0);
+    uint8_t kb[5] = {3, 2, 0, 0, 0}, vb[5] = {3, 2, 0, 0, 0};
+    CHECK_EQ(st_put(c, NULL, kb, 5, vb, 5), -EIO);
+    CHECK_EQ(st_put(c, NULL, kb, 5, vb, 5), EM_READONLY);
+
+    em_buf_reset(&b);
+    CHECK_EQ(srv_metrics_health(m, &b), 1);
+    REQUIRE_OK(em_buf_append(&b, "", 1));
+    const char *want = "wal_region_default failed: persistence failed (";
+    CHECK(!strncmp((const char *)b.p, want, strlen(want)));
+    CHECK(strstr((const char *)b.p, "data region default no longer accepts writes: ") != NULL);
+    CHECK(strstr((const char *)b.p, "fsync failed") != NULL);      /* the WAL's own message */
+    CHECK_EQ(b.p[b.len - 2], '\n');
+    CHECK(memchr(b.p, '\n', b.len - 2) == NULL);                  /* one line */
+    em_buf_reset(&b);
+    CHECK_OK(srv_metrics_render(m, s, &b));
+    CHECK(has_line(&b, "ember_health_component_failed{component=\"wal_region_default\"} 1"));
+
+    /* more regions than a config can hold, or too long a name: refused */
+    const char *many[SRV_HEALTH_MAX];
+    for (int i = 0; i < SRV_HEALTH_MAX; i++)
+        many[i] = "r";
+    CHECK_EQ(srv_metrics_watch_wal(m, w, many, SRV_HEALTH_MAX), EM_RANGE);
+
+    em_buf_free(&b);
+    srv_metrics_free(m);
+    CHECK_EQ(wal_close(w), -EIO);
+    st_close(s);
+    wal_memfs_free(fs);
+}
