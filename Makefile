@@ -117,14 +117,15 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Iinclude -fno-omit-frame-poi
                -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
 $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/libember-fuzz.a: $(FUZZ_LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libember-fuzz.a
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm $(EXTRA_LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm $(EXTRA_LIBS)
 
 .PHONY: fuzz-build
 fuzz-build: $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
@@ -136,7 +137,7 @@ fuzz-build: $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
 
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-build
-	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_NOBUILD=1 tests/scripts/fuzz.sh
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_CC=$(FUZZ_CC) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_NOBUILD=1 tests/scripts/fuzz.sh
 
 # Reliability drivers (tests/stress/): a live adversarial client and a soak
 # client for a running emberd; tests/scripts/adversary.sh and soak.sh run them.
@@ -152,7 +153,7 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory replay
-	@REPLAY_BUILD=$(ASAN_BUILD) tools/run-tests.sh $(BUILD)
+	@REPLAY_BUILD=$(ASAN_BUILD) FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_CC=$(FUZZ_CC) tools/run-tests.sh $(BUILD)
 
 run: deps
 	@$(MAKE) --no-print-directory $(BUILD)/emberd
