@@ -5,6 +5,7 @@
 #   make test       everything, then every suite; last line "N passed, N failed"
 #   make run        emberd in the foreground on 127.0.0.1:10800
 #   make asan       unit + integration suites under ASan + UBSan (build/asan)
+#   make replay     the fuzz-corpus replays, built with ASan + UBSan (build/asan)
 #   make tsan       the same under ThreadSanitizer (build/tsan)
 #   make bench      micro benchmarks (ember-bench micro all)
 #   make bench-net  network grid vs redis and memcached (tools/bench-net.sh)
@@ -53,7 +54,6 @@ endif
 ifneq ($(WALT_OBJ),)
 BINS += $(BUILD)/ember-wal
 endif
-BINS += $(FUZZ_NAMES:%=$(BUILD)/replay/%)
 ifneq ($(wildcard tests/stress/adversary.c),)
 BINS += $(BUILD)/ember-adversary
 endif
@@ -64,7 +64,7 @@ ifneq ($(wildcard tests/stress/chaos.c),)
 BINS += $(BUILD)/ember-chaos
 endif
 
-.PHONY: all deps test run asan tsan bench fuzz clean install chaos
+.PHONY: all deps test run asan tsan bench fuzz clean install replay replay-bins chaos
 all: $(BINS)
 
 $(BUILD)/%.o: %.c
@@ -89,12 +89,25 @@ $(BUILD)/ember-cli: $(CLI_OBJ) $(LIB)
 $(BUILD)/ember-wal: $(WALT_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# Fuzz targets: built twice.  replay/<name> (gcc, any build) runs the stored
-# corpus through the target in `make test`; fuzz/<name> (clang + libFuzzer)
-# explores in `make fuzz`.
+# Fuzz targets: built twice.  ASAN_BUILD/replay/<name> ($(CC) with ASan +
+# UBSan, the objects of `make asan`) runs the stored corpus through the
+# target in every tools/run-tests.sh run, one test per target; fuzz/<name>
+# (clang + libFuzzer) explores in `make fuzz`.  replay-canary, a target with
+# planted bugs, checks that the replay really catches sanitizer reports.
+ASAN_BUILD ?= build/asan
+ASAN_VARS  := BUILD=$(ASAN_BUILD) OPT=-O1 \
+  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/replay/%) $(BUILD)/replay-canary
 $(BUILD)/replay/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/replay-canary: $(BUILD)/tests/fuzz/replay_canary.o $(BUILD)/tests/fuzz/replay_main.o
+	$(CC) $(LDFLAGS) -o $@ $^
+# replay-bins: the replays in this BUILD (call it with ASAN_VARS); replay:
+# the same in ASAN_BUILD, from any build.
+replay-bins: $(REPLAY_BINS)
+replay:
+	@$(MAKE) --no-print-directory $(ASAN_VARS) replay-bins
 
 # libFuzzer builds (clang + libclang-rt-14-dev): the library is compiled once
 # per FUZZ_BUILD with coverage hooks (fuzzer-no-link) and ASan + UBSan, then
@@ -107,25 +120,27 @@ FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Iinclude -fno-omit-frame-poi
                -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
 $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/libember-fuzz.a: $(FUZZ_LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libember-fuzz.a
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm $(EXTRA_LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm $(EXTRA_LIBS)
 
 .PHONY: fuzz-build
 fuzz-build: $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
 # Keep the fuzz objects (make would delete them as intermediates and rebuild
 # them on every run).
 .SECONDARY: $(FUZZ_NAMES:%=$(FUZZ_BUILD)/obj/tests/fuzz/%.o) \
-            $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/%.o) $(BUILD)/tests/fuzz/replay_main.o
+            $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/%.o) $(BUILD)/tests/fuzz/replay_main.o \
+            $(BUILD)/tests/fuzz/replay_canary.o
 
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-build
-	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_NOBUILD=1 tests/scripts/fuzz.sh
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_CC=$(FUZZ_CC) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_NOBUILD=1 tests/scripts/fuzz.sh
 
 # Reliability drivers (tests/stress/): a live adversarial client and a soak
 # client for a running emberd; tests/scripts/adversary.sh and soak.sh run them.
@@ -142,20 +157,23 @@ deps:
 
 test: deps
 	@$(MAKE) --no-print-directory all
-	@tools/run-tests.sh $(BUILD)
+	@$(MAKE) --no-print-directory replay
+	@REPLAY_BUILD=$(ASAN_BUILD) FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_CC=$(FUZZ_CC) tools/run-tests.sh $(BUILD)
 
 run: deps
 	@$(MAKE) --no-print-directory $(BUILD)/emberd
 	$(BUILD)/emberd
 
 asan: deps
-	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
-	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all
-	@EM_SANITIZER=asan tools/run-tests.sh build/asan --no-node
+	@$(MAKE) --no-print-directory $(ASAN_VARS) all replay-bins
+	@EM_SANITIZER=asan REPLAY_BUILD=$(ASAN_BUILD) tools/run-tests.sh $(ASAN_BUILD) --no-node
 
+# The corpus replays stay ASan builds here too (TSan has nothing to find in
+# one thread, and the replay must catch memory errors wherever it runs).
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build/tsan OPT=-O1 SAN="-fsanitize=thread" all
-	@EM_SANITIZER=tsan tools/run-tests.sh build/tsan --no-node
+	@$(MAKE) --no-print-directory replay
+	@EM_SANITIZER=tsan REPLAY_BUILD=$(ASAN_BUILD) tools/run-tests.sh build/tsan --no-node
 
 # The fault-injection suite (tests/chaos/), each workload CHAOS_SECONDS long;
 # `make test` runs the same scenarios for a few seconds each.

@@ -7,7 +7,9 @@
  * object across an unfinished container (or a tree type's unwritten size)
  * gave that object a wrong hash.  Also: objects larger than the fold threshold inside tree types
  * (their size is folded in as zero and added at the end), and the M1 rows
- * through the cursor allocate nothing. */
+ * through the cursor allocate nothing.  The fixed values of those two tests
+ * are also checked against hashes Java computed (java_* below), so a hash
+ * that ember's writer and ember's key code get wrong the same way fails. */
 #include "test.h"
 
 #include "binary/binary_int.h"
@@ -174,6 +176,37 @@ static int run_c(bin_wc *c, const types *t, prog_op o)
     }
 }
 
+/* Reference values from Java, not from ember.  A throwaway Java 17 program
+ * (not kept) built the values of the two tests below from the format
+ * reference (ignite-thin-protocol.md §3.2, §3.3) with java.nio.ByteBuffer:
+ * type and field ids String.hashCode of the lower-cased names, schema id
+ * FNV-1a, compact footer with 1-byte offsets; it found its bytes identical to
+ * a dump of what bin_w_* writes here, and hashed each object the way Ignite's
+ * BinaryArrayIdentityResolver does, h = 1; h = 31 * h + b over the bytes from
+ * 24 to the footer (or the end) as Java's signed bytes with int overflow, and
+ * each string with String.hashCode. */
+static const struct java_tree {
+    uint32_t len;             /* bytes of the whole tree object */
+    int32_t tree;             /* its header hash (hashes the objects' headers too) */
+    int32_t obj[3];           /* the CursorA objects' header hashes, in order */
+} java_tree[2] = {
+    {2231, -630593056, {-598891666, -2065632759, 148920496}},   /* BinaryTreeMap */
+    {2216, -215757295, {-598891666, -2065632759, 148920496}},   /* BinaryTreeSet */
+};
+/* String.hashCode of 700, 699 and 698 'x' characters */
+static const int32_t java_str_x[3] = {-903790080, -1553175176, 919728896};
+/* The two M1 values: CursorB{x = empty ArrayList} and CursorB{x = a
+ * BinaryTreeMap of 0..11 -> "value1"/"value11"}, and that tree. */
+static const uint32_t java_m1_len[2] = {31, 252};
+static const int32_t java_m1_hash[2] = {1574603306, -349014565};
+static const int32_t java_m1_tree = 899251660;
+
+/* hdr_hash: the hash stored in the header of the object at p */
+static int32_t hdr_hash(const uint8_t *p)
+{
+    return (int32_t)em_ld32(p + 8);
+}
+
 /* every object in the finished value carries Java's hash */
 static void check_value(const uint8_t *p, size_t n)
 {
@@ -307,6 +340,22 @@ TEST(binary_tree_with_large_objects_keeps_java_hash)
         REQUIRE_EQ(a.len, b.len);
         CHECK_MEM(a.p, b.p, a.len);
         check_value(a.p, a.len);
+        /* against Java: the tree's hash, then each object's after the
+         * header (24), the null comparator (1) and the size (4) */
+        const struct java_tree *j = &java_tree[set];
+        REQUIRE_EQ(a.len, j->len);
+        CHECK_EQ(hdr_hash(a.p), j->tree);
+        CHECK_EQ(bin_hash(a.p), j->tree);
+        size_t q = 29;
+        for (int i = 0; i < 3; i++) {
+            if (!set)
+                q += 5;                    /* the int key */
+            REQUIRE(q + 24 < a.len && a.p[q] == BIN_OBJ);
+            CHECK_EQ(hdr_hash(a.p + q), j->obj[i]);
+            CHECK_EQ(bin_hash(a.p + q + 24), java_str_x[i]);   /* field b */
+            q += em_ld32(a.p + q + 12);
+        }
+        CHECK_EQ(q, a.len);
     }
     bin_writer_free(&w);
     bin_writer_free(&wc);
@@ -358,6 +407,11 @@ TEST(binary_cursor_m1_values_allocate_nothing)
     REQUIRE_OK(bin_validate(b.p, b.len, &len, 0));
     check_value(b.p, len);
     check_value(b.p + len, b.len - len);
+    REQUIRE_EQ(len, java_m1_len[0]);
+    REQUIRE_EQ(b.len - len, java_m1_len[1]);
+    CHECK_EQ(hdr_hash(b.p), java_m1_hash[0]);
+    CHECK_EQ(hdr_hash(b.p + len), java_m1_hash[1]);
+    CHECK_EQ(hdr_hash(b.p + len + 24), java_m1_tree);    /* field x */
     bin_writer_free(&w);
     em_buf_free(&b);
     bin_registry_free(t.reg);
