@@ -233,11 +233,17 @@ static int send_auth(cl_net_link *l, const uint8_t peer_nonce[CL_NET_NONCE])
     return rc;
 }
 
-/* refuse: close the link with a reason (on_down reports it). */
+/* refuse: close the link with a reason (on_down reports it) and tell the
+ * peer why, so its operator reads the cause in its own log. */
 static int refuse(cl_net_link *l, const char *why)
 {
     snprintf(l->why, sizeof l->why, "%s", why);
     count(l->net, S_REFUSED);
+    em_buf *out = net_conn_out(l->conn);
+    size_t at;
+    if (cl_net_frame_begin(out, CL_NET_MSG_REFUSED, &at) == 0 &&
+        em_buf_append(out, why, strlen(why)) == 0)
+        cl_net_frame_end(out, at);
     return EM_AUTH;
 }
 
@@ -361,7 +367,17 @@ static int cb_data(void *arg, net_conn *c, void *state, const uint8_t *p, size_t
         off += f.total;
         l->rx_ms = em_now_ms();
         count(net, S_IN);
-        if (l->phase == PH_HELLO) {
+        if (f.type == CL_NET_MSG_REFUSED && l->phase != PH_UP) {
+            /* The reason goes to a log: printable ASCII only. */
+            char txt[161];
+            size_t tl = f.len > 160 ? 160 : f.len;
+            for (size_t i = 0; i < tl; i++)
+                txt[i] = f.payload[i] >= 0x20 && f.payload[i] < 0x7f ? (char)f.payload[i] : '?';
+            txt[tl] = 0;
+            snprintf(l->why, sizeof l->why, "the peer refused this node: %s", txt);
+            count(net, S_REFUSED);
+            rc = EM_AUTH;
+        } else if (l->phase == PH_HELLO) {
             rc = f.type == CL_NET_MSG_HELLO ? on_hello(l, f.payload, f.len)
                                             : refuse(l, "frame before the handshake");
         } else if (l->phase == PH_AUTH) {

@@ -25,7 +25,9 @@
  * node id), role 'C' from the connecting side and 'A' from the accepting
  * one, so a proof cannot be reflected back; 0 bytes when no secret is set.
  * A peer with another cluster name, another protocol version or a proof that
- * fails is refused and the link closed; the rest of the cluster is untouched.
+ * fails is refused: a REFUSED frame (payload: the reason, UTF-8 text) goes
+ * back, best effort, and the link closes; the rest of the cluster is
+ * untouched.
  */
 #ifndef EM_CL_NET_H
 #define EM_CL_NET_H
@@ -50,6 +52,7 @@
     X(AUTH,         2)          \
     X(PING,         3)          \
     X(PONG,         4)          \
+    X(REFUSED,      5)          \
     X(META,         16)         \
     X(JOIN_REQ,     17)         \
     X(LEAVE_REQ,    18)         \

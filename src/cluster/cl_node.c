@@ -586,9 +586,15 @@ static void on_up(void *arg, cl_net_link *l, const cl_net_hello *h)
 static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
 {
     cl_node *n = arg;
-    (void)why;
-    if (!was_up)
+    if (!was_up) {
+        /* A connect that failed closes with no reason: not a refusal. */
+        if (n->cfg.on_refused && strcmp(why, "connection closed") != 0) {
+            char peer[64];
+            cl_net_link_addr(l, peer, sizeof peer);
+            n->cfg.on_refused(n->cfg.arg, peer, why);
+        }
         return;
+    }
     uint64_t msb, lsb;
     cl_net_link_peer(l, &msb, &lsb);
     pthread_mutex_lock(&n->mu);
@@ -772,6 +778,16 @@ static void on_tick(void *arg, uint64_t now)
 /* ---- lifecycle ------------------------------------------------------------------ */
 
 cl_meta_uuid cl_node_id(const cl_node *n) { return n->id; }
+
+void cl_node_links(cl_node *n, uint32_t *up, uint64_t *refused)
+{
+    cl_net_stats st;
+    cl_net_stats_get(n->net, &st);
+    pthread_mutex_lock(&n->mu);
+    *up = n->nup;
+    pthread_mutex_unlock(&n->mu);
+    *refused = st.refused;
+}
 
 int cl_node_is_leader(cl_node *n)
 {

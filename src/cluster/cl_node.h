@@ -68,6 +68,9 @@ typedef struct cl_node_cfg {
     /* on_topology (optional): a new topology, on the metadata thread; t is
      * valid during the call (cl_node_topo_acquire to keep one). */
     void (*on_topology)(void *arg, const cl_topo *t);
+    /* on_refused (optional): a link refused in its handshake, either way,
+     * with the peer's address and why (transport thread). */
+    void (*on_refused)(void *arg, const char *peer, const char *why);
     char       *errmsg;            /* NULL or CL_NODE_ERRMSG bytes */
 } cl_node_cfg;
 
@@ -97,6 +100,10 @@ cl_meta_uuid cl_node_id(const cl_node *n);
 /* cl_node_is_leader: 1 when this node leads the metadata group (the
  * coordinator). */
 int cl_node_is_leader(cl_node *n);
+
+/* cl_node_links: peers with an up link now; refused: handshakes refused
+ * (either side) since start. */
+void cl_node_links(cl_node *n, uint32_t *up, uint64_t *refused);
 
 /* cl_node_propose proposes an entry through the leader and waits for it to
  * apply on this node (bounded by timeout_ms): 0, the FSM's refusal code,

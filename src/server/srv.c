@@ -19,6 +19,7 @@
 #include "server/auth.h"
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/srv_cluster.h"
 #include "server/srv_meta.h"
 #include "store/store.h"
 #include "util/clock.h"
@@ -39,6 +40,7 @@ struct srv {
     int           count_requests;   /* metrics = true: per-request counters */
     wal          *wal;              /* NULL without persistence */
     srv_meta     *meta;
+    srv_cluster  *cluster;          /* NULL when not in a cluster */
     int           deferred;         /* FSYNC: replies wait for wal_commit_wait */
     int           wal_fail_logged;  /* srv_maintain reported wal_error */
     /* The same pointer for worker threads: they start (and may answer the
@@ -60,6 +62,10 @@ void srv_config_default(srv_config *c)
     memset(c, 0, sizeof *c);
     strcpy(c->host, "127.0.0.1");
     c->port = 10800;
+    strcpy(c->cluster_name, "ember");
+    c->cluster_port = 47100;
+    c->raft_port = 47500;
+    c->failure_detection_timeout_ms = 10000;
     c->max_message_size = 64u << 20;
     c->max_handshake_size = 1u << 20;
     c->handshake_timeout_ms = 10000;
@@ -180,6 +186,16 @@ static const key_desc keys[] = {
     K("wal_segment_size", 'z', wal_segment_size, "WAL segment file size (64m)"),
     K("wal_flush_frequency", 't', wal_flush_frequency_ms, "BACKGROUND mode flush period (2000 ms)"),
     K("checkpoint_frequency", 't', checkpoint_frequency_ms, "checkpoint period (180000 ms; 0 = off)"),
+    K("cluster_name", 's', cluster_name, "nodes join only a cluster of the same name (ember)"),
+    K("cluster_host", 's', cluster_host, "address of the cluster transport and metadata group (host)"),
+    K("cluster_port", 'i', cluster_port, "node-to-node transport port (47100)"),
+    K("raft_port", 'i', raft_port, "metadata group (consensus) port (47500)"),
+    K("seeds", 's', seeds, "other nodes' cluster ports, ip:port,... (none: no cluster)"),
+    K("bootstrap", 'b', bootstrap, "create the cluster when none exists; one node only (false)"),
+    K("consistent_id", 's', consistent_id, "this node's identity for affinity (cluster_host:cluster_port)"),
+    K("cluster_secret", 's', cluster_secret, "shared secret peers must prove (none)"),
+    K("cluster_dir", 's', cluster_dir, "metadata group directory (a temporary one)"),
+    K("failure_detection_timeout", 't', failure_detection_timeout_ms, "a member unreachable this long is failed (10000 ms)"),
 };
 #undef K
 
@@ -433,7 +449,8 @@ static int auth_hook(void *arg, const char *peer, const uint8_t *user, size_t ul
 static int render_metrics(void *arg, em_buf *out)
 {
     srv *s = arg;
-    return srv_metrics_render(s->metrics, s->st, out);
+    int rc = srv_metrics_render(s->metrics, s->st, out);
+    return rc ? rc : srv_cluster_metrics(s->cluster, out);
 }
 
 static int render_health(void *arg, em_buf *out)
@@ -688,6 +705,15 @@ int srv_start(srv **out, const srv_config *c)
     if ((rc = net_server_start(&s->net, &no)) != 0)
         goto fail;
     atomic_store(&s->net_pub, s->net);
+    if (srv_cluster_enabled(c)) {
+        char thin[300];
+        snprintf(thin, sizeof thin, "%s:%d", c->host, net_server_port(s->net));
+        if ((rc = srv_cluster_start(&s->cluster, c, po.node_id, thin)) != 0) {
+            net_server_stop(s->net);
+            s->net = NULL;
+            goto fail;
+        }
+    }
     if (c->http) {
         srv_http_options ho = {c->http_host, c->http_port, render_metrics, s,
                                (int)c->http_timeout_ms, render_health};
@@ -737,6 +763,7 @@ void srv_stop(srv *s)
     if (!s)
         return;
     srv_http_stop(s->http);         /* before the store its scrapes read */
+    srv_cluster_stop(s->cluster);   /* a clean leave, while still serving */
     net_server_stop(s->net);        /* joins workers: nothing uses the rest now */
     srv_metrics_free(s->metrics);
     net_tls_ctx_free(s->tls);

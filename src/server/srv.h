@@ -55,6 +55,17 @@ typedef struct srv_config {
     uint64_t wal_segment_size;      /* bytes (64m) */
     uint32_t wal_flush_frequency_ms;/* BACKGROUND flush period (2000) */
     uint32_t checkpoint_frequency_ms;/* 180000; 0 = no periodic checkpoints */
+    /* Cluster (srv_cluster.h): on when seeds or bootstrap is set. */
+    char     cluster_name[256];     /* "ember" */
+    char     cluster_host[256];     /* transport and metadata address; "" = host */
+    int      cluster_port;          /* node-to-node transport (47100) */
+    int      raft_port;             /* the metadata group (47500) */
+    char     seeds[1024];           /* "ip:port,..." of other nodes' cluster ports */
+    int      bootstrap;             /* create the cluster if none exists */
+    char     consistent_id[256];    /* "" = cluster_host:cluster_port */
+    char     cluster_secret[256];   /* "" = none */
+    char     cluster_dir[512];      /* metadata group directory; "" = temporary */
+    uint32_t failure_detection_timeout_ms; /* 10000 */
     /* Named data regions ([region:NAME]: persistence, max_size, eviction). */
     struct srv_region {
         char     name[64];

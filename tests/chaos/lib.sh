@@ -146,3 +146,30 @@ nodes_list() {
     for i in "$@"; do out="$out${out:+,}$(node_addr "$i")"; done
     echo "$out"
 }
+
+# metric I NAME: the value of a gauge on node I's /metrics ("" if none).
+metric() {
+    curl -s --max-time 5 "http://$(node_ip "$1"):8080/metrics" 2>/dev/null |
+        awk -v m="$2" '$1 == m { print $2; exit }'
+}
+
+# wait_metric I NAME VALUE: until node I reports NAME == VALUE (CHAOS_WAIT s).
+wait_metric() {
+    t=0
+    while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
+        [ "$(metric "$1" "$2")" = "$3" ] && return 0
+        sleep 0.1
+        t=$((t + 1))
+    done
+    return 1
+}
+
+# cluster_flags I [SEED]: the flags of a cluster member I (bootstrap when no
+# seed is given); every node uses the same ports on its own address.
+cluster_flags() {
+    if [ -n "${2:-}" ]; then
+        echo "--seeds $(node_ip "$2"):47100 --failure-detection-timeout ${CHAOS_FD_MS:-3000}"
+    else
+        echo "--bootstrap true --failure-detection-timeout ${CHAOS_FD_MS:-3000}"
+    fi
+}

@@ -1,0 +1,33 @@
+/* srv_cluster.h - emberd as a cluster member: the cluster settings turned
+ * into a cl_node, its metadata directory, and what /metrics and the log say
+ * about the topology.  A server with neither `seeds` nor `bootstrap` set is
+ * not in a cluster and starts none of this.
+ */
+#ifndef EM_SRV_CLUSTER_H
+#define EM_SRV_CLUSTER_H
+
+#include <stdint.h>
+
+#include "util/buf.h"
+
+struct srv_config;
+struct cl_node;
+
+typedef struct srv_cluster srv_cluster;
+
+/* srv_cluster_enabled: the settings ask for a cluster. */
+int srv_cluster_enabled(const struct srv_config *c);
+
+/* srv_cluster_start joins (or bootstraps) the cluster as node_id (the UUID
+ * bytes the thin protocol sends), publishing thin_addr for clients.  0 or an
+ * error, logged. */
+int  srv_cluster_start(srv_cluster **out, const struct srv_config *c,
+                       const uint8_t node_id[16], const char *thin_addr);
+/* srv_cluster_stop leaves the cluster (clean stop) and frees everything. */
+void srv_cluster_stop(srv_cluster *sc);
+struct cl_node *srv_cluster_node(srv_cluster *sc);
+
+/* srv_cluster_metrics appends the cluster gauges in Prometheus text. */
+int srv_cluster_metrics(srv_cluster *sc, em_buf *out);
+
+#endif
