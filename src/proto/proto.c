@@ -433,16 +433,29 @@ static int op_cluster(pr_conn *c, int op, pr_rd *r, em_buf *out)
         if (!s)
             return pr_fail(c, PR_ST_FAILED, "Cache name must not be null");
         int32_t id = em_hash_java_str(s, n);
-        if (!st_cache_find(c->srv->st, id))
+        st_cache *sc = st_cache_find(c->srv->st, id);
+        if (!sc)
             return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", id);
-        /* In-memory caches have no WAL, so nothing changes and it reads off.
-         * Persistent caches always log: enabling changes nothing, and
-         * disabling (Ignite's bulk-load switch) is not offered. */
-        if (!c->srv->opt.persistent)
-            return pr_put_bool(out, 0);
-        if (op == 5002 && !en)
+        /* Per cache, from its data region (Ignite: the cache group's
+         * walEnabled, which is its persistence flag).  A memory-only cache
+         * has no WAL: it reads off, and changing it is refused as Ignite's
+         * WalStateManager.init does.  Persistent caches always log: enabling
+         * changes nothing, and disabling (Ignite's bulk-load switch) is not
+         * offered. */
+        int logged = !st_cache_in_memory(sc);
+        if (op == 5003)
+            return pr_put_bool(out, logged);
+        const st_cache_config *cfg = st_cache_cfg(sc);
+        if (cfg->cache_mode == 0)
+            return pr_fail(c, PR_ST_FAILED, "WAL mode cannot be changed for LOCAL cache(s): [%s]",
+                           cfg->name);
+        if (!logged)
+            return pr_fail(c, PR_ST_FAILED, "Cannot change WAL mode because persistence is not "
+                           "enabled for cache(s) [caches=[%s], dataRegion=%s]", cfg->name,
+                           cfg->data_region_name ? cfg->data_region_name : "null");
+        if (!en)
             return pr_fail(c, PR_ST_FAILED, "Disabling the WAL is not supported by ember");
-        return pr_put_bool(out, op == 5003);
+        return pr_put_bool(out, 0);
     }
     default:
         return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);

@@ -59,8 +59,8 @@ typedef struct pr_options {
     /* debug_stats fills allocation counters summed over the server's threads. */
     void   (*debug_stats)(void *arg, em_mem_stats *sum);
     void    *debug_arg;
-    /* persistent: the caches live in a persistent data region; the WAL
-     * state ops (5002/5003) then answer "enabled". */
+    /* persistent: some data region is persistent (informational; the WAL
+     * state ops 5002/5003 answer per cache from the cache's own region). */
     int      persistent;
     /* meta_persist (optional): called after a binary type record (op 3003,
      * kind 1: the record bytes) or type name (op 3001, kind 2: byte

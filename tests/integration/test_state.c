@@ -36,6 +36,30 @@ static int call(tc_conn *c, int op, const em_buf *body, tc_reply *r)
     return rc ? rc : r->status;
 }
 
+/* open17: handshake at 1.7.0 with the CLUSTER_STATES feature (bit 2). */
+static int open17(tc_conn *c, int port)
+{
+    uint8_t f[1] = {0x04};
+    int rc = tc_connect(c, port);
+    if (rc)
+        return rc;
+    rc = tc_handshake(c, 1, 7, 0, f, 1);
+    if (rc == 1)
+        return 0;
+    tc_close(c);
+    return rc ? rc : EM_PROTO;
+}
+
+static int set_state(tc_conn *c, int st)
+{
+    em_buf b = EM_BUF_INIT;
+    tc_put_u8(&b, (uint8_t)st);
+    tc_reply r;
+    int rc = call(c, 5001, &b, &r);
+    em_buf_free(&b);
+    return rc;
+}
+
 #define NOKEY INT32_MIN
 
 /* create_cfg: CREATE_WITH_CONFIGURATION (1053) with name and, unless NULL,
@@ -57,6 +81,17 @@ static int create_cfg(tc_conn *c, const char *name, const char *region, tc_reply
     return rc;
 }
 
+static int wal_op(tc_conn *c, int op, const char *cache, int en, tc_reply *r)
+{
+    em_buf b = EM_BUF_INIT;
+    tc_v_str(&b, cache);
+    if (op == 5002)
+        tc_put_u8(&b, (uint8_t)en);
+    int rc = call(c, op, &b, r);
+    em_buf_free(&b);
+    return rc;
+}
+
 /* ---- 4: unconfigured data region ---------------------------------------- */
 
 TEST(state_unknown_region_named_in_error)
@@ -74,5 +109,39 @@ TEST(state_unknown_region_named_in_error)
         fprintf(stderr, "  got: %s\n", r.msg);
     tc_close(&c);
     CHECK_EQ(tc_server_stop(&s), 0);
+}
+
+/* ---- 2: WAL state per cache ---------------------------------------------- */
+
+TEST(state_wal_state_per_region)
+{
+    char dir[] = "/tmp/ember-state-wal-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    tc_server s;
+    const char *args[] = { "--wal-path", dir, "--region:durable:persistence", "true",
+                           "--log-level", "error", NULL };
+    REQUIRE_OK(tc_server_start(&s, args));
+    tc_conn c;
+    REQUIRE_OK(open17(&c, s.port));
+    tc_reply r;
+    REQUIRE_EQ(set_state(&c, 1), 0);            /* a persistent node starts inactive */
+    REQUIRE_EQ(create_cfg(&c, "dur", "durable", &r), 0);
+    REQUIRE_EQ(create_cfg(&c, "mem", NULL, &r), 0);
+    CHECK_EQ(wal_op(&c, 5003, "dur", 0, &r), 0);
+    CHECK(r.n == 1 && r.p[0] == 1);
+    CHECK_EQ(wal_op(&c, 5003, "mem", 0, &r), 0);
+    CHECK(r.n == 1 && r.p[0] == 0);             /* memory-only region: no WAL */
+    CHECK_EQ(wal_op(&c, 5002, "dur", 1, &r), 0);
+    CHECK(r.n == 1 && r.p[0] == 0);             /* already on */
+    /* Ignite refuses WAL changes for a group without persistence */
+    CHECK_EQ(wal_op(&c, 5002, "mem", 1, &r), 1);
+    CHECK(strcmp(r.msg, "Cannot change WAL mode because persistence is not enabled for "
+                        "cache(s) [caches=[mem], dataRegion=null]") == 0);
+    CHECK_EQ(wal_op(&c, 5002, "mem", 0, &r), 1);
+    CHECK(strstr(r.msg, "persistence is not enabled") != NULL);
+    CHECK_EQ(wal_op(&c, 5003, "nosuch", 0, &r), 1000);
+    tc_close(&c);
+    CHECK_EQ(tc_server_stop(&s), 0);
+    tc_rm_dir(dir);
 }
 
