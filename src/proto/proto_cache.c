@@ -333,11 +333,13 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
             rc = em_buf_put_le64(out, (uint64_t)size);
         break;
     }
-    case 1021:      /* LOCAL_PEEK */
+    case 1021: {    /* LOCAL_PEEK: flag holds the peek modes */
+        int found = 0;
         if ((rc = pr_val_begin(out, &pos)) == 0 &&
-            (rc = st_local_peek(sc, o, k, kl, out, &flag)) == 0)
-            rc = pr_val_end(c, out, pos, flag);
+            (rc = st_local_peek(sc, o, flag, k, kl, out, &found)) == 0)
+            rc = pr_val_end(c, out, pos, found);
         break;
+    }
     default:
         return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
     }

@@ -60,6 +60,24 @@ static int set_state(tc_conn *c, int st)
     return rc;
 }
 
+/* kv_op: a cache op on an int key (and, if val, a string value), with
+ * optional extra bytes after them; returns the status, message in *r. */
+static int kv_op(tc_conn *c, int op, const char *cache, int32_t key, const char *val,
+                 const em_buf *extra, tc_reply *r)
+{
+    em_buf b = EM_BUF_INIT;
+    tc_cache_hdr(&b, tc_cache_id(cache), 0);
+    if (key != INT32_MIN)
+        tc_v_int(&b, key);
+    if (val)
+        tc_v_str(&b, val);
+    if (extra)
+        tc_put_bytes(&b, extra->p, extra->len);
+    int rc = call(c, op, &b, r);
+    em_buf_free(&b);
+    return rc;
+}
+
 #define NOKEY INT32_MIN
 
 /* create_cfg: CREATE_WITH_CONFIGURATION (1053) with name and, unless NULL,
@@ -143,5 +161,67 @@ TEST(state_wal_state_per_region)
     tc_close(&c);
     CHECK_EQ(tc_server_stop(&s), 0);
     tc_rm_dir(dir);
+}
+
+/* ---- 3: peek modes -------------------------------------------------------- */
+
+/* peek_and_size: LOCAL_PEEK of key 1 and GET_SIZE with the same modes;
+ * *found = 1 if the peek returned a value. */
+static void peek_and_size(tc_conn *c, const uint8_t *modes, int n, int *found, int64_t *size)
+{
+    em_buf m = EM_BUF_INIT;
+    tc_put_i32(&m, n);
+    for (int i = 0; i < n; i++)
+        tc_put_u8(&m, modes[i]);
+    tc_reply r;
+    *found = -1;
+    *size = -1;
+    if (kv_op(c, 1021, "peek", 1, NULL, &m, &r) == 0)
+        *found = !(r.n == 1 && r.p[0] == 101);
+    if (kv_op(c, 1020, "peek", NOKEY, NULL, &m, &r) == 0 && r.n == 8) {
+        tc_rd d = tc_rd_of(&r);
+        *size = tc_rd_i64(&d);
+    }
+    em_buf_free(&m);
+}
+
+TEST(state_peek_modes_agree)
+{
+    tc_server s;
+    REQUIRE_OK(tc_server_start(&s, NULL));
+    tc_conn c;
+    REQUIRE_OK(tc_open(&c, s.port));
+    REQUIRE_OK(tc_create_cache(&c, "peek"));
+    REQUIRE_OK(tc_put_int_str(&c, "peek", 1, "v"));
+    REQUIRE_OK(tc_put_int_str(&c, "peek", 2, "w"));
+    /* One node, everything off-heap: every entry is a primary copy, none is
+     * a backup or near copy, none is on the heap. */
+    static const struct { uint8_t m[3]; int n; int counted; } cases[] = {
+        {{0}, 0, 1},            /* no modes = ALL */
+        {{0}, 1, 1},            /* ALL */
+        {{2}, 1, 1},            /* PRIMARY */
+        {{5}, 1, 1},            /* OFFHEAP */
+        {{3}, 1, 0},            /* BACKUP */
+        {{1}, 1, 0},            /* NEAR */
+        {{4}, 1, 0},            /* ONHEAP */
+        {{1, 3}, 2, 0},         /* NEAR + BACKUP */
+        {{2, 4}, 2, 0},         /* PRIMARY on the heap */
+        {{3, 5}, 2, 0},         /* BACKUP off the heap */
+        {{2, 5}, 2, 1},         /* PRIMARY off the heap */
+        {{4, 5}, 2, 1},         /* ONHEAP + OFFHEAP = every copy */
+        {{2, 3}, 2, 1},         /* PRIMARY + BACKUP */
+        {{0, 4}, 2, 1},         /* ALL with anything */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int found;
+        int64_t size;
+        peek_and_size(&c, cases[i].m, cases[i].n, &found, &size);
+        if (found != cases[i].counted || size != (cases[i].counted ? 2 : 0)) {
+            test_fail(__FILE__, __LINE__, "case %zu: peek found %d, size %lld, want %d", i,
+                      found, (long long)size, cases[i].counted);
+        }
+    }
+    tc_close(&c);
+    CHECK_EQ(tc_server_stop(&s), 0);
 }
 
