@@ -50,6 +50,15 @@ static int open17(tc_conn *c, int port)
     return rc ? rc : EM_PROTO;
 }
 
+static int get_state(tc_conn *c)
+{
+    tc_reply r;
+    int rc = call(c, 5000, NULL, &r);
+    if (rc)
+        return rc < 0 ? rc : -1000 - rc;
+    return r.n == 1 ? r.p[0] : -1;
+}
+
 static int set_state(tc_conn *c, int st)
 {
     em_buf b = EM_BUF_INIT;
@@ -96,6 +105,16 @@ static int create_cfg(tc_conn *c, const char *name, const char *region, tc_reply
     em_st32(v.p, (uint32_t)(v.len - 4));
     int rc = call(c, 1053, &v, r);
     em_buf_free(&v);
+    return rc;
+}
+
+/* goc: GET_OR_CREATE_WITH_NAME (1052). */
+static int goc(tc_conn *c, const char *name, tc_reply *r)
+{
+    em_buf b = EM_BUF_INIT;
+    tc_v_str(&b, name);
+    int rc = call(c, 1052, &b, r);
+    em_buf_free(&b);
     return rc;
 }
 
@@ -225,3 +244,189 @@ TEST(state_peek_modes_agree)
     CHECK_EQ(tc_server_stop(&s), 0);
 }
 
+/* ---- 1: cluster states ------------------------------------------------------ */
+
+/* EXPECT_REFUSED: the call (its reply in R) refused with status 1 and a message starting with want. */
+#define EXPECT_REFUSED(call_, want) do {                                          \
+        int st_ = (call_);                                                        \
+        if (st_ != 1 || strncmp(R.msg, (want), strlen(want)) != 0)                \
+            test_fail(__FILE__, __LINE__, "%s: status %d, msg '%s'", #call_, st_, R.msg); \
+    } while (0)
+
+#define RO_MSG(cache) "Failed to perform cache operation (cluster is in read-only mode) " \
+    "[cacheGrp=null, cache=" cache "]"
+
+TEST(state_read_only_refuses_writes)
+{
+    tc_server s;
+    REQUIRE_OK(tc_server_start(&s, NULL));
+    tc_conn c;
+    REQUIRE_OK(open17(&c, s.port));
+    tc_reply R;
+    REQUIRE_EQ(get_state(&c), 1);
+    REQUIRE_OK(tc_create_cache(&c, "ro"));
+    REQUIRE_OK(tc_put_int_str(&c, "ro", 1, "one"));
+    REQUIRE_EQ(set_state(&c, 2), 0);
+    CHECK_EQ(get_state(&c), 2);
+
+    /* reads work */
+    char out[16];
+    CHECK_EQ(tc_get_int_str(&c, "ro", 1, out, sizeof out), 1);
+    CHECK_EQ(kv_op(&c, 1011, "ro", 1, NULL, NULL, &R), 0);     /* CONTAINS_KEY */
+    em_buf m = EM_BUF_INIT;
+    tc_put_i32(&m, 0);
+    CHECK_EQ(kv_op(&c, 1020, "ro", NOKEY, NULL, &m, &R), 0);   /* GET_SIZE */
+    CHECK_EQ(kv_op(&c, 1021, "ro", 1, NULL, &m, &R), 0);       /* LOCAL_PEEK */
+    em_buf_free(&m);
+    em_buf k1 = EM_BUF_INIT;                                   /* int 1, key 1 */
+    tc_put_i32(&k1, 1);
+    tc_v_int(&k1, 1);
+    CHECK_EQ(kv_op(&c, 1003, "ro", NOKEY, NULL, &k1, &R), 0);  /* GET_ALL */
+    CHECK_EQ(kv_op(&c, 1012, "ro", NOKEY, NULL, &k1, &R), 0);  /* CONTAINS_KEYS */
+    em_buf scan = EM_BUF_INIT;                                 /* null filter, page, part, local */
+    tc_v_null(&scan);
+    tc_put_i32(&scan, 10);
+    tc_put_i32(&scan, -1);
+    tc_put_u8(&scan, 0);
+    CHECK_EQ(kv_op(&c, 2000, "ro", NOKEY, NULL, &scan, &R), 0);
+    CHECK_EQ(call(&c, 1050, NULL, &R), 0);                     /* GET_NAMES */
+
+    /* every modifying op is refused, and changes nothing */
+    em_buf kv = EM_BUF_INIT;                                   /* PUT_ALL: 1 pair */
+    tc_put_i32(&kv, 1);
+    tc_v_int(&kv, 5);
+    tc_v_str(&kv, "five");
+    em_buf ev = EM_BUF_INIT;                                   /* new value after expected */
+    tc_v_str(&ev, "uno");
+    static const int with_val[] = {1001, 1002, 1005, 1006, 1008, 1009};
+    for (size_t i = 0; i < sizeof with_val / sizeof with_val[0]; i++)
+        EXPECT_REFUSED(kv_op(&c, with_val[i], "ro", 1, "x", NULL, &R), RO_MSG("ro"));
+    EXPECT_REFUSED(kv_op(&c, 1010, "ro", 1, "one", &ev, &R), RO_MSG("ro"));  /* REPLACE_IF_EQUALS */
+    EXPECT_REFUSED(kv_op(&c, 1017, "ro", 1, "one", NULL, &R), RO_MSG("ro")); /* REMOVE_IF_EQUALS */
+    static const int key_only[] = {1007, 1014, 1016};
+    for (size_t i = 0; i < sizeof key_only / sizeof key_only[0]; i++)
+        EXPECT_REFUSED(kv_op(&c, key_only[i], "ro", 1, NULL, NULL, &R), RO_MSG("ro"));
+    EXPECT_REFUSED(kv_op(&c, 1004, "ro", NOKEY, NULL, &kv, &R), RO_MSG("ro"));
+    EXPECT_REFUSED(kv_op(&c, 1015, "ro", NOKEY, NULL, &k1, &R), RO_MSG("ro"));
+    EXPECT_REFUSED(kv_op(&c, 1018, "ro", NOKEY, NULL, &k1, &R), RO_MSG("ro"));
+    EXPECT_REFUSED(kv_op(&c, 1013, "ro", NOKEY, NULL, NULL, &R), RO_MSG("ro"));
+    EXPECT_REFUSED(kv_op(&c, 1019, "ro", NOKEY, NULL, NULL, &R), RO_MSG("ro"));
+    CHECK_EQ(tc_get_int_str(&c, "ro", 1, out, sizeof out), 1);
+    CHECK(!strcmp(out, "one"));
+    CHECK_EQ(tc_get_int_str(&c, "ro", 5, out, sizeof out), 0);
+
+    /* a new cache cannot start; an existing one is found; destroy is allowed */
+    EXPECT_REFUSED(create_cfg(&c, "fresh", NULL, &R),
+                   "Failed to perform start cache operation (cluster is in read-only mode) "
+                   "[cacheGrp=null, cache=fresh]");
+    CHECK_EQ(tc_create_cache(&c, "ro"), 0);                    /* GET_OR_CREATE, exists */
+    CHECK_EQ(create_cfg(&c, "ro", NULL, &R), 1001);            /* CREATE, exists */
+
+    /* back to ACTIVE: writes work again */
+    REQUIRE_EQ(set_state(&c, 1), 0);
+    CHECK_EQ(get_state(&c), 1);
+    CHECK_EQ(tc_put_int_str(&c, "ro", 5, "five"), 0);
+    CHECK_EQ(set_state(&c, 3), 1);                             /* no such state */
+    CHECK_EQ(get_state(&c), 1);
+    em_buf_free(&k1);
+    em_buf_free(&kv);
+    em_buf_free(&ev);
+    em_buf_free(&scan);
+    tc_close(&c);
+    CHECK_EQ(tc_server_stop(&s), 0);
+}
+
+TEST(state_inactive_refuses_cache_ops)
+{
+    tc_server s;
+    REQUIRE_OK(tc_server_start(&s, NULL));
+    tc_conn c, old;
+    REQUIRE_OK(open17(&c, s.port));
+    REQUIRE_OK(tc_open(&old, s.port));          /* 1.2.0: no CLUSTER_STATES feature */
+    tc_reply R;
+    REQUIRE_OK(tc_create_cache(&c, "in"));
+    REQUIRE_OK(tc_put_int_str(&c, "in", 1, "one"));
+    REQUIRE_EQ(set_state(&c, 2), 0);
+    CHECK_EQ(get_state(&old), 1);               /* the bool "active" for old clients */
+    REQUIRE_EQ(set_state(&c, 0), 0);
+    CHECK_EQ(get_state(&c), 0);
+    CHECK_EQ(get_state(&old), 0);
+
+    EXPECT_REFUSED(kv_op(&c, 1000, "in", 1, NULL, NULL, &R), INACTIVE_MSG);
+    EXPECT_REFUSED(kv_op(&c, 1001, "in", 1, "x", NULL, &R), INACTIVE_MSG);
+    EXPECT_REFUSED(kv_op(&old, 1000, "in", 1, NULL, NULL, &R), INACTIVE_MSG);
+    em_buf m = EM_BUF_INIT;
+    tc_put_i32(&m, 0);
+    EXPECT_REFUSED(kv_op(&c, 1020, "in", NOKEY, NULL, &m, &R), INACTIVE_MSG);
+    em_buf_free(&m);
+    EXPECT_REFUSED(call(&c, 1050, NULL, &R), INACTIVE_MSG);
+    EXPECT_REFUSED(goc(&c, "other", &R), INACTIVE_MSG);
+    EXPECT_REFUSED(create_cfg(&c, "other", NULL, &R), INACTIVE_MSG);
+    em_buf id = EM_BUF_INIT;
+    tc_put_i32(&id, tc_cache_id("in"));
+    EXPECT_REFUSED(call(&c, 1056, &id, &R), INACTIVE_MSG);    /* DESTROY */
+    em_buf_free(&id);
+    /* cluster and binary-type ops still answer */
+    CHECK_EQ(get_state(&c), 0);
+
+    /* Reactivation: Ignite's deactivation dropped the in-memory data; the
+     * cache itself is back, empty. */
+    REQUIRE_EQ(set_state(&c, 1), 0);
+    CHECK_EQ(get_state(&old), 1);
+    char out[16];
+    CHECK_EQ(tc_get_int_str(&c, "in", 1, out, sizeof out), 0);
+    CHECK_EQ(tc_put_int_str(&c, "in", 1, "again"), 0);
+    CHECK_EQ(tc_get_int_str(&c, "in", 1, out, sizeof out), 1);
+    tc_close(&old);
+    tc_close(&c);
+    CHECK_EQ(tc_server_stop(&s), 0);
+}
+
+/* A persistent node starts INACTIVE the first time (Ignite: no baseline
+ * yet), and after that in the state it was last set to. */
+TEST(state_persistent_start_and_restore)
+{
+    char dir[] = "/tmp/ember-state-p-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    const char *args[] = { "--persistence", "true", "--wal-path", dir, "--log-level", "error",
+                           NULL };
+    tc_server s;
+    REQUIRE_OK(tc_server_start(&s, args));
+    tc_conn c;
+    tc_reply R;
+    REQUIRE_OK(open17(&c, s.port));
+    CHECK_EQ(get_state(&c), 0);
+    EXPECT_REFUSED(goc(&c, "p", &R), INACTIVE_MSG);
+    REQUIRE_EQ(set_state(&c, 1), 0);
+    REQUIRE_OK(tc_create_cache(&c, "p"));
+    REQUIRE_OK(tc_put_int_str(&c, "p", 1, "one"));
+    REQUIRE_EQ(set_state(&c, 2), 0);
+    tc_close(&c);
+    tc_server_kill9(&s);
+
+    REQUIRE_OK(tc_server_start(&s, args));
+    REQUIRE_OK(open17(&c, s.port));
+    CHECK_EQ(get_state(&c), 2);                 /* read-only survived a crash */
+    char out[16];
+    CHECK_EQ(tc_get_int_str(&c, "p", 1, out, sizeof out), 1);
+    EXPECT_REFUSED(kv_op(&c, 1001, "p", 2, "two", NULL, &R), RO_MSG("p"));
+    REQUIRE_EQ(set_state(&c, 0), 0);
+    tc_close(&c);
+    CHECK_EQ(tc_server_stop(&s), 0);
+
+    REQUIRE_OK(tc_server_start(&s, args));
+    REQUIRE_OK(open17(&c, s.port));
+    CHECK_EQ(get_state(&c), 0);                 /* deactivated stays so */
+    REQUIRE_EQ(set_state(&c, 1), 0);
+    CHECK_EQ(tc_get_int_str(&c, "p", 1, out, sizeof out), 1);   /* persistent data kept */
+    tc_close(&c);
+    CHECK_EQ(tc_server_stop(&s), 0);
+
+    REQUIRE_OK(tc_server_start(&s, args));
+    REQUIRE_OK(open17(&c, s.port));
+    CHECK_EQ(get_state(&c), 1);
+    CHECK_EQ(tc_put_int_str(&c, "p", 2, "two"), 0);
+    tc_close(&c);
+    CHECK_EQ(tc_server_stop(&s), 0);
+    tc_rm_dir(dir);
+}
