@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define INACTIVE_MSG "Can not perform the operation because the cluster is inactive. Note, " \
@@ -427,6 +428,53 @@ TEST(state_persistent_start_and_restore)
     CHECK_EQ(get_state(&c), 1);
     CHECK_EQ(tc_put_int_str(&c, "p", 2, "two"), 0);
     tc_close(&c);
+    CHECK_EQ(tc_server_stop(&s), 0);
+    tc_rm_dir(dir);
+}
+
+/* cli: runs $EMBER_BUILD/ember-cli --port port args; its first output line
+ * in out and its exit code. */
+static int cli(int port, const char *args, char *out, size_t cap)
+{
+    const char *b = getenv("EMBER_BUILD");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/ember-cli --port %d %s 2>&1", b && *b ? b : "build", port, args);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    out[0] = 0;
+    if (fgets(out, (int)cap, f))
+        out[strcspn(out, "\n")] = 0;
+    char skip[256];
+    while (fgets(skip, sizeof skip, f))
+        ;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* An operator activates a persistent emberd with ember-cli (Node 1.0.0 has
+ * no cluster API). */
+TEST(state_cli_reads_and_sets_the_state)
+{
+    char dir[] = "/tmp/ember-state-cli-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    const char *args[] = { "--persistence", "true", "--wal-path", dir, "--log-level", "error",
+                           NULL };
+    tc_server s;
+    REQUIRE_OK(tc_server_start(&s, args));
+    char out[256];
+    CHECK_EQ(cli(s.port, "state", out, sizeof out), 0);
+    CHECK(!strcmp(out, "INACTIVE"));
+    CHECK_EQ(cli(s.port, "create x", out, sizeof out), 1);      /* refused while inactive */
+    CHECK_EQ(cli(s.port, "state active_read_only", out, sizeof out), 0);
+    CHECK(!strcmp(out, "ACTIVE_READ_ONLY"));
+    CHECK_EQ(cli(s.port, "--json state ACTIVE", out, sizeof out), 0);
+    CHECK(!strcmp(out, "{\"ok\":true,\"state\":\"ACTIVE\"}"));
+    CHECK_EQ(cli(s.port, "create x", out, sizeof out), 0);
+    CHECK_EQ(cli(s.port, "state BOGUS", out, sizeof out), 2);
+    CHECK_EQ(cli(s.port, "state ACTIVE INACTIVE", out, sizeof out), 2);
+    CHECK_EQ(cli(s.port, "--protocol 1.2.0 state", out, sizeof out), 0);
+    CHECK(!strncmp(out, "ACTIVE", 6));
     CHECK_EQ(tc_server_stop(&s), 0);
     tc_rm_dir(dir);
 }
