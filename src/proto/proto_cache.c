@@ -31,6 +31,11 @@ int pr_cache_header(pr_conn *c, pr_rd *r, pr_cache_hdr *h)
     h->cache = st_cache_find(c->srv->st, h->cache_id);
     if (!h->cache)
         return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", h->cache_id);
+    /* Ignite finds the cache's descriptor first (1000 if none), then its
+     * proxy, which an inactive cluster refuses. */
+    h->state = pr_state(c);
+    if (h->state == PR_STATE_INACTIVE)
+        return pr_refuse_inactive(c);
     em_buf_reset(&c->kscratch);
     h->ctx.scratch = &c->kscratch;
     return 0;
@@ -176,6 +181,19 @@ static int rd_peek_modes(pr_conn *c, pr_rd *r, int *mask)
 
 /* ---- key-value ops ----------------------------------------------------- */
 
+/* op_writes: does cache op 1000-1021 modify the cache (refused when the
+ * cluster is ACTIVE_READ_ONLY)?  Reads: GET, GET_ALL, CONTAINS_KEY(S),
+ * GET_SIZE, LOCAL_PEEK. */
+static int op_writes(int op)
+{
+    switch (op) {
+    case 1000: case 1003: case 1011: case 1012: case 1020: case 1021:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
 typedef struct emit_ctx {
     pr_conn *c;
     em_buf  *out;
@@ -200,6 +218,9 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     if (rc)
         return rc;
     st_cache *sc = h.cache;
+    if (h.state == PR_STATE_ACTIVE_READ_ONLY && op_writes(op))
+        return pr_refuse_read_only(c, "cache", st_cache_cfg(sc)->group_name,
+                                   st_cache_cfg(sc)->name);
     const st_opctx *o = &h.ctx;
     const uint8_t *k = NULL, *v = NULL, *e = NULL;
     size_t kl = 0, vl = 0, el = 0, n = 0, pos;
@@ -333,11 +354,13 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
             rc = em_buf_put_le64(out, (uint64_t)size);
         break;
     }
-    case 1021:      /* LOCAL_PEEK */
+    case 1021: {    /* LOCAL_PEEK: flag holds the peek modes */
+        int found = 0;
         if ((rc = pr_val_begin(out, &pos)) == 0 &&
-            (rc = st_local_peek(sc, o, k, kl, out, &flag)) == 0)
-            rc = pr_val_end(c, out, pos, flag);
+            (rc = st_local_peek(sc, o, flag, k, kl, out, &found)) == 0)
+            rc = pr_val_end(c, out, pos, found);
         break;
+    }
     default:
         return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
     }
@@ -438,6 +461,8 @@ int pr_op_scan_page(pr_conn *c, pr_rd *r, em_buf *out)
     if (!cu)
         return pr_fail(c, PR_ST_RESOURCE_NOT_FOUND, "Failed to find resource with id: %lld",
                        (long long)id);
+    if (pr_state(c) == PR_STATE_INACTIVE)
+        return pr_refuse_inactive(c);
     int more = 0;
     int rc = scan_page(c, cu->sc, cu->page, out, &more);
     if (rc || !more)

@@ -551,6 +551,69 @@ TEST(proto_get_put_allocate_nothing_in_steady_state)
     pe_close(&e);
 }
 
+/* Cluster state: a change the server cannot record is refused and changes
+ * nothing; read-only refuses PUT but a GET still allocates nothing. */
+static int refuse_state(void *arg, int state)
+{
+    int *calls = arg;
+    ++*calls;
+    return state == PR_STATE_INACTIVE ? EM_IO : 0;
+}
+
+static int change_state(pe_env *e, int st)
+{
+    const uint8_t *b;
+    size_t n;
+    req_begin(e, 5001);
+    em_buf_put_u8(&e->req, (uint8_t)st);
+    int rc = req_send(e, &b, &n);
+    return rc ? rc : status_of(b);
+}
+
+TEST(proto_cluster_state_change_and_read_only_get)
+{
+    pr_options o;
+    pr_options_default(&o);
+    int calls = 0;
+    o.state_persist = refuse_state;
+    o.state_arg = &calls;
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, &o));
+    CHECK_OK(hs_ok(&e, 2));
+    create_cache(&e, "a");
+    CHECK_EQ(change_state(&e, PR_STATE_INACTIVE), 1);      /* not recorded: refused */
+    CHECK_EQ(pr_server_state(e.ps), PR_STATE_ACTIVE);
+    CHECK_EQ(change_state(&e, PR_STATE_ACTIVE), 0);         /* no change: not recorded */
+    CHECK_EQ(calls, 1);
+    CHECK_EQ(change_state(&e, PR_STATE_ACTIVE_READ_ONLY), 0);
+    CHECK_EQ(pr_server_state(e.ps), PR_STATE_ACTIVE_READ_ONLY);
+    CHECK_EQ(calls, 2);
+    const uint8_t *b;
+    size_t n;
+    req_begin(&e, 1001);
+    cache_hdr(&e.req, "a");
+    put_int(&e.req, 1);
+    put_str(&e.req, "v");
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 1);
+    em_mem_stats before = {0};
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            before = em_mem_thread();
+        for (int i = 0; i < 200; i++) {
+            req_begin(&e, 1000);
+            cache_hdr(&e.req, "a");
+            put_int(&e.req, i % 50);
+            REQUIRE_OK(req_send(&e, &b, &n));
+            REQUIRE_EQ(status_of(b), 0);
+        }
+    }
+    em_mem_stats after = em_mem_thread();
+    CHECK_EQ(after.allocs - before.allocs, 0);
+    CHECK_EQ(after.bytes - before.bytes, 0);
+    pe_close(&e);
+}
+
 TEST(proto_output_cap_stops_early)
 {
     pe_env e;
