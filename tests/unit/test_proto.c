@@ -516,6 +516,84 @@ TEST(proto_partitions_single_node)
     pe_close(&e);
 }
 
+/* create_mode: GET_OR_CREATE_WITH_CONFIGURATION with a cache mode
+ * (2 = PARTITIONED, 1 = REPLICATED). */
+static void create_mode(pe_env *e, const char *name, int32_t mode)
+{
+    const uint8_t *b;
+    size_t n;
+    req_begin(e, 1054);
+    size_t at = e->req.len;
+    em_buf_put_le32(&e->req, 0);
+    em_buf_put_le16(&e->req, 2);
+    em_buf_put_le16(&e->req, 0);
+    put_str(&e->req, name);
+    em_buf_put_le16(&e->req, 1);
+    em_buf_put_le32(&e->req, (uint32_t)mode);
+    em_st32(e->req.p + at, (uint32_t)(e->req.len - at - 4));
+    if (req_send(e, &b, &n) == 0)
+        CHECK_EQ(em_ld16(b + 8) & 1, 0);
+}
+
+static int32_t cid(const char *name)
+{
+    return em_hash_java_str((const uint8_t *)name, strlen(name));
+}
+
+/* CACHE_PARTITIONS with repeats behind many unknown ids (the layout that
+ * made the old duplicate check quadratic): each cache is reported once, in
+ * its group; more than PR_MAX_PARTITION_CACHES ids is refused with status 1. */
+TEST(proto_partitions_repeats_and_bound)
+{
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 4));
+    create_mode(&e, "pp", 2);
+    create_mode(&e, "pq", 2);
+    create_mode(&e, "pr", 1);
+    const uint8_t *b;
+    size_t n;
+    req_begin(&e, 1101);
+    em_buf_put_le32(&e.req, 4000);
+    for (int i = 0; i < 2000; i++)
+        em_buf_put_le32(&e.req, 0x5000 + (uint32_t)i);            /* unknown */
+    for (int i = 0; i < 2000; i++)
+        em_buf_put_le32(&e.req, (uint32_t)cid(i % 3 == 0 ? "pq" : i % 3 == 1 ? "pr" : "pp"));
+    REQUIRE_OK(req_send(&e, &b, &n));
+    REQUIRE_EQ(em_ld16(b + 8) & 1, 0);
+    const uint8_t *p = b + 10, *end = b + n;
+    CHECK_EQ(em_ld32(p + 12), 2);                              /* applicable + others */
+    p += 16;
+    REQUIRE(p[0] == 1);
+    REQUIRE_EQ(em_ld32(p + 1), 2);                             /* pq then pp, once each */
+    CHECK_EQ((int32_t)em_ld32(p + 5), cid("pq"));
+    CHECK_EQ((int32_t)em_ld32(p + 13), cid("pp"));
+    p += 5 + 2 * 8;
+    CHECK_EQ(em_ld32(p), 1);                                   /* one node */
+    p += 4 + 17;
+    REQUIRE_EQ(em_ld32(p), 1024);
+    p += 4 + 4 * 1024;
+    REQUIRE(end - p == 9);
+    CHECK_EQ(p[0], 0);                                         /* not applicable */
+    CHECK_EQ(em_ld32(p + 1), 1);
+    CHECK_EQ((int32_t)em_ld32(p + 5), cid("pr"));
+    /* the bound */
+    for (int over = 0; over < 2; over++) {
+        uint32_t cnt = PR_MAX_PARTITION_CACHES + (uint32_t)over;
+        req_begin(&e, 1101);
+        em_buf_put_le32(&e.req, cnt);
+        for (uint32_t i = 0; i < cnt; i++)
+            em_buf_put_le32(&e.req, (uint32_t)cid("pp"));
+        REQUIRE_OK(req_send(&e, &b, &n));
+        CHECK_EQ(em_ld16(b + 8) & 1, over);
+        if (over) {
+            CHECK_EQ(em_ld32(b + 10), 1);                      /* FAILED */
+            CHECK(memmem(b, n, "at most 65536", 13) != NULL);
+        }
+    }
+    pe_close(&e);
+}
+
 TEST(proto_get_put_allocate_nothing_in_steady_state)
 {
     pe_env e;
