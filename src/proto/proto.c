@@ -515,21 +515,14 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
     return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
 }
 
-/* trim_scratch frees per-connection scratch a big request grew (slices of
- * a GET_ALL of millions of keys, normalised values, copied configuration),
- * so one huge batch does not pin its memory for the connection's life;
- * everyday requests stay far below and keep allocating nothing. */
-#define PR_KEEP_SLICES  4096
+/* trim_scratch frees per-connection scratch a big request grew (normalised
+ * keys and values, copied configuration), so one huge request does not pin
+ * its memory for the connection's life; everyday requests stay far below
+ * and keep allocating nothing.  (Batch slices never grow past PR_BATCH.) */
 #define PR_KEEP_SCRATCH ((size_t)1 << 20)
 
 static void trim_scratch(pr_conn *c)
 {
-    if (c->slices_cap > PR_KEEP_SLICES) {
-        em_free(c->ks);
-        em_free(c->vs);
-        c->ks = c->vs = NULL;
-        c->slices_cap = 0;
-    }
     em_buf *b[] = { &c->kscratch, &c->vscratch, &c->escratch, &c->tmp };
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
         if (b[i]->cap > PR_KEEP_SCRATCH)
