@@ -570,10 +570,12 @@ static int diff(const tstore *ts, const bin_type *t, delta *d)
     ix tf = {0}, tsx = {0}, ten = {0}, teo = {0};
     uint32_t *slot, *slot2;
     int rc = 0;
-    if (total && !(d->fl = em_malloc(total * sizeof *d->fl)))
-        return EM_NOMEM;
-    d->sl = d->fl + t->nfields;
-    d->el = d->sl + t->nschemas;
+    if (total) {
+        if (!(d->fl = em_malloc(total * sizeof *d->fl)))
+            return EM_NOMEM;
+        d->sl = d->fl + t->nfields;
+        d->el = d->sl + t->nschemas;
+    }
     if ((rc = ix_reserve(&tf, t->nfields, NULL, FSTR, 1)) ||
         (rc = ix_reserve(&tsx, t->nschemas, NULL, SINT, 0)) ||
         (rc = ix_reserve(&ten, t->nenums, NULL, ESTR, 1)) ||
@@ -712,9 +714,10 @@ static int commit(tstore *ts, const bin_type *t, const delta *d, bin_type **out)
     for (uint32_t k = 0; k < d->nsl; k++) {
         const bin_schema *ss = &t->schemas[d->sl[k]];
         int32_t *ids = (int32_t *)(void *)m;
-        if (ss->nfields)
+        if (ss->nfields) {          /* m is NULL when nothing needs bytes */
             memcpy(ids, ss->fids, (size_t)ss->nfields * 4);
-        m += (size_t)ss->nfields * 4;
+            m += (size_t)ss->nfields * 4;
+        }
         ix_int(&ts->sx, ts->s, SINT, ss->id, &slot);
         ts->s[ts->ns] = (bin_schema){ss->id, ss->nfields, ids};
         *slot = ++ts->ns;
