@@ -13,10 +13,20 @@
 #include "util/hash.h"
 #include "util/mem.h"
 
+static int limit_err(pr_conn *c, int32_t type_id)
+{
+    return pr_fail(c, PR_ST_FAILED, "Binary type update rejected [typeId= %d]: a type may have "
+                   "at most %d fields, %d schemas, %d enum values and %u MiB of names and "
+                   "schema field ids (%s)", type_id, BIN_MAX_TYPE_FIELDS, BIN_MAX_TYPE_SCHEMAS,
+                   BIN_MAX_TYPE_ENUMS, BIN_MAX_TYPE_BYTES >> 20, em_errname(EM_LIMIT));
+}
+
 static int reg_err(pr_conn *c, int rc, int32_t type_id)
 {
     if (rc == EM_NOMEM)
         return rc;
+    if (rc == EM_LIMIT)
+        return limit_err(c, type_id);
     return pr_fail(c, PR_ST_FAILED, "Binary type update rejected [typeId= %d]: %s", type_id,
                    em_strerror(rc));
 }
@@ -87,6 +97,8 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
         int rc = bin_meta_decode(rec, pr_rd_left(r), &t, &used);
         if (rc == EM_NOMEM)
             return rc;
+        if (rc == EM_LIMIT)
+            return limit_err(c, pr_rd_left(r) >= 4 ? (int32_t)em_ld32(rec) : 0);
         if (rc)
             return pr_fail(c, PR_ST_FAILED, "Malformed binary type metadata: %s", em_strerror(rc));
         r->pos += used;

@@ -632,6 +632,40 @@ TEST(proto_big_batch_scratch_released)
     pe_close(&e);
 }
 
+/* PUT_BINARY_TYPE past the per-type bounds: status 1 with a message that
+ * names them, for a record too big on its own and for growth past them. */
+TEST(proto_binary_type_bounds_reply)
+{
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 2));
+    const uint8_t *b;
+    size_t n;
+    for (int round = 0; round < 3; round++) {
+        /* 8193 fields at once; then 8192, then one more */
+        uint32_t from = round == 2 ? 8192 : 0, cnt = round == 0 ? 8193 : round == 1 ? 8192 : 1;
+        req_begin(&e, 3003);
+        em_buf_put_le32(&e.req, 4242);
+        put_str(&e.req, "Bounded");
+        em_buf_put_u8(&e.req, 101);
+        em_buf_put_le32(&e.req, cnt);
+        for (uint32_t i = from; i < from + cnt; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "f%u", i);
+            put_str(&e.req, name);
+            em_buf_put_le32(&e.req, 3);
+            em_buf_put_le32(&e.req, i + 1);
+        }
+        em_buf_put_u8(&e.req, 0);
+        em_buf_put_le32(&e.req, 0);
+        REQUIRE_OK(req_send(&e, &b, &n));
+        CHECK_EQ(status_of(b), round == 1 ? 0 : 1);
+        if (round != 1)
+            CHECK(memmem(b, n, "at most 8192 fields", 19) != NULL);
+    }
+    pe_close(&e);
+}
+
 /* Person{id:7, name:"abc"} as Node 1.0.0 writes it (reference §3.2). */
 static const uint8_t PERSON[39] = {
     0x67, 0x01, 0x2b, 0x00, 0x55, 0x9b, 0xe3, 0xc4, 0x01, 0x00, 0x00, 0x00,
