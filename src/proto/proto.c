@@ -611,6 +611,20 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
     return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
 }
 
+/* trim_scratch frees per-connection scratch a big request grew (normalised
+ * keys and values, copied configuration), so one huge request does not pin
+ * its memory for the connection's life; everyday requests stay far below
+ * and keep allocating nothing.  (Batch slices never grow past PR_BATCH.) */
+#define PR_KEEP_SCRATCH ((size_t)1 << 20)
+
+static void trim_scratch(pr_conn *c)
+{
+    em_buf *b[] = { &c->kscratch, &c->vscratch, &c->escratch, &c->tmp };
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+        if (b[i]->cap > PR_KEEP_SCRATCH)
+            em_buf_free(b[i]);
+}
+
 /* request handles one frame after the handshake: short op, long request id,
  * payload.  A handler's error becomes an error reply; only a frame too short
  * to carry a request id (or running out of memory for the reply) closes. */
@@ -639,6 +653,7 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
         t0 = em_now_ns();           /* never 0 here: a monotonic clock since boot */
     }
     rc = dispatch(c, op, &r, out);
+    trim_scratch(c);
     if (rc != 0) {
         out->len = start;
         if (rc < 0)

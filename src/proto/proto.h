@@ -33,6 +33,12 @@ enum pr_cluster_state {
     PR_STATE_INACTIVE = 0, PR_STATE_ACTIVE = 1, PR_STATE_ACTIVE_READ_ONLY = 2
 };
 
+/* Most cache ids one CACHE_PARTITIONS (1101) request may name; more is
+ * answered with status 1 (FAILED).  Clients ask for the caches they use,
+ * a handful to hundreds; the bound keeps one request's scratch and reply
+ * small (reliability.md §5.3). */
+#define PR_MAX_PARTITION_CACHES 65536
+
 /* Private op code answered only when pr_options.debug_ops is set (emberd
  * --debug-ops); otherwise it is an unknown op (status 2).  Request: no
  * payload.  Reply payload, five longs: allocation calls, bytes requested,
