@@ -112,6 +112,9 @@ int bin_utf8_ok(const uint8_t *s, size_t n);
  * immutable once published: a merge builds a new version and keeps the old
  * one alive until bin_registry_free, so a pointer returned by a lookup stays
  * valid for the registry's lifetime and readers never lock around it.
+ * Versions of one type share append-only arrays (a merge only appends), so
+ * an old version costs a small header, not a copy: what a type keeps is
+ * linear in its fields, schemas and enum values, which the bounds below cap.
  * Lookups take a read lock and allocate nothing. */
 
 typedef struct bin_field_meta {
@@ -159,10 +162,23 @@ void bin_registry_free(bin_registry *r);
 /* bin_registry_get: the current version of a type, or NULL. */
 const bin_type *bin_registry_get(bin_registry *r, int32_t type_id);
 
+/* Bounds on one type (hostile input, reliability.md §5.3): a put that would
+ * take a type past one of them fails with EM_LIMIT, as does a metadata
+ * record that holds more on its own.  Real types stay far below: Ignite
+ * types have tens of fields and a few schemas; Node 1.0.0's one "Object"
+ * type gets a schema per object shape.  BIN_MAX_TYPE_BYTES bounds the names
+ * and schema field ids a type keeps over all its versions. */
+#define BIN_MAX_TYPE_FIELDS  8192
+#define BIN_MAX_TYPE_SCHEMAS 8192
+#define BIN_MAX_TYPE_ENUMS   65536
+#define BIN_MAX_TYPE_BYTES   (16u << 20)
+
 /* bin_registry_put merges t into the registry (Ignite's rules: union of
  * fields, schemas and enum values; a field whose type code changes ->
  * EM_FIELDTYPE; a different name, enum flag, affinity field or enum value ->
- * EM_TYPECONFLICT).  t is copied; the caller keeps it.  *out (may be NULL)
+ * EM_TYPECONFLICT; past a bound above -> EM_LIMIT).  Linear in the sizes
+ * of t and the new items; the registry's lock is held only to publish.
+ * t is copied; the caller keeps it.  *out (may be NULL)
  * receives the merged version. */
 int bin_registry_put(bin_registry *r, const bin_type *t, const bin_type **out);
 

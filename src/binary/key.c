@@ -18,11 +18,16 @@
  * it (named fields, tree raw content, container elements, 27 roots).  With
  * fix = 0 it returns 1 as soon as one header hash differs from the computed
  * one (b is not written); with fix = 1 it rewrites the hashes bottom-up, so a
- * parent's hash is computed over children that are already fixed. */
-static int hwalk(uint8_t *b, size_t pos, int fix, unsigned depth)
+ * parent's hash is computed over children that are already fixed.  *next is
+ * the end of the value (unless check mode returned 1): the walk advances by
+ * what it visited, never by a second walk (bin_skip) over each element,
+ * which made nested containers cost their size times their depth. */
+static int hwalk(uint8_t *b, size_t pos, int fix, unsigned depth, size_t *next)
 {
-    if (depth > BIN_MAX_DEPTH_HARD)
+    if (depth > BIN_MAX_DEPTH_HARD) {
+        *next = pos + bin_skip(b + pos);
         return 0;
+    }
     uint8_t t = b[pos];
     size_t q = pos + 1;
     uint32_t count;
@@ -32,26 +37,26 @@ static int hwalk(uint8_t *b, size_t pos, int fix, unsigned depth)
         bin_hdr h;
         bin_hdr_read(b + pos, &h);
         size_t end = pos + h.data_end;
-        for (q = pos + BIN_HDR_LEN; q < end; q += bin_skip(b + q)) {
-            wrong |= hwalk(b, q, fix, depth + 1);
+        for (q = pos + BIN_HDR_LEN; q < end;) {
+            wrong |= hwalk(b, q, fix, depth + 1, &q);
             if (wrong && !fix)
                 return 1;
         }
         if (!(h.flags & BIN_FLAG_HAS_SCHEMA) && h.raw_off &&
             (h.type_id == BIN_TYPE_TREEMAP || h.type_id == BIN_TYPE_TREESET)) {
             q = pos + BIN_HDR_LEN;
-            wrong |= hwalk(b, q, fix, depth + 1);        /* comparator */
-            q += bin_skip(b + q);
+            wrong |= hwalk(b, q, fix, depth + 1, &q);    /* comparator */
+            if (wrong && !fix)
+                return 1;
             count = em_ld32(b + q);
             q += 4;
             if (h.type_id == BIN_TYPE_TREEMAP)
                 count *= 2;
-            for (uint32_t i = 0; i < count && (fix || !wrong); i++) {
-                wrong |= hwalk(b, q, fix, depth + 1);
-                q += bin_skip(b + q);
+            for (uint32_t i = 0; i < count; i++) {
+                wrong |= hwalk(b, q, fix, depth + 1, &q);
+                if (wrong && !fix)
+                    return 1;
             }
-            if (wrong && !fix)
-                return 1;
         }
         int32_t hc = bin_hash_region(b + pos, &h);
         if (hc != h.hash) {
@@ -59,12 +64,15 @@ static int hwalk(uint8_t *b, size_t pos, int fix, unsigned depth)
             if (fix)
                 em_st32(b + pos + 8, (uint32_t)hc);
         }
+        *next = pos + h.len;
         return wrong;
     }
     case BIN_WRAPPED: {
         uint32_t len = em_ld32(b + q);
         uint32_t root = em_ld32(b + q + 4 + len);
-        return hwalk(b, q + 4 + root, fix, depth + 1);
+        size_t rend;
+        *next = q + 4 + len + 4;
+        return hwalk(b, q + 4 + root, fix, depth + 1, &rend);
     }
     case BIN_OBJ_ARR:
     case BIN_OBJ_ARR_WRAPPER:
@@ -83,14 +91,15 @@ static int hwalk(uint8_t *b, size_t pos, int fix, unsigned depth)
         q += 5;
         break;
     default:
+        *next = pos + bin_skip(b + pos);
         return 0;
     }
     for (uint32_t i = 0; i < count; i++) {
-        wrong |= hwalk(b, q, fix, depth + 1);
+        wrong |= hwalk(b, q, fix, depth + 1, &q);
         if (wrong && !fix)
             return 1;
-        q += bin_skip(b + q);
     }
+    *next = q;
     return wrong;
 }
 
@@ -121,10 +130,11 @@ static int32_t hash_decimal(const uint8_t *q)
     return (int32_t)(31u * h + (uint32_t)scale);
 }
 
-static int32_t hash_at(const uint8_t *p, unsigned depth);
+static int32_t hash_at(const uint8_t *p, unsigned depth, const uint8_t **next);
 
-/* Java's List.hashCode / Set.hashCode / Map.hashCode over the elements. */
-static int32_t hash_container(const uint8_t *p, unsigned depth)
+/* Java's List.hashCode / Set.hashCode / Map.hashCode over the elements;
+ * *next = the end of the container (each element is walked once). */
+static int32_t hash_container(const uint8_t *p, unsigned depth, const uint8_t **next)
 {
     uint32_t count = em_ld32(p + 1);
     int8_t sub = (int8_t)p[5];
@@ -133,29 +143,41 @@ static int32_t hash_container(const uint8_t *p, unsigned depth)
     if (p[0] == BIN_MAP) {
         h = 0;
         for (uint32_t i = 0; i < count; i++) {
-            uint32_t hk = (uint32_t)hash_at(q, depth + 1);
-            q += bin_skip(q);
-            uint32_t hv = (uint32_t)hash_at(q, depth + 1);
-            q += bin_skip(q);
+            uint32_t hk = (uint32_t)hash_at(q, depth + 1, &q);
+            uint32_t hv = (uint32_t)hash_at(q, depth + 1, &q);
             h += hk ^ hv;
         }
+        *next = q;
         return (int32_t)h;
     }
     int set = sub == -1 || sub == 3 || sub == 4;
     h = set ? 0 : 1;
     for (uint32_t i = 0; i < count; i++) {
-        uint32_t he = (uint32_t)hash_at(q, depth + 1);
-        q += bin_skip(q);
+        uint32_t he = (uint32_t)hash_at(q, depth + 1, &q);
         h = set ? h + he : 31u * h + he;
     }
+    *next = q;
     return (int32_t)h;
 }
 
-static int32_t hash_at(const uint8_t *p, unsigned depth)
+/* hash_at: Java's hashCode of the value at p; *next (if not NULL) = its end. */
+static int32_t hash_at(const uint8_t *p, unsigned depth, const uint8_t **next)
 {
     const uint8_t *q = p + 1;
     uint32_t u;
     uint64_t v;
+    size_t n = 0;                           /* the value's length, once known */
+    if ((p[0] == BIN_COLLECTION || p[0] == BIN_MAP) && depth < BIN_MAX_DEPTH_HARD) {
+        const uint8_t *e;
+        int32_t h = hash_container(p, depth, &e);
+        if (next)
+            *next = e;
+        return h;
+    }
+    if (next) {
+        n = bin_skip(p);
+        *next = p + n;
+    }
     switch (p[0]) {
     case BIN_BYTE:  return (int8_t)q[0];
     case BIN_SHORT: return (int16_t)em_ld16(q);
@@ -194,28 +216,25 @@ static int32_t hash_at(const uint8_t *p, unsigned depth)
         uint32_t len = em_ld32(q);
         return (int32_t)em_ld32(q + 4 + em_ld32(q + 4 + len) + 8);
     }
-    case BIN_COLLECTION:
-    case BIN_MAP:
-        if (depth < BIN_MAX_DEPTH_HARD)
-            return hash_container(p, depth);
-        /* fall through */
     default:
-        /* Arrays (identity hash in Java, so no client can predict it) and
-         * anything else: a deterministic hash of the bytes. */
-        return em_hash_bytes31(p, bin_skip(p));
+        /* Arrays (identity hash in Java, so no client can predict it),
+         * containers nested past the hard depth, and anything else: a
+         * deterministic hash of the bytes. */
+        return em_hash_bytes31(p, n ? n : bin_skip(p));
     }
 }
 
 int32_t bin_hash(const uint8_t *p)
 {
-    return hash_at(p, 0);
+    return hash_at(p, 0, NULL);
 }
 
 static int key_cplx(const uint8_t *o, em_buf *scratch, bin_key *out)
 {
     uint32_t len = em_ld32(o + 12);
     out->len = len;
-    if (!hwalk((uint8_t *)o, 0, 0, 0)) {     /* check mode never writes */
+    size_t end;
+    if (!hwalk((uint8_t *)o, 0, 0, 0, &end)) {   /* check mode never writes */
         out->p = o;
         out->hash = (int32_t)em_ld32(o + 8);
         return 0;
@@ -225,7 +244,7 @@ static int key_cplx(const uint8_t *o, em_buf *scratch, bin_key *out)
     if (rc)
         return rc;
     uint8_t *b = scratch->p + at;
-    hwalk(b, 0, 1, 0);
+    hwalk(b, 0, 1, 0, &end);
     out->p = b;
     out->hash = (int32_t)em_ld32(b + 8);
     return 0;
@@ -262,15 +281,16 @@ int bin_key_prepare(const uint8_t *p, size_t n, em_buf *scratch, bin_key *out)
             return EM_INVAL;
         out->len = (uint32_t)len;
         out->p = p;
-        if (hwalk((uint8_t *)p, 0, 0, 0)) {
+        size_t end;
+        if (hwalk((uint8_t *)p, 0, 0, 0, &end)) {
             size_t at = scratch->len;
             int rc = em_buf_append(scratch, p, len);
             if (rc)
                 return rc;
             out->p = scratch->p + at;
-            hwalk(scratch->p + at, 0, 1, 0);
+            hwalk(scratch->p + at, 0, 1, 0, &end);
         }
-        out->hash = hash_at(out->p, 0);
+        out->hash = hash_at(out->p, 0, NULL);
         return 0;
     }
     default: {
@@ -279,7 +299,7 @@ int bin_key_prepare(const uint8_t *p, size_t n, em_buf *scratch, bin_key *out)
             return EM_INVAL;
         out->p = p;
         out->len = (uint32_t)len;
-        out->hash = hash_at(p, 0);
+        out->hash = hash_at(p, 0, NULL);
         return 0;
     }
     }

@@ -283,43 +283,59 @@ static int is_container(uint8_t t)
 
 /* scan reports, for container v, whether any element (at any container
  * depth) is a complex object (bit 1) and whether v holds a handle anywhere,
- * including inside those objects (bit 2). */
-static int scan(const uint8_t *v, int in_obj, unsigned depth)
+ * including inside those objects (bit 2).  *next = the end of v, unless the
+ * answer was settled early (then every caller stops too).  Elements are
+ * walked once: advancing by bin_skip as well re-walked every nested
+ * container at each level (size times depth). */
+static int settled(int r, int in_obj) { return (r & 2) && (in_obj || (r & 1)); }
+
+static int scan(const uint8_t *v, int in_obj, unsigned depth, const uint8_t **next)
 {
     int r = 0;
     if (depth > BIN_MAX_DEPTH_HARD)
-        return 2;                             /* cannot happen for validated data */
+        return 3;                             /* cannot happen for validated data */
     switch (v[0]) {
     case BIN_HANDLE:
+        *next = v + 5;
         return 2;
     case BIN_OBJ: {
         bin_hdr h;
         bin_hdr_read(v, &h);
+        *next = v + h.len;
         r = in_obj ? 0 : 1;
-        for (const uint8_t *q = v + BIN_HDR_LEN; q < v + h.data_end; q += bin_skip(q))
-            r |= scan(q, 1, depth + 1) & 2;
-        if (h.raw_off && !(h.flags & BIN_FLAG_HAS_SCHEMA) &&
+        for (const uint8_t *q = v + BIN_HDR_LEN; q < v + h.data_end && !(r & 2);)
+            r |= scan(q, 1, depth + 1, &q) & 2;
+        if (!(r & 2) && h.raw_off && !(h.flags & BIN_FLAG_HAS_SCHEMA) &&
             (h.type_id == BIN_TYPE_TREEMAP || h.type_id == BIN_TYPE_TREESET)) {
             bin_seq s;
-            const uint8_t *e;
             bin_seq_init(&s, v, NULL);
-            while (bin_seq_next(&s, &e))
-                r |= scan(e, 1, depth + 1) & 2;
+            const uint8_t *q = s.p;
+            for (uint32_t i = 0; i < s.left && !(r & 2); i++)
+                r |= scan(q, 1, depth + 1, &q) & 2;
         }
         return r;
     }
-    case BIN_WRAPPED:
-        return (in_obj ? 0 : 1) | (scan(bin_rd_resolve(v), 1, depth + 1) & 2);
+    case BIN_WRAPPED: {
+        const uint8_t *e;
+        *next = v + bin_skip(v);
+        return (in_obj ? 0 : 1) | (scan(bin_rd_resolve(v), 1, depth + 1, &e) & 2);
+    }
     default:
         break;
     }
-    if (!is_container(v[0]))
+    if (!is_container(v[0])) {
+        *next = v + bin_skip(v);
         return 0;
+    }
     bin_seq s;
-    const uint8_t *e;
     bin_seq_init(&s, v, NULL);
-    while (bin_seq_next(&s, &e) && r != 3)
-        r |= scan(e, in_obj, depth + 1);
+    const uint8_t *q = s.p;
+    for (uint32_t i = 0; i < s.left; i++) {
+        r |= scan(q, in_obj, depth + 1, &q);
+        if (settled(r, in_obj))
+            return r;
+    }
+    *next = q;
     return r;
 }
 
@@ -336,18 +352,26 @@ static int wrap_obj(const uint8_t *o, uint32_t len, em_buf *out)
     return 0;
 }
 
-static int emit(const uint8_t *v, em_buf *out)
+/* emit appends v in reply form; *next = the end of v (one walk, as scan). */
+static int emit(const uint8_t *v, em_buf *out, const uint8_t **next)
 {
-    if (v[0] == BIN_OBJ)
-        return wrap_obj(v, em_ld32(v + 12), out);
-    if (!is_container(v[0]))
-        return em_buf_append(out, v, bin_skip(v));
+    if (v[0] == BIN_OBJ) {
+        uint32_t len = em_ld32(v + 12);
+        *next = v + len;
+        return wrap_obj(v, len, out);
+    }
+    if (!is_container(v[0])) {
+        size_t n = bin_skip(v);
+        *next = v + n;
+        return em_buf_append(out, v, n);
+    }
     bin_seq s;
-    const uint8_t *e;
     bin_seq_init(&s, v, NULL);
     int rc = em_buf_append(out, v, (size_t)(s.p - v));     /* code, ids, count, subtype */
-    while (!rc && bin_seq_next(&s, &e))
-        rc = emit(e, out);
+    const uint8_t *q = s.p;
+    for (uint32_t i = 0; !rc && i < s.left; i++)
+        rc = emit(q, out, &q);
+    *next = q;
     return rc;
 }
 
@@ -357,9 +381,10 @@ int bin_wire_out(const uint8_t *v, size_t n, em_buf *out)
         return EM_INVAL;
     if (v[0] == BIN_OBJ)
         return wrap_obj(v, em_ld32(v + 12), out);
-    if (is_container(v[0]) && scan(v, 0, 0) == 1) {
+    const uint8_t *end;
+    if (is_container(v[0]) && scan(v, 0, 0, &end) == 1) {
         size_t before = out->len;
-        int rc = emit(v, out);
+        int rc = emit(v, out, &end);
         if (rc)
             out->len = before;
         return rc;

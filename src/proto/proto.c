@@ -32,6 +32,7 @@ void pr_options_default(pr_options *o)
     o->max_handshake_msg = 1u << 20;
     o->max_cursors = 128;
     o->max_depth = BIN_MAX_DEPTH_DEFAULT;
+    o->state = PR_STATE_ACTIVE;
     if (getrandom(o->node_id, sizeof o->node_id, 0) != (ssize_t)sizeof o->node_id) {
         uint64_t t = em_now_ns() ^ (uint64_t)em_wall_ms() << 20;
         memcpy(o->node_id, &t, 8);
@@ -50,6 +51,10 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
     pr_server *s = em_calloc(1, sizeof *s);
     if (!s)
         return EM_NOMEM;
+    pthread_mutex_init(&s->state_mu, NULL);
+    int state = o->state;
+    atomic_store(&s->state, state >= PR_STATE_INACTIVE && state <= PR_STATE_ACTIVE_READ_ONLY
+                                ? state : PR_STATE_ACTIVE);
     s->st = st;
     s->reg = reg;
     s->opt = *o;
@@ -77,7 +82,13 @@ void pr_server_free(pr_server *s)
         return;
     em_free(s->username);
     em_free(s->password);
+    pthread_mutex_destroy(&s->state_mu);
     em_free(s);
+}
+
+int pr_server_state(const pr_server *s)
+{
+    return atomic_load_explicit(&s->state, memory_order_acquire);
 }
 
 pr_conn *pr_conn_new(pr_server *s)
@@ -155,6 +166,22 @@ int pr_fail(pr_conn *c, int status, const char *fmt, ...)
 int pr_bad_request(pr_conn *c, int code)
 {
     return pr_fail(c, PR_ST_FAILED, "Malformed request: %s", em_strerror(code));
+}
+
+int pr_refuse_inactive(pr_conn *c)
+{
+    return pr_fail(c, PR_ST_FAILED, "Can not perform the operation because the cluster is "
+                   "inactive. Note, that the cluster is considered inactive by default if "
+                   "Ignite Persistent Store is used to let all the nodes join the cluster. To "
+                   "activate the cluster call Ignite.active(true).");
+}
+
+int pr_refuse_read_only(pr_conn *c, const char *what, const char *group, const char *cache)
+{
+    /* Java formats a null group name as "null". */
+    return pr_fail(c, PR_ST_FAILED, "Failed to perform %s operation (cluster is in read-only "
+                   "mode) [cacheGrp=%s, cache=%s]", what, group ? group : "null",
+                   cache ? cache : "null");
 }
 
 int pr_put_strn(em_buf *out, const uint8_t *s, size_t n)
@@ -406,19 +433,75 @@ static int op_debug_stats(pr_conn *c, em_buf *out)
     return 0;
 }
 
+/* ---- cluster state -----------------------------------------------------
+ *
+ * One node plays Ignite's three cluster states (ClusterState):
+ *   ACTIVE            every operation;
+ *   ACTIVE_READ_ONLY  reads; every cache modification and every cache start
+ *                     is refused (GridDhtTopologyFutureAdapter.validateCache,
+ *                     ClusterCachesInfo.processStartNewCacheRequest); cache
+ *                     destroy is not (Ignite checks only starts);
+ *   INACTIVE          cache operations, cache names, create and destroy are
+ *                     refused (IgniteKernal.checkClusterState); cluster,
+ *                     binary-type and partition ops still answer.
+ * Deactivation clears the caches of memory-only data regions, as Ignite's
+ * does ("Deactivation clears in-memory caches (without persistence)";
+ * its thin server forces it for clients without the FORCE_DEACTIVATION
+ * feature, which ember does not offer); their configurations stay, so they
+ * come back empty on activation, while persistent caches keep their data.
+ *
+ * The check is one relaxed load per request (pr_state); a request that
+ * read the old state just before a change completes under it, as requests
+ * in flight complete before Ignite's state-change exchange (so a write
+ * racing a deactivation may survive the clear).  Where the state comes from
+ * at start is the server's choice (pr_options.state; srv.c: ACTIVE in
+ * memory, persisted with persistence). */
+
+static void clear_in_memory(void *arg, st_cache *sc)
+{
+    (void)arg;
+    if (st_cache_in_memory(sc))
+        (void)st_clear(sc);         /* only EM_NOCACHE (destroyed meanwhile) */
+}
+
+static int change_state(pr_conn *c, int to)
+{
+    pr_server *s = c->srv;
+    int rc = 0;
+    pthread_mutex_lock(&s->state_mu);
+    int from = atomic_load_explicit(&s->state, memory_order_relaxed);
+    if (to != from) {
+        if (s->opt.state_persist)
+            rc = s->opt.state_persist(s->opt.state_arg, to);
+        if (!rc) {
+            atomic_store_explicit(&s->state, to, memory_order_release);
+            if (to == PR_STATE_INACTIVE)
+                st_cache_each(s->st, clear_in_memory, NULL);
+        }
+    }
+    pthread_mutex_unlock(&s->state_mu);
+    if (rc)
+        return pr_fail(c, PR_ST_FAILED, "Failed to change cluster state: %s", em_strerror(rc));
+    return 0;
+}
+
 static int op_cluster(pr_conn *c, int op, pr_rd *r, em_buf *out)
 {
     switch (op) {
-    case 5000:      /* GET_STATE: byte 1 ACTIVE, or bool true before feature 2 -
-                     * the same byte either way */
-        return em_buf_put_u8(out, 1);
-    case 5001: {    /* CHANGE_STATE: ember is always active; accept the request */
+    case 5000: {    /* GET_STATE: the state's ordinal with feature 2, else
+                     * the bool "active" of older servers */
+        int st = pr_state(c);
+        return em_buf_put_u8(out, (uint8_t)(pr_has_feat(c, PR_FEAT_CLUSTER_STATES)
+                                            ? st : st != PR_STATE_INACTIVE));
+    }
+    case 5001: {    /* CHANGE_STATE: byte ordinal (a bool before feature 2:
+                     * the same values for INACTIVE and ACTIVE) */
         uint8_t st;
         if (pr_rd_u8(r, &st))
             return pr_bad_request(c, EM_TRUNCATED);
-        if (st > 2)
+        if (st > PR_STATE_ACTIVE_READ_ONLY)
             return pr_fail(c, PR_ST_FAILED, "Unknown cluster state: %d", st);
-        return 0;
+        return change_state(c, st);
     }
     case 5002:      /* CHANGE_WAL_STATE: name, bool -> bool changed */
     case 5003: {    /* GET_WAL_STATE: name -> bool enabled */
@@ -433,16 +516,29 @@ static int op_cluster(pr_conn *c, int op, pr_rd *r, em_buf *out)
         if (!s)
             return pr_fail(c, PR_ST_FAILED, "Cache name must not be null");
         int32_t id = em_hash_java_str(s, n);
-        if (!st_cache_find(c->srv->st, id))
+        st_cache *sc = st_cache_find(c->srv->st, id);
+        if (!sc)
             return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", id);
-        /* In-memory caches have no WAL, so nothing changes and it reads off.
-         * Persistent caches always log: enabling changes nothing, and
-         * disabling (Ignite's bulk-load switch) is not offered. */
-        if (!c->srv->opt.persistent)
-            return pr_put_bool(out, 0);
-        if (op == 5002 && !en)
+        /* Per cache, from its data region (Ignite: the cache group's
+         * walEnabled, which is its persistence flag).  A memory-only cache
+         * has no WAL: it reads off, and changing it is refused as Ignite's
+         * WalStateManager.init does.  Persistent caches always log: enabling
+         * changes nothing, and disabling (Ignite's bulk-load switch) is not
+         * offered. */
+        int logged = !st_cache_in_memory(sc);
+        if (op == 5003)
+            return pr_put_bool(out, logged);
+        const st_cache_config *cfg = st_cache_cfg(sc);
+        if (cfg->cache_mode == 0)
+            return pr_fail(c, PR_ST_FAILED, "WAL mode cannot be changed for LOCAL cache(s): [%s]",
+                           cfg->name);
+        if (!logged)
+            return pr_fail(c, PR_ST_FAILED, "Cannot change WAL mode because persistence is not "
+                           "enabled for cache(s) [caches=[%s], dataRegion=%s]", cfg->name,
+                           cfg->data_region_name ? cfg->data_region_name : "null");
+        if (!en)
             return pr_fail(c, PR_ST_FAILED, "Disabling the WAL is not supported by ember");
-        return pr_put_bool(out, op == 5003);
+        return pr_put_bool(out, 0);
     }
     default:
         return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
@@ -515,6 +611,20 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
     return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
 }
 
+/* trim_scratch frees per-connection scratch a big request grew (normalised
+ * keys and values, copied configuration), so one huge request does not pin
+ * its memory for the connection's life; everyday requests stay far below
+ * and keep allocating nothing.  (Batch slices never grow past PR_BATCH.) */
+#define PR_KEEP_SCRATCH ((size_t)1 << 20)
+
+static void trim_scratch(pr_conn *c)
+{
+    em_buf *b[] = { &c->kscratch, &c->vscratch, &c->escratch, &c->tmp };
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+        if (b[i]->cap > PR_KEEP_SCRATCH)
+            em_buf_free(b[i]);
+}
+
 /* request handles one frame after the handshake: short op, long request id,
  * payload.  A handler's error becomes an error reply; only a frame too short
  * to carry a request id (or running out of memory for the reply) closes. */
@@ -543,6 +653,7 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
         t0 = em_now_ns();           /* never 0 here: a monotonic clock since boot */
     }
     rc = dispatch(c, op, &r, out);
+    trim_scratch(c);
     if (rc != 0) {
         out->len = start;
         if (rc < 0)

@@ -27,6 +27,18 @@ enum pr_status {
     PR_ST_AUTH_FAILED = 2000
 };
 
+/* Cluster states: Ignite's ClusterState ordinals, as GET_STATE (5000) and
+ * CHANGE_STATE (5001) carry them (reference §2.8). */
+enum pr_cluster_state {
+    PR_STATE_INACTIVE = 0, PR_STATE_ACTIVE = 1, PR_STATE_ACTIVE_READ_ONLY = 2
+};
+
+/* Most cache ids one CACHE_PARTITIONS (1101) request may name; more is
+ * answered with status 1 (FAILED).  Clients ask for the caches they use,
+ * a handful to hundreds; the bound keeps one request's scratch and reply
+ * small (reliability.md §5.3). */
+#define PR_MAX_PARTITION_CACHES 65536
+
 /* Private op code answered only when pr_options.debug_ops is set (emberd
  * --debug-ops); otherwise it is an unknown op (status 2).  Request: no
  * payload.  Reply payload, five longs: allocation calls, bytes requested,
@@ -59,8 +71,8 @@ typedef struct pr_options {
     /* debug_stats fills allocation counters summed over the server's threads. */
     void   (*debug_stats)(void *arg, em_mem_stats *sum);
     void    *debug_arg;
-    /* persistent: the caches live in a persistent data region; the WAL
-     * state ops (5002/5003) then answer "enabled". */
+    /* persistent: some data region is persistent (informational; the WAL
+     * state ops 5002/5003 answer per cache from the cache's own region). */
     int      persistent;
     /* meta_persist (optional): called after a binary type record (op 3003,
      * kind 1: the record bytes) or type name (op 3001, kind 2: byte
@@ -68,6 +80,12 @@ typedef struct pr_options {
      * reply; nonzero makes the reply an error. */
     int    (*meta_persist)(void *arg, int kind, const uint8_t *p, size_t n);
     void    *meta_arg;
+    /* state: the cluster state at start (PR_STATE_ACTIVE). */
+    int      state;
+    /* state_persist (optional): called with a new cluster state before it
+     * takes effect (changes are serialised); nonzero refuses the change. */
+    int    (*state_persist)(void *arg, int state);
+    void    *state_arg;
 } pr_options;
 
 /* pr_options_default fills the defaults listed above (random node id). */
@@ -82,6 +100,9 @@ typedef struct pr_conn pr_conn;
 int  pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg,
                    const pr_options *o);
 void pr_server_free(pr_server *s);
+
+/* pr_server_state: the current cluster state (enum pr_cluster_state). */
+int  pr_server_state(const pr_server *s);
 
 /* pr_conn_new / pr_conn_free: per-connection protocol state (handshake,
  * negotiated version and features, cursors, scratch buffers). */

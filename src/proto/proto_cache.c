@@ -31,6 +31,11 @@ int pr_cache_header(pr_conn *c, pr_rd *r, pr_cache_hdr *h)
     h->cache = st_cache_find(c->srv->st, h->cache_id);
     if (!h->cache)
         return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", h->cache_id);
+    /* Ignite finds the cache's descriptor first (1000 if none), then its
+     * proxy, which an inactive cluster refuses. */
+    h->state = pr_state(c);
+    if (h->state == PR_STATE_INACTIVE)
+        return pr_refuse_inactive(c);
     em_buf_reset(&c->kscratch);
     h->ctx.scratch = &c->kscratch;
     return 0;
@@ -80,67 +85,86 @@ static int rd_val(pr_conn *c, pr_rd *r, em_buf *scratch, const uint8_t **v, size
     return 0;
 }
 
-/* slices_reserve makes room for n key (and value) slices; n is already
- * bounded by the bytes of the request, so this never trusts a bare count. */
+/* ---- batches (GET_ALL, PUT_ALL, CONTAINS_KEYS, CLEAR_KEYS, REMOVE_KEYS) ---
+ *
+ * A batch is decoded twice: first every key (and value) is validated, so a
+ * malformed request is refused before anything is applied, as before; then
+ * the validated bytes are cut into slices PR_BATCH at a time and applied a
+ * chunk at a time.  The slices of a whole 64 MiB request (16 bytes per key
+ * of 5, keys and values) would be several times the request itself; a
+ * chunk is 128 KiB, allocated once per connection.
+ */
+#define PR_BATCH 4096
+
+typedef struct batch {
+    const uint8_t *p;       /* next undecoded item (validated bytes) */
+    size_t left;            /* items not yet sliced */
+    int pairs;              /* (key, value) pairs, else keys */
+} batch;
+
 static int slices_reserve(pr_conn *c, size_t n)
 {
     if (n <= c->slices_cap)
         return 0;
-    size_t cap = c->slices_cap ? c->slices_cap : 16;
-    while (cap < n)
-        cap *= 2;
-    st_slice *ks = em_realloc(c->ks, cap * sizeof *ks);
+    st_slice *ks = em_realloc(c->ks, n * sizeof *ks);
     if (!ks)
         return EM_NOMEM;
     c->ks = ks;
-    st_slice *vs = em_realloc(c->vs, cap * sizeof *vs);
+    st_slice *vs = em_realloc(c->vs, n * sizeof *vs);
     if (!vs)
         return EM_NOMEM;
     c->vs = vs;
-    c->slices_cap = cap;
+    c->slices_cap = n;
     return 0;
 }
 
-/* rd_count reads an int count of items that take at least min_bytes each,
- * rejecting counts the rest of the request cannot hold. */
-static int rd_count(pr_conn *c, pr_rd *r, size_t min_bytes, size_t *n)
+/* rd_batch validates `int n, n keys` (or pairs) and leaves b at the first
+ * item; the count is bounded by the bytes present. */
+static int rd_batch(pr_conn *c, pr_rd *r, int pairs, batch *b)
 {
     int32_t v;
     if (pr_rd_i32(r, &v))
         return pr_bad_request(c, EM_TRUNCATED);
-    if (v < 0 || (size_t)v > pr_rd_left(r) / min_bytes)
+    if (v < 0 || (size_t)v > pr_rd_left(r) / (pairs ? 2 : 1))
         return pr_fail(c, PR_ST_FAILED, "Malformed request: count %d exceeds the message", v);
-    *n = (size_t)v;
-    return slices_reserve(c, *n);
-}
-
-static int rd_keys(pr_conn *c, pr_rd *r, size_t *n)
-{
-    int rc = rd_count(c, r, 1, n);
-    for (size_t i = 0; !rc && i < *n; i++)
-        rc = rd_key(c, r, &c->ks[i].p, &c->ks[i].len);
-    return rc;
-}
-
-/* rd_pairs reads n (key, value) pairs.  Values that normalisation rewrote
- * are gathered in c->vscratch; their slices hold offsets until every value
- * is read (the buffer may move while it grows). */
-static int rd_pairs(pr_conn *c, pr_rd *r, size_t *n)
-{
-    int rc = rd_count(c, r, 2, n);
-    if (rc)
-        return rc;
-    em_buf_reset(&c->vscratch);
-    em_buf_reset(&c->escratch);     /* indexes of moved values (uint32 each) */
-    for (size_t i = 0; i < *n; i++) {
-        const uint8_t *v;
-        size_t vl;
-        rc = rd_key(c, r, &c->ks[i].p, &c->ks[i].len);
-        if (!rc)
-            rc = rd_val(c, r, &c->tmp, &v, &vl);
+    b->p = r->p + r->pos;
+    b->left = (size_t)v;
+    b->pairs = pairs;
+    for (int32_t i = 0; i < v; i++) {
+        const uint8_t *k, *val;
+        size_t kl, vl;
+        int rc = rd_key(c, r, &k, &kl);
+        if (!rc && pairs)
+            rc = rd_val(c, r, &c->tmp, &val, &vl);
         if (rc)
             return rc;
-        if (v >= r->p && v < r->p + r->n) {
+    }
+    return slices_reserve(c, b->left < PR_BATCH ? b->left : PR_BATCH);
+}
+
+/* batch_next slices the next chunk into c->ks (and c->vs, values in their
+ * stored form); returns its size, 0 at the end.  Values normalisation
+ * rewrote are gathered in c->vscratch; their slices hold offsets until the
+ * chunk is complete (the buffer may move while it grows). */
+static int batch_next(pr_conn *c, batch *b, size_t *m)
+{
+    size_t n = b->left < PR_BATCH ? b->left : PR_BATCH;
+    em_buf_reset(&c->vscratch);
+    em_buf_reset(&c->escratch);     /* indexes of moved values (uint32 each) */
+    for (size_t i = 0; i < n; i++) {
+        size_t kl = bin_rd_len(b->p);
+        c->ks[i] = (st_slice){ b->p, kl };
+        b->p += kl;
+        if (!b->pairs)
+            continue;
+        size_t raw = bin_rd_len(b->p);
+        const uint8_t *v;
+        size_t vl;
+        em_buf_reset(&c->tmp);
+        int rc = bin_value_prepare(b->p, raw, &c->tmp, &v, &vl);
+        if (rc)
+            return rc;              /* it passed rd_batch: cannot happen */
+        if (v >= b->p && v < b->p + raw) {
             c->vs[i].p = v;
         } else {
             size_t off = c->vscratch.len;
@@ -149,11 +173,14 @@ static int rd_pairs(pr_conn *c, pr_rd *r, size_t *n)
             c->vs[i].p = (const uint8_t *)(uintptr_t)off;
         }
         c->vs[i].len = vl;
+        b->p += raw;
     }
     for (size_t j = 0; j + 4 <= c->escratch.len; j += 4) {
         uint32_t i = em_ld32(c->escratch.p + j);
         c->vs[i].p = c->vscratch.p + (uintptr_t)c->vs[i].p;
     }
+    b->left -= n;
+    *m = n;
     return 0;
 }
 
@@ -175,6 +202,19 @@ static int rd_peek_modes(pr_conn *c, pr_rd *r, int *mask)
 }
 
 /* ---- key-value ops ----------------------------------------------------- */
+
+/* op_writes: does cache op 1000-1021 modify the cache (refused when the
+ * cluster is ACTIVE_READ_ONLY)?  Reads: GET, GET_ALL, CONTAINS_KEY(S),
+ * GET_SIZE, LOCAL_PEEK. */
+static int op_writes(int op)
+{
+    switch (op) {
+    case 1000: case 1003: case 1011: case 1012: case 1020: case 1021:
+        return 0;
+    default:
+        return 1;
+    }
+}
 
 typedef struct emit_ctx {
     pr_conn *c;
@@ -200,10 +240,14 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     if (rc)
         return rc;
     st_cache *sc = h.cache;
+    if (h.state == PR_STATE_ACTIVE_READ_ONLY && op_writes(op))
+        return pr_refuse_read_only(c, "cache", st_cache_cfg(sc)->group_name,
+                                   st_cache_cfg(sc)->name);
     const st_opctx *o = &h.ctx;
     const uint8_t *k = NULL, *v = NULL, *e = NULL;
     size_t kl = 0, vl = 0, el = 0, n = 0, pos;
     int flag = 0;
+    batch bt = {0};
 
     /* Decode the request (reference §2.3). */
     switch (op) {
@@ -228,10 +272,10 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
             rc = rd_val(c, r, &c->escratch, &e, &el);
         break;
     case 1003: case 1012: case 1015: case 1018:
-        rc = rd_keys(c, r, &n);
+        rc = rd_batch(c, r, 0, &bt);
         break;
     case 1004:
-        rc = rd_pairs(c, r, &n);
+        rc = rd_batch(c, r, 1, &bt);
         break;
     case 1020:
         rc = rd_peek_modes(c, r, &flag);
@@ -264,13 +308,16 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     case 1003: {    /* GET_ALL -> int m, m x (key, value) */
         emit_ctx ec = { c, out, 0 };
         size_t cnt = out->len;
-        if ((rc = em_buf_put_le32(out, 0)) == 0 &&
-            (rc = st_get_all(sc, o, c->ks, n, emit_kv, &ec)) == 0)
+        rc = em_buf_put_le32(out, 0);
+        while (!rc && bt.left && (rc = batch_next(c, &bt, &n)) == 0)
+            rc = st_get_all(sc, o, c->ks, n, emit_kv, &ec);
+        if (!rc)
             em_st32(out->p + cnt, (uint32_t)ec.count);
         break;
     }
     case 1004:      /* PUT_ALL */
-        rc = st_put_all(sc, o, c->ks, c->vs, n);
+        while (!rc && bt.left && (rc = batch_next(c, &bt, &n)) == 0)
+            rc = st_put_all(sc, o, c->ks, c->vs, n);
         break;
     case 1005:      /* GET_AND_PUT */
         if ((rc = pr_val_begin(out, &pos)) == 0 &&
@@ -305,7 +352,10 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
             rc = pr_put_bool(out, flag);
         break;
     case 1012:      /* CONTAINS_KEYS -> bool (all present) */
-        if ((rc = st_contains_all(sc, o, c->ks, n, &flag)) == 0)
+        flag = 1;
+        while (!rc && flag && bt.left && (rc = batch_next(c, &bt, &n)) == 0)
+            rc = st_contains_all(sc, o, c->ks, n, &flag);
+        if (!rc)
             rc = pr_put_bool(out, flag);
         break;
     case 1013:      /* CLEAR */
@@ -317,7 +367,8 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         break;
     case 1015:      /* CLEAR_KEYS */
     case 1018:      /* REMOVE_KEYS */
-        rc = st_remove_keys(sc, o, c->ks, n);
+        while (!rc && bt.left && (rc = batch_next(c, &bt, &n)) == 0)
+            rc = st_remove_keys(sc, o, c->ks, n);
         break;
     case 1016:      /* REMOVE_KEY -> bool */
         if ((rc = st_remove(sc, o, k, kl, &flag)) == 0)
@@ -333,11 +384,13 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
             rc = em_buf_put_le64(out, (uint64_t)size);
         break;
     }
-    case 1021:      /* LOCAL_PEEK */
+    case 1021: {    /* LOCAL_PEEK: flag holds the peek modes */
+        int found = 0;
         if ((rc = pr_val_begin(out, &pos)) == 0 &&
-            (rc = st_local_peek(sc, o, k, kl, out, &flag)) == 0)
-            rc = pr_val_end(c, out, pos, flag);
+            (rc = st_local_peek(sc, o, flag, k, kl, out, &found)) == 0)
+            rc = pr_val_end(c, out, pos, found);
         break;
+    }
     default:
         return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
     }
@@ -438,6 +491,8 @@ int pr_op_scan_page(pr_conn *c, pr_rd *r, em_buf *out)
     if (!cu)
         return pr_fail(c, PR_ST_RESOURCE_NOT_FOUND, "Failed to find resource with id: %lld",
                        (long long)id);
+    if (pr_state(c) == PR_STATE_INACTIVE)
+        return pr_refuse_inactive(c);
     int more = 0;
     int rc = scan_page(c, cu->sc, cu->page, out, &more);
     if (rc || !more)

@@ -287,6 +287,12 @@ static int create(pr_conn *c, st_cache_config *cfg, int or_get)
 {
     if (!cfg->name || !cfg->name[0])
         return pr_fail(c, PR_ST_FAILED, "Cache name must not be null or empty");
+    /* Read-only: Ignite refuses only the start of a new cache; an existing
+     * one is found (GET_OR_CREATE) or reported as existing (CREATE). */
+    if (pr_state(c) == PR_STATE_ACTIVE_READ_ONLY &&
+        !st_cache_find(c->srv->st, em_hash_java_str((const uint8_t *)cfg->name,
+                                                    strlen(cfg->name))))
+        return pr_refuse_read_only(c, "start cache", cfg->group_name, cfg->name);
     st_cache *sc;
     int rc = or_get ? st_cache_get_or_create(c->srv->st, cfg, &sc)
                     : st_cache_create(c->srv->st, cfg, &sc);
@@ -295,11 +301,21 @@ static int create(pr_conn *c, st_cache_config *cfg, int or_get)
                        "is already started): %s", cfg->name);
     if (rc == EM_NOMEM || rc == 0)
         return rc;
+    /* The store refuses a region it does not have with EM_CONFIG; say which,
+     * in the words of Ignite's IgniteCacheDatabaseSharedManager.dataRegion. */
+    if (rc == EM_CONFIG && cfg->data_region_name &&
+        !st_region_exists(c->srv->st, cfg->data_region_name))
+        return pr_fail(c, PR_ST_FAILED, "Requested DataRegion is not configured: %s",
+                       cfg->data_region_name);
     return pr_fail(c, PR_ST_FAILED, "Failed to create cache %s: %s", cfg->name, em_strerror(rc));
 }
 
 int pr_op_config(pr_conn *c, int op, pr_rd *r, em_buf *out)
 {
+    /* Names, create, get-or-create, configuration and destroy all go
+     * through IgniteKernal.checkClusterState in Ignite. */
+    if (pr_state(c) == PR_STATE_INACTIVE)
+        return pr_refuse_inactive(c);
     switch (op) {
     case 1050: {    /* GET_NAMES -> int n, n strings */
         names_ctx nc = { out, 0, 0 };

@@ -5,6 +5,7 @@
 #ifndef EM_PROTO_INT_H
 #define EM_PROTO_INT_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 
@@ -29,6 +30,11 @@ struct pr_server {
     pr_options opt;
     char *username, *password;
     _Atomic int64_t next_cursor;
+    /* The cluster state (enum pr_cluster_state).  Every cache op reads it
+     * once, relaxed: a plain load on x86 and ARM, no lock, no allocation.
+     * Changes are rare and serialised by state_mu. */
+    _Atomic int state;
+    pthread_mutex_t state_mu;
 };
 
 typedef struct pr_cursor {
@@ -126,12 +132,28 @@ static inline int pr_put_bool(em_buf *out, int v) { return em_buf_put_u8(out, v 
 typedef struct pr_cache_hdr {
     int32_t   cache_id;
     uint8_t   flags;
+    int       state;                /* cluster state when the op began */
     st_expiry expiry;
     st_opctx  ctx;
     st_cache *cache;
 } pr_cache_hdr;
 
+/* pr_cache_header decodes the header, finds the cache and reads the cluster
+ * state once: an INACTIVE node refuses here (pr_refuse_inactive); whether
+ * the op may write in h->state is the handler's to decide. */
 int pr_cache_header(pr_conn *c, pr_rd *r, pr_cache_hdr *h);
+
+/* pr_state: the cluster state, one relaxed load. */
+static inline int pr_state(const pr_conn *c)
+{
+    return atomic_load_explicit(&c->srv->state, memory_order_relaxed);
+}
+/* Ignite's refusals, status 1 (FAILED: its thin server has no code for
+ * them).  pr_refuse_inactive: IgniteKernal.checkClusterState's text.
+ * pr_refuse_read_only: GridCacheProcessor's read-only format for a cache
+ * operation (what = "cache") or a cache start (what = "start cache"). */
+int pr_refuse_inactive(pr_conn *c);
+int pr_refuse_read_only(pr_conn *c, const char *what, const char *group, const char *cache);
 
 int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out);     /* 1000-1021 */
 int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out);              /* 2000 */

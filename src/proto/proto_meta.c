@@ -10,12 +10,23 @@
 #include <string.h>
 
 #include "binary/binary.h"
+#include "util/hash.h"
 #include "util/mem.h"
+
+static int limit_err(pr_conn *c, int32_t type_id)
+{
+    return pr_fail(c, PR_ST_FAILED, "Binary type update rejected [typeId= %d]: a type may have "
+                   "at most %d fields, %d schemas, %d enum values and %u MiB of names and "
+                   "schema field ids (%s)", type_id, BIN_MAX_TYPE_FIELDS, BIN_MAX_TYPE_SCHEMAS,
+                   BIN_MAX_TYPE_ENUMS, BIN_MAX_TYPE_BYTES >> 20, em_errname(EM_LIMIT));
+}
 
 static int reg_err(pr_conn *c, int rc, int32_t type_id)
 {
     if (rc == EM_NOMEM)
         return rc;
+    if (rc == EM_LIMIT)
+        return limit_err(c, type_id);
     return pr_fail(c, PR_ST_FAILED, "Binary type update rejected [typeId= %d]: %s", type_id,
                    em_strerror(rc));
 }
@@ -86,6 +97,8 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
         int rc = bin_meta_decode(rec, pr_rd_left(r), &t, &used);
         if (rc == EM_NOMEM)
             return rc;
+        if (rc == EM_LIMIT)
+            return limit_err(c, pr_rd_left(r) >= 4 ? (int32_t)em_ld32(rec) : 0);
         if (rc)
             return pr_fail(c, PR_ST_FAILED, "Malformed binary type metadata: %s", em_strerror(rc));
         r->pos += used;
@@ -119,7 +132,9 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
  *   partition numbers.
  * One group per distinct partition count of the PARTITIONED caches asked
  * about, plus one non-applicable group for the rest; unknown ids are
- * skipped, as Java does.
+ * skipped, as Java does, and a repeated id is reported once.  Linear in the
+ * request (hash tables, a counting sort), and at most
+ * PR_MAX_PARTITION_CACHES ids per request.
  */
 
 /* put_key_configs converts stored property 401 bytes (int n, n x (type
@@ -158,6 +173,36 @@ static uint32_t cache_parts(const st_cache_config *g)
     return g->partitions ? g->partitions : 1024;
 }
 
+/* put_group appends one applicable group: its caches, then the one node
+ * owning every partition. */
+static int put_group(pr_conn *c, st_cache *const *sc, const uint32_t *pos, uint32_t n,
+                     uint32_t parts, em_buf *out)
+{
+    if (pr_put_bool(out, 1) || em_buf_put_le32(out, n))
+        return EM_NOMEM;
+    for (uint32_t k = 0; k < n; k++) {
+        st_cache *o = sc[pos[k]];
+        if (em_buf_put_le32(out, (uint32_t)st_cache_id(o)) || put_key_configs(c, st_cache_cfg(o), out))
+            return EM_NOMEM;
+    }
+    if (em_buf_put_le32(out, 1) || em_buf_put_u8(out, BIN_UUID) ||
+        em_buf_append(out, c->srv->opt.node_id, 16) || em_buf_put_le32(out, parts) ||
+        em_buf_reserve(out, (size_t)parts * 4))
+        return EM_NOMEM;
+    for (uint32_t p = 0; p < parts; p++) {
+        em_st32(out->p + out->len, p);
+        out->len += 4;
+    }
+    return 0;
+}
+
+/* Per request scratch of pr_op_partitions, one allocation: n caches, n
+ * group numbers (or a SKIP/OTHER mark) then per group its partition count,
+ * size and start in `order`, the positions sorted by group (stable), and two
+ * hash tables of 2^k >= 2n slots: cache ids seen, partition count -> group. */
+#define PT_SKIP  UINT32_MAX
+#define PT_OTHER (UINT32_MAX - 1)
+
 int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out)
 {
     int32_t n;
@@ -165,6 +210,10 @@ int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out)
         return pr_bad_request(c, EM_TRUNCATED);
     if (n < 0 || (size_t)n > pr_rd_left(r) / 4)
         return pr_fail(c, PR_ST_FAILED, "Malformed request: count %d exceeds the message", n);
+    if (n > PR_MAX_PARTITION_CACHES)
+        return pr_fail(c, PR_ST_FAILED, "CACHE_PARTITIONS asks for %d caches; ember answers "
+                       "at most %d per request: %s", n, PR_MAX_PARTITION_CACHES,
+                       em_strerror(EM_LIMIT));
     const uint8_t *ids = r->p + r->pos;
     st_store *st = c->srv->st;
     if (em_buf_put_le64(out, 1) || em_buf_put_le32(out, 0))
@@ -172,72 +221,81 @@ int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out)
     size_t ngroups_at = out->len;
     if (em_buf_put_le32(out, 0))
         return EM_NOMEM;
-    int32_t groups = 0;
+    r->pos += 4 * (size_t)n;
+    if (n == 0)
+        return 0;
 
-    /* Applicable groups: one per distinct partition count, in request order. */
-    for (int32_t i = 0; i < n; i++) {
-        st_cache *sc = st_cache_find(st, (int32_t)em_ld32(ids + 4 * (size_t)i));
-        if (!sc || st_cache_cfg(sc)->cache_mode != 2)
+    uint32_t cap = 16;
+    while (cap < 2 * (uint32_t)n)
+        cap *= 2;
+    size_t un = (size_t)n;
+    uint8_t *mem = em_malloc(un * sizeof(st_cache *) + (un * 5 + 2 * (size_t)cap) * 4);
+    if (!mem)
+        return EM_NOMEM;
+    st_cache **sc = (st_cache **)(void *)mem;
+    uint32_t *grp = (uint32_t *)(void *)(sc + un);
+    uint32_t *gparts = grp + un, *gsize = gparts + un, *gstart = gsize + un;
+    uint32_t *order = gstart + un, *seen = order + un, *gmap = seen + cap;
+    memset(seen, 0, 2 * (size_t)cap * 4);       /* seen and gmap: 0 = empty */
+
+    /* One pass: drop repeats and unknown ids (Java skips those), number the
+     * PARTITIONED caches' groups (one per partition count) in request order. */
+    uint32_t ngroups = 0, others = 0;
+    for (uint32_t i = 0; i < un; i++) {
+        int32_t id = (int32_t)em_ld32(ids + 4 * (size_t)i);
+        grp[i] = PT_SKIP;
+        uint32_t h = (uint32_t)em_mix64((uint32_t)id) & (cap - 1);
+        while (seen[h] && (int32_t)em_ld32(ids + 4 * (size_t)(seen[h] - 1)) != id)
+            h = (h + 1) & (cap - 1);
+        if (seen[h])
             continue;
-        uint32_t parts = cache_parts(st_cache_cfg(sc));
-        int seen = 0;
-        for (int32_t j = 0; j < i && !seen; j++) {
-            st_cache *o = st_cache_find(st, (int32_t)em_ld32(ids + 4 * (size_t)j));
-            seen = o && st_cache_cfg(o)->cache_mode == 2 && cache_parts(st_cache_cfg(o)) == parts;
-        }
-        if (seen)
+        seen[h] = i + 1;
+        if (!(sc[i] = st_cache_find(st, id)))
             continue;
-        if (pr_put_bool(out, 1))
-            return EM_NOMEM;
-        size_t cnt = out->len;
-        int32_t ncaches = 0;
-        if (em_buf_put_le32(out, 0))
-            return EM_NOMEM;
-        for (int32_t j = i; j < n; j++) {
-            int32_t id = (int32_t)em_ld32(ids + 4 * (size_t)j);
-            st_cache *o = st_cache_find(st, id);
-            if (!o || st_cache_cfg(o)->cache_mode != 2 || cache_parts(st_cache_cfg(o)) != parts)
-                continue;
-            if (em_buf_put_le32(out, (uint32_t)id) || put_key_configs(c, st_cache_cfg(o), out))
-                return EM_NOMEM;
-            ncaches++;
+        const st_cache_config *g = st_cache_cfg(sc[i]);
+        if (g->cache_mode != 2) {
+            grp[i] = PT_OTHER;
+            others++;
+            continue;
         }
-        em_st32(out->p + cnt, (uint32_t)ncaches);
-        /* One node owns every partition. */
-        if (em_buf_put_le32(out, 1) || em_buf_put_u8(out, BIN_UUID) ||
-            em_buf_append(out, c->srv->opt.node_id, 16) || em_buf_put_le32(out, parts) ||
-            em_buf_reserve(out, (size_t)parts * 4))
-            return EM_NOMEM;
-        for (uint32_t p = 0; p < parts; p++) {
-            em_st32(out->p + out->len, p);
-            out->len += 4;
+        uint32_t parts = cache_parts(g);
+        h = (uint32_t)em_mix64(parts) & (cap - 1);
+        while (gmap[h] && gparts[gmap[h] - 1] != parts)
+            h = (h + 1) & (cap - 1);
+        if (!gmap[h]) {
+            gparts[ngroups] = parts;
+            gsize[ngroups] = 0;
+            gmap[h] = ++ngroups;
         }
-        groups++;
+        grp[i] = gmap[h] - 1;
+        gsize[grp[i]]++;
     }
+    /* Counting sort of the positions by group keeps request order within one. */
+    uint32_t at = 0;
+    for (uint32_t g = 0; g < ngroups; g++) {
+        gstart[g] = at;
+        at += gsize[g];
+    }
+    for (uint32_t g = 0; g < ngroups; g++)
+        gsize[g] = 0;
+    for (uint32_t i = 0; i < un; i++)
+        if (grp[i] < ngroups)
+            order[gstart[grp[i]] + gsize[grp[i]]++] = i;
+
+    int rc = 0;
+    for (uint32_t g = 0; g < ngroups && !rc; g++)
+        rc = put_group(c, sc, order + gstart[g], gsize[g], gparts[g], out);
 
     /* Everything else (LOCAL, REPLICATED) in one non-applicable group. */
-    size_t cnt = 0;
-    int32_t others = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t id = (int32_t)em_ld32(ids + 4 * (size_t)i);
-        st_cache *sc = st_cache_find(st, id);
-        if (!sc || st_cache_cfg(sc)->cache_mode == 2)
-            continue;
-        if (!others) {
-            if (pr_put_bool(out, 0))
-                return EM_NOMEM;
-            cnt = out->len;
-            if (em_buf_put_le32(out, 0))
-                return EM_NOMEM;
-            groups++;
-        }
-        if (em_buf_put_le32(out, (uint32_t)id))
-            return EM_NOMEM;
-        others++;
+    if (!rc && others) {
+        rc = pr_put_bool(out, 0) || em_buf_put_le32(out, others) ? EM_NOMEM : 0;
+        for (uint32_t i = 0; i < un && !rc; i++)
+            if (grp[i] == PT_OTHER)
+                rc = em_buf_put_le32(out, (uint32_t)st_cache_id(sc[i]));
     }
-    if (others)
-        em_st32(out->p + cnt, (uint32_t)others);
-    em_st32(out->p + ngroups_at, (uint32_t)groups);
-    r->pos += 4 * (size_t)n;
+    em_free(mem);
+    if (rc)
+        return rc;
+    em_st32(out->p + ngroups_at, ngroups + (others ? 1 : 0));
     return 0;
 }

@@ -508,6 +508,30 @@ static int meta_persist(void *arg, int kind, const uint8_t *p, size_t n)
     return rc;
 }
 
+static const char *state_name(int st)
+{
+    return st == PR_STATE_INACTIVE ? "INACTIVE"
+           : st == PR_STATE_ACTIVE_READ_ONLY ? "ACTIVE_READ_ONLY" : "ACTIVE";
+}
+
+/* state_persist: a cluster state change (op 5001), logged durably first
+ * when persistence is on, so a restart comes back in it. */
+static int state_persist(void *arg, int state)
+{
+    srv *s = arg;
+    if (s->meta) {
+        uint8_t b = (uint8_t)state;
+        int rc = srv_meta_append(s->meta, SRV_META_STATE, &b, 1);
+        if (rc) {
+            EM_ERROR("cluster state %s not changed: metadata log append failed: %s",
+                     state_name(state), em_strerror(rc));
+            return rc;
+        }
+    }
+    EM_INFO("cluster state changed to %s", state_name(state));
+    return 0;
+}
+
 /* open_persistence: metadata log, then WAL recovery into the store, then
  * the WAL becomes the store's write observer. */
 static int open_persistence(srv *s, const srv_config *c)
@@ -621,6 +645,25 @@ int srv_start(srv **out, const srv_config *c)
         po.meta_persist = meta_persist;
         po.meta_arg = s;
     }
+    /* Cluster state at start, as Ignite's for one node: in memory, ACTIVE.
+     * With a persistent region, a node that was never activated starts
+     * INACTIVE (Ignite's first start of a persistent cluster: no baseline
+     * yet, activation is manual); after that it starts in the state it was
+     * last set to (Ignite auto-activates once the whole baseline, here this
+     * node, is back; ember keeps a read-only or deactivated node so rather
+     * than reactivating it). */
+    po.state = PR_STATE_ACTIVE;
+    if (any_persistent) {
+        int st = srv_meta_state(s->meta);
+        po.state = st >= 0 ? st : PR_STATE_INACTIVE;
+        if (st < 0)
+            EM_WARN("persistence on and never activated: cluster state INACTIVE; cache "
+                    "operations are refused until a client sets it ACTIVE (CHANGE_STATE)");
+        else
+            EM_INFO("cluster state %s (restored)", state_name(st));
+    }
+    po.state_persist = state_persist;
+    po.state_arg = s;
     if (c->username[0]) {
         po.username = c->username;
         po.password = c->password;

@@ -7,10 +7,11 @@
  *   6      2     0 (reserved)
  *   8      4     payload length n
  *   12     4     CRC32C of bytes 0..11 followed by the payload
- *   16     n     payload; NAME = byte platform, int type id, name bytes
+ *   16     n     payload; NAME = byte platform, int type id, name bytes;
+ *                STATE = byte cluster state (0..2)
  *
  * Replay applies records in order (a type record merges exactly as the live
- * op did).  A torn tail (invalid bytes with no valid record after them) is
+ * op did; the last STATE record is the state).  A torn tail (invalid bytes with no valid record after them) is
  * cut; a bad record followed by a valid one refuses to start.
  */
 #include "server/srv_meta.h"
@@ -35,6 +36,7 @@ struct srv_meta {
     int      fd;
     uint64_t size;
     uint64_t records;
+    int      state;                 /* last STATE record, -1 = none */
     int      err;
     pthread_mutex_t mu;
     em_buf   scratch;
@@ -52,7 +54,7 @@ static int rec_parse(const uint8_t *p, size_t n, int *kind, const uint8_t **pay,
     }
     uint32_t l = em_ld32(p + 8);
     uint16_t k = em_ld16(p + 4);
-    if (em_ld32(p) != META_MAGIC || (k != SRV_META_TYPE && k != SRV_META_NAME) ||
+    if (em_ld32(p) != META_MAGIC || k < SRV_META_TYPE || k > SRV_META_STATE ||
         em_ld16(p + 6) != 0 || l > META_MAX)
         return EM_CORRUPT;
     if (n - META_HDR < l)
@@ -67,8 +69,14 @@ static int rec_parse(const uint8_t *p, size_t n, int *kind, const uint8_t **pay,
     return 0;
 }
 
-static int apply(bin_registry *reg, int kind, const uint8_t *p, uint32_t n)
+static int apply(srv_meta *m, bin_registry *reg, int kind, const uint8_t *p, uint32_t n)
 {
+    if (kind == SRV_META_STATE) {
+        if (n != 1 || p[0] > 2)
+            return EM_CORRUPT;
+        m->state = p[0];
+        return 0;
+    }
     if (kind == SRV_META_TYPE) {
         bin_type *t = NULL;
         size_t used = 0;
@@ -110,6 +118,7 @@ int srv_meta_open(srv_meta **out, const wal_fileops *ops, const char *dir,
         return EM_NOMEM;
     m->ops = ops;
     m->fd = -1;
+    m->state = -1;
     pthread_mutex_init(&m->mu, NULL);
     em_buf b = {0};
     int rc = ops->mkdir(ops->ctx, dir);
@@ -134,7 +143,7 @@ int srv_meta_open(srv_meta **out, const wal_fileops *ops, const char *dir,
             }
             break;                  /* torn tail: cut below */
         }
-        if ((rc = apply(reg, kind, pay, len)) != 0) {
+        if ((rc = apply(m, reg, kind, pay, len)) != 0) {
             snprintf(err, errlen, "%s: record at offset %zu cannot be applied: %s", path,
                      off, em_strerror(rc));
             break;
@@ -215,3 +224,4 @@ int srv_meta_append(srv_meta *m, int kind, const uint8_t *p, size_t n)
 }
 
 uint64_t srv_meta_records(const srv_meta *m) { return m->records; }
+int srv_meta_state(const srv_meta *m) { return m->state; }

@@ -144,9 +144,13 @@ int st_replace_if_equals(st_cache *c, const st_opctx *o, const uint8_t *k, size_
 int st_remove(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, int *removed);
 int st_remove_if_equals(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, const uint8_t *expect, size_t elen, int *removed);
 int st_clear(st_cache *c);          /* removes every entry (CLEAR / REMOVE_ALL) */
+/* st_size: live entries among the copies the peek modes ask for (below). */
 int st_size(st_cache *c, int peek_mode_mask, int64_t *size);
-/* local_peek: like get but never touches access expiry */
-int st_local_peek(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, em_buf *out, int *found);
+/* st_local_peek: like get, for the copies the peek modes ask for (a key
+ * whose copy here is of another kind reads as absent); never touches access
+ * expiry. */
+int st_local_peek(st_cache *c, const st_opctx *o, int peek_mode_mask, const uint8_t *k,
+                  size_t klen, em_buf *out, int *found);
 
 /* Batch operations take arrays of (pointer, length) slices. */
 typedef struct st_slice { const uint8_t *p; size_t len; } st_slice;
@@ -223,12 +227,26 @@ int st_expire_tick(st_store *s, uint32_t budget);
  * valid until st_close; every operation on it returns EM_NOCACHE). */
 int st_cache_destroyed(const st_cache *c);
 
-/* st_size's peek_mode_mask: bit m set for peek mode m (reference §2.3: 0 ALL,
- * 1 NEAR, 2 PRIMARY, 3 BACKUP, 4 ONHEAP, 5 OFFHEAP); 0 = ALL.  A single node
- * holds only primaries and no near cache: NEAR and/or BACKUP alone give 0,
- * any other mode counts every live (unexpired) entry once.
- *
- * Scan cursors copy one partition at a time (under its lock) into the
+/* Peek modes (Ignite's CachePeekMode; reference §2.3): peek_mode_mask has
+ * bit m set for mode m; 0 = ALL.  st_peek_parse turns a mask into the two
+ * questions Ignite asks (GridCacheAdapter.parsePeekModes): which copies
+ * (near, primary, backup) and which storage (on-heap, off-heap), each
+ * defaulting to "all" when the mask names none of its modes.  A copy counts
+ * when both its kind and its storage were asked for.  This node holds every
+ * partition as its primary copy, off the heap, and no near copies, so on
+ * one node: ALL, PRIMARY, OFFHEAP (alone or with each other) count every
+ * entry; NEAR, BACKUP, ONHEAP alone, or PRIMARY+ONHEAP, count none. */
+enum { ST_PEEK_ALL = 0, ST_PEEK_NEAR = 1, ST_PEEK_PRIMARY = 2, ST_PEEK_BACKUP = 3,
+       ST_PEEK_ONHEAP = 4, ST_PEEK_OFFHEAP = 5 };
+typedef struct st_peek {
+    uint8_t near, primary, backup;  /* copy kinds asked for */
+    uint8_t onheap, offheap;        /* storage asked for */
+} st_peek;
+void st_peek_parse(int peek_mode_mask, st_peek *pm);
+/* The kinds of copy a node can hold of a partition (store_ops.c part_copy). */
+enum { ST_COPY_NONE = 0, ST_COPY_PRIMARY = 1, ST_COPY_BACKUP = 2 };
+
+/* Scan cursors copy one partition at a time (under its lock) into the
  * cursor, so a cache configured with one partition is copied whole. */
 
 /* Record conventions for the observer / st_apply:

@@ -741,8 +741,53 @@ static void touch(st_cache *c, st_part *p, uint32_t i, const st_expiry *pol, int
         set_expire(p, e, at);
 }
 
+/* ---- peek modes ---------------------------------------------------------
+ *
+ * Ignite's CachePeekMode splits into two questions: which copies (NEAR,
+ * PRIMARY, BACKUP) and which storage (ONHEAP, OFFHEAP); a copy counts when
+ * both its kind and its storage were asked for.  st_peek_parse follows
+ * GridCacheAdapter.parsePeekModes: ALL (or no mode) asks for everything, and
+ * a question left unanswered (no kind, or no storage, named) means all of
+ * that question.  Where a partition's entries stand is part_copy's answer;
+ * the store keeps every value off the heap (Ignite's page memory with
+ * onheapCacheEnabled off: its on-heap entries are transient), and a server
+ * has no near copies. */
+
+void st_peek_parse(int mask, st_peek *pm)
+{
+    int all = mask == 0 || (mask & (1 << ST_PEEK_ALL));
+    pm->near = all || (mask & (1 << ST_PEEK_NEAR));
+    pm->primary = all || (mask & (1 << ST_PEEK_PRIMARY));
+    pm->backup = all || (mask & (1 << ST_PEEK_BACKUP));
+    pm->onheap = all || (mask & (1 << ST_PEEK_ONHEAP));
+    pm->offheap = all || (mask & (1 << ST_PEEK_OFFHEAP));
+    if (!pm->onheap && !pm->offheap)
+        pm->onheap = pm->offheap = 1;
+    if (!pm->near && !pm->primary && !pm->backup)
+        pm->near = pm->primary = pm->backup = 1;
+}
+
+/* part_copy: what this node holds of partition pi.  One node owns every
+ * partition as its primary; cluster/ will answer from the partition map
+ * (primary, backup, or no copy at all). */
+static int part_copy(const st_cache *c, uint32_t pi)
+{
+    (void)c;
+    (void)pi;
+    return ST_COPY_PRIMARY;
+}
+
+/* peek_counts: do pi's entries count for pm? */
+static int peek_counts(const st_cache *c, uint32_t pi, const st_peek *pm)
+{
+    int copy = part_copy(c, pi);
+    int kind = copy == ST_COPY_PRIMARY ? pm->primary : copy == ST_COPY_BACKUP ? pm->backup : 0;
+    return kind && pm->offheap;     /* primaries and backups live off the heap */
+}
+
+/* read_op: GET, LOCAL_PEEK (pm: the peek modes) or CONTAINS_KEY. */
 static int read_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
-                   int mode, em_buf *out, int *found)
+                   int mode, const st_peek *pm, em_buf *out, int *found)
 {
     kprep x;
     int64_t now = 0;
@@ -756,6 +801,8 @@ static int read_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen
     st_lock_acquire(&p->lock);
     if (st_part_dead(c, p)) {
         rc = EM_NOCACHE;
+    } else if (mode == R_PEEK && !peek_counts(c, x.part, pm)) {
+        /* no copy of the asked-for kind here: nothing to see */
     } else {
         uint32_t i = lookup(c, p, &x, &now);
         if (mode != R_CONTAINS)
@@ -780,17 +827,20 @@ static int read_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen
 
 int st_get(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, em_buf *out, int *found)
 {
-    return read_op(c, o, k, klen, R_GET, out, found);
+    return read_op(c, o, k, klen, R_GET, NULL, out, found);
 }
 
-int st_local_peek(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, em_buf *out, int *found)
+int st_local_peek(st_cache *c, const st_opctx *o, int peek_mode_mask, const uint8_t *k,
+                  size_t klen, em_buf *out, int *found)
 {
-    return read_op(c, o, k, klen, R_PEEK, out, found);
+    st_peek pm;
+    st_peek_parse(peek_mode_mask, &pm);
+    return read_op(c, o, k, klen, R_PEEK, &pm, out, found);
 }
 
 int st_contains(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, int *found)
 {
-    return read_op(c, o, k, klen, R_CONTAINS, NULL, found);
+    return read_op(c, o, k, klen, R_CONTAINS, NULL, NULL, found);
 }
 
 int st_contains_all(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n, int *all)
@@ -963,13 +1013,14 @@ int st_clear(st_cache *c)
     return 0;
 }
 
-/* Peek modes (reference §2.3): 0 ALL, 1 NEAR, 2 PRIMARY, 3 BACKUP, 4 ONHEAP,
- * 5 OFFHEAP; bit m of the mask = mode m, mask 0 = ALL.  A single node holds
- * only primaries and has no near cache, so NEAR/BACKUP alone count nothing. */
+/* st_size counts the live entries of the partitions whose copies the peek
+ * modes ask for (peek_counts); every partition is still visited, so a
+ * destroyed cache answers EM_NOCACHE whatever the modes. */
 int st_size(st_cache *c, int peek_mode_mask, int64_t *size)
 {
     *size = 0;
-    int counted = peek_mode_mask == 0 || (peek_mode_mask & (1 << 0 | 1 << 2 | 1 << 4 | 1 << 5));
+    st_peek pm;
+    st_peek_parse(peek_mode_mask, &pm);
     int64_t now = em_wall_ms(), n = 0;
     for (uint32_t i = 0; i < c->nparts; i++) {
         st_part *p = &c->parts[i];
@@ -978,11 +1029,12 @@ int st_size(st_cache *c, int peek_mode_mask, int64_t *size)
             st_lock_release(&p->lock);
             return EM_NOCACHE;
         }
-        st_part_purge_expired(c, p, now, UINT32_MAX);
-        n += p->count;
+        if (peek_counts(c, i, &pm)) {
+            st_part_purge_expired(c, p, now, UINT32_MAX);
+            n += p->count;
+        }
         st_lock_release(&p->lock);
     }
-    if (counted)
-        *size = n;
+    *size = n;
     return 0;
 }

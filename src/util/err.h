@@ -31,6 +31,7 @@
     X(TRAILING,     -30023, "bytes left after the value")                         \
     X(BUILDER,      -30024, "object builder used out of order")                   \
     X(TYPECONFLICT, -30025, "binary type conflicts with the registered one (name, enum, affinity)") \
+    X(LIMIT,        -30026, "more items than ember's limit (cache ids per request, fields or schemas per type)") \
     X(NOCACHE,      -30100, "cache does not exist")                               \
     X(CACHEEXISTS,  -30101, "cache already exists")                               \
     X(NOTFOUND,     -30102, "not found")                                          \

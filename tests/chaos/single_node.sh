@@ -54,6 +54,9 @@ run_workload() {
 }
 
 node_start 1 $FLAGS || finish
+# A persistent node starts INACTIVE the first time, as Ignite does.
+"$BUILD/ember-cli" --host "$(node_ip 1)" --port "$CHAOS_PORT" state ACTIVE >/dev/null ||
+    { bad "could not activate node 1"; finish; }
 run_workload set
 run_workload register
 node_term 1 && ok "node exits 0 on SIGTERM after the faults" || bad "node exit status $? on SIGTERM"

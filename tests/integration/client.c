@@ -620,6 +620,20 @@ void tc_rd_str(tc_rd *d, char *out, size_t cap)
 
 /* ---- whole operations --------------------------------------------------- */
 
+int tc_activate(tc_conn *c)
+{
+    em_buf b = EM_BUF_INIT;
+    tc_reply r;
+    tc_req_begin(c, &b, 5001);
+    tc_put_u8(&b, 1);
+    tc_req_end(&b);
+    int rc = tc_call(c, &b, &r);
+    em_buf_free(&b);
+    if (rc)
+        return rc;
+    return r.status ? EM_PROTO : 0;
+}
+
 int tc_create_cache(tc_conn *c, const char *name)
 {
     em_buf b = EM_BUF_INIT;

@@ -168,6 +168,9 @@ void tc_rd_str(tc_rd *d, char *out, size_t cap);
 
 /* ---- whole operations used by many tests ---------------------------------- */
 
+/* tc_activate: CHANGE_STATE (5001) to ACTIVE, for a persistent emberd's
+ * first start (it starts INACTIVE, as Ignite does).  0 or negative / status. */
+int tc_activate(tc_conn *c);
 /* tc_create_cache: GET_OR_CREATE_WITH_NAME (1052).  0 or negative / status. */
 int tc_create_cache(tc_conn *c, const char *name);
 /* tc_put_int_str / tc_get_int_str: PUT / GET of int key -> string value. */

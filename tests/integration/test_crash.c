@@ -92,6 +92,7 @@ static void crash_test(const char *mode)
         if (round == 0) {
             tc_conn c;
             REQUIRE_OK(tc_open(&c, s.port));
+            REQUIRE_OK(tc_activate(&c));    /* first start with persistence */
             REQUIRE_OK(tc_create_cache(&c, CACHE));
             tc_close(&c);
         }

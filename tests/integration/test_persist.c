@@ -173,6 +173,7 @@ static void restart_keeps_everything(const char *mode, int crash)
     REQUIRE_OK(start(&s, &d, mode));
     tc_conn c;
     REQUIRE_OK(tc_open(&c, s.port));
+    REQUIRE_OK(tc_activate(&c));        /* first start with persistence: INACTIVE */
     tc_reply r;
     em_buf cfg = EM_BUF_INIT, v1 = EM_BUF_INIT, tmp = EM_BUF_INIT;
 
@@ -299,6 +300,7 @@ TEST(persist_corrupt_middle_refuses_start)
     REQUIRE_OK(start(&s, &d, "FSYNC"));
     tc_conn c;
     REQUIRE_OK(tc_open(&c, s.port));
+    REQUIRE_OK(tc_activate(&c));
     REQUIRE_OK(tc_create_cache(&c, "x"));
     for (int i = 0; i < 20; i++)
         REQUIRE_OK(tc_put_int_str(&c, "x", i, "value"));

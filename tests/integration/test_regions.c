@@ -88,6 +88,7 @@ TEST(regions_only_persistent_region_survives_sigkill)
     REQUIRE_OK(start(&s, &d));
     tc_conn c;
     REQUIRE_OK(tc_open(&c, s.port));
+    REQUIRE_OK(tc_activate(&c));        /* a persistent region: starts INACTIVE */
     CHECK_EQ(create_in_region(&c, "dur", "durable"), 0);
     CHECK_EQ(create_in_region(&c, "scr", "scratch"), 0);
     CHECK_EQ(create_in_region(&c, "mem", NULL), 0);

@@ -111,6 +111,9 @@ async function allOps(entry) {
     assert.equal(await size(cache, PEEK.ALL), 2, 'getSize(ALL)');
     assert.equal(await size(cache, PEEK.PRIMARY), 2, 'getSize(PRIMARY)');
     assert.equal(await size(cache, PEEK.BACKUP), 0, 'getSize(BACKUP) on one node');
+    // Node 1.0.0 knows only ALL/NEAR/PRIMARY/BACKUP (no ONHEAP/OFFHEAP)
+    assert.equal(await size(cache, PEEK.NEAR), 0, 'getSize(NEAR): no near cache on a server');
+    assert.equal(await size(cache, PEEK.PRIMARY, PEEK.BACKUP), 2, 'getSize(PRIMARY, BACKUP)');
 
     await cache.clearKey(1);
     assert.equal(await cache.containsKey(1), false, 'clearKey');

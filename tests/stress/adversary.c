@@ -14,6 +14,11 @@
  *                   [--max-seconds S] [--idle N] [--hs-timeout S]
  *                   [--rss-slack-kb K | --no-rss] [--check-pause-us U] [--verbose]
  *                   [--kinds name,name,...]   (names as in the report table)
+ *                   [--big-bytes N [--big-slack F]]
+ * With --big-bytes (the server's max_message_size) it first sends one request
+ * of that size per op that decodes a count or a nested value, and checks
+ * that it and other connections' requests are answered within a bound
+ * proportional to its size (times F), i.e. that no decoder stalls a worker.
  * With emberd --debug-ops it also reads the server's live heap (op 32000),
  * which tells a leak from memory the C allocator keeps after free().
  */
@@ -1299,11 +1304,416 @@ static void check(int ok, const char *fmt, ...)
     if (ok) npass++; else nfail++;
 }
 
+/* ---- maximum-size requests: no worker stalls ------------------------------------
+ *
+ * One request of each op that carries a count or a nested value, as large
+ * as the server takes (--big-bytes = its max_message_size), sent while other
+ * connections keep asking for a key and for a binary type (which takes the
+ * type registry's read lock).  The big request must be answered or refused,
+ * and every other reply must come, within big_bound_s(size): generous and
+ * proportional to the request, so a busy or sanitized server passes while a
+ * decoder that rescans per element (seconds for a few hundred KB) fails.
+ */
+
+static size_t g_big_bytes;              /* frame length to use; 0 = skip */
+static double g_big_slack = 1;          /* multiplies every bound */
+
+static double big_bound_s(size_t n)
+{
+    return g_big_slack * (2.0 + (double)n / (4.0 * 1048576));
+}
+
+#define PROBES 4                        /* more connections than worker loops */
+
+typedef struct prober {
+    pthread_t  th;
+    atomic_int stop, ready;
+    int        timeout_ms;
+    double     max_lat;                 /* worst single reply */
+    uint64_t   ops, errors;
+    char       first_error[160];
+} prober;
+
+static void *prober_main(void *arg)
+{
+    prober *p = arg;
+    sx_conn c[PROBES];
+    int open = 0;
+    for (; open < PROBES; open++)
+        if (sx_open(&c[open], g_port, 1, 2, 0))
+            break;
+    if (open < PROBES) {
+        p->errors++;
+        snprintf(p->first_error, sizeof p->first_error, "probe connection %d failed", open);
+    }
+    atomic_store(&p->ready, 1);
+    for (int round = 0; open == PROBES; round++) {
+        if (round > 0 && atomic_load(&p->stop))
+            break;
+        for (int i = 0; i < PROBES; i++) {
+            sx_reply r;
+            em_buf_reset(&c[i].out);
+            size_t s;
+            if ((round + i) & 1) {
+                s = sx_req_begin(&c[i].out, SX_OP_GET, c[i].rid++);
+                sx_cache_hdr(&c[i].out, CID_CHECK);
+                sx_v_int(&c[i].out, 1);
+            } else {
+                s = sx_req_begin(&c[i].out, SX_OP_GET_BINARY_TYPE, c[i].rid++);
+                sx_put_raw(&c[i].out, PERSON_META, 4);
+            }
+            sx_req_end(&c[i].out, s);
+            double t0 = sx_now_s();
+            int rc = sx_call(&c[i], &r, p->timeout_ms);
+            double lat = sx_now_s() - t0;
+            if (lat > p->max_lat)
+                p->max_lat = lat;
+            p->ops++;
+            if (rc || r.status) {
+                if (p->errors++ == 0)
+                    snprintf(p->first_error, sizeof p->first_error, "probe op: %s (status %d)",
+                             rc ? em_strerror(rc) : "error reply", rc ? 0 : (int)r.status);
+                sx_close(&c[i]);
+                if (sx_open(&c[i], g_port, 1, 2, 0)) {
+                    open = i;       /* give up: closes the ones before */
+                    break;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < open; i++)
+        sx_close(&c[i]);
+    return NULL;
+}
+
+/* big_send sends c->out (one request) while a prober runs and checks both
+ * bounds.  want_ok: 1 = must succeed, 0 = must be refused, -1 = either.
+ * The bound is for the request's size, or g_big_bytes for a small request
+ * with a big reply.  Returns the request's time (the bound if it failed). */
+static double big_send(sx_conn *c, const char *what, size_t items, int want_ok)
+{
+    size_t bytes = c->out.len - 4;
+    double bound = big_bound_s(bytes > 1024 ? bytes : g_big_bytes);
+    if (c->fd < 0) {                    /* lost after an earlier failure: retry */
+        em_buf req = c->out;
+        c->out = (em_buf)EM_BUF_INIT;
+        em_buf_free(&c->in);
+        if (sx_open(c, g_port, 1, 2, 0))
+            c->fd = -1;                 /* the checks below fail */
+        em_buf_free(&c->out);
+        c->out = req;
+    }
+    prober p;
+    memset(&p, 0, sizeof p);
+    p.timeout_ms = (int)(bound * 1000) + 1000;
+    pthread_create(&p.th, NULL, prober_main, &p);
+    while (!atomic_load(&p.ready))
+        usleep(1000);
+    sx_reply r;
+    double t0 = sx_now_s();
+    int rc = sx_call(c, &r, (int)(bound * 1000) + 1000);
+    double dt = sx_now_s() - t0;
+    int status = rc ? -1 : (int)r.status;
+    char msg[120] = "";
+    if (!rc && status && r.n >= 5 && r.p[0] == 9) {
+        size_t l = em_ld32(r.p + 1);
+        l = l < r.n - 5 ? l : r.n - 5;
+        snprintf(msg, sizeof msg, ": %.*s", (int)(l < 90 ? l : 90), (const char *)r.p + 5);
+    }
+    atomic_store(&p.stop, 1);
+    pthread_join(p.th, NULL);
+    printf("big %-26s %9zu bytes %8zu items: %s in %.3f s (bound %.1f s), status %d%s; "
+           "others: %" PRIu64 " replies, worst %.3f s\n", what, bytes, items,
+           rc ? em_strerror(rc) : "answered", dt, bound, status, msg, p.ops, p.max_lat);
+    check(rc == 0 && dt <= bound && (want_ok < 0 || (status == 0) == want_ok),
+          "big %-26s answered within %.1f s (%.3f s, status %d)", what, bound, dt, status);
+    check(p.errors == 0 && p.max_lat <= bound,
+          "big %-26s other connections answered within %.1f s (worst %.3f s, %" PRIu64
+          " errors%s%s)", what, bound, p.max_lat, p.errors, p.errors ? ": " : "", p.first_error);
+    if (rc) {                           /* the reply may still come: start afresh */
+        sx_close(c);
+        if (sx_open(c, g_port, 1, 2, 0))
+            c->fd = -1;
+    }
+    return rc ? bound : dt;
+}
+
+/* big_room: payload bytes left before c->out reaches the frame size. */
+static size_t big_room(const sx_conn *c)
+{
+    size_t total = g_big_bytes + 4;
+    return c->out.len < total ? total - c->out.len : 0;
+}
+
+static void big_meta_head(em_buf *b, int32_t type_id, const char *name)
+{
+    sx_put_i32(b, type_id);
+    sx_v_str(b, name);
+    sx_v_null(b);                        /* no affinity field */
+}
+
+static void big_field(em_buf *b, uint32_t i)
+{
+    char name[16];
+    snprintf(name, sizeof name, "f%07u", i % 10000000u);
+    sx_v_str(b, name);
+    sx_put_i32(b, 3);                   /* int */
+    sx_put_i32(b, (int32_t)(i + 1));
+}
+
+static void big_requests(sx_conn *c)
+{
+    if (!g_big_bytes)
+        return;
+    printf("maximum-size requests: %zu bytes each, bounds %.1f s + %.2f s/MiB\n", g_big_bytes,
+           g_big_slack * 2.0, g_big_slack / 4.0);
+    /* The type the probers read. */
+    em_buf_reset(&c->out);
+    size_t s = sx_req_begin(&c->out, SX_OP_PUT_BINARY_TYPE, c->rid++);
+    sx_put_raw(&c->out, PERSON_META, sizeof PERSON_META);
+    sx_req_end(&c->out, s);
+    sx_reply r;
+    sx_call(c, &r, 10000);
+    size_t n;
+
+    /* CACHE_PARTITIONS: as many ids as fit, unknown ones, then known caches
+     * repeated (a rescan for "group seen before?" walks back over all the
+     * unknown ones each time), then the most ember answers
+     * (PR_MAX_PARTITION_CACHES). */
+    static const char *const pnames[2] = {"adv-part-a", "adv-part-b"};
+    for (int i = 0; i < 2; i++) {
+        em_buf_reset(&c->out);
+        s = sx_req_begin(&c->out, 1054, c->rid++);      /* GET_OR_CREATE_WITH_CONFIGURATION */
+        size_t at = c->out.len;
+        sx_put_i32(&c->out, 0);
+        sx_put_i16(&c->out, 2);
+        sx_put_i16(&c->out, 0);
+        sx_v_str(&c->out, pnames[i]);
+        sx_put_i16(&c->out, 1);                          /* cache mode */
+        sx_put_i32(&c->out, 2);                          /* PARTITIONED */
+        em_st32(c->out.p + at, (uint32_t)(c->out.len - at - 4));
+        sx_req_end(&c->out, s);
+        if (sx_call(c, &r, 10000) || r.status)
+            printf("could not create PARTITIONED cache %s\n", pnames[i]);
+    }
+    const int32_t known[3] = {sx_cache_id(pnames[0]), CID_CHECK, sx_cache_id(pnames[1])};
+    for (int pass = 0; pass < 2; pass++) {
+        em_buf_reset(&c->out);
+        s = sx_req_begin(&c->out, 1101, c->rid++);
+        n = pass == 0 ? (big_room(c) - 4) / 4 : 65536;
+        sx_put_i32(&c->out, (int32_t)n);
+        for (size_t i = 0; i < n; i++)
+            sx_put_i32(&c->out, i < n / 2 ? (int32_t)(0x9E3779B9u * (uint32_t)(i + 1))
+                                          : known[i % 3]);
+        sx_req_end(&c->out, s);
+        big_send(c, pass == 0 ? "cache-partitions" : "cache-partitions-65536", n, pass);
+    }
+    for (int i = 0; i < 2; i++) {
+        em_buf_reset(&c->out);
+        s = sx_req_begin(&c->out, SX_OP_DESTROY, c->rid++);
+        sx_put_i32(&c->out, sx_cache_id(pnames[i]));
+        sx_req_end(&c->out, s);
+        sx_call(c, &r, 10000);
+    }
+
+    /* PUT_BINARY_TYPE: a record of only fields, one of only schemas (both
+     * past the per-type bounds), and one type at the bounds. */
+    em_buf_reset(&c->out);
+    s = sx_req_begin(&c->out, SX_OP_PUT_BINARY_TYPE, c->rid++);
+    big_meta_head(&c->out, 0x0B160001, "AdvBigFields");
+    n = (big_room(c) - 4 - 1 - 4) / 21;
+    sx_put_i32(&c->out, (int32_t)n);
+    for (size_t i = 0; i < n; i++)
+        big_field(&c->out, (uint32_t)i);
+    sx_put_u8(&c->out, 0);
+    sx_put_i32(&c->out, 0);
+    sx_req_end(&c->out, s);
+    big_send(c, "put-binary-type-fields", n, -1);
+
+    em_buf_reset(&c->out);
+    s = sx_req_begin(&c->out, SX_OP_PUT_BINARY_TYPE, c->rid++);
+    big_meta_head(&c->out, 0x0B160002, "AdvBigSchemas");
+    sx_put_i32(&c->out, 0);
+    sx_put_u8(&c->out, 0);
+    n = (big_room(c) - 4) / 8;
+    sx_put_i32(&c->out, (int32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        sx_put_i32(&c->out, (int32_t)(i + 1));
+        sx_put_i32(&c->out, 0);
+    }
+    sx_req_end(&c->out, s);
+    big_send(c, "put-binary-type-schemas", n, -1);
+
+    em_buf_reset(&c->out);
+    s = sx_req_begin(&c->out, SX_OP_PUT_BINARY_TYPE, c->rid++);
+    big_meta_head(&c->out, 0x0B160003, "AdvCapType");
+    n = 8192;                           /* BIN_MAX_TYPE_FIELDS and _SCHEMAS */
+    sx_put_i32(&c->out, (int32_t)n);
+    for (size_t i = 0; i < n; i++)
+        big_field(&c->out, (uint32_t)i);
+    sx_put_u8(&c->out, 0);
+    sx_put_i32(&c->out, (int32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        sx_put_i32(&c->out, (int32_t)(i + 1));
+        sx_put_i32(&c->out, 1);
+        sx_put_i32(&c->out, (int32_t)(i + 1));
+    }
+    sx_req_end(&c->out, s);
+    big_send(c, "put-binary-type-at-bounds", 2 * n, 1);
+
+    /* GET_ALL / PUT_ALL / REMOVE_KEYS with as many int keys as fit; the
+     * writes use 4096 distinct keys so the cache stays small. */
+    static const struct { int op; const char *name; int pairs; } kv[] = {
+        {SX_OP_GET_ALL, "get-all", 0}, {SX_OP_PUT_ALL, "put-all", 1},
+        {1018, "remove-keys", 0}, {1012, "contains-keys", 0},
+    };
+    double t_flat = 0;                  /* GET_ALL: a flat request of the same size */
+    for (size_t k = 0; k < sizeof kv / sizeof kv[0]; k++) {
+        em_buf_reset(&c->out);
+        s = sx_req_begin(&c->out, kv[k].op, c->rid++);
+        sx_cache_hdr(&c->out, CID_HOSTILE);
+        n = (big_room(c) - 4) / (kv[k].pairs ? 10 : 5);
+        sx_put_i32(&c->out, (int32_t)n);
+        for (size_t i = 0; i < n; i++) {
+            sx_v_int(&c->out, (int32_t)(kv[k].pairs ? i % 4096 : i));
+            if (kv[k].pairs)
+                sx_v_int(&c->out, (int32_t)i);
+        }
+        sx_req_end(&c->out, s);
+        double dt = big_send(c, kv[k].name, n, 1);
+        if (k == 0)
+            t_flat = dt;
+    }
+
+    /* CACHE_CREATE_WITH_CONFIGURATION: one query entity with as many fields
+     * as fit (1.2.0 layout: name, type, flags, default, precision, scale). */
+    em_buf_reset(&c->out);
+    s = sx_req_begin(&c->out, 1053, c->rid++);
+    size_t cfg_at = c->out.len;
+    sx_put_i32(&c->out, 0);             /* length, patched below */
+    sx_put_i16(&c->out, 2);
+    sx_put_i16(&c->out, 0);
+    sx_v_str(&c->out, "adv-big-config");
+    sx_put_i16(&c->out, 200);
+    sx_put_i32(&c->out, 1);
+    static const char *const ent[5] = {"java.lang.Integer", "java.lang.String", "BIG", "k", "v"};
+    for (int i = 0; i < 5; i++)
+        sx_v_str(&c->out, ent[i]);
+    size_t fl = 5 + 8 + 5 + 17 + 2 + 1 + 8;
+    n = (big_room(c) - 4 - 4 - 4) / fl;
+    sx_put_i32(&c->out, (int32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "f%07u", (unsigned)(i % 10000000u));
+        sx_v_str(&c->out, name);
+        sx_v_str(&c->out, "java.lang.Integer");
+        sx_put_u8(&c->out, 0);
+        sx_put_u8(&c->out, 0);
+        sx_v_null(&c->out);
+        sx_put_i32(&c->out, -1);
+        sx_put_i32(&c->out, -1);
+    }
+    sx_put_i32(&c->out, 0);             /* aliases */
+    sx_put_i32(&c->out, 0);             /* indexes */
+    em_st32(c->out.p + cfg_at, (uint32_t)(c->out.len - cfg_at - 4));
+    sx_req_end(&c->out, s);
+    big_send(c, "create-with-configuration", n, 1);
+    em_buf_reset(&c->out);
+    s = sx_req_begin(&c->out, SX_OP_DESTROY, c->rid++);
+    sx_put_i32(&c->out, sx_cache_id("adv-big-config"));
+    sx_req_end(&c->out, s);
+    sx_call(c, &r, 10000);
+
+    /* SCAN with a filter: collections nested 60 deep around one int and as
+     * many handles back to it as fit (the validator's handle pass). */
+    em_buf_reset(&c->out);
+    s = sx_req_begin(&c->out, SX_OP_SCAN, c->rid++);
+    sx_cache_hdr(&c->out, CID_HOSTILE);
+    size_t fstart = c->out.len;
+    const int depth = 60;
+    n = (big_room(c) - 9 - (size_t)depth * 6 - 5) / 5;
+    for (int d = 0; d < depth; d++) {
+        sx_put_u8(&c->out, 24);
+        sx_put_i32(&c->out, d == depth - 1 ? (int32_t)(n + 1) : 1);
+        sx_put_u8(&c->out, 1);
+    }
+    size_t tgt = c->out.len;
+    sx_v_int(&c->out, 7);
+    for (size_t i = 0; i < n; i++) {
+        size_t at = c->out.len;
+        sx_put_u8(&c->out, 102);
+        sx_put_i32(&c->out, (int32_t)(at - tgt));
+    }
+    (void)fstart;
+    sx_put_i32(&c->out, 100);
+    sx_put_i32(&c->out, -1);
+    sx_put_u8(&c->out, 0);
+    sx_req_end(&c->out, s);
+    big_send(c, "scan-with-filter", n, 0);
+
+    /* GET with a key of collections nested 60 deep around as many ints as
+     * fit (key normalisation and Java hashing walk it). */
+    em_buf_reset(&c->out);
+    s = sx_req_begin(&c->out, SX_OP_GET, c->rid++);
+    sx_cache_hdr(&c->out, CID_HOSTILE);
+    n = (big_room(c) - (size_t)depth * 6) / 5;
+    for (int d = 0; d < depth; d++) {
+        sx_put_u8(&c->out, 24);
+        sx_put_i32(&c->out, d == depth - 1 ? (int32_t)n : 1);
+        sx_put_u8(&c->out, 1);
+    }
+    for (size_t i = 0; i < n; i++)
+        sx_v_int(&c->out, (int32_t)i);
+    sx_req_end(&c->out, s);
+    /* Depth must not multiply the work: nested 60 deep it may cost a few
+     * times a flat GET_ALL of the same size, not 60 times (a walk that
+     * re-skipped each element at every level took 14x here). */
+    double t_deep = big_send(c, "get-deep-key", n, 1);
+    check(t_deep <= 4 * t_flat + g_big_slack, "big get-deep-key costs at most 4x a flat "
+          "get-all of its size + %.0f s (%.3f s vs %.3f s)", g_big_slack, t_deep, t_flat);
+
+    /* PUT then GET a value of collections nested 60 deep (ints holding the
+     * byte 103, so the reply path looks for complex objects to wrap). */
+    em_buf_reset(&c->out);
+    s = sx_req_begin(&c->out, SX_OP_PUT, c->rid++);
+    sx_cache_hdr(&c->out, CID_HOSTILE);
+    sx_v_int(&c->out, -7);
+    n = (big_room(c) - (size_t)depth * 6) / 5;
+    for (int d = 0; d < depth; d++) {
+        sx_put_u8(&c->out, 24);
+        sx_put_i32(&c->out, d == depth - 1 ? (int32_t)n : 1);
+        sx_put_u8(&c->out, 1);
+    }
+    for (size_t i = 0; i < n; i++)
+        sx_v_int(&c->out, 0x67);
+    sx_req_end(&c->out, s);
+    big_send(c, "put-deep-value", n, 1);
+    em_buf_reset(&c->out);
+    s = sx_req_begin(&c->out, SX_OP_GET, c->rid++);
+    sx_cache_hdr(&c->out, CID_HOSTILE);
+    sx_v_int(&c->out, -7);
+    sx_req_end(&c->out, s);
+    double t_get = big_send(c, "get-deep-value", n, 1);
+    /* Its reply is as big as a flat get-all request: it may cost twice
+     * that, not depth times (the reply path's walk took 7x here). */
+    check(t_get <= 2 * t_flat + 0.5 * g_big_slack, "big get-deep-value costs at most 2x a flat "
+          "get-all of its size + %.1f s (%.3f s vs %.3f s)", 0.5 * g_big_slack, t_get, t_flat);
+    em_buf_reset(&c->out);
+    s = sx_req_begin(&c->out, SX_OP_REMOVE_KEY, c->rid++);
+    sx_cache_hdr(&c->out, CID_HOSTILE);
+    sx_v_int(&c->out, -7);
+    sx_req_end(&c->out, s);
+    sx_call(c, &r, 10000);
+    em_buf_free(&c->out);               /* give the big buffer back */
+    em_buf_free(&c->in);
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: ember-adversary --port P --pid PID [--frames N] [--threads T]"
                     " [--seed S] [--max-seconds S] [--idle N] [--hs-timeout S]"
-                    " [--rss-slack-kb K | --no-rss] [--check-pause-us U] [--verbose]\n");
+                    " [--rss-slack-kb K | --no-rss] [--check-pause-us U] [--verbose]"
+                    " [--big-bytes N [--big-slack F]]\n");
     exit(2);
 }
 
@@ -1325,6 +1735,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--hs-timeout")) g_hs_timeout = atof(v);
         else if (!strcmp(a, "--rss-slack-kb")) g_rss_slack_kb = atol(v);
         else if (!strcmp(a, "--check-pause-us")) g_check_pause_us = atoi(v);
+        else if (!strcmp(a, "--big-bytes")) g_big_bytes = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--big-slack")) g_big_slack = atof(v);
         else if (!strcmp(a, "--kinds")) {
             g_kind_mask = 0;
             for (int k = 0; k < NKINDS; k++) {
@@ -1381,6 +1793,15 @@ int main(int argc, char **argv)
             sx_call(&setup, &r, 10000);
         }
         simple_call(&setup, SX_OP_CLEAR, cid, &r);
+    }
+
+    /* Before the baseline: types they register stay (the registry keeps
+     * every type), and the big buffers' pages may stay with the allocator. */
+    big_requests(&setup);
+    if (setup.fd < 0) {
+        printf("lost the setup connection after the maximum-size requests\n");
+        printf("%d passed, %d failed\n", npass, nfail + 1);
+        return 1;
     }
 
     /* idle sockets: never handshake (slowloris / half-open, §5.3) */

@@ -510,3 +510,42 @@ TEST(binary_wire_out)
     CHECK(o.len == 5 && memcmp(o.p, i5, 5) == 0);
     em_buf_free(&o);
 }
+
+/* Elements after a nested container are found where its walk ended:
+ * [[5, Person, "x"], Person, [[Person]]] -> all three wrapped; a handle
+ * after the nested containers still keeps the value unchanged. */
+TEST(binary_wire_out_after_nested_containers)
+{
+    uint8_t c[256];
+    size_t n = 0, len;
+    c[n++] = 24; em_st32(c + n, 3); n += 4; c[n++] = 1;
+    c[n++] = 24; em_st32(c + n, 3); n += 4; c[n++] = 1;
+    c[n++] = 3; em_st32(c + n, 5); n += 4;
+    memcpy(c + n, PERSON_JAVA, sizeof PERSON_JAVA); n += sizeof PERSON_JAVA;
+    c[n++] = 9; em_st32(c + n, 1); n += 4; c[n++] = 'x';
+    memcpy(c + n, PERSON_JAVA, sizeof PERSON_JAVA); n += sizeof PERSON_JAVA;
+    c[n++] = 24; em_st32(c + n, 1); n += 4; c[n++] = 1;
+    c[n++] = 24; em_st32(c + n, 1); n += 4; c[n++] = 1;
+    size_t last = n;
+    memcpy(c + n, PERSON_JAVA, sizeof PERSON_JAVA); n += sizeof PERSON_JAVA;
+    REQUIRE_OK(bin_validate(c, n, &len, 0));
+    REQUIRE_EQ(len, n);
+    em_buf o = EM_BUF_INIT;
+    REQUIRE_OK(bin_wire_out(c, n, &o));
+    REQUIRE_EQ(o.len, n + 27);
+    REQUIRE_OK(bin_validate(o.p, o.len, &len, 0));
+    CHECK_EQ(len, o.len);
+    CHECK_EQ(o.p[12 + 5], 27);                       /* first Person */
+    CHECK_EQ(o.p[12 + 5 + 9 + sizeof PERSON_JAVA + 6], 27);   /* second */
+    CHECK_EQ(o.p[last + 18], 27);                    /* third, two levels down */
+    CHECK_MEM(o.p + last + 18 + 5, PERSON_JAVA, sizeof PERSON_JAVA);
+    /* a handle at the end (to the first Person): everything unchanged */
+    em_st32(c + 1, 4);
+    c[n] = 102; em_st32(c + n + 1, (uint32_t)(n - 17)); n += 5;
+    REQUIRE_OK(bin_validate(c, n, &len, 0));
+    em_buf_reset(&o);
+    REQUIRE_OK(bin_wire_out(c, n, &o));
+    CHECK_EQ(o.len, n);
+    CHECK_MEM(o.p, c, n);
+    em_buf_free(&o);
+}

@@ -462,6 +462,36 @@ TEST(binary_key_prepare_nested_deepest_first)
     em_buf_free(&s);
 }
 
+/* Values after a nested container are found where the walk ended (it no
+ * longer re-skips each element): [[5, Person, "x"], Person], both Persons
+ * with Node's wrong hash. */
+TEST(binary_key_prepare_after_nested_containers)
+{
+    uint8_t k0[160];
+    size_t n = 0;
+    k0[n++] = 24; em_st32(k0 + n, 2); n += 4; k0[n++] = 1;
+    k0[n++] = 24; em_st32(k0 + n, 3); n += 4; k0[n++] = 1;
+    k0[n++] = 3; em_st32(k0 + n, 5); n += 4;
+    size_t p1 = n;
+    memcpy(k0 + n, PERSON, sizeof PERSON); n += sizeof PERSON;
+    k0[n++] = 9; em_st32(k0 + n, 1); n += 4; k0[n++] = 'x';
+    size_t p2 = n;
+    memcpy(k0 + n, PERSON, sizeof PERSON); n += sizeof PERSON;
+    size_t len;
+    REQUIRE_OK(bin_validate(k0, n, &len, 0));
+    REQUIRE_EQ(len, n);
+    em_buf s = EM_BUF_INIT;
+    bin_key k;
+    REQUIRE_OK(bin_key_prepare(k0, n, &s, &k));
+    CHECK_EQ(k.len, n);
+    CHECK_EQ((int32_t)em_ld32(k.p + p1 + 8), 0x28E120B7);
+    CHECK_EQ((int32_t)em_ld32(k.p + p2 + 8), 0x28E120B7);
+    uint32_t inner = ((31u + 5u) * 31u + 0x28E120B7u) * 31u + 'x';
+    CHECK_EQ(k.hash, (int32_t)((31u + inner) * 31u + 0x28E120B7u));
+    CHECK_EQ(bin_hash(k.p), k.hash);
+    em_buf_free(&s);
+}
+
 static int32_t h_of(const uint8_t *b, size_t n)
 {
     em_buf s = EM_BUF_INIT;

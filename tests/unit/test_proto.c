@@ -516,6 +516,239 @@ TEST(proto_partitions_single_node)
     pe_close(&e);
 }
 
+/* create_mode: GET_OR_CREATE_WITH_CONFIGURATION with a cache mode
+ * (2 = PARTITIONED, 1 = REPLICATED). */
+static void create_mode(pe_env *e, const char *name, int32_t mode)
+{
+    const uint8_t *b;
+    size_t n;
+    req_begin(e, 1054);
+    size_t at = e->req.len;
+    em_buf_put_le32(&e->req, 0);
+    em_buf_put_le16(&e->req, 2);
+    em_buf_put_le16(&e->req, 0);
+    put_str(&e->req, name);
+    em_buf_put_le16(&e->req, 1);
+    em_buf_put_le32(&e->req, (uint32_t)mode);
+    em_st32(e->req.p + at, (uint32_t)(e->req.len - at - 4));
+    if (req_send(e, &b, &n) == 0)
+        CHECK_EQ(em_ld16(b + 8) & 1, 0);
+}
+
+static int32_t cid(const char *name)
+{
+    return em_hash_java_str((const uint8_t *)name, strlen(name));
+}
+
+/* CACHE_PARTITIONS with repeats behind many unknown ids (the layout that
+ * made the old duplicate check quadratic): each cache is reported once, in
+ * its group; more than PR_MAX_PARTITION_CACHES ids is refused with status 1. */
+TEST(proto_partitions_repeats_and_bound)
+{
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 4));
+    create_mode(&e, "pp", 2);
+    create_mode(&e, "pq", 2);
+    create_mode(&e, "pr", 1);
+    const uint8_t *b;
+    size_t n;
+    req_begin(&e, 1101);
+    em_buf_put_le32(&e.req, 4000);
+    for (int i = 0; i < 2000; i++)
+        em_buf_put_le32(&e.req, 0x5000 + (uint32_t)i);            /* unknown */
+    for (int i = 0; i < 2000; i++)
+        em_buf_put_le32(&e.req, (uint32_t)cid(i % 3 == 0 ? "pq" : i % 3 == 1 ? "pr" : "pp"));
+    REQUIRE_OK(req_send(&e, &b, &n));
+    REQUIRE_EQ(em_ld16(b + 8) & 1, 0);
+    const uint8_t *p = b + 10, *end = b + n;
+    CHECK_EQ(em_ld32(p + 12), 2);                              /* applicable + others */
+    p += 16;
+    REQUIRE(p[0] == 1);
+    REQUIRE_EQ(em_ld32(p + 1), 2);                             /* pq then pp, once each */
+    CHECK_EQ((int32_t)em_ld32(p + 5), cid("pq"));
+    CHECK_EQ((int32_t)em_ld32(p + 13), cid("pp"));
+    p += 5 + 2 * 8;
+    CHECK_EQ(em_ld32(p), 1);                                   /* one node */
+    p += 4 + 17;
+    REQUIRE_EQ(em_ld32(p), 1024);
+    p += 4 + 4 * 1024;
+    REQUIRE(end - p == 9);
+    CHECK_EQ(p[0], 0);                                         /* not applicable */
+    CHECK_EQ(em_ld32(p + 1), 1);
+    CHECK_EQ((int32_t)em_ld32(p + 5), cid("pr"));
+    /* the bound */
+    for (int over = 0; over < 2; over++) {
+        uint32_t cnt = PR_MAX_PARTITION_CACHES + (uint32_t)over;
+        req_begin(&e, 1101);
+        em_buf_put_le32(&e.req, cnt);
+        for (uint32_t i = 0; i < cnt; i++)
+            em_buf_put_le32(&e.req, (uint32_t)cid("pp"));
+        REQUIRE_OK(req_send(&e, &b, &n));
+        CHECK_EQ(em_ld16(b + 8) & 1, over);
+        if (over) {
+            CHECK_EQ(em_ld32(b + 10), 1);                      /* FAILED */
+            CHECK(memmem(b, n, "at most 65536", 13) != NULL);
+        }
+    }
+    pe_close(&e);
+}
+
+/* A GET_ALL of many keys is sliced a chunk at a time: it allocates far
+ * less than its slices would take (8 MiB here), and keeps nothing after
+ * (the slice arrays stayed at 4 MiB). */
+TEST(proto_big_batch_scratch_released)
+{
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 2));
+    create_cache(&e, "big");
+    const uint8_t *b;
+    size_t n;
+    int64_t before = 0;
+    em_mem_stats m0 = {0}, m1 = {0};
+    for (int round = 0; round < 2; round++) {
+        uint32_t cnt = round ? 100000 : 100;
+        req_begin(&e, 1003);
+        cache_hdr(&e.req, "big");
+        em_buf_put_le32(&e.req, cnt);
+        for (uint32_t i = 0; i < cnt; i++)
+            put_int(&e.req, (int32_t)i);
+        em_st32(e.req.p, (uint32_t)(e.req.len - 4));
+        size_t used;
+        m0 = em_mem_thread();
+        REQUIRE_OK(pr_feed(e.c, e.req.p, e.req.len, &e.out, SIZE_MAX / 2, &used));
+        m1 = em_mem_thread();
+        CHECK_EQ(status_of(e.out.p + 4), 0);
+        em_buf_free(&e.req);            /* the test's own buffers do not count */
+        em_buf_free(&e.out);
+        if (round == 0)
+            before = em_mem_live_bytes();
+    }
+    (void)b;
+    (void)n;
+    CHECK(m1.bytes - m0.bytes < (1 << 20));
+    CHECK(em_mem_live_bytes() - before < (1 << 20));
+    pe_close(&e);
+}
+
+/* PUT_BINARY_TYPE past the per-type bounds: status 1 with a message that
+ * names them, for a record too big on its own and for growth past them. */
+TEST(proto_binary_type_bounds_reply)
+{
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 2));
+    const uint8_t *b;
+    size_t n;
+    for (int round = 0; round < 3; round++) {
+        /* 8193 fields at once; then 8192, then one more */
+        uint32_t from = round == 2 ? 8192 : 0, cnt = round == 0 ? 8193 : round == 1 ? 8192 : 1;
+        req_begin(&e, 3003);
+        em_buf_put_le32(&e.req, 4242);
+        put_str(&e.req, "Bounded");
+        em_buf_put_u8(&e.req, 101);
+        em_buf_put_le32(&e.req, cnt);
+        for (uint32_t i = from; i < from + cnt; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "f%u", i);
+            put_str(&e.req, name);
+            em_buf_put_le32(&e.req, 3);
+            em_buf_put_le32(&e.req, i + 1);
+        }
+        em_buf_put_u8(&e.req, 0);
+        em_buf_put_le32(&e.req, 0);
+        REQUIRE_OK(req_send(&e, &b, &n));
+        CHECK_EQ(status_of(b), round == 1 ? 0 : 1);
+        if (round != 1)
+            CHECK(memmem(b, n, "at most 8192 fields", 19) != NULL);
+    }
+    pe_close(&e);
+}
+
+/* Person{id:7, name:"abc"} as Node 1.0.0 writes it (reference §3.2). */
+static const uint8_t PERSON[39] = {
+    0x67, 0x01, 0x2b, 0x00, 0x55, 0x9b, 0xe3, 0xc4, 0x01, 0x00, 0x00, 0x00,
+    0x27, 0x00, 0x00, 0x00, 0xf3, 0xf1, 0xdc, 0x39, 0x25, 0x00, 0x00, 0x00,
+    0x03, 0x07, 0x00, 0x00, 0x00, 0x09, 0x03, 0x00, 0x00, 0x00, 0x61, 0x62,
+    0x63, 0x18, 0x1d
+};
+
+/* Batches longer than a chunk (PR_BATCH, 4096) behave as one: every pair
+ * stored, found and removed; a bad key at the very end refuses the whole
+ * request before anything is applied. */
+TEST(proto_batches_in_chunks)
+{
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, NULL));
+    CHECK_OK(hs_ok(&e, 2));
+    create_cache(&e, "ch");
+    const uint8_t *b;
+    size_t n;
+    const uint32_t cnt = 10000;
+    for (int bad = 1; bad >= 0; bad--) {
+        req_begin(&e, 1004);
+        cache_hdr(&e.req, "ch");
+        em_buf_put_le32(&e.req, cnt);
+        for (uint32_t i = 0; i < cnt; i++) {
+            if (bad && i == cnt - 1)
+                em_buf_put_u8(&e.req, 101);            /* null key */
+            else
+                put_int(&e.req, (int32_t)i);
+            if (i % 3 == 0) {                          /* a 27-wrapped Person value */
+                em_buf_put_u8(&e.req, 27);
+                em_buf_put_le32(&e.req, sizeof PERSON);
+                em_buf_append(&e.req, PERSON, sizeof PERSON);
+                em_buf_put_le32(&e.req, 0);
+            } else {
+                put_int(&e.req, (int32_t)i * 2);
+            }
+        }
+        REQUIRE_OK(req_send(&e, &b, &n));
+        CHECK_EQ(status_of(b) != 0, bad);
+        req_begin(&e, 1020);
+        cache_hdr(&e.req, "ch");
+        em_buf_put_le32(&e.req, 0);
+        REQUIRE_OK(req_send(&e, &b, &n));
+        CHECK_EQ(em_ld64(b + 12), bad ? 0 : cnt);
+    }
+    /* GET_ALL over every key plus some missing ones */
+    req_begin(&e, 1003);
+    cache_hdr(&e.req, "ch");
+    em_buf_put_le32(&e.req, cnt + 50);
+    for (uint32_t i = 0; i < cnt + 50; i++)
+        put_int(&e.req, (int32_t)i);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    REQUIRE_EQ(status_of(b), 0);
+    CHECK_EQ(em_ld32(b + 12), cnt);
+    CHECK(memmem(b, n, PERSON + 24, sizeof PERSON - 24) != NULL);
+    /* CONTAINS_KEYS: all, then one missing after the first chunk */
+    for (int miss = 0; miss < 2; miss++) {
+        req_begin(&e, 1012);
+        cache_hdr(&e.req, "ch");
+        em_buf_put_le32(&e.req, cnt);
+        for (uint32_t i = 0; i < cnt; i++)
+            put_int(&e.req, (int32_t)(miss && i == 5000 ? 777777 : i));
+        REQUIRE_OK(req_send(&e, &b, &n));
+        REQUIRE_EQ(status_of(b), 0);
+        CHECK_EQ(b[12], !miss);
+    }
+    /* REMOVE_KEYS of all of them */
+    req_begin(&e, 1018);
+    cache_hdr(&e.req, "ch");
+    em_buf_put_le32(&e.req, cnt);
+    for (uint32_t i = 0; i < cnt; i++)
+        put_int(&e.req, (int32_t)i);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 0);
+    req_begin(&e, 1020);
+    cache_hdr(&e.req, "ch");
+    em_buf_put_le32(&e.req, 0);
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(em_ld64(b + 12), 0);
+    pe_close(&e);
+}
+
 TEST(proto_get_put_allocate_nothing_in_steady_state)
 {
     pe_env e;
@@ -543,6 +776,69 @@ TEST(proto_get_put_allocate_nothing_in_steady_state)
             put_int(&e.req, i % 50);
             REQUIRE_OK(req_send(&e, &b, &n));
             REQUIRE_EQ(n, 12 + 105);
+        }
+    }
+    em_mem_stats after = em_mem_thread();
+    CHECK_EQ(after.allocs - before.allocs, 0);
+    CHECK_EQ(after.bytes - before.bytes, 0);
+    pe_close(&e);
+}
+
+/* Cluster state: a change the server cannot record is refused and changes
+ * nothing; read-only refuses PUT but a GET still allocates nothing. */
+static int refuse_state(void *arg, int state)
+{
+    int *calls = arg;
+    ++*calls;
+    return state == PR_STATE_INACTIVE ? EM_IO : 0;
+}
+
+static int change_state(pe_env *e, int st)
+{
+    const uint8_t *b;
+    size_t n;
+    req_begin(e, 5001);
+    em_buf_put_u8(&e->req, (uint8_t)st);
+    int rc = req_send(e, &b, &n);
+    return rc ? rc : status_of(b);
+}
+
+TEST(proto_cluster_state_change_and_read_only_get)
+{
+    pr_options o;
+    pr_options_default(&o);
+    int calls = 0;
+    o.state_persist = refuse_state;
+    o.state_arg = &calls;
+    pe_env e;
+    REQUIRE_OK(pe_open(&e, &o));
+    CHECK_OK(hs_ok(&e, 2));
+    create_cache(&e, "a");
+    CHECK_EQ(change_state(&e, PR_STATE_INACTIVE), 1);      /* not recorded: refused */
+    CHECK_EQ(pr_server_state(e.ps), PR_STATE_ACTIVE);
+    CHECK_EQ(change_state(&e, PR_STATE_ACTIVE), 0);         /* no change: not recorded */
+    CHECK_EQ(calls, 1);
+    CHECK_EQ(change_state(&e, PR_STATE_ACTIVE_READ_ONLY), 0);
+    CHECK_EQ(pr_server_state(e.ps), PR_STATE_ACTIVE_READ_ONLY);
+    CHECK_EQ(calls, 2);
+    const uint8_t *b;
+    size_t n;
+    req_begin(&e, 1001);
+    cache_hdr(&e.req, "a");
+    put_int(&e.req, 1);
+    put_str(&e.req, "v");
+    REQUIRE_OK(req_send(&e, &b, &n));
+    CHECK_EQ(status_of(b), 1);
+    em_mem_stats before = {0};
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            before = em_mem_thread();
+        for (int i = 0; i < 200; i++) {
+            req_begin(&e, 1000);
+            cache_hdr(&e.req, "a");
+            put_int(&e.req, i % 50);
+            REQUIRE_OK(req_send(&e, &b, &n));
+            REQUIRE_EQ(status_of(b), 0);
         }
     }
     em_mem_stats after = em_mem_thread();

@@ -134,3 +134,50 @@ TEST(srv_meta_failed_fsync_is_sticky)
     bin_registry_free(reg);
     wal_memfs_free(fs);
 }
+
+/* open_state: a fresh open of the log; its replayed cluster state. */
+static int open_state(wal_memfs *fs, int *state, srv_meta **keep)
+{
+    bin_registry *reg = bin_registry_new();
+    srv_meta *m = NULL;
+    char err[256] = "";
+    int rc = srv_meta_open(&m, wal_memfs_ops(fs), "/m", reg, err, sizeof err);
+    if (!rc)
+        *state = srv_meta_state(m);
+    if (!rc && keep)
+        *keep = m;
+    else
+        srv_meta_close(m);
+    bin_registry_free(reg);
+    return rc;
+}
+
+TEST(srv_meta_cluster_state_last_record_wins)
+{
+    wal_memfs *fs;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    int st = 9;
+    srv_meta *m = NULL;
+    REQUIRE_OK(open_state(fs, &st, &m));
+    CHECK_EQ(st, -1);                               /* never set: none */
+    uint8_t b = 1;
+    CHECK_OK(srv_meta_append(m, SRV_META_STATE, &b, 1));
+    CHECK_OK(srv_meta_append(m, SRV_META_TYPE, person_meta, sizeof person_meta));
+    b = 2;
+    CHECK_OK(srv_meta_append(m, SRV_META_STATE, &b, 1));
+    srv_meta_close(m);
+    wal_memfs *after;
+    REQUIRE_OK(wal_memfs_crash(fs, 0.0, 1, &after));
+    CHECK_OK(open_state(after, &st, NULL));
+    CHECK_EQ(st, 2);
+    wal_memfs_free(after);
+    /* a state byte out of range is a corrupt record */
+    REQUIRE_OK(open_state(fs, &st, &m));
+    b = 7;
+    CHECK_OK(srv_meta_append(m, SRV_META_STATE, &b, 1));
+    b = 0;
+    CHECK_OK(srv_meta_append(m, SRV_META_STATE, &b, 1));
+    srv_meta_close(m);
+    CHECK(open_state(fs, &st, NULL) != 0);
+    wal_memfs_free(fs);
+}

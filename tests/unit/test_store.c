@@ -264,7 +264,15 @@ TEST(store_conditional_ops)
     CHECK_OK(st_get_and_put_if_absent(c, NULL, k, kl, b, bl, &out, &f));
     CHECK(f && out.len == al && memcmp(out.p, a, al) == 0);   /* existing value, unchanged */
     em_buf_reset(&out);
-    CHECK_OK(st_local_peek(c, NULL, k, kl, &out, &f));
+    CHECK_OK(st_local_peek(c, NULL, 0, k, kl, &out, &f));
+    CHECK(f && memcmp(out.p, a, al) == 0);
+    em_buf_reset(&out);
+    /* a peek for backups (or on-heap copies) sees nothing on one node */
+    CHECK_OK(st_local_peek(c, NULL, 1 << 3, k, kl, &out, &f));
+    CHECK(!f && out.len == 0);
+    CHECK_OK(st_local_peek(c, NULL, 1 << 4, k, kl, &out, &f));
+    CHECK(!f && out.len == 0);
+    CHECK_OK(st_local_peek(c, NULL, (1 << 2) | (1 << 5), k, kl, &out, &f));
     CHECK(f && memcmp(out.p, a, al) == 0);
     em_buf_reset(&out);
 
@@ -345,13 +353,22 @@ TEST(store_batch_ops)
     int64_t sz;
     CHECK_OK(st_size(c, 0, &sz));
     CHECK_EQ(sz, N / 2 - 10);
-    /* peek modes: NEAR (1) or BACKUP (3) alone count nothing on one node */
+    /* peek modes: one node holds primaries only, off the heap, no near
+     * copies: NEAR (1), BACKUP (3), ONHEAP (4) alone count nothing */
     CHECK_OK(st_size(c, 1 << 2, &sz));
     CHECK_EQ(sz, N / 2 - 10);
     CHECK_OK(st_size(c, 1 << 3, &sz));
     CHECK_EQ(sz, 0);
     CHECK_OK(st_size(c, (1 << 1) | (1 << 3), &sz));
     CHECK_EQ(sz, 0);
+    CHECK_OK(st_size(c, 1 << 4, &sz));
+    CHECK_EQ(sz, 0);
+    CHECK_OK(st_size(c, (1 << 2) | (1 << 4), &sz));
+    CHECK_EQ(sz, 0);
+    CHECK_OK(st_size(c, (1 << 4) | (1 << 5), &sz));
+    CHECK_EQ(sz, N / 2 - 10);
+    CHECK_OK(st_size(c, 1 << 5, &sz));
+    CHECK_EQ(sz, N / 2 - 10);
     CHECK_OK(st_clear(c));
     CHECK_OK(st_size(c, 0, &sz));
     CHECK_EQ(sz, 0);
@@ -592,7 +609,7 @@ TEST(store_expiry_policies)
         CHECK(f);
     }
     msleep(400);
-    CHECK_OK(st_local_peek(c, NULL, kb, ikey(kb, 5), &out, &f));
+    CHECK_OK(st_local_peek(c, NULL, 0, kb, ikey(kb, 5), &out, &f));
     CHECK_EQ(f, 0);
     /* update -1 makes an expiring entry eternal */
     CHECK_OK(put_il(c, NULL, 6, 6));            /* cache policy: 300 ms */

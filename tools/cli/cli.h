@@ -31,6 +31,7 @@ typedef struct cli_opts {
     int         timeout_ms;
     int         ver;        /* requested protocol version (CLI_VER) */
     int         ver_pinned; /* --protocol given: never fall back */
+    uint8_t     features;   /* feature bits 0-7 asked for at 1.7.0 */
 } cli_opts;
 
 /* Outcome of one call: a server status and its message, or a local failure. */

@@ -258,9 +258,11 @@ static int handshake(cli_conn *c, const cli_opts *o, int ver, int *server_ver, c
     em_buf_put_le16(b, (uint16_t)(ver % 100));
     em_buf_put_u8(b, 2);
     if (ver >= CLI_VER(1, 7, 0)) {
-        /* An empty feature set: nothing optional (user attributes included). */
+        /* Only what the command needs (never user attributes). */
         em_buf_put_u8(b, 12);
-        em_buf_put_le32(b, 0);
+        em_buf_put_le32(b, o->features ? 1 : 0);
+        if (o->features)
+            em_buf_put_u8(b, o->features);
     }
     if (o->user && ver >= CLI_VER(1, 1, 0)) {
         cli_put_str(b, o->user, strlen(o->user));

@@ -2,7 +2,7 @@
  *
  *   ember-cli [options] ping | caches | create NAME | destroy NAME |
  *             put CACHE KEY VALUE | get CACHE KEY | remove CACHE KEY |
- *             size CACHE | stats
+ *             size CACHE | stats | state [ACTIVE|ACTIVE_READ_ONLY|INACTIVE]
  *
  * Exit codes: 0 success, 1 the server answered with an error, 2 usage,
  * connection or protocol errors.  Op layouts: ignite-thin-protocol.md §2.3-2.4.
@@ -18,12 +18,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum {
     OP_CACHE_GET = 1000, OP_CACHE_PUT = 1001, OP_CACHE_REMOVE_KEY = 1016,
     OP_CACHE_GET_SIZE = 1020, OP_CACHE_GET_NAMES = 1050, OP_CACHE_CREATE_WITH_NAME = 1051,
-    OP_CACHE_DESTROY = 1056,
+    OP_CACHE_DESTROY = 1056, OP_CLUSTER_GET_STATE = 5000, OP_CLUSTER_CHANGE_STATE = 5001,
 };
+
+/* Feature bit CLUSTER_STATES (reference §1.8): GET_STATE answers the
+ * state's ordinal instead of a bool. */
+#define FEAT_CLUSTER_STATES 0x04
 
 static const char usage_text[] =
     "usage: ember-cli [options] COMMAND [ARGS]\n"
@@ -38,6 +43,8 @@ static const char usage_text[] =
     "  remove CACHE KEY          remove a key\n"
     "  size CACHE                number of entries\n"
     "  stats                     server version, node id, caches and their sizes\n"
+    "  state [STATE]             cluster state, or set it: ACTIVE, ACTIVE_READ_ONLY,\n"
+    "                            INACTIVE (a persistent emberd starts INACTIVE once)\n"
     "\n"
     "keys and values are typed: int:5 long:5 short:5 byte:5 double:1.5 float:1.5\n"
     "bool:true char:x date:MS uuid:8-4-4-4-12 string:abc (untyped = string)\n"
@@ -177,6 +184,49 @@ static void names_print(void *arg, const uint8_t *s, uint32_t n)
         em_buf_put_u8(a->out, '\n');
     }
     a->count++;
+}
+
+static const char *const state_names[] = { "INACTIVE", "ACTIVE", "ACTIVE_READ_ONLY" };
+
+/* cmd_state prints the cluster state, or sets it to want (a name, any case). */
+static int cmd_state(cli_conn *c, const cli_opts *o, const char *want)
+{
+    em_buf b = EM_BUF_INIT;
+    const uint8_t *p;
+    size_t n;
+    cli_err e;
+    int rc;
+    if (want) {
+        int st = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcasecmp(want, state_names[i]))
+                st = i;
+        if (st < 0)
+            return usage_error("unknown cluster state '%s' (ACTIVE, ACTIVE_READ_ONLY, "
+                               "INACTIVE)", want);
+        em_buf_put_u8(&b, (uint8_t)st);
+        rc = cli_call(c, OP_CLUSTER_CHANGE_STATE, &b, &p, &n, &e);
+        em_buf_free(&b);
+        if (rc)
+            return report(o, rc, &e);
+        if (n != 0)
+            return bad_reply(o, "unexpected payload after CHANGE_STATE");
+    }
+    rc = cli_call(c, OP_CLUSTER_GET_STATE, NULL, &p, &n, &e);
+    if (rc)
+        return report(o, rc, &e);
+    /* Without the feature (protocol < 1.7.0 or an older server) the answer
+     * is a bool "active", which cannot tell ACTIVE_READ_ONLY from ACTIVE. */
+    if (n != 1 || p[0] > 2)
+        return bad_reply(o, "GET_STATE result is not a state");
+    /* A bool "active" from an older handshake: ACTIVE or ACTIVE_READ_ONLY. */
+    int as_bool = c->ver < CLI_VER(1, 7, 0) && p[0] == 1;
+    if (o->json)
+        printf("{\"ok\":true,\"state\":\"%s\"}\n", state_names[p[0]]);
+    else
+        printf("%s%s\n", state_names[p[0]],
+               as_bool ? " (or ACTIVE_READ_ONLY: protocol < 1.7.0 cannot tell)" : "");
+    return 0;
 }
 
 static int cmd_caches(cli_conn *c, const cli_opts *o)
@@ -505,7 +555,7 @@ int main(int argc, char **argv)
     int nargs = argc - optind - 1;
     static const struct { const char *name; int nargs; } cmds[] = {
         {"ping", 0}, {"caches", 0}, {"create", 1}, {"destroy", 1}, {"put", 3},
-        {"get", 2},  {"remove", 2}, {"size", 1},   {"stats", 0},
+        {"get", 2},  {"remove", 2}, {"size", 1},   {"stats", 0},  {"state", -1},
     };
     int known = -1;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
@@ -513,11 +563,21 @@ int main(int argc, char **argv)
             known = (int)i;
     if (known < 0)
         return usage_error("unknown command '%s'", cmd);
-    if (nargs != cmds[known].nargs) {
+    if (cmds[known].nargs < 0 ? nargs > 1 : nargs != cmds[known].nargs) {
         char m[80];
-        snprintf(m, sizeof m, "'%s' takes %d argument%s", cmd, cmds[known].nargs,
-                 cmds[known].nargs == 1 ? "" : "s");
+        if (cmds[known].nargs < 0)
+            snprintf(m, sizeof m, "'%s' takes at most 1 argument", cmd);
+        else
+            snprintf(m, sizeof m, "'%s' takes %d argument%s", cmd, cmds[known].nargs,
+                     cmds[known].nargs == 1 ? "" : "s");
         return usage_error("%s", m);
+    }
+
+    if (!strcmp(cmd, "state")) {
+        /* The state's name needs CLUSTER_STATES, a 1.7.0 feature. */
+        o.features = FEAT_CLUSTER_STATES;
+        if (!o.ver_pinned)
+            o.ver = CLI_VER(1, 7, 0);
     }
 
     cli_conn c;
@@ -557,7 +617,9 @@ int main(int argc, char **argv)
             } else
                 printf("%" PRId64 "\n", sz);
         }
-    } else
+    } else if (!strcmp(cmd, "state"))
+        ret = cmd_state(&c, &o, nargs ? args[0] : NULL);
+    else
         ret = cmd_stats(&c, &o);
     cli_close(&c);
     return ret;
