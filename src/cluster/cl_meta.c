@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <raft.h>
 #include <raft/uv.h>
+#include <stdio.h>
 #include <string.h>
 #include <uv.h>
 
@@ -285,11 +286,15 @@ static int meta_open(cl_meta *m)
 
 fail_raft:
     rc = cl_meta_raft_err(rv);
+    if (m->cfg.errmsg)
+        snprintf(m->cfg.errmsg, CL_META_ERRMSG, "%s", raft_errmsg(&m->raft));
     raft_close(&m->raft, meta_raft_closed);   /* closes io, tcp and handles */
     uv_run(&m->loop, UV_RUN_DEFAULT);
     uv_loop_close(&m->loop);
     return rc;
 fail_uv:
+    if (m->cfg.errmsg)
+        snprintf(m->cfg.errmsg, CL_META_ERRMSG, "%s", m->raft.errmsg);
     raft_uv_close(&m->io);
 fail_tcp:
     raft_uv_tcp_close(&m->transport);
@@ -410,14 +415,11 @@ int cl_meta_propose(cl_meta *m, const void *entry, size_t len,
     meta_op *op = em_calloc(1, sizeof *op);
     if (!op)
         return EM_NOMEM;
-    op->buf.base = raft_malloc(len ? len : 1);
+    op->buf = cl_meta_raft_buf(entry, len);
     if (!op->buf.base) {
         em_free(op);
         return EM_NOMEM;
     }
-    if (len)
-        memcpy(op->buf.base, entry, len);
-    op->buf.len = len;
     op->kind = OP_PROPOSE;
     op->cb = cb;
     op->arg = arg;

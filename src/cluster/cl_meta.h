@@ -39,7 +39,10 @@ typedef struct cl_meta_cfg {
     size_t      segment_size;   /* 0: libraft's 8 MiB; tests use less */
     unsigned    snapshot_threshold;  /* 0: 1024 entries */
     unsigned    snapshot_trailing;   /* 0: 128 */
+    char       *errmsg;         /* NULL, or CL_META_ERRMSG bytes: why start failed */
 } cl_meta_cfg;
+
+#define CL_META_ERRMSG 256
 
 /* cl_meta_done_cb: completion of a proposal or membership change.  status 0,
  * the FSM's refusal (see cl_meta_fsm.h), EM_NOTLEADER (not proposed here),

@@ -137,8 +137,7 @@ static void prop_cb(struct raft_apply *req, int status, void *result)
 static prop *fx_propose(fx *x, unsigned i, em_buf *b)
 {
     prop *p = &x->props[x->n_props++];
-    struct raft_buffer rb = { raft_malloc(b->len), b->len };
-    memcpy(rb.base, b->p, b->len);
+    struct raft_buffer rb = cl_meta_raft_buf(b->p, b->len);
     p->req.data = p;
     int rv = raft_apply(raft_fixture_get(&x->f, i), &p->req, &rb, 1, prop_cb);
     if (rv) {
@@ -259,7 +258,8 @@ TEST(cl_meta_raft_election_and_apply)
     }
     /* Malformed: committed, refused by the FSM alike everywhere. */
     CHECK_EQ(bad->status, 0);
-    CHECK_EQ(bad->eff.status, EM_TRUNCATED);
+    CHECK(bad->eff.status < 0);
+    CHECK_EQ(bad->eff.type, 0);
     raft_index last = raft_last_index(raft_fixture_get(&x->f, l));
     REQUIRE(raft_fixture_step_until_applied(&x->f, 3, last, 10000));
     for (unsigned i = 0; i < 3; i++) {
