@@ -40,6 +40,11 @@ typedef struct cl_meta_cfg {
     unsigned    snapshot_threshold;  /* 0: 1024 entries */
     unsigned    snapshot_trailing;   /* 0: 128 */
     char       *errmsg;         /* NULL, or CL_META_ERRMSG bytes: why start failed */
+    /* A subscriber registered before raft_start, so it also sees the
+     * snapshot restored and the entries replayed while starting (NULL: none). */
+    void      (*on_apply)(void *arg, const struct cl_meta_entry *e,
+                          const struct cl_meta_effect *eff);
+    void       *on_apply_arg;
 } cl_meta_cfg;
 
 #define CL_META_ERRMSG 256
@@ -59,8 +64,10 @@ typedef void (*cl_meta_sub_cb)(void *arg, const cl_meta_entry *e,
  * Raft.  Returns 0 with *out, or an EM_* / -errno code. */
 int  cl_meta_start(cl_meta **out, const cl_meta_cfg *cfg);
 
-/* cl_meta_stop closes Raft, completes every queued request with EM_CLOSED,
- * joins the thread and frees m.  Not from the metadata thread. */
+/* cl_meta_stop refuses new requests (EM_CLOSED), completes the ones still
+ * queued with EM_CLOSED, gives those already in libraft up to three
+ * election timeouts to finish, closes Raft, joins the thread and frees m.
+ * Every callback has run when it returns.  Not from the metadata thread. */
 void cl_meta_stop(cl_meta *m);
 
 /* cl_meta_propose copies entry (an encoded cl_meta entry) and proposes it.
