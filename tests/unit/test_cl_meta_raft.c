@@ -524,3 +524,117 @@ TEST(cl_meta_raft_crash_and_revive)
     em_buf_free(&b);
     fx_close(x);
 }
+
+/* fx_any_leader: the server leading in the highest term, stable or not. */
+static unsigned fx_any_leader(fx *x)
+{
+    unsigned best = FX_MAX;
+    for (unsigned i = 0; i < x->f.n; i++) {
+        struct raft *r = raft_fixture_get(&x->f, i);
+        if (raft_state(r) == RAFT_LEADER &&
+            (best == FX_MAX || r->current_term > raft_fixture_get(&x->f, best)->current_term))
+            best = i;
+    }
+    return best;
+}
+
+TEST(cl_meta_raft_apply_nomem)
+{
+    /* An apply that runs out of memory leaves the state exactly as before
+     * the entry (apply is all-or-nothing) and tells libraft to stop there.
+     * libraft 0.15 then either retries the entry later (on the leader, whose
+     * append callback ignores the error) or turns the server RAFT_UNAVAILABLE
+     * for good (on a follower, whose recv path propagates it): fail-stop,
+     * recovered by a restart that replays the log (cl_meta.h).  Either way
+     * no replica skips the entry and the majority goes on. */
+    fx *x = &X;
+    fx_init(x, 3, 3);
+    REQUIRE(raft_fixture_step_until_has_leader(&x->f, 10000));
+    unsigned l = fx_leader(x);
+    em_buf b = EM_BUF_INIT;
+    join_entry(&b, 1);
+    fx_propose(x, l, &b);
+    REQUIRE(raft_fixture_step_until(&x->f, props_done, NULL, 10000));
+    raft_index first = raft_last_index(raft_fixture_get(&x->f, l));
+    REQUIRE(raft_fixture_step_until_applied(&x->f, 3, first, 10000));
+    for (int round = 0; round < 2; round++) {
+        /* Each join applies with one allocation per replica and the leader
+         * applies first: round 0 fails the leader's apply, round 1 the first
+         * follower's. */
+        join_entry(&b, 2 + round);      /* encoded before the hook is armed */
+        want_leader w0 = { FX_MAX, 0 };
+        REQUIRE(raft_fixture_step_until(&x->f, has_other_leader, &w0, 20000));
+        unsigned lead = fx_any_leader(x);
+        REQUIRE(lead < 3);
+        uint64_t before = 0, after = 0;
+        for (unsigned i = 0; i < 3; i++)
+            before += x->node[i].nomem;
+        em_mem_fail_after((uint64_t)round + 1, 0);
+        prop *p = fx_propose(x, lead, &b);
+        raft_fixture_step_until_elapsed(&x->f, 3000);
+        em_mem_fail_after(0, 0);
+        for (unsigned i = 0; i < 3; i++)
+            after += x->node[i].nomem;
+        CHECK(after > before);
+        if (p->done)
+            CHECK(p->status == 0 || p->status == RAFT_LEADERSHIPLOST);
+    }
+    /* Whoever is still up converges; a stopped replica holds a prefix. */
+    want_leader w = { FX_MAX, 0 };
+    REQUIRE(raft_fixture_step_until(&x->f, has_other_leader, &w, 20000));
+    unsigned nl = fx_any_leader(x);
+    REQUIRE(nl < 3);
+    join_entry(&b, 9);
+    fx_propose(x, nl, &b);
+    raft_index last = raft_last_index(raft_fixture_get(&x->f, nl));
+    unsigned up = 0;
+    for (unsigned i = 0; i < 3; i++) {
+        if (raft_state(raft_fixture_get(&x->f, i)) == RAFT_UNAVAILABLE) {
+            const cl_meta_fsm *s = &x->node[i].state;
+            CHECK(s->n_members >= 1 && s->n_members < 4);
+            CHECK_EQ(s->major, s->n_members);
+            continue;
+        }
+        REQUIRE(raft_fixture_step_until_applied(&x->f, i, last, 20000));
+        CHECK_EQ(x->node[i].state.n_members, 4);
+        up |= 1u << i;
+    }
+    /* The fixture is deterministic: round 0 was retried by the leader,
+     * round 1 stopped one follower. */
+    CHECK_EQ(__builtin_popcount(up), 2);
+    CHECK(same_states(x, nl, up));
+    CHECK_EQ(x->two_leaders, 0);
+    em_buf_free(&b);
+    fx_close(x);
+}
+
+TEST(cl_meta_raft_follower_disk_fault)
+{
+    /* A follower's disk fails: libraft stops that server (fail-stop, the
+     * same as above), the other two keep committing, and what the stopped
+     * one applied is a prefix of their log. */
+    fx *x = &X;
+    fx_init(x, 3, 3);
+    REQUIRE(raft_fixture_step_until_has_leader(&x->f, 10000));
+    unsigned l = fx_leader(x);
+    unsigned f1 = (l + 1) % 3, f2 = (l + 2) % 3;
+    em_buf b = EM_BUF_INIT;
+    raft_fixture_io_fault(&x->f, f1, 0, 3);
+    for (int i = 0; i < 6; i++) {
+        cl_meta_enc_type_put(&b, i, "meta", 4);
+        fx_propose(x, l, &b);
+    }
+    REQUIRE(raft_fixture_step_until(&x->f, props_done, NULL, 20000));
+    for (unsigned i = 0; i < x->n_props; i++)
+        CHECK_EQ(x->props[i].status, 0);
+    raft_index last = raft_last_index(raft_fixture_get(&x->f, l));
+    REQUIRE(raft_fixture_step_until_applied(&x->f, f2, last, 30000));
+    CHECK(same_states(x, l, (1u << l) | (1u << f2)));
+    CHECK_EQ(x->node[l].state.n_types, 6);
+    CHECK_EQ(raft_state(raft_fixture_get(&x->f, f1)), RAFT_UNAVAILABLE);
+    CHECK(x->node[f1].state.n_types <= 6);
+    CHECK(x->node[f1].state.last_index <= x->node[l].state.last_index);
+    CHECK_EQ(x->two_leaders, 0);
+    em_buf_free(&b);
+    fx_close(x);
+}
