@@ -3,7 +3,8 @@
  * to (cl_meta.h has the thread contract).
  *
  * Life of a proposal: cl_meta_propose copies the entry into a raft_malloc'd
- * buffer, queues an op and wakes the loop with uv_async_send; the loop calls
+ * buffer (padded, cl_meta_raft_buf), queues an op and wakes the loop with
+ * uv_async_send; the loop queues it behind the apply window and calls
  * raft_apply; libraft's apply callback (after the FSM applied the entry on
  * this node) calls the caller's cb with the FSM's verdict and frees the op.
  * Membership changes queue separately, since libraft runs one at a time.
@@ -77,7 +78,9 @@ struct cl_meta {
 
 /* ---- info ---- */
 
-static void publish_info(cl_meta *m)
+/* publish_info copies this server's view for other threads; applied is the
+ * index being applied right now (libraft advances last_applied after). */
+static void publish_info_at(cl_meta *m, uint64_t applied)
 {
     cl_meta_info in;
     memset(&in, 0, sizeof in);
@@ -97,6 +100,8 @@ static void publish_info(cl_meta *m)
         strncpy(in.leader_addr, laddr, sizeof in.leader_addr - 1);
     }
     in.last_applied = raft_last_applied(r);
+    if (applied > in.last_applied)
+        in.last_applied = applied;
     for (unsigned i = 0; i < r->configuration.n; i++) {
         int role = r->configuration.servers[i].role;
         if (role == RAFT_VOTER)
@@ -111,6 +116,8 @@ static void publish_info(cl_meta *m)
     pthread_mutex_unlock(&m->info_mu);
 }
 
+static void publish_info(cl_meta *m) { publish_info_at(m, 0); }
+
 void cl_meta_get_info(cl_meta *m, cl_meta_info *out)
 {
     pthread_mutex_lock(&m->info_mu);
@@ -121,8 +128,7 @@ void cl_meta_get_info(cl_meta *m, cl_meta_info *out)
 static void info_sub(void *arg, const cl_meta_entry *e, const cl_meta_effect *eff)
 {
     (void)e;
-    (void)eff;
-    publish_info(arg);
+    publish_info_at(arg, eff->index);
 }
 
 static void timer_cb(uv_timer_t *t) { publish_info(t->data); }

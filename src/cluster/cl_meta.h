@@ -82,7 +82,8 @@ int  cl_meta_propose(cl_meta *m, const void *entry, size_t len,
 void cl_meta_read(cl_meta *m, void (*fn)(void *arg, const cl_meta_fsm *s), void *arg);
 
 /* cl_meta_subscribe registers cb for every entry applied from now on (any
- * thread; at most 16; no unsubscribe: cb must outlive m). */
+ * thread; 14 at most besides cfg.on_apply; no unsubscribe: cb must outlive
+ * m).  Entries applied while starting are seen only through cfg.on_apply. */
 int  cl_meta_subscribe(cl_meta *m, cl_meta_sub_cb cb, void *arg);
 
 /* cl_meta_add adds server (raft_id, raft_addr) on the leader: it joins as a
@@ -96,7 +97,11 @@ int  cl_meta_add(cl_meta *m, uint64_t raft_id, const char *raft_addr,
 int  cl_meta_remove(cl_meta *m, uint64_t raft_id, cl_meta_done_cb cb, void *arg);
 
 /* cl_meta_info: this server's view, refreshed by the metadata thread after
- * every apply and every heartbeat period. */
+ * every apply, every membership change and every heartbeat period.
+ * CL_META_ROLE_NONE after a successful start means libraft stopped this
+ * server for good (0.15 does so on a disk error, or when the FSM ran out of
+ * memory applying an entry on a follower): its state is a consistent prefix;
+ * cl_meta_stop and cl_meta_start on the same directory replay the log. */
 enum { CL_META_ROLE_NONE = 0, CL_META_ROLE_FOLLOWER, CL_META_ROLE_CANDIDATE,
        CL_META_ROLE_LEADER };
 typedef struct cl_meta_info {
