@@ -71,6 +71,8 @@ struct cl_meta {
     int                      shutting;       /* new ops complete with EM_CLOSED */
     int                      close_started;  /* raft_close called */
     uint64_t                 drain_deadline; /* loop time at which to close anyway */
+    struct raft_transfer     transfer;       /* leadership hand-over at stop */
+    int                      transfer_tried, transferring;
 
     pthread_mutex_t info_mu;
     cl_meta_info    info;
@@ -264,6 +266,24 @@ static void meta_raft_closed(struct raft *r)
  * crash above, libraft 0.15's raft_uv can close a segment writer twice when
  * closed during a snapshot (libuv's uv_poll_stop assertion, seen under TSan),
  * so closing while idle matters. */
+static unsigned other_voters(const struct raft *r)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < r->configuration.n; i++)
+        n += r->configuration.servers[i].role == RAFT_VOTER &&
+             r->configuration.servers[i].id != r->id;
+    return n;
+}
+
+/* transfer_cb: libraft's answer to raft_transfer (a voter took over, or an
+ * election timeout passed); either way, close. */
+static void transfer_cb(struct raft_transfer *req)
+{
+    cl_meta *m = req->data;
+    m->transferring = 0;
+    maybe_close(m);
+}
+
 static void maybe_close(cl_meta *m)
 {
     if (m->close_started)
@@ -272,7 +292,18 @@ static void maybe_close(cl_meta *m)
     int busy = m->props_inflight || m->chg_cur ||
                r->snapshot.pending.term != 0 ||       /* snapshot being taken/put */
                r->last_stored < raft_last_index(r);   /* entries not yet on disk */
-    if (busy && uv_now(&m->loop) < m->drain_deadline)
+    int late = uv_now(&m->loop) >= m->drain_deadline;
+    if (busy && !late)
+        return;
+    /* A leader hands over first (cluster.md §3.3), so the group does not
+     * wait an election timeout for a successor. */
+    if (!m->transfer_tried && !late && raft_state(r) == RAFT_LEADER && other_voters(r)) {
+        m->transfer_tried = 1;
+        m->transfer.data = m;
+        if (raft_transfer(r, &m->transfer, 0, transfer_cb) == 0)
+            m->transferring = 1;
+    }
+    if (m->transferring && !late)
         return;
     m->close_started = 1;
     uv_timer_stop(&m->timer);

@@ -66,7 +66,8 @@ int  cl_meta_start(cl_meta **out, const cl_meta_cfg *cfg);
 
 /* cl_meta_stop refuses new requests (EM_CLOSED), completes the ones still
  * queued with EM_CLOSED, gives those already in libraft up to three
- * election timeouts to finish, closes Raft, joins the thread and frees m.
+ * election timeouts to finish, hands leadership to another voter if this
+ * server leads, closes Raft, joins the thread and frees m.
  * Every callback has run when it returns.  Not from the metadata thread. */
 void cl_meta_stop(cl_meta *m);
 

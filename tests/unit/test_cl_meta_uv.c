@@ -400,3 +400,96 @@ out:
     nftw(dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
     em_buf_free(&b);
 }
+
+static void has5_fn(void *arg, const cl_meta_fsm *s)
+{
+    *(int *)arg = cl_meta_fsm_cache(s, 5) != NULL;
+}
+
+/* form3 starts three instances, the first bootstrapping, and adds the other
+ * two: 0 when the group has 3 voters and a leader, else a failure (the
+ * caller stops what started and removes the directories it named). */
+static int form3(cl_meta **m, char dirs[N][64], char addrs[N][32])
+{
+    for (unsigned i = 0; i < N; i++) {
+        snprintf(dirs[i], sizeof dirs[i], "/tmp/cl_meta_uv_XXXXXX");
+        if (!mkdtemp(dirs[i]))
+            return -1;
+        int rc = -1;
+        for (int attempt = 0; attempt < 5 && rc != 0; attempt++) {
+            snprintf(addrs[i], sizeof addrs[i], "127.0.0.1:%d", free_port());
+            cl_meta_cfg cfg = {
+                .raft_id = i + 1, .raft_addr = addrs[i], .dir = dirs[i],
+                .bootstrap = i == 0, .election_ms = 500, .heartbeat_ms = 50,
+                .segment_size = 256 * 1024,
+            };
+            rc = cl_meta_start(&m[i], &cfg);
+        }
+        if (rc)
+            return rc;
+    }
+    /* static: a late callback after a timeout must not hit a dead frame. */
+    static done add[N];
+    memset(add, 0, sizeof add);
+    cl_meta_info in;
+    int l;
+    WAIT_FOR(find_leader(m, 1) == 0);
+    for (unsigned i = 1; i < N; i++)
+        if (cl_meta_add(m[0], i + 1, addrs[i], done_cb, &add[i]) != 0)
+            return -1;
+    WAIT_FOR(atomic_load(&add[1].fired) && atomic_load(&add[2].fired));
+    if (atomic_load(&add[1].status) || atomic_load(&add[2].status))
+        return -1;
+    WAIT_FOR((l = find_leader(m, N)) >= 0 &&
+             (cl_meta_get_info(m[l], &in), in.voters == 3));
+    return 0;
+out:
+    return EM_TIMEOUT;
+}
+
+TEST(cl_meta_uv_leader_stop_hands_over)
+{
+    char dirs[N][64] = { "" }, addrs[N][32];
+    cl_meta *m[N] = { NULL };
+    em_buf b = EM_BUF_INIT;
+    if (form3(m, dirs, addrs) != 0) {
+        test_fail(__FILE__, __LINE__, "group did not form");
+        goto out;
+    }
+    int l = find_leader(m, N);
+    REQUIRE(l >= 0);
+    cl_meta_stop(m[l]);
+    m[l] = NULL;
+    /* The two left are a majority of three voters: one leads, both apply. */
+    cl_meta *rest[2];
+    unsigned k = 0;
+    for (unsigned i = 0; i < N; i++)
+        if (m[i])
+            rest[k++] = m[i];
+    int nl;
+    WAIT_FOR((nl = find_leader(rest, 2)) >= 0);
+    REQUIRE_OK(cl_meta_enc_cache_start(&b, 5, "x", 1));
+    done prop;
+    for (int attempt = 0;; attempt++) {
+        WAIT_FOR((nl = find_leader(rest, 2)) >= 0);
+        memset(&prop, 0, sizeof prop);
+        REQUIRE_OK(cl_meta_propose(rest[nl], b.p, b.len, done_cb, &prop));
+        WAIT_FOR(atomic_load(&prop.fired));
+        int st = atomic_load(&prop.status);
+        if (st == 0 || attempt >= 5 || (st != EM_NOTLEADER && st != EM_LOSTLEADER))
+            break;
+    }
+    CHECK_EQ(atomic_load(&prop.status), 0);
+    /* Both survivors hold the cache. */
+    for (unsigned i = 0; i < 2; i++) {
+        int has = 0;
+        WAIT_FOR((cl_meta_read(rest[i], has5_fn, &has), has));
+    }
+out:
+    for (unsigned i = 0; i < N; i++) {
+        cl_meta_stop(m[i]);
+        if (dirs[i][0])
+            nftw(dirs[i], rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    }
+    em_buf_free(&b);
+}
