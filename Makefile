@@ -24,7 +24,7 @@ CFLAGS  += $(CFLAGS_BASE)
 LDFLAGS += $(SAN)
 LDLIBS  += -lpthread -lm $(EXTRA_LIBS)
 # Libraries from Debian used by the server layers (tools/deps.sh installs them).
-EXTRA_LIBS ?= -linih -lssl -lcrypto
+EXTRA_LIBS ?= -linih -lssl -lcrypto -lraft -luv
 
 LIB_DIRS  := util binary store wal net proto cluster
 LIB_SRC   := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) \

@@ -48,7 +48,10 @@
     X(TIMEOUT,      -30205, "timed out")                                          \
     X(CORRUPT,      -30300, "on-disk data is corrupt")                            \
     X(IO,           -30301, "I/O error")                                          \
-    X(CONFIG,       -30400, "bad configuration")
+    X(CONFIG,       -30400, "bad configuration")                                  \
+    X(NOTLEADER,    -30500, "not the metadata group's leader")                   \
+    X(LOSTLEADER,   -30501, "leadership lost before the entry committed; it may still commit") \
+    X(BUSY,         -30502, "a membership change is already in progress")
 
 enum {
 #define EM_ERR_ENUM_(name, value, msg) EM_##name = (value),
