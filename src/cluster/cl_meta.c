@@ -3,7 +3,8 @@
  * to (cl_meta.h has the thread contract).
  *
  * Life of a proposal: cl_meta_propose copies the entry into a raft_malloc'd
- * buffer, queues an op and wakes the loop with uv_async_send; the loop calls
+ * buffer (padded, cl_meta_raft_buf), queues an op and wakes the loop with
+ * uv_async_send; the loop queues it behind the apply window and calls
  * raft_apply; libraft's apply callback (after the FSM applied the entry on
  * this node) calls the caller's cb with the FSM's verdict and frees the op.
  * Membership changes queue separately, since libraft runs one at a time.
@@ -13,6 +14,7 @@
 #include <pthread.h>
 #include <raft.h>
 #include <raft/uv.h>
+#include <stdio.h>
 #include <string.h>
 #include <uv.h>
 
@@ -21,6 +23,16 @@
 #include "util/mem.h"
 
 enum { OP_PROPOSE = 1, OP_ADD, OP_REMOVE };
+
+/* One proposal in libraft at a time.  libraft 0.15 crashes (a NULL deref in
+ * the log's reference table: appendLeaderCb truncates the log after the
+ * first cancelled append, then releases a later batch's entries that the
+ * truncation already dropped) when raft_close cancels more than one leader
+ * append in flight; seen under TSan in cl_meta_uv_snapshot_restart_and_stop.
+ * Metadata entries are few, so one commit round trip per entry costs
+ * nothing that matters; stop also drains what is in flight first. */
+#define CL_META_APPLY_WINDOW 1u
+#define CL_META_DRAIN_ELECTIONS 3u
 
 typedef struct meta_op meta_op;
 struct meta_op {
@@ -53,9 +65,14 @@ struct cl_meta {
     struct raft_io           io;
     struct raft              raft;
     cl_meta_node             node;
+    meta_op                 *prop_head, **prop_tail;   /* waiting for the window */
+    unsigned                 props_inflight;
     meta_op                 *chg_head, **chg_tail, *chg_cur;
-    int                      shutting;       /* ops now complete with EM_CLOSED */
+    int                      shutting;       /* new ops complete with EM_CLOSED */
     int                      close_started;  /* raft_close called */
+    uint64_t                 drain_deadline; /* loop time at which to close anyway */
+    struct raft_transfer     transfer;       /* leadership hand-over at stop */
+    int                      transfer_tried, transferring;
 
     pthread_mutex_t info_mu;
     cl_meta_info    info;
@@ -63,7 +80,9 @@ struct cl_meta {
 
 /* ---- info ---- */
 
-static void publish_info(cl_meta *m)
+/* publish_info copies this server's view for other threads; applied is the
+ * index being applied right now (libraft advances last_applied after). */
+static void publish_info_at(cl_meta *m, uint64_t applied)
 {
     cl_meta_info in;
     memset(&in, 0, sizeof in);
@@ -83,6 +102,8 @@ static void publish_info(cl_meta *m)
         strncpy(in.leader_addr, laddr, sizeof in.leader_addr - 1);
     }
     in.last_applied = raft_last_applied(r);
+    if (applied > in.last_applied)
+        in.last_applied = applied;
     for (unsigned i = 0; i < r->configuration.n; i++) {
         int role = r->configuration.servers[i].role;
         if (role == RAFT_VOTER)
@@ -97,6 +118,8 @@ static void publish_info(cl_meta *m)
     pthread_mutex_unlock(&m->info_mu);
 }
 
+static void publish_info(cl_meta *m) { publish_info_at(m, 0); }
+
 void cl_meta_get_info(cl_meta *m, cl_meta_info *out)
 {
     pthread_mutex_lock(&m->info_mu);
@@ -107,8 +130,7 @@ void cl_meta_get_info(cl_meta *m, cl_meta_info *out)
 static void info_sub(void *arg, const cl_meta_entry *e, const cl_meta_effect *eff)
 {
     (void)e;
-    (void)eff;
-    publish_info(arg);
+    publish_info_at(arg, eff->index);
 }
 
 static void timer_cb(uv_timer_t *t) { publish_info(t->data); }
@@ -121,14 +143,43 @@ static void op_finish(meta_op *op, int status, const cl_meta_effect *eff)
     em_free(op);
 }
 
+static void pump_proposals(cl_meta *m);
+static void maybe_close(cl_meta *m);
+
 static void apply_cb(struct raft_apply *req, int status, void *result)
 {
     meta_op *op = req->data;
+    cl_meta *m = op->m;
+    m->props_inflight--;
     if (status == 0) {
         const cl_meta_effect *eff = result;
         op_finish(op, eff->status, eff);
     } else {
         op_finish(op, cl_meta_raft_err(status), NULL);
+    }
+    if (m->shutting)
+        maybe_close(m);
+    else
+        pump_proposals(m);
+}
+
+/* pump_proposals hands waiting proposals to libraft, CL_META_APPLY_WINDOW
+ * at a time (see the top of the file for why the window is 1). */
+static void pump_proposals(cl_meta *m)
+{
+    while (m->props_inflight < CL_META_APPLY_WINDOW && m->prop_head) {
+        meta_op *op = m->prop_head;
+        m->prop_head = op->next;
+        if (!m->prop_head)
+            m->prop_tail = &m->prop_head;
+        op->req.data = op;
+        int rv = raft_apply(&m->raft, &op->req, &op->buf, 1, apply_cb);
+        if (rv) {
+            raft_free(op->buf.base);    /* not taken by libraft on failure */
+            op_finish(op, cl_meta_raft_err(rv), NULL);
+            continue;
+        }
+        m->props_inflight++;
     }
 }
 
@@ -139,9 +190,11 @@ static void change_done(cl_meta_change *c, int status)
     meta_op *op = c->data;
     cl_meta *m = op->m;
     m->chg_cur = NULL;
+    publish_info(m);            /* before the callback, so it sees the roles */
     op_finish(op, status, NULL);
-    publish_info(m);
-    if (!m->shutting)
+    if (m->shutting)
+        maybe_close(m);
+    else
         run_changes(m);
 }
 
@@ -163,26 +216,36 @@ static void run_changes(cl_meta *m)
     }
 }
 
+static void enqueue(meta_op ***tail, meta_op *op)
+{
+    op->next = NULL;
+    **tail = op;
+    *tail = &op->next;
+}
+
+static void op_fail(meta_op *op, int status)
+{
+    if (op->kind == OP_PROPOSE)
+        raft_free(op->buf.base);
+    op_finish(op, status, NULL);
+}
+
 static void op_run(cl_meta *m, meta_op *op)
 {
     if (m->shutting) {
-        if (op->kind == OP_PROPOSE)
-            raft_free(op->buf.base);
-        op_finish(op, EM_CLOSED, NULL);
+        op_fail(op, EM_CLOSED);
         return;
     }
     if (op->kind == OP_PROPOSE) {
-        op->req.data = op;
-        int rv = raft_apply(&m->raft, &op->req, &op->buf, 1, apply_cb);
-        if (rv) {
-            raft_free(op->buf.base);    /* not taken by libraft on failure */
-            op_finish(op, cl_meta_raft_err(rv), NULL);
+        if (raft_state(&m->raft) != RAFT_LEADER) {
+            op_fail(op, EM_NOTLEADER);
+            return;
         }
+        enqueue(&m->prop_tail, op);
+        pump_proposals(m);
         return;
     }
-    op->next = NULL;
-    *m->chg_tail = op;
-    m->chg_tail = &op->next;
+    enqueue(&m->chg_tail, op);
     run_changes(m);
 }
 
@@ -197,20 +260,81 @@ static void meta_raft_closed(struct raft *r)
     uv_close((uv_handle_t *)&m->timer, handle_close_cb);
 }
 
+/* maybe_close calls raft_close once nothing is in flight - our proposals and
+ * changes, a snapshot, appends not yet stored - or once the drain deadline
+ * passed (a leader without a majority never finishes).  Besides the append
+ * crash above, libraft 0.15's raft_uv can close a segment writer twice when
+ * closed during a snapshot (libuv's uv_poll_stop assertion, seen under TSan),
+ * so closing while idle matters. */
+static unsigned other_voters(const struct raft *r)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < r->configuration.n; i++)
+        n += r->configuration.servers[i].role == RAFT_VOTER &&
+             r->configuration.servers[i].id != r->id;
+    return n;
+}
+
+/* transfer_cb: libraft's answer to raft_transfer (a voter took over, or an
+ * election timeout passed); either way, close. */
+static void transfer_cb(struct raft_transfer *req)
+{
+    cl_meta *m = req->data;
+    m->transferring = 0;
+    maybe_close(m);
+}
+
+static void maybe_close(cl_meta *m)
+{
+    if (m->close_started)
+        return;
+    struct raft *r = &m->raft;
+    int busy = m->props_inflight || m->chg_cur ||
+               r->snapshot.pending.term != 0 ||       /* snapshot being taken/put */
+               r->last_stored < raft_last_index(r);   /* entries not yet on disk */
+    int late = uv_now(&m->loop) >= m->drain_deadline;
+    if (busy && !late)
+        return;
+    /* A leader hands over first (cluster.md §3.3), so the group does not
+     * wait an election timeout for a successor. */
+    if (!m->transfer_tried && !late && raft_state(r) == RAFT_LEADER && other_voters(r)) {
+        m->transfer_tried = 1;
+        m->transfer.data = m;
+        if (raft_transfer(r, &m->transfer, 0, transfer_cb) == 0)
+            m->transferring = 1;
+    }
+    if (m->transferring && !late)
+        return;
+    m->close_started = 1;
+    uv_timer_stop(&m->timer);
+    raft_close(&m->raft, meta_raft_closed);
+}
+
+static void drain_cb(uv_timer_t *t) { maybe_close(t->data); }
+
 static void begin_shutdown(cl_meta *m)
 {
     m->shutting = 1;
-    m->close_started = 1;
-    uv_timer_stop(&m->timer);
-    /* Waiting membership changes never start; the one in flight (if any)
-     * is failed by raft_close and its callback frees it. */
+    /* Proposals and membership changes not yet handed to libraft never
+     * will be; those in flight get CL_META_DRAIN_ELECTIONS election
+     * timeouts to finish, then raft_close fails them. */
+    while (m->prop_head) {
+        meta_op *op = m->prop_head;
+        m->prop_head = op->next;
+        op_fail(op, EM_CLOSED);
+    }
+    m->prop_tail = &m->prop_head;
     while (m->chg_head) {
         meta_op *op = m->chg_head;
         m->chg_head = op->next;
         op_finish(op, EM_CLOSED, NULL);
     }
     m->chg_tail = &m->chg_head;
-    raft_close(&m->raft, meta_raft_closed);
+    unsigned et = m->cfg.election_ms ? m->cfg.election_ms : 1000;
+    m->drain_deadline = uv_now(&m->loop) + (uint64_t)et * CL_META_DRAIN_ELECTIONS;
+    uv_timer_stop(&m->timer);
+    uv_timer_start(&m->timer, drain_cb, 5, 5);
+    maybe_close(m);
 }
 
 static void async_cb(uv_async_t *a)
@@ -222,15 +346,13 @@ static void async_cb(uv_async_t *a)
     m->q_tail = &m->q_head;
     int closing = m->closing;
     pthread_mutex_unlock(&m->mu);
-    if (closing)
-        m->shutting = 1;        /* queued ops complete with EM_CLOSED */
+    if (closing && !m->shutting)
+        begin_shutdown(m);
     while (list) {
         meta_op *op = list;
         list = op->next;
-        op_run(m, op);
+        op_run(m, op);          /* EM_CLOSED once shutting */
     }
-    if (closing && !m->close_started)
-        begin_shutdown(m);
 }
 
 /* ---- start and stop ---- */
@@ -285,11 +407,15 @@ static int meta_open(cl_meta *m)
 
 fail_raft:
     rc = cl_meta_raft_err(rv);
+    if (m->cfg.errmsg)
+        snprintf(m->cfg.errmsg, CL_META_ERRMSG, "%s", raft_errmsg(&m->raft));
     raft_close(&m->raft, meta_raft_closed);   /* closes io, tcp and handles */
     uv_run(&m->loop, UV_RUN_DEFAULT);
     uv_loop_close(&m->loop);
     return rc;
 fail_uv:
+    if (m->cfg.errmsg)
+        snprintf(m->cfg.errmsg, CL_META_ERRMSG, "%s", m->raft.errmsg);
     raft_uv_close(&m->io);
 fail_tcp:
     raft_uv_tcp_close(&m->transport);
@@ -353,8 +479,11 @@ int cl_meta_start(cl_meta **out, const cl_meta_cfg *cfg)
     pthread_mutex_init(&m->info_mu, NULL);
     m->q_tail = &m->q_head;
     m->chg_tail = &m->chg_head;
+    m->prop_tail = &m->prop_head;
     /* First subscriber: keep cl_meta_get_info current after every apply. */
     cl_meta_node_subscribe(&m->node, info_sub, m);
+    if (cfg->on_apply)
+        cl_meta_node_subscribe(&m->node, cfg->on_apply, cfg->on_apply_arg);
     if (pthread_create(&m->thread, NULL, meta_main, m)) {
         meta_free(m);
         return EM_NOMEM;
@@ -410,14 +539,11 @@ int cl_meta_propose(cl_meta *m, const void *entry, size_t len,
     meta_op *op = em_calloc(1, sizeof *op);
     if (!op)
         return EM_NOMEM;
-    op->buf.base = raft_malloc(len ? len : 1);
+    op->buf = cl_meta_raft_buf(entry, len);
     if (!op->buf.base) {
         em_free(op);
         return EM_NOMEM;
     }
-    if (len)
-        memcpy(op->buf.base, entry, len);
-    op->buf.len = len;
     op->kind = OP_PROPOSE;
     op->cb = cb;
     op->arg = arg;

@@ -39,7 +39,15 @@ typedef struct cl_meta_cfg {
     size_t      segment_size;   /* 0: libraft's 8 MiB; tests use less */
     unsigned    snapshot_threshold;  /* 0: 1024 entries */
     unsigned    snapshot_trailing;   /* 0: 128 */
+    char       *errmsg;         /* NULL, or CL_META_ERRMSG bytes: why start failed */
+    /* A subscriber registered before raft_start, so it also sees the
+     * snapshot restored and the entries replayed while starting (NULL: none). */
+    void      (*on_apply)(void *arg, const struct cl_meta_entry *e,
+                          const struct cl_meta_effect *eff);
+    void       *on_apply_arg;
 } cl_meta_cfg;
+
+#define CL_META_ERRMSG 256
 
 /* cl_meta_done_cb: completion of a proposal or membership change.  status 0,
  * the FSM's refusal (see cl_meta_fsm.h), EM_NOTLEADER (not proposed here),
@@ -56,8 +64,11 @@ typedef void (*cl_meta_sub_cb)(void *arg, const cl_meta_entry *e,
  * Raft.  Returns 0 with *out, or an EM_* / -errno code. */
 int  cl_meta_start(cl_meta **out, const cl_meta_cfg *cfg);
 
-/* cl_meta_stop closes Raft, completes every queued request with EM_CLOSED,
- * joins the thread and frees m.  Not from the metadata thread. */
+/* cl_meta_stop refuses new requests (EM_CLOSED), completes the ones still
+ * queued with EM_CLOSED, gives those already in libraft up to three
+ * election timeouts to finish, hands leadership to another voter if this
+ * server leads, closes Raft, joins the thread and frees m.
+ * Every callback has run when it returns.  Not from the metadata thread. */
 void cl_meta_stop(cl_meta *m);
 
 /* cl_meta_propose copies entry (an encoded cl_meta entry) and proposes it.
@@ -72,7 +83,8 @@ int  cl_meta_propose(cl_meta *m, const void *entry, size_t len,
 void cl_meta_read(cl_meta *m, void (*fn)(void *arg, const cl_meta_fsm *s), void *arg);
 
 /* cl_meta_subscribe registers cb for every entry applied from now on (any
- * thread; at most 16; no unsubscribe: cb must outlive m). */
+ * thread; 14 at most besides cfg.on_apply; no unsubscribe: cb must outlive
+ * m).  Entries applied while starting are seen only through cfg.on_apply. */
 int  cl_meta_subscribe(cl_meta *m, cl_meta_sub_cb cb, void *arg);
 
 /* cl_meta_add adds server (raft_id, raft_addr) on the leader: it joins as a
@@ -86,7 +98,11 @@ int  cl_meta_add(cl_meta *m, uint64_t raft_id, const char *raft_addr,
 int  cl_meta_remove(cl_meta *m, uint64_t raft_id, cl_meta_done_cb cb, void *arg);
 
 /* cl_meta_info: this server's view, refreshed by the metadata thread after
- * every apply and every heartbeat period. */
+ * every apply, every membership change and every heartbeat period.
+ * CL_META_ROLE_NONE after a successful start means libraft stopped this
+ * server for good (0.15 does so on a disk error, or when the FSM ran out of
+ * memory applying an entry on a follower): its state is a consistent prefix;
+ * cl_meta_stop and cl_meta_start on the same directory replay the log. */
 enum { CL_META_ROLE_NONE = 0, CL_META_ROLE_FOLLOWER, CL_META_ROLE_CANDIDATE,
        CL_META_ROLE_LEADER };
 typedef struct cl_meta_info {

@@ -212,12 +212,18 @@ int cl_meta_entry_decode(const uint8_t *p, size_t n, cl_meta_entry *e)
         break;
     case CL_META_E_CACHE_START:
     case CL_META_E_TYPE_PUT: {
-        /* cache and type_put share one layout in the union. */
-        e->u.cache.id = (int32_t)rd_u32(&r);
+        int32_t id = (int32_t)rd_u32(&r);
         uint32_t len = rd_u32(&r);
         if (!r.err && (len == 0 || len > CL_META_MAX_BLOB))
             rd_fail(&r, EM_BADLEN);
-        e->u.cache.blob = rd_bytes(&r, len);
+        cl_meta_bytes blob = rd_bytes(&r, len);
+        if (type == CL_META_E_CACHE_START) {
+            e->u.cache.id = id;
+            e->u.cache.blob = blob;
+        } else {
+            e->u.type_put.id = id;
+            e->u.type_put.blob = blob;
+        }
         break;
     }
     case CL_META_E_CACHE_STOP:

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "util/buf.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -43,6 +44,33 @@ int cl_meta_raft_err(int rv)
 
 /* ---- the raft_fsm adapter ---- */
 
+struct raft_buffer cl_meta_raft_buf(const void *entry, size_t len)
+{
+    size_t padded = (len + 7) & ~(size_t)7;
+    struct raft_buffer b = { raft_malloc(padded ? padded : 8), padded ? padded : 8 };
+    if (!b.base)
+        return (struct raft_buffer){ NULL, 0 };
+    memset(b.base, 0, b.len);
+    if (len)
+        memcpy(b.base, entry, len);
+    return b;
+}
+
+/* unpad: the entry's own length when buf holds it plus up to 7 zero bytes of
+ * cl_meta_raft_buf's padding; else buf's length (the FSM judges it). */
+static size_t unpad(const uint8_t *p, size_t n)
+{
+    if (n < 8 || n % 8)
+        return n;
+    size_t want = 8 + (size_t)em_ld32(p + 4);
+    if (want >= n || n - want >= 8)
+        return n;
+    for (size_t i = want; i < n; i++)
+        if (p[i])
+            return n;
+    return want;
+}
+
 static void notify(cl_meta_node *n, const cl_meta_entry *e, const cl_meta_effect *eff)
 {
     unsigned k = atomic_load_explicit(&n->n_subs, memory_order_acquire);
@@ -59,7 +87,8 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     cl_meta_entry e;
     cl_meta_effect eff;
     pthread_rwlock_wrlock(&n->lock);
-    int rc = cl_meta_fsm_apply(&n->state, index, buf->base, buf->len, &e, &eff);
+    int rc = cl_meta_fsm_apply(&n->state, index, buf->base,
+                               unpad(buf->base, buf->len), &e, &eff);
     pthread_rwlock_unlock(&n->lock);
     if (rc) {
         n->nomem++;

@@ -60,6 +60,14 @@ int cl_meta_node_subscribe(cl_meta_node *n, cl_meta_sub_cb cb, void *arg);
 void cl_meta_node_read(cl_meta_node *n, void (*fn)(void *arg, const cl_meta_fsm *s),
                        void *arg);
 
+/* cl_meta_raft_buf copies an encoded entry into a raft_malloc'd buffer for
+ * raft_apply, zero-padded to a multiple of 8 bytes: libraft 0.15's raft_uv
+ * writes entries unpadded but reads them back as if padded (an assert that
+ * Debian's build compiles out, src/uv_segment.c), so an odd-sized entry
+ * corrupts the segment on reload.  The adapter's apply strips the padding.
+ * Returns base NULL on EM_NOMEM. */
+struct raft_buffer cl_meta_raft_buf(const void *entry, size_t len);
+
 /* cl_meta_raft_err maps a libraft status to ember's codes. */
 int cl_meta_raft_err(int raft_rv);
 
