@@ -51,6 +51,8 @@ typedef struct pending {
     int      done;
     int      status;
     uint64_t index;
+    em_buf  *resp;               /* cl_node_call: where the answer goes */
+    cl_meta_uuid to;             /* cl_node_call: the member asked */
     struct pending *next;
 } pending;
 
@@ -104,6 +106,9 @@ struct cl_node {
     _Atomic int   ready;          /* set once net and meta are both up */
     int           was_leader;
 };
+
+static int  is_up(const cl_node *n, cl_meta_uuid id);
+static void timespec_in(struct timespec *ts, uint64_t ms);
 
 /* enter/leave: a callback's hold on the node (0 = stopping: return). */
 static int enter(cl_node *n)
@@ -285,11 +290,23 @@ static void on_remove_done(void *arg, int status, const cl_meta_effect *eff)
     (void)arg; (void)status; (void)eff;   /* a member already gone is fine */
 }
 
+static void restore_cb(void *arg, const cl_meta_fsm *s)
+{
+    cl_node *n = arg;
+    n->cfg.on_restore(n->cfg.arg, s);
+}
+
 static void on_applied(void *arg, const cl_meta_entry *e, const cl_meta_effect *eff)
 {
     cl_node *n = arg;
     if (!enter(n))
         return;
+    /* The layers above act first: a proposer waiting for this index then
+     * finds the cache, type or state in place. */
+    if (e && eff->status == 0 && e->type && n->cfg.on_entry)
+        n->cfg.on_entry(n->cfg.arg, e);
+    else if (!e && n->cfg.on_restore)
+        cl_meta_read(n->meta, restore_cb, n);
     pthread_mutex_lock(&n->mu);
     if (eff->index > n->applied)
         n->applied = eff->index;
@@ -321,6 +338,66 @@ static pending *pend_find(cl_node *n, uint64_t req)
         if (p->req == req)
             return p;
     return NULL;
+}
+
+/* call_finish completes a cl_node_call with the answer bytes. */
+static void call_finish(cl_node *n, uint64_t req, int status, const uint8_t *p, size_t len)
+{
+    pthread_mutex_lock(&n->mu);
+    pending *q = pend_find(n, req);
+    if (q && q->resp && !q->done) {
+        q->status = status;
+        if (!status && len && em_buf_append(q->resp, p, len))
+            q->status = EM_NOMEM;
+        q->done = 1;
+        pthread_cond_broadcast(&n->cv);
+    }
+    pthread_mutex_unlock(&n->mu);
+}
+
+int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf *resp,
+                 uint32_t timeout_ms)
+{
+    pending q = { 0 };
+    q.resp = resp;
+    q.to = to;
+    em_buf b = EM_BUF_INIT;
+    pthread_mutex_lock(&n->mu);
+    int up = is_up(n, to);
+    q.req = ++n->next_req;
+    if (up) {
+        q.next = n->pend;
+        n->pend = &q;
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (!up)
+        return EM_CLOSED;
+    int rc = em_buf_put_le64(&b, q.req);
+    if (!rc)
+        rc = em_buf_append(&b, p, len);
+    if (!rc)
+        rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, b.p, b.len);
+    em_buf_free(&b);
+    uint64_t end = em_now_ms() + timeout_ms;
+    pthread_mutex_lock(&n->mu);
+    while (!rc && !q.done) {
+        if (em_now_ms() >= end) {
+            rc = EM_TIMEOUT;
+            break;
+        }
+        struct timespec ts;
+        timespec_in(&ts, 50);
+        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+    }
+    if (!rc)
+        rc = q.status;
+    for (pending **x = &n->pend; *x; x = &(*x)->next)
+        if (*x == &q) {
+            *x = q.next;
+            break;
+        }
+    pthread_mutex_unlock(&n->mu);
+    return rc;
 }
 
 static void pend_finish(cl_node *n, uint64_t req, int status, uint64_t index)
@@ -412,6 +489,13 @@ static void timespec_in(struct timespec *ts, uint64_t ms)
     }
 }
 
+int cl_node_sync(cl_node *n, uint32_t timeout_ms)
+{
+    if (cl_node_is_leader(n))
+        return 0;
+    return cl_node_propose(n, NULL, 0, timeout_ms);
+}
+
 int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms)
 {
     pending p = { 0 };
@@ -424,14 +508,15 @@ int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_
     uint64_t end = em_now_ms() + timeout_ms;
     int rc = 0;
     if (cl_node_is_leader(n)) {
-        rc = propose_for(n, n->id, p.req, entry, len);
+        rc = len ? propose_for(n, n->id, p.req, entry, len) : 0;
+        p.done = !len;
     } else {
         cl_meta_uuid lid;
         em_buf b = EM_BUF_INIT;
         if (!leader_id(n, &lid)) {
             rc = EM_NOTLEADER;
         } else if ((rc = em_buf_put_le64(&b, p.req)) == 0 &&
-                   (rc = em_buf_append(&b, entry, len)) == 0) {
+                   (!len || (rc = em_buf_append(&b, entry, len)) == 0)) {
             rc = cl_net_send(n->net, lid.msb, lid.lsb, CL_NET_MSG_META, b.p, b.len);
         }
         em_buf_free(&b);
@@ -603,6 +688,16 @@ static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
             n->up[i] = n->up[--n->nup];
             break;
         }
+    /* Calls waiting on that member will get no answer over this link. */
+    int woke = 0;
+    for (pending *q = n->pend; q; q = q->next)
+        if (q->resp && !q->done && q->to.msb == msb && q->to.lsb == lsb) {
+            q->status = EM_CLOSED;
+            q->done = 1;
+            woke = 1;
+        }
+    if (woke)
+        pthread_cond_broadcast(&n->cv);
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -633,10 +728,20 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
         }
         break;
     case CL_NET_MSG_META:
-        if (len > 8) {
+        if (len == 8 && cl_node_is_leader(n)) {
+            /* A sync: everything applied here, which includes every entry
+             * whose proposal completed, is what the asker waits for. */
+            cl_meta_info info;
+            cl_meta_get_info(n->meta, &info);
+            uint8_t b[20];
+            em_st64(b, em_ld64(p));
+            em_st32(b + 8, 0);
+            em_st64(b + 12, info.last_applied);
+            (void)cl_net_link_send(l, CL_NET_MSG_META_RESP, b, sizeof b);
+        } else if (len >= 8) {
             uint64_t req = em_ld64(p);
-            int rc = cl_node_is_leader(n) ? propose_for(n, from, req, p + 8, len - 8)
-                                          : EM_NOTLEADER;
+            int rc = len > 8 && cl_node_is_leader(n) ? propose_for(n, from, req, p + 8, len - 8)
+                                                     : EM_NOTLEADER;
             if (rc) {
                 uint8_t b[20];
                 em_st64(b, req);
@@ -649,6 +754,28 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
     case CL_NET_MSG_META_RESP:
         if (len == 20)
             pend_finish(n, em_ld64(p), (int32_t)em_ld32(p + 8), em_ld64(p + 12));
+        break;
+    case CL_NET_MSG_FWD_REQ:
+        if (len >= 8) {
+            em_buf resp = EM_BUF_INIT;
+            int rc = em_buf_put_le64(&resp, em_ld64(p));
+            if (!rc)
+                rc = em_buf_put_le32(&resp, 0);
+            if (!rc)
+                rc = n->cfg.on_call ? n->cfg.on_call(n->cfg.arg, p + 8, len - 8, &resp)
+                                    : EM_UNSUPPORTED;
+            if (rc) {
+                resp.len = 12;
+                em_st32(resp.p + 8, (uint32_t)rc);
+            }
+            if (resp.len >= 12)
+                (void)cl_net_link_send(l, CL_NET_MSG_FWD_RESP, resp.p, resp.len);
+            em_buf_free(&resp);
+        }
+        break;
+    case CL_NET_MSG_FWD_RESP:
+        if (len >= 12)
+            call_finish(n, em_ld64(p), (int32_t)em_ld32(p + 8), p + 12, len - 12);
         break;
     default:
         break;
@@ -949,8 +1076,10 @@ void cl_node_stop(cl_node *n, int leave)
     if (leave && member) {
         em_buf b = EM_BUF_INIT;
         if (cl_meta_enc_leave(&b, n->id) == 0) {
-            uint32_t to = n->cfg.failure_detection_ms ? n->cfg.failure_detection_ms : 10000;
-            (void)cl_node_propose(n, b.p, b.len, to);
+            /* Bounded short: with no leader reachable (the whole cluster
+             * stopping) the leave cannot commit, and failure detection
+             * removes this node anyway. */
+            (void)cl_node_propose(n, b.p, b.len, 2000);
         }
         em_buf_free(&b);
     }

@@ -68,6 +68,15 @@ typedef struct cl_node_cfg {
     /* on_topology (optional): a new topology, on the metadata thread; t is
      * valid during the call (cl_node_topo_acquire to keep one). */
     void (*on_topology)(void *arg, const cl_topo *t);
+    /* on_entry (optional): each entry applied here (a committed, accepted
+     * one), in log order, before cl_node_propose returns for it; on_restore
+     * for a whole state installed from a snapshot.  Metadata thread. */
+    void (*on_entry)(void *arg, const cl_meta_entry *e);
+    void (*on_restore)(void *arg, const cl_meta_fsm *f);
+    /* on_call (optional): a request another member sent with cl_node_call;
+     * append the answer to resp and return 0 (or an error code the caller
+     * receives).  Transport thread: it must not wait on other members. */
+    int  (*on_call)(void *arg, const uint8_t *p, size_t n, em_buf *resp);
     /* on_refused (optional): a link refused in its handshake, either way,
      * with the peer's address and why (transport thread). */
     void (*on_refused)(void *arg, const char *peer, const char *why);
@@ -109,5 +118,16 @@ void cl_node_links(cl_node *n, uint32_t *up, uint64_t *refused);
  * apply on this node (bounded by timeout_ms): 0, the FSM's refusal code,
  * EM_TIMEOUT, EM_NOTLEADER when no leader is known. */
 int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms);
+
+/* cl_node_call sends p[0..n) to member `to` (on_call there) and waits for
+ * its answer, appended to resp: 0, the remote's error code, EM_CLOSED when
+ * no link to it is up (or it went down meanwhile), EM_TIMEOUT. */
+int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf *resp,
+                 uint32_t timeout_ms);
+
+/* cl_node_sync waits until this node has applied every entry the leader
+ * had applied when asked (so every proposal that completed anywhere):
+ * 0, EM_TIMEOUT, EM_NOTLEADER. */
+int cl_node_sync(cl_node *n, uint32_t timeout_ms);
 
 #endif

@@ -13,6 +13,7 @@
 #include <sys/random.h>
 
 #include "binary/binary.h"
+#include "cluster/cl_meta_fsm.h"
 #include "util/clock.h"
 #include "util/mem.h"
 
@@ -72,6 +73,11 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
     s->opt.username = s->username;
     s->opt.password = s->password;
     atomic_store(&s->next_cursor, 1);
+    atomic_store(&s->topo_ver, (uint64_t)1 << 32);
+    if (o->cluster && !(s->apply_conn = pr_conn_new(s))) {
+        pr_server_free(s);
+        return EM_NOMEM;
+    }
     *out = s;
     return 0;
 }
@@ -82,6 +88,8 @@ void pr_server_free(pr_server *s)
         return;
     em_free(s->username);
     em_free(s->password);
+    pr_conn_free(s->apply_conn);
+    pr_conn_free(s->fwd_conn);
     pthread_mutex_destroy(&s->state_mu);
     em_free(s);
 }
@@ -392,7 +400,8 @@ static int handshake(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
  * >= 1.4.0: int len | long rid | short flags | [long major, int minor if
  *           flags & 2] | [int status, typed string msg if flags & 1]
  */
-static int put_header(pr_conn *c, em_buf *out, int64_t rid, int topo, int status, const char *msg)
+static int put_header(pr_conn *c, em_buf *out, int64_t rid, uint64_t topo, int status,
+                      const char *msg)
 {
     if (em_buf_put_le32(out, 0) || em_buf_put_le64(out, (uint64_t)rid))
         return EM_NOMEM;
@@ -403,8 +412,10 @@ static int put_header(pr_conn *c, em_buf *out, int64_t rid, int topo, int status
         uint16_t flags = (uint16_t)((status ? 1 : 0) | (topo ? 2 : 0));
         if (em_buf_put_le16(out, flags))
             return EM_NOMEM;
-        /* Single node: topology version (1, 0), reported once per connection. */
-        if (topo && (em_buf_put_le64(out, 1) || em_buf_put_le32(out, 0)))
+        /* The version a connection has not seen yet: (1, 0) once on a single
+         * node, every change on a cluster. */
+        if (topo && (em_buf_put_le64(out, topo >> 32) ||
+                     em_buf_put_le32(out, (uint32_t)topo)))
             return EM_NOMEM;
         if (status && em_buf_put_le32(out, (uint32_t)status))
             return EM_NOMEM;
@@ -464,9 +475,8 @@ static void clear_in_memory(void *arg, st_cache *sc)
         (void)st_clear(sc);         /* only EM_NOCACHE (destroyed meanwhile) */
 }
 
-static int change_state(pr_conn *c, int to)
+int pr_change_state(pr_server *s, int to)
 {
-    pr_server *s = c->srv;
     int rc = 0;
     pthread_mutex_lock(&s->state_mu);
     int from = atomic_load_explicit(&s->state, memory_order_relaxed);
@@ -480,6 +490,21 @@ static int change_state(pr_conn *c, int to)
         }
     }
     pthread_mutex_unlock(&s->state_mu);
+    return rc;
+}
+
+static int change_state(pr_conn *c, int to)
+{
+    if (c->srv->opt.cluster) {
+        /* Every node changes when the metadata group applies it. */
+        em_buf b = EM_BUF_INIT;
+        int rc = cl_meta_enc_state(&b, to);
+        if (!rc)
+            rc = pr_cluster_propose(c, b.p, b.len, "change the cluster state");
+        em_buf_free(&b);
+        return rc;
+    }
+    int rc = pr_change_state(c->srv, to);
     if (rc)
         return pr_fail(c, PR_ST_FAILED, "Failed to change cluster state: %s", em_strerror(rc));
     return 0;
@@ -637,8 +662,11 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
         op &= 0xffff;               /* op codes are unsigned in practice (32000) */
     int64_t rid = (int64_t)em_ld64(body + 2);
     pr_rd r = { body + 10, len - 10, 0 };
+    c->req_body = body;
+    c->req_len = len;
     size_t start = out->len;
-    int topo = !c->topo_sent && c->ver >= PR_VER(1, 4, 0);
+    uint64_t tv = atomic_load_explicit(&c->srv->topo_ver, memory_order_relaxed);
+    uint64_t topo = tv != c->topo_seen && c->ver >= PR_VER(1, 4, 0) ? tv : 0;
     int rc = put_header(c, out, rid, topo, 0, NULL);
     if (rc)
         return rc;
@@ -675,10 +703,15 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     }
     em_st32(out->p + start, (uint32_t)(out->len - start - 4));
     if (topo)
-        c->topo_sent = 1;
+        c->topo_seen = topo;
     if (st)
         pr_stats_req(st, op, rc < 0 ? PR_ST_FAILED : rc, t0 ? em_now_ns() - t0 : PR_STATS_UNTIMED);
     return 0;
+}
+
+int pr_exec_request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
+{
+    return request(c, body, len, out);
 }
 
 void pr_conn_set_peer(pr_conn *c, const char *peer)

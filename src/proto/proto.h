@@ -17,6 +17,9 @@
 
 struct st_store;
 struct bin_registry;
+struct cl_node;
+struct cl_meta_entry;
+struct cl_meta_fsm;
 
 /* Status codes of reference §1.6. */
 enum pr_status {
@@ -85,6 +88,11 @@ typedef struct pr_options {
     /* state_persist (optional): called with a new cluster state before it
      * takes effect (changes are serialised); nonzero refuses the change. */
     int    (*state_persist)(void *arg, int state);
+    /* cluster: this server is a member of a cluster (proto_cluster.c): cache
+     * starts and stops, binary types and state changes go through the
+     * metadata group, CACHE_PARTITIONS and the response header report the
+     * cluster's affinity.  NULL = a single node.  Borrowed. */
+    struct cl_node *cluster;
     void    *state_arg;
 } pr_options;
 
@@ -103,6 +111,26 @@ void pr_server_free(pr_server *s);
 
 /* pr_server_state: the current cluster state (enum pr_cluster_state). */
 int  pr_server_state(const pr_server *s);
+
+/* pr_server_set_cluster makes s a cluster member's (see pr_options.cluster);
+ * before connections are served.  0 or EM_NOMEM. */
+int  pr_server_set_cluster(pr_server *s, struct cl_node *node);
+
+/* pr_cluster_apply makes an entry the metadata group applied take effect on
+ * this node (a cache started or stopped, a binary type, a state change);
+ * pr_cluster_restore does the same for a whole state (a snapshot installed).
+ * Both run on the metadata thread; 0 or an error the caller logs. */
+int  pr_cluster_apply(pr_server *s, const struct cl_meta_entry *e);
+int  pr_cluster_restore(pr_server *s, const struct cl_meta_fsm *f);
+/* pr_exec_forward runs a request another member forwarded (its body: op,
+ * id, payload) as this node's own, appending the reply frame to resp; it
+ * is never forwarded again.  One thread (the transport's).  0 or a code
+ * that closes nothing. */
+int  pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp);
+
+/* pr_cluster_topology: the cluster's topology version changed; the next
+ * reply on every connection carries AFFINITY_TOPOLOGY_CHANGED (1.4.0+). */
+void pr_cluster_topology(pr_server *s, uint64_t major, uint32_t minor);
 
 /* pr_conn_new / pr_conn_free: per-connection protocol state (handshake,
  * negotiated version and features, cursors, scratch buffers). */

@@ -29,6 +29,8 @@ int pr_cache_header(pr_conn *c, pr_rd *r, pr_cache_hdr *h)
         return pr_fail(c, PR_ST_FAILED, "Transactions are not supported by ember yet "
                        "(cache operation has the transactional flag)");
     h->cache = st_cache_find(c->srv->st, h->cache_id);
+    if (!h->cache && pr_cluster_sync(c))
+        h->cache = st_cache_find(c->srv->st, h->cache_id);
     if (!h->cache)
         return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", h->cache_id);
     /* Ignite finds the cache's descriptor first (1000 if none), then its
@@ -290,6 +292,19 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     }
     if (rc)
         return rc;
+    c->fanout_sum = 0;
+    if (c->srv->opt.cluster && !c->forwarded && op != 1021) {
+        int done = 0;
+        const uint8_t *kend = r->p + r->pos;
+        if (k)
+            rc = pr_cluster_route(c, op, sc, k, k + kl, 1, 0, out, &done);
+        else if (bt.p)
+            rc = pr_cluster_route(c, op, sc, bt.p, kend, (int)bt.left, bt.pairs, out, &done);
+        else
+            rc = pr_cluster_route(c, op, sc, NULL, NULL, 0, 0, out, &done);
+        if (done || rc)
+            return rc;
+    }
 
     /* Run it, appending the reply payload. */
     switch (op) {
@@ -381,7 +396,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     case 1020: {    /* GET_SIZE -> long */
         int64_t size = 0;
         if ((rc = st_size(sc, flag, &size)) == 0)
-            rc = em_buf_put_le64(out, (uint64_t)size);
+            rc = em_buf_put_le64(out, (uint64_t)(size + c->fanout_sum));
         break;
     }
     case 1021: {    /* LOCAL_PEEK: flag holds the peek modes */
@@ -440,6 +455,8 @@ int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out)
     pr_cache_hdr h;
     int rc = pr_cache_header(c, r, &h);
     if (rc)
+        return rc;
+    if ((rc = pr_cluster_scan_check(c)) != 0)
         return rc;
     const uint8_t *f;
     size_t fl;

@@ -8,6 +8,7 @@
  * from 1.6.0).  Query entities are stored in their 1.2.0+ encoding.
  */
 #include "proto/proto_int.h"
+#include "cluster/cl_meta_fsm.h"
 
 #include <string.h>
 
@@ -283,7 +284,64 @@ static void add_name(void *arg, st_cache *sc)
     nc->n++;
 }
 
-static int create(pr_conn *c, st_cache_config *cfg, int or_get)
+/* create_cluster: a cache start through the metadata group; every node
+ * creates it from the same configuration bytes (pr_cfg_apply_start), this
+ * one before the reply. */
+static int create_cluster(pr_conn *c, st_cache_config *cfg, int or_get, const uint8_t *blob,
+                          size_t blen)
+{
+    int32_t id = em_hash_java_str((const uint8_t *)cfg->name, strlen(cfg->name));
+    if (st_cache_find(c->srv->st, id))
+        return or_get ? 0 : pr_fail(c, PR_ST_CACHE_EXISTS, "Failed to start cache (a cache "
+                                    "with the same name is already started): %s", cfg->name);
+    if (cfg->data_region_name && !st_region_exists(c->srv->st, cfg->data_region_name))
+        return pr_fail(c, PR_ST_FAILED, "Requested DataRegion is not configured: %s",
+                       cfg->data_region_name);
+    em_buf b = EM_BUF_INIT;
+    int rc = cl_meta_enc_cache_start(&b, id, blob, blen);
+    if (rc == 0)
+        rc = pr_cluster_propose(c, b.p, b.len, "start the cache");
+    else if (rc != EM_NOMEM)
+        rc = pr_fail(c, PR_ST_FAILED, "Failed to start cache %s: %s", cfg->name, em_strerror(rc));
+    em_buf_free(&b);
+    if (rc == PR_ST_CACHE_EXISTS && or_get && st_cache_find(c->srv->st, id))
+        return 0;                   /* another node started it first: found */
+    if (rc)
+        return rc;
+    if (!st_cache_find(c->srv->st, id))
+        return pr_fail(c, PR_ST_FAILED, "Failed to start cache %s on this node (its log "
+                       "says why)", cfg->name);
+    return 0;
+}
+
+/* name_blob: the configuration bytes of a cache known by name alone, in
+ * CACHE_CREATE_WITH_CONFIGURATION's layout (one property, NAME). */
+static int name_blob(em_buf *b, const char *name)
+{
+    if (em_buf_put_le32(b, 0) || em_buf_put_le16(b, 1) || em_buf_put_le16(b, 0) ||
+        pr_put_str(b, name))
+        return EM_NOMEM;
+    em_st32(b->p, (uint32_t)(b->len - 4));
+    return 0;
+}
+
+int pr_cfg_apply_start(pr_server *s, const uint8_t *blob, size_t len)
+{
+    pr_rd r = { blob, len, 0 };
+    st_cache_config cfg;
+    st_cache_config_init(&cfg);
+    int rc = decode_config(s->apply_conn, &r, &cfg);
+    if (rc > 0)
+        rc = EM_CONFIG;             /* the message is in apply_conn->msg */
+    st_cache *sc;
+    if (!rc)
+        rc = cfg.name && cfg.name[0] ? st_cache_get_or_create(s->st, &cfg, &sc) : EM_CONFIG;
+    st_cache_config_free(&cfg);
+    return rc;
+}
+
+static int create(pr_conn *c, st_cache_config *cfg, int or_get, const uint8_t *blob,
+                  size_t blen)
 {
     if (!cfg->name || !cfg->name[0])
         return pr_fail(c, PR_ST_FAILED, "Cache name must not be null or empty");
@@ -293,6 +351,19 @@ static int create(pr_conn *c, st_cache_config *cfg, int or_get)
         !st_cache_find(c->srv->st, em_hash_java_str((const uint8_t *)cfg->name,
                                                     strlen(cfg->name))))
         return pr_refuse_read_only(c, "start cache", cfg->group_name, cfg->name);
+    if (c->srv->opt.cluster) {
+        em_buf nb = EM_BUF_INIT;
+        int rc = 0;
+        if (!blob) {
+            if ((rc = name_blob(&nb, cfg->name)) != 0)
+                return rc;
+            blob = nb.p;
+            blen = nb.len;
+        }
+        rc = create_cluster(c, cfg, or_get, blob, blen);
+        em_buf_free(&nb);
+        return rc;
+    }
     st_cache *sc;
     int rc = or_get ? st_cache_get_or_create(c->srv->st, cfg, &sc)
                     : st_cache_create(c->srv->st, cfg, &sc);
@@ -319,6 +390,7 @@ int pr_op_config(pr_conn *c, int op, pr_rd *r, em_buf *out)
     switch (op) {
     case 1050: {    /* GET_NAMES -> int n, n strings */
         names_ctx nc = { out, 0, 0 };
+        (void)pr_cluster_sync(c);   /* a cache another node started is listed */
         size_t cnt = out->len;
         if (em_buf_put_le32(out, 0))
             return EM_NOMEM;
@@ -332,6 +404,7 @@ int pr_op_config(pr_conn *c, int op, pr_rd *r, em_buf *out)
         st_cache_config cfg;
         st_cache_config_init(&cfg);
         int rc;
+        size_t from = r->pos;
         if (op <= 1052) {
             rc = dup_str(c, r, &cfg.name);
             if (rc && rc != EM_NOMEM)
@@ -339,8 +412,10 @@ int pr_op_config(pr_conn *c, int op, pr_rd *r, em_buf *out)
         } else {
             rc = decode_config(c, r, &cfg);
         }
+        /* The configuration's own bytes are what the other nodes decode. */
         if (!rc)
-            rc = create(c, &cfg, op == 1052 || op == 1054);
+            rc = create(c, &cfg, op == 1052 || op == 1054,
+                        op <= 1052 ? NULL : r->p + from, r->pos - from);
         st_cache_config_free(&cfg);
         return rc;
     }
@@ -355,7 +430,18 @@ int pr_op_config(pr_conn *c, int op, pr_rd *r, em_buf *out)
         int32_t id;
         if (pr_rd_i32(r, &id))
             return pr_bad_request(c, EM_TRUNCATED);
-        int rc = st_cache_destroy(c->srv->st, id);
+        int rc;
+        if (c->srv->opt.cluster) {
+            if (!st_cache_find(c->srv->st, id) && !(pr_cluster_sync(c) && st_cache_find(c->srv->st, id)))
+                return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", id);
+            em_buf b = EM_BUF_INIT;
+            rc = cl_meta_enc_cache_stop(&b, id);
+            if (!rc)
+                rc = pr_cluster_propose(c, b.p, b.len, "destroy the cache");
+            em_buf_free(&b);
+            return rc;
+        }
+        rc = st_cache_destroy(c->srv->st, id);
         if (rc == EM_NOCACHE)
             return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", id);
         return rc == 0 || rc == EM_NOMEM ? rc : pr_fail(c, PR_ST_FAILED, "%s", em_strerror(rc));

@@ -35,6 +35,12 @@ struct pr_server {
      * Changes are rare and serialised by state_mu. */
     _Atomic int state;
     pthread_mutex_t state_mu;
+    /* Topology version as major << 32 | minor: (1, 0) on a single node; on
+     * a cluster, the latest (pr_cluster_topology).  A connection reports it
+     * in the next response header when it differs from what it last saw. */
+    _Atomic uint64_t topo_ver;
+    pr_conn *apply_conn;            /* decodes applied entries (metadata thread) */
+    pr_conn *fwd_conn;              /* runs forwarded requests (transport thread) */
 };
 
 typedef struct pr_cursor {
@@ -48,7 +54,11 @@ struct pr_conn {
     int        ready;
     int        ver;                 /* PR_VER of the negotiated version */
     uint8_t    feat[PR_FEAT_BYTES]; /* negotiated feature bits */
-    int        topo_sent;           /* AFFINITY_TOPOLOGY_CHANGED reported */
+    uint64_t   topo_seen;           /* topology version last reported (0: none) */
+    const uint8_t *req_body;        /* the request being handled (op, id, payload) */
+    size_t     req_len;
+    int        forwarded;           /* runs requests other members sent: never routes */
+    int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
     pr_cursor *cur;
     uint32_t   ncur, capcur;
     em_buf     kscratch, vscratch, escratch, tmp;
@@ -164,5 +174,36 @@ void pr_cursors_close(pr_conn *c);
 int pr_op_config(pr_conn *c, int op, pr_rd *r, em_buf *out);    /* 1050-1056 */
 int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out);    /* 3000-3004 */
 int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out);        /* 1101 */
+
+/* ---- cluster (proto_cluster.c) ----------------------------------------- */
+
+/* pr_change_state applies a state on this node (persisted, in-memory caches
+ * cleared on deactivation); proto.c. */
+int pr_change_state(pr_server *s, int to);
+/* pr_cfg_apply_start: create the cache of an applied CACHE_START (config
+ * bytes as CACHE_CREATE_WITH_CONFIGURATION carries them); proto_cfg.c. */
+int pr_cfg_apply_start(pr_server *s, const uint8_t *cfg, size_t len);
+/* pr_cluster_propose sends an entry through the metadata group and waits
+ * for it to apply here; on failure the reply's message is set and the
+ * status returned. */
+int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *what);
+/* pr_cluster_route decides where a decoded cache op runs on a cluster: 0 =
+ * here (run it); else it was answered by the member(s) that own its keys
+ * (*done = 1) with rc = what the handler returns.  keys = the op's key
+ * items ([kp, kend): one key, or a batch's items, pairs when pairs). */
+int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
+                     int nkeys, int pairs, em_buf *out, int *done);
+/* pr_cluster_scan_check: a scan on a cluster of several members is refused
+ * until scans cover every member (status returned, message set), else 0. */
+int pr_cluster_scan_check(pr_conn *c);
+/* pr_exec_request runs one request frame body on c (proto.c). */
+int pr_exec_request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out);
+/* pr_cluster_sync: on a cluster member, catch up with every change the
+ * cluster has confirmed (a cache another node just started); 1 if it did,
+ * 0 on a single node or when the cluster could not be asked. */
+int pr_cluster_sync(pr_conn *c);
+/* pr_cluster_type_put spreads a registered binary type record (kind 1) or
+ * type name (kind 2) to the cluster. */
+int pr_cluster_type_put(pr_conn *c, int kind, int32_t type_id, const uint8_t *p, size_t n);
 
 #endif

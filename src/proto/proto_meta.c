@@ -6,6 +6,7 @@
  * record; the codec is bin_meta_decode/bin_meta_encode), §4.1 (partitions).
  */
 #include "proto/proto_int.h"
+#include "cluster/cl_node.h"
 
 #include <string.h>
 
@@ -64,7 +65,7 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
         rc = bin_registry_name_put(reg, plat, id, (const char *)s, n);
         if (rc)
             return reg_err(c, rc, id);
-        if (c->srv->opt.meta_persist) {
+        if (c->srv->opt.meta_persist || c->srv->opt.cluster) {
             uint8_t hdr[5 + 256];
             uint8_t *rec = n <= 256 ? hdr : em_malloc(5 + n);
             if (!rec)
@@ -72,11 +73,16 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
             rec[0] = plat;
             em_st32(rec + 1, (uint32_t)id);
             memcpy(rec + 5, s, n);
-            rc = c->srv->opt.meta_persist(c->srv->opt.meta_arg, 2, rec, 5 + n);
+            rc = c->srv->opt.meta_persist
+                 ? c->srv->opt.meta_persist(c->srv->opt.meta_arg, 2, rec, 5 + n) : 0;
+            if (rc)
+                rc = pr_fail(c, PR_ST_FAILED, "Type name was not persisted: %s", em_strerror(rc));
+            else
+                rc = pr_cluster_type_put(c, 2, id, rec, 5 + n);
             if (rec != hdr)
                 em_free(rec);
             if (rc)
-                return pr_fail(c, PR_ST_FAILED, "Type name was not persisted: %s", em_strerror(rc));
+                return rc;
         }
         return pr_put_bool(out, 1);
     }
@@ -85,6 +91,8 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
         if (pr_rd_i32(r, &id))
             return pr_bad_request(c, EM_TRUNCATED);
         const bin_type *t = bin_registry_get(reg, id);
+        if (!t && pr_cluster_sync(c))   /* registered on another node just now */
+            t = bin_registry_get(reg, id);
         int rc = pr_put_bool(out, t != NULL);
         if (!rc && t)
             rc = bin_meta_encode(t, out);
@@ -113,7 +121,7 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out)
             (rc = c->srv->opt.meta_persist(c->srv->opt.meta_arg, 1, rec, used)) != 0)
             return pr_fail(c, PR_ST_FAILED, "Binary type was not persisted [typeId= %d]: %s",
                            id, em_strerror(rc));
-        return 0;
+        return pr_cluster_type_put(c, 1, id, rec, used);
     }
     case 3004:      /* BINARY_CONFIGURATION_GET: bool compact footer, byte name
                      * mapper (0 = basic full name, Ignite's default) */
@@ -173,10 +181,46 @@ static uint32_t cache_parts(const st_cache_config *g)
     return g->partitions ? g->partitions : 1024;
 }
 
-/* put_group appends one applicable group: its caches, then the one node
- * owning every partition. */
+/* put_nodes appends the group's owners on a cluster: every member that is
+ * the primary of some partition, with those partitions (the affinity every
+ * member computes alike from the topology t). */
+static int put_nodes(cl_topo *t, uint32_t parts, em_buf *out)
+{
+    const cl_aff_table *a = cl_topo_affinity(t, parts, 0);
+    if (!a)
+        return EM_NOMEM;
+    uint32_t *cnt = em_calloc(t->n, sizeof *cnt);
+    if (!cnt)
+        return EM_NOMEM;
+    for (uint32_t p = 0; p < parts; p++)
+        cnt[cl_aff_owners(a, p)[0]]++;
+    uint32_t nodes = 0;
+    for (uint32_t i = 0; i < t->n; i++)
+        nodes += cnt[i] != 0;
+    int rc = em_buf_put_le32(out, nodes);
+    for (uint32_t i = 0; i < t->n && !rc; i++) {
+        if (!cnt[i])
+            continue;
+        if (em_buf_put_u8(out, BIN_UUID) || em_buf_put_le64(out, t->m[i].id.msb) ||
+            em_buf_put_le64(out, t->m[i].id.lsb) || em_buf_put_le32(out, cnt[i]) ||
+            em_buf_reserve(out, (size_t)cnt[i] * 4)) {
+            rc = EM_NOMEM;
+            break;
+        }
+        for (uint32_t p = 0; p < parts; p++)
+            if (cl_aff_owners(a, p)[0] == i) {
+                em_st32(out->p + out->len, p);
+                out->len += 4;
+            }
+    }
+    em_free(cnt);
+    return rc;
+}
+
+/* put_group appends one applicable group: its caches, then the nodes
+ * owning its partitions (this one alone on a single node). */
 static int put_group(pr_conn *c, st_cache *const *sc, const uint32_t *pos, uint32_t n,
-                     uint32_t parts, em_buf *out)
+                     uint32_t parts, cl_topo *t, em_buf *out)
 {
     if (pr_put_bool(out, 1) || em_buf_put_le32(out, n))
         return EM_NOMEM;
@@ -185,6 +229,8 @@ static int put_group(pr_conn *c, st_cache *const *sc, const uint32_t *pos, uint3
         if (em_buf_put_le32(out, (uint32_t)st_cache_id(o)) || put_key_configs(c, st_cache_cfg(o), out))
             return EM_NOMEM;
     }
+    if (t && t->n)
+        return put_nodes(t, parts, out);
     if (em_buf_put_le32(out, 1) || em_buf_put_u8(out, BIN_UUID) ||
         em_buf_append(out, c->srv->opt.node_id, 16) || em_buf_put_le32(out, parts) ||
         em_buf_reserve(out, (size_t)parts * 4))
@@ -216,22 +262,34 @@ int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out)
                        em_strerror(EM_LIMIT));
     const uint8_t *ids = r->p + r->pos;
     st_store *st = c->srv->st;
-    if (em_buf_put_le64(out, 1) || em_buf_put_le32(out, 0))
+    /* One topology for the whole reply, its version at the top. */
+    cl_topo *t = c->srv->opt.cluster ? cl_node_topo_acquire(c->srv->opt.cluster) : NULL;
+    int rc0 = t && t->n ? em_buf_put_le64(out, t->major) || em_buf_put_le32(out, t->minor)
+                        : em_buf_put_le64(out, 1) || em_buf_put_le32(out, 0);
+    if (rc0) {
+        cl_node_topo_release(t);
         return EM_NOMEM;
+    }
     size_t ngroups_at = out->len;
-    if (em_buf_put_le32(out, 0))
+    if (em_buf_put_le32(out, 0)) {
+        cl_node_topo_release(t);
         return EM_NOMEM;
+    }
     r->pos += 4 * (size_t)n;
-    if (n == 0)
+    if (n == 0) {
+        cl_node_topo_release(t);
         return 0;
+    }
 
     uint32_t cap = 16;
     while (cap < 2 * (uint32_t)n)
         cap *= 2;
     size_t un = (size_t)n;
     uint8_t *mem = em_malloc(un * sizeof(st_cache *) + (un * 5 + 2 * (size_t)cap) * 4);
-    if (!mem)
+    if (!mem) {
+        cl_node_topo_release(t);
         return EM_NOMEM;
+    }
     st_cache **sc = (st_cache **)(void *)mem;
     uint32_t *grp = (uint32_t *)(void *)(sc + un);
     uint32_t *gparts = grp + un, *gsize = gparts + un, *gstart = gsize + un;
@@ -241,6 +299,7 @@ int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out)
     /* One pass: drop repeats and unknown ids (Java skips those), number the
      * PARTITIONED caches' groups (one per partition count) in request order. */
     uint32_t ngroups = 0, others = 0;
+    int synced = 0;
     for (uint32_t i = 0; i < un; i++) {
         int32_t id = (int32_t)em_ld32(ids + 4 * (size_t)i);
         grp[i] = PT_SKIP;
@@ -250,7 +309,13 @@ int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out)
         if (seen[h])
             continue;
         seen[h] = i + 1;
-        if (!(sc[i] = st_cache_find(st, id)))
+        sc[i] = st_cache_find(st, id);
+        if (!sc[i] && !synced) {
+            synced = 1;             /* a cache another node just started */
+            if (pr_cluster_sync(c))
+                sc[i] = st_cache_find(st, id);
+        }
+        if (!sc[i])
             continue;
         const st_cache_config *g = st_cache_cfg(sc[i]);
         if (g->cache_mode != 2) {
@@ -284,7 +349,7 @@ int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out)
 
     int rc = 0;
     for (uint32_t g = 0; g < ngroups && !rc; g++)
-        rc = put_group(c, sc, order + gstart[g], gsize[g], gparts[g], out);
+        rc = put_group(c, sc, order + gstart[g], gsize[g], gparts[g], t, out);
 
     /* Everything else (LOCAL, REPLICATED) in one non-applicable group. */
     if (!rc && others) {
@@ -294,6 +359,7 @@ int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out)
                 rc = em_buf_put_le32(out, (uint32_t)st_cache_id(sc[i]));
     }
     em_free(mem);
+    cl_node_topo_release(t);
     if (rc)
         return rc;
     em_st32(out->p + ngroups_at, ngroups + (others ? 1 : 0));

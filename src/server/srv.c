@@ -726,6 +726,20 @@ int srv_start(srv **out, const srv_config *c)
     }
     if ((rc = pr_server_new(&s->ps, s->st, s->reg, &po)) != 0)
         goto fail;
+    /* A member joins before it serves: the first request already sees the
+     * cluster's caches, types and state. */
+    if (srv_cluster_enabled(c)) {
+        char thin[300] = "";
+        if (c->port)
+            snprintf(thin, sizeof thin, "%s:%d", c->host, c->port);
+        /* The decoding connections first: entries may apply as soon as the
+         * node starts. */
+        if ((rc = pr_server_set_cluster(s->ps, NULL)) != 0 ||
+            (rc = srv_cluster_start(&s->cluster, c, po.node_id, thin, s->ps,
+                                    s->deferred ? before_send : NULL, s)) != 0 ||
+            (rc = pr_server_set_cluster(s->ps, srv_cluster_node(s->cluster))) != 0)
+            goto fail;
+    }
     net_options no;
     memset(&no, 0, sizeof no);
     no.host = c->host;
@@ -748,15 +762,6 @@ int srv_start(srv **out, const srv_config *c)
     if ((rc = net_server_start(&s->net, &no)) != 0)
         goto fail;
     atomic_store(&s->net_pub, s->net);
-    if (srv_cluster_enabled(c)) {
-        char thin[300];
-        snprintf(thin, sizeof thin, "%s:%d", c->host, net_server_port(s->net));
-        if ((rc = srv_cluster_start(&s->cluster, c, po.node_id, thin)) != 0) {
-            net_server_stop(s->net);
-            s->net = NULL;
-            goto fail;
-        }
-    }
     if (c->http) {
         srv_http_options ho = {c->http_host, c->http_port, render_metrics, s,
                                (int)c->http_timeout_ms, render_health};
@@ -772,6 +777,7 @@ int srv_start(srv **out, const srv_config *c)
     *out = s;
     return 0;
 fail:
+    srv_cluster_stop(s->cluster);
     close_persistence(s);
     srv_metrics_free(s->metrics);
     net_tls_ctx_free(s->tls);
@@ -806,8 +812,8 @@ void srv_stop(srv *s)
     if (!s)
         return;
     srv_http_stop(s->http);         /* before the store its scrapes read */
-    srv_cluster_stop(s->cluster);   /* a clean leave, while still serving */
     net_server_stop(s->net);        /* joins workers: nothing uses the rest now */
+    srv_cluster_stop(s->cluster);   /* a clean leave; applies nothing after it */
     srv_metrics_free(s->metrics);
     net_tls_ctx_free(s->tls);
     srv_auth_free(s->auth);

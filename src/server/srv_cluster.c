@@ -14,6 +14,7 @@
 
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_node.h"
+#include "proto/proto.h"
 #include "server/srv.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -21,6 +22,9 @@
 
 struct srv_cluster {
     cl_node *node;
+    pr_server *ps;
+    int     (*durable)(void *arg);  /* wait for the WAL's group commit, or NULL */
+    void     *durable_arg;
     char     tmpdir[256];         /* "" when cluster_dir was given */
     uint64_t last_major;
     uint32_t last_minor, last_n;
@@ -46,9 +50,41 @@ static void on_topology(void *arg, const cl_topo *t)
     sc->last_major = t->major;
     sc->last_minor = t->minor;
     sc->last_n = t->n;
+    pr_cluster_topology(sc->ps, t->major, t->minor);
     EM_INFO("cluster topology %llu.%u: %u member%s, state %s%s",
             (unsigned long long)t->major, t->minor, t->n, t->n == 1 ? "" : "s",
             state_name(t->state), t->self >= 0 ? "" : " (without this node)");
+}
+
+/* on_entry / on_restore: what the metadata group applied, on this node. */
+static void on_entry(void *arg, const cl_meta_entry *e)
+{
+    srv_cluster *sc = arg;
+    int rc = pr_cluster_apply(sc->ps, e);
+    if (rc)
+        EM_ERROR("cluster: applying %s on this node failed: %s (this node now differs "
+                 "from the cluster's metadata; restart it to rejoin)",
+                 cl_meta_entry_name(e->type), em_strerror(rc));
+}
+
+static void on_restore(void *arg, const cl_meta_fsm *f)
+{
+    srv_cluster *sc = arg;
+    int rc = pr_cluster_restore(sc->ps, f);
+    if (rc)
+        EM_ERROR("cluster: installing the metadata snapshot on this node failed: %s",
+                 em_strerror(rc));
+}
+
+/* on_call: a request another member forwarded; durable before it answers
+ * when the WAL is in FSYNC mode, as a client's own reply would be. */
+static int on_call(void *arg, const uint8_t *p, size_t n, em_buf *resp)
+{
+    srv_cluster *sc = arg;
+    int rc = pr_exec_forward(sc->ps, p, n, resp);
+    if (!rc && sc->durable)
+        rc = sc->durable(sc->durable_arg);
+    return rc;
 }
 
 /* on_refused: a peer refused in its handshake, or one that refused us. */
@@ -65,12 +101,16 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 }
 
 int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node_id[16],
-                      const char *thin_addr)
+                      const char *thin_addr, pr_server *ps, int (*durable)(void *arg),
+                      void *durable_arg)
 {
     *out = NULL;
     srv_cluster *sc = em_calloc(1, sizeof *sc);
     if (!sc)
         return EM_NOMEM;
+    sc->ps = ps;
+    sc->durable = durable;
+    sc->durable_arg = durable_arg;
     const char *dir = c->cluster_dir;
     if (!dir[0]) {
         snprintf(sc->tmpdir, sizeof sc->tmpdir, "/tmp/ember-cluster-XXXXXX");
@@ -92,7 +132,8 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         .dir = dir, .thin_addr = thin_addr,
         .failure_detection_ms = c->failure_detection_timeout_ms,
         .node_msb = em_ld64(node_id), .node_lsb = em_ld64(node_id + 8),
-        .arg = sc, .on_topology = on_topology, .on_refused = on_refused, .errmsg = err,
+        .arg = sc, .on_topology = on_topology, .on_refused = on_refused,
+        .on_entry = on_entry, .on_restore = on_restore, .on_call = on_call, .errmsg = err,
     };
     int rc = cl_node_start(&sc->node, &nc);
     if (rc) {

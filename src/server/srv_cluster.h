@@ -12,6 +12,7 @@
 
 struct srv_config;
 struct cl_node;
+struct pr_server;
 
 typedef struct srv_cluster srv_cluster;
 
@@ -19,10 +20,13 @@ typedef struct srv_cluster srv_cluster;
 int srv_cluster_enabled(const struct srv_config *c);
 
 /* srv_cluster_start joins (or bootstraps) the cluster as node_id (the UUID
- * bytes the thin protocol sends), publishing thin_addr for clients.  0 or an
- * error, logged. */
+ * bytes the thin protocol sends), publishing thin_addr for clients; what the
+ * metadata group applies is handed to ps; forwarded writes wait on durable
+ * (the WAL's group commit, or NULL) before their answer leaves, as a
+ * client's reply would.  0 or an error, logged. */
 int  srv_cluster_start(srv_cluster **out, const struct srv_config *c,
-                       const uint8_t node_id[16], const char *thin_addr);
+                       const uint8_t node_id[16], const char *thin_addr, struct pr_server *ps,
+                       int (*durable)(void *arg), void *durable_arg);
 /* srv_cluster_stop leaves the cluster (clean stop) and frees everything. */
 void srv_cluster_stop(srv_cluster *sc);
 struct cl_node *srv_cluster_node(srv_cluster *sc);

@@ -510,6 +510,87 @@ static int check_register(const opts *o, hop *h, size_t n)
     return bad;
 }
 
+/* cmd_partitions prints "partition owner" for every partition of the cache
+ * as CACHE_PARTITIONS (1101) answers on the first node, sorted by partition,
+ * owner as 32 hex digits, so the answers of several nodes can be compared. */
+static int cmd_partitions(const opts *o)
+{
+    client cl = { .o = o };
+    if (ensure_open(&cl) != 0) {
+        fprintf(stderr, "ember-chaos: cannot connect\n");
+        return 2;
+    }
+    sx_conn *c = &cl.c;
+    em_buf_reset(&c->out);
+    size_t s = sx_req_begin(&c->out, 1101, c->rid++);
+    sx_put_i32(&c->out, 1);
+    sx_put_i32(&c->out, sx_cache_id(o->cache));
+    sx_req_end(&c->out, s);
+    sx_reply r;
+    int rc = sx_call(c, &r, o->timeout_ms);
+    if (rc || r.status) {
+        fprintf(stderr, "ember-chaos: CACHE_PARTITIONS failed (%d, status %d)\n", rc, r.status);
+        drop_conn(&cl);
+        return 2;
+    }
+    sx_rd d = { r.p, r.n, 0, 0 };
+    (void)sx_rd_i64(&d);
+    (void)sx_rd_i32(&d);
+    int32_t groups = sx_rd_i32(&d);
+    static uint64_t own[65536][2];
+    static uint8_t have[65536];
+    memset(have, 0, sizeof have);
+    int32_t maxp = -1;
+    for (int32_t g = 0; g < groups && !d.err; g++) {
+        int applicable = sx_rd_u8(&d);
+        int32_t nc = sx_rd_i32(&d);
+        for (int32_t k = 0; k < nc && !d.err; k++) {
+            (void)sx_rd_i32(&d);
+            if (applicable) {
+                int32_t kc = sx_rd_i32(&d);
+                for (int32_t j = 0; j < kc && !d.err; j++) {
+                    (void)sx_rd_i32(&d);
+                    (void)sx_rd_i32(&d);
+                }
+            }
+        }
+        if (!applicable)
+            continue;
+        int32_t nn = sx_rd_i32(&d);
+        for (int32_t k = 0; k < nn && !d.err; k++) {
+            (void)sx_rd_u8(&d);
+            uint64_t msb = (uint64_t)sx_rd_i64(&d), lsb = (uint64_t)sx_rd_i64(&d);
+            int32_t np = sx_rd_i32(&d);
+            for (int32_t j = 0; j < np && !d.err; j++) {
+                int32_t p = sx_rd_i32(&d);
+                if (p < 0 || p >= 65536 || have[p]) {
+                    d.err = 1;
+                    break;
+                }
+                have[p] = 1;
+                own[p][0] = msb;
+                own[p][1] = lsb;
+                if (p > maxp)
+                    maxp = p;
+            }
+        }
+    }
+    drop_conn(&cl);
+    if (d.err) {
+        fprintf(stderr, "ember-chaos: malformed CACHE_PARTITIONS reply (or a partition twice)\n");
+        return 1;
+    }
+    for (int32_t p = 0; p <= maxp; p++) {
+        if (!have[p]) {
+            fprintf(stderr, "ember-chaos: partition %d has no owner\n", p);
+            return 1;
+        }
+        printf("%d %016llx%016llx\n", p, (unsigned long long)own[p][0],
+               (unsigned long long)own[p][1]);
+    }
+    return 0;
+}
+
 /* cmd_judge: the register check on a history alone (no final reads), for
  * testing the checker itself on histories made by hand. */
 static int cmd_judge(const opts *o)
@@ -552,6 +633,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: ember-chaos run|check --nodes IP:PORT[,IP:PORT...] --history FILE\n"
             "       ember-chaos judge --history FILE [--keys N]   (register check only)\n"
+            "       ember-chaos partitions --nodes IP:PORT --cache NAME  (owner per partition)\n"
             "         [--workload set|register] [--cache NAME] [--clients N]\n"
             "         [--duration SECONDS] [--keys N] [--timeout-ms MS] [--max-ops N]\n");
 }
@@ -581,6 +663,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "judge") && o.history && o.keys >= 1)
         return cmd_judge(&o);
+    if (!strcmp(argv[1], "partitions") && o.nnodes)
+        return cmd_partitions(&o);
     if (!o.nnodes || !o.history || o.clients < 1 || o.clients > MAX_CLIENTS || o.keys < 1 ||
         (strcmp(o.workload, "set") && strcmp(o.workload, "register"))) {
         usage();
@@ -590,6 +674,8 @@ int main(int argc, char **argv)
         return cmd_run(&o);
     if (!strcmp(argv[1], "check"))
         return cmd_check(&o);
+    if (!strcmp(argv[1], "partitions"))
+        return cmd_partitions(&o);
     usage();
     return 2;
 }

@@ -1,0 +1,346 @@
+/* proto_cluster.c - the thin protocol on a cluster member: what a request
+ * changes cluster-wide goes through the metadata group, and what the group
+ * applies takes effect here (cluster/cl_node.h).
+ *
+ * Through the group, each waiting for its entry to apply on this node before
+ * the reply: cache starts (the configuration's request bytes, decoded by
+ * every node alike) and stops, binary types and type names (after this node
+ * registered them, so a bad one is refused before it spreads), and cluster
+ * state changes.  A proposal blocks the worker for one round trip to the
+ * leader and one commit: these are configuration changes, not the data path.
+ *
+ * Binary types in the group's state are keyed by type id for records and by
+ * the id's complement for names, so a node restoring a snapshot gets both.
+ */
+#include "proto/proto_int.h"
+
+#include <string.h>
+
+#include "binary/binary.h"
+#include "cluster/cl_meta_fsm.h"
+#include "cluster/cl_node.h"
+#include "util/mem.h"
+
+#define PROPOSE_TIMEOUT_MS 30000
+
+int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *what)
+{
+    int rc = cl_node_propose(c->srv->opt.cluster, entry, len, PROPOSE_TIMEOUT_MS);
+    switch (rc) {
+    case 0:
+        return 0;
+    case EM_NOMEM:
+        return rc;
+    case EM_CACHEEXISTS:
+        return pr_fail(c, PR_ST_CACHE_EXISTS, "Failed to start cache (a cache with the same "
+                       "name is already started with another configuration)");
+    case EM_NOTLEADER:
+        return pr_fail(c, PR_ST_FAILED, "Failed to %s: the cluster has no coordinator now "
+                       "(no majority of its metadata group is reachable); retry", what);
+    case EM_TIMEOUT:
+    case EM_LOSTLEADER:
+        return pr_fail(c, PR_ST_FAILED, "Failed to %s: the cluster did not confirm it within "
+                       "%d ms (it may still take effect); retry", what, PROPOSE_TIMEOUT_MS);
+    default:
+        return pr_fail(c, PR_ST_FAILED, "Failed to %s: %s", what, em_strerror(rc));
+    }
+}
+
+int pr_cluster_sync(pr_conn *c)
+{
+    return c->srv->opt.cluster && cl_node_sync(c->srv->opt.cluster, PROPOSE_TIMEOUT_MS) == 0;
+}
+
+int pr_cluster_type_put(pr_conn *c, int kind, int32_t type_id, const uint8_t *p, size_t n)
+{
+    if (!c->srv->opt.cluster)
+        return 0;
+    uint8_t *blob = em_malloc(n + 1);
+    if (!blob)
+        return EM_NOMEM;
+    blob[0] = (uint8_t)kind;
+    memcpy(blob + 1, p, n);
+    em_buf b = EM_BUF_INIT;
+    int rc = cl_meta_enc_type_put(&b, kind == 1 ? type_id : ~type_id, blob, n + 1);
+    em_free(blob);
+    if (rc == 0)
+        rc = pr_cluster_propose(c, b.p, b.len, "register the binary type cluster-wide");
+    else if (rc != EM_NOMEM)
+        rc = pr_fail(c, PR_ST_FAILED, "Binary type too large for the cluster: %s",
+                     em_strerror(rc));
+    em_buf_free(&b);
+    return rc;
+}
+
+/* apply_type registers a TYPE_PUT blob (kind byte, then the record or the
+ * name record of proto_meta.c) and persists it as this node's own put does. */
+static int apply_type(pr_server *s, const uint8_t *p, size_t n)
+{
+    if (n < 1)
+        return EM_TRUNCATED;
+    int kind = p[0];
+    p++;
+    n--;
+    int rc;
+    if (kind == 1) {
+        bin_type *t = NULL;
+        size_t used = 0;
+        if ((rc = bin_meta_decode(p, n, &t, &used)) != 0)
+            return rc;
+        rc = bin_registry_put(s->reg, t, NULL);
+        bin_type_free(t);
+        n = used;
+    } else if (kind == 2) {
+        if (n < 5)
+            return EM_TRUNCATED;
+        rc = bin_registry_name_put(s->reg, p[0], (int32_t)em_ld32(p + 1),
+                                   (const char *)p + 5, n - 5);
+    } else {
+        return EM_BADTYPE;
+    }
+    if (!rc && s->opt.meta_persist)
+        rc = s->opt.meta_persist(s->opt.meta_arg, kind, p, n);
+    return rc;
+}
+
+int pr_cluster_apply(pr_server *s, const cl_meta_entry *e)
+{
+    switch (e->type) {
+    case CL_META_E_CACHE_START:
+        if (st_cache_find(s->st, e->u.cache.id))
+            return 0;
+        return pr_cfg_apply_start(s, e->u.cache.blob.p, e->u.cache.blob.len);
+    case CL_META_E_CACHE_STOP: {
+        int rc = st_cache_destroy(s->st, e->u.cache.id);
+        return rc == EM_NOCACHE ? 0 : rc;
+    }
+    case CL_META_E_TYPE_PUT:
+        return apply_type(s, e->u.type_put.blob.p, e->u.type_put.blob.len);
+    case CL_META_E_STATE_SET:
+        return pr_change_state(s, e->u.state);
+    default:
+        return 0;
+    }
+}
+
+int pr_cluster_restore(pr_server *s, const cl_meta_fsm *f)
+{
+    int first = 0;
+    for (uint32_t i = 0; i < f->n_types; i++) {
+        int rc = apply_type(s, f->types[i].p, f->types[i].len);
+        if (rc && !first)
+            first = rc;
+    }
+    for (uint32_t i = 0; i < f->n_caches; i++) {
+        if (st_cache_find(s->st, f->caches[i].id))
+            continue;
+        int rc = pr_cfg_apply_start(s, f->caches[i].p, f->caches[i].len);
+        if (rc && !first)
+            first = rc;
+    }
+    int rc = pr_change_state(s, f->state);
+    return first ? first : rc;
+}
+
+int pr_server_set_cluster(pr_server *s, cl_node *node)
+{
+    if (!s->apply_conn && !(s->apply_conn = pr_conn_new(s)))
+        return EM_NOMEM;
+    if (!s->fwd_conn && !(s->fwd_conn = pr_conn_new(s)))
+        return EM_NOMEM;
+    /* Forwarded requests arrive decoded as a 1.7.0 client's would be: the
+     * request layouts of the cache ops are the same in every version. */
+    s->fwd_conn->ready = 1;
+    s->fwd_conn->ver = PR_VER(1, 7, 0);
+    s->fwd_conn->forwarded = 1;
+    s->opt.cluster = node;
+    return 0;
+}
+
+/* ---- the data path on a cluster --------------------------------------------
+ *
+ * Every key has one owner, the primary of its partition in the topology the
+ * members share (no backups yet: the replication issue adds them).  A
+ * single-key op on another member's key is forwarded whole - the client's
+ * request bytes - and answered with what the owner answered; the worker
+ * waits for it (FORWARD_TIMEOUT_MS at most).  A batch whose keys all have one
+ * owner goes there; a batch across owners is refused until batches are
+ * split.  GET_SIZE, CLEAR and REMOVE_ALL ask every member and sum.
+ * Forwarded requests run on the owner's transport thread (pr_exec_forward)
+ * and are never forwarded again. */
+
+#define FORWARD_TIMEOUT_MS 10000
+
+/* owner_of: the member index owning key k (validated bytes) of cache sc. */
+static int owner_of(pr_conn *c, cl_topo *t, st_cache *sc, const uint8_t *k, size_t kl,
+                    int *owner)
+{
+    const st_cache_config *g = st_cache_cfg(sc);
+    uint32_t parts = g->partitions ? g->partitions : 1024;
+    const cl_aff_table *a = cl_topo_affinity(t, parts, 0);
+    if (!a)
+        return EM_NOMEM;
+    bin_key bk;
+    em_buf_reset(&c->tmp);
+    int rc = bin_key_prepare(k, kl, &c->tmp, &bk);
+    if (rc)
+        return rc;
+    *owner = cl_aff_owners(a, bin_partition(bk.hash, parts))[0];
+    return 0;
+}
+
+/* parse_reply takes a forwarded request's reply (a 1.7.0 response frame):
+ * its payload is appended to out, or its error becomes this reply's. */
+static int parse_reply(pr_conn *c, const uint8_t *p, size_t n, em_buf *out)
+{
+    if (n < 14)
+        return pr_fail(c, PR_ST_FAILED, "Malformed reply from the key's owner");
+    uint16_t flags = em_ld16(p + 12);
+    pr_rd r = { p, n, 14 };
+    if (flags & 2)
+        r.pos += 12;
+    if (r.pos > n)
+        return pr_fail(c, PR_ST_FAILED, "Malformed reply from the key's owner");
+    if (flags & 1) {
+        int32_t status;
+        const uint8_t *m = NULL;
+        size_t ml = 0;
+        if (pr_rd_i32(&r, &status) || pr_rd_str(c, &r, &m, &ml))
+            return pr_fail(c, PR_ST_FAILED, "Malformed error reply from the key's owner");
+        return pr_fail(c, status > 0 ? status : PR_ST_FAILED, "%.*s", (int)ml,
+                       m ? (const char *)m : "");
+    }
+    return em_buf_append(out, p + r.pos, n - r.pos);
+}
+
+static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)
+{
+    em_buf_reset(resp);
+    int rc = cl_node_call(c->srv->opt.cluster, to, c->req_body, c->req_len, resp,
+                          FORWARD_TIMEOUT_MS);
+    if (rc == EM_NOMEM)
+        return rc;
+    if (rc == EM_CLOSED || rc == EM_TIMEOUT)
+        return pr_fail(c, PR_ST_FAILED, "The node owning this key did not answer (%s); "
+                       "the request may or may not have run there", em_strerror(rc));
+    if (rc)
+        return pr_fail(c, PR_ST_FAILED, "The node owning this key failed the request: %s",
+                       em_strerror(rc));
+    return 0;
+}
+
+/* fan_out: GET_SIZE, CLEAR and REMOVE_ALL on every other member; the
+ * handler then runs its own part here (GET_SIZE adds c->fanout_sum). */
+static int fan_out(pr_conn *c, int op, cl_topo *t)
+{
+    em_buf resp = EM_BUF_INIT, part = EM_BUF_INIT;
+    int64_t sum = 0;
+    int rc = 0;
+    for (uint32_t i = 0; i < t->n && !rc; i++) {
+        if ((int)i == t->self)
+            continue;
+        em_buf_reset(&part);
+        if ((rc = forward(c, t->m[i].id, &resp)) != 0 ||
+            (rc = parse_reply(c, resp.p, resp.len, &part)) != 0)
+            break;
+        if (op == 1020) {
+            if (part.len != 8)
+                rc = pr_fail(c, PR_ST_FAILED, "Malformed size from a member");
+            else
+                sum += (int64_t)em_ld64(part.p);
+        }
+    }
+    em_buf_free(&resp);
+    em_buf_free(&part);
+    c->fanout_sum = sum;
+    return rc;
+}
+
+int pr_cluster_scan_check(pr_conn *c)
+{
+    if (!c->srv->opt.cluster || c->forwarded)
+        return 0;
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+    uint32_t n = t->n;
+    cl_node_topo_release(t);
+    if (n <= 1)
+        return 0;
+    return pr_fail(c, PR_ST_FAILED, "Scan queries over a cluster of %u nodes are not "
+                   "supported by ember yet (they would see only this node's keys)", n);
+}
+
+int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
+                     int nkeys, int pairs, em_buf *out, int *done)
+{
+    *done = 0;
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+    if (t->n <= 1 || t->self < 0) {
+        cl_node_topo_release(t);
+        return 0;
+    }
+    int rc = 0;
+    if (!kp) {
+        if (op == 1020 || op == 1013 || op == 1019)
+            rc = fan_out(c, op, t);
+        cl_node_topo_release(t);
+        return rc;
+    }
+    /* One owner for every key, or none (several). */
+    int owner = -1;
+    const uint8_t *p = kp;
+    for (int i = 0; i < nkeys && !rc; i++) {
+        size_t len;
+        if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
+            break;
+        int o;
+        if ((rc = owner_of(c, t, sc, p, len, &o)) != 0)
+            break;
+        if (owner >= 0 && o != owner)
+            owner = -2;
+        else if (owner == -1)
+            owner = o;
+        p += len;
+        if (pairs) {
+            if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
+                break;
+            p += len;
+        }
+        if (owner == -2)
+            break;
+    }
+    if (rc) {
+        cl_node_topo_release(t);
+        return rc == EM_NOMEM ? rc : pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
+    }
+    if (owner == -2) {
+        cl_node_topo_release(t);
+        return pr_fail(c, PR_ST_FAILED, "This batch names keys owned by several nodes; ember "
+                       "does not split batches across a cluster yet (send one batch per "
+                       "node, as partition-aware clients do, or single-key requests)");
+    }
+    if (owner < 0 || owner == t->self) {
+        cl_node_topo_release(t);
+        return 0;
+    }
+    cl_meta_uuid to = t->m[owner].id;
+    cl_node_topo_release(t);
+    em_buf resp = EM_BUF_INIT;
+    rc = forward(c, to, &resp);
+    if (!rc)
+        rc = parse_reply(c, resp.p, resp.len, out);
+    em_buf_free(&resp);
+    *done = 1;
+    return rc;
+}
+
+int pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp)
+{
+    if (!s->fwd_conn)
+        return EM_UNSUPPORTED;
+    return pr_exec_request(s->fwd_conn, body, len, resp);
+}
+
+void pr_cluster_topology(pr_server *s, uint64_t major, uint32_t minor)
+{
+    atomic_store_explicit(&s->topo_ver, major << 32 | minor, memory_order_relaxed);
+}

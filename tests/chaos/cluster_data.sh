@@ -1,0 +1,56 @@
+#!/bin/sh
+# cluster_data.sh - data through a 3-node cluster of real processes: the
+# real Node.js client creates a cache through node 1, puts keys through node
+# 2 and reads them all through node 3 (each key served by its owner, the
+# others forwarding); every node's CACHE_PARTITIONS names one owner for
+# every partition, the same on every node; a cache and a state change made
+# through one node are seen through the others at once.
+cd "$(dirname "$0")/../.."
+BUILD=${EMBER_BUILD:-build}
+KEYS=${CHAOS_KEYS:-10000}
+. tests/chaos/lib.sh
+chaos_init
+
+node_start 1 $(cluster_flags 1) || finish
+node_start 2 $(cluster_flags 2 1) || finish
+node_start 3 $(cluster_flags 3 1) || finish
+for i in 1 2 3; do
+    wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_joined 1 ||
+        { bad "node $i did not join"; finish; }
+done
+ok "3 nodes joined"
+
+if out=$(node tests/chaos/cluster_kv.js "$KEYS" "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)" 2>&1); then
+    echo "$out" | sed 's/^ok /ok   node client: /'
+    PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
+else
+    echo "$out"
+    bad "node client through three nodes"
+fi
+
+# CACHE_PARTITIONS on every node: all 1024 partitions, one owner each, and
+# the same owners everywhere.
+CLI="$BUILD/ember-cli"
+"$CLI" -h "$(node_ip 1)" -p "$CHAOS_PORT" create parts >/dev/null || bad "create parts"
+for i in 1 2 3; do
+    "$BUILD/ember-chaos" partitions --nodes "$(node_addr "$i")" --cache parts \
+        >"$CHAOS_TMP/parts.$i" 2>&1 || { bad "partitions through node $i: $(cat "$CHAOS_TMP/parts.$i")"; }
+done
+if [ "$(grep -c . "$CHAOS_TMP/parts.1")" = 1024 ] && cmp -s "$CHAOS_TMP/parts.1" "$CHAOS_TMP/parts.2" &&
+   cmp -s "$CHAOS_TMP/parts.1" "$CHAOS_TMP/parts.3"; then
+    ok "CACHE_PARTITIONS: 1024 partitions, one owner each, the same on every node"
+else
+    bad "CACHE_PARTITIONS differ or are incomplete ($(grep -c . "$CHAOS_TMP/parts.1") lines)"
+fi
+owners=$(cut -d' ' -f2 "$CHAOS_TMP/parts.1" | sort -u | grep -c .)
+[ "$owners" = 3 ] && ok "every node owns partitions" || bad "$owners distinct owners"
+
+"$CLI" -h "$(node_ip 2)" -p "$CHAOS_PORT" state ACTIVE_READ_ONLY >/dev/null
+[ "$("$CLI" -h "$(node_ip 3)" -p "$CHAOS_PORT" state)" = ACTIVE_READ_ONLY ] &&
+    ! "$CLI" -h "$(node_ip 1)" -p "$CHAOS_PORT" put parts int:1 x >/dev/null 2>&1 &&
+    ok "read-only set through one node refuses writes through another" ||
+    bad "cluster-wide read-only"
+"$CLI" -h "$(node_ip 3)" -p "$CHAOS_PORT" state ACTIVE >/dev/null
+"$CLI" -h "$(node_ip 1)" -p "$CHAOS_PORT" put parts int:1 x >/dev/null &&
+    ok "active again through a third node" || bad "cluster-wide activation"
+finish
