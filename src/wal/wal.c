@@ -23,9 +23,10 @@
  *   24     4     CRC32C of bytes [0, 24)
  *   28     4     reserved, must be 0
  *   32     ...   frames, back to back, until the file ends
- * A segment is rolled when the next frame would pass segment_bytes; the old
- * one is fsynced before the new one is created, so only the last segment
- * can ever have a torn tail.
+ * A segment is rolled when the next frame would pass segment_bytes (and by
+ * every checkpoint); the old one receives every record below the new
+ * header's first LSN, buffered ones included, and is fsynced before the new
+ * one is created, so only the last segment can ever have a torn tail.
  */
 #include "wal/wal_int.h"
 
@@ -627,6 +628,7 @@ static int seg_create_locked(wal *w, uint64_t no)
     w->seg_no = no;
     w->seg_off = 0;
     w->st.segment = no;
+    w->seg_first = w->next_lsn;
     seg_hdr_build(h, no, w->next_lsn);
     /* The header and the directory entry are durable before any record goes
      * in, so a crash never leaves records in a file recovery cannot find. */
@@ -695,6 +697,18 @@ int wal_roll_locked(wal *w)
         pthread_cond_wait(&w->cv, &w->mu);
     if (w->err)
         return EM_READONLY;
+    /* The new header says its first record is next_lsn, so every record
+     * with a lower LSN must be in this segment first.  Buffered appends
+     * made while the lock was released (the wait above, a caller's fsync)
+     * are still pending: left there they would open the next segment below
+     * its header's LSN, and recovery would refuse the log. */
+    if (buffered(w) && w->pend.len) {
+        if ((rc = write_pending_locked(w, w->pend.len))) {
+            fail_locked(w, rc, "write");
+            return rc;
+        }
+        w->written_lsn = w->next_lsn - 1;
+    }
     rc = w->ops->fsync(w->ops->ctx, w->fd);
     w->st.fsyncs++;
     if (rc) {
@@ -769,20 +783,17 @@ retry:
             goto retry;
         }
         /* The record starts the next segment; what is pending before it
-         * finishes this one. */
-        if (buf_mode && (rc = write_pending_locked(w, start))) {
-            fail_locked(w, rc, "write");
-        } else {
-            if (buf_mode)
-                w->written_lsn = lsn - 1;
-            rc = wal_roll_locked(w);
-        }
-        if (rc) {
+         * finishes this one (the roll writes it).  The record is encoded
+         * again after the roll, so pend holds only LSNs below next_lsn
+         * while it runs. */
+        b->len = start;
+        if ((rc = wal_roll_locked(w))) {
             if (buf_mode)
                 b->len = 0;
             pthread_mutex_unlock(&w->mu);
             return rc;
         }
+        goto retry;
     }
     w->next_lsn++;
     w->st.appends++;

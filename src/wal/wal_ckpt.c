@@ -108,12 +108,15 @@ int wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), void
     pthread_mutex_lock(&w->mu);
     int rc = !w->ready ? EM_INVAL : w->err ? EM_READONLY : 0;
     /* Fix the WAL position P: everything after it lands in segment S or
-     * later.  An empty current segment already is such a start. */
+     * later.  An empty current segment already is such a start.  The flush
+     * releases mu while it fsyncs, so appends may be pending again when it
+     * returns: the roll writes them to the old segment.  The checkpoint names
+     * the LSN S's header names, so replay finds the two in agreement. */
     if (!rc)
         rc = wal_flush_locked(w);
-    if (!rc && w->seg_off > WAL_SEG_HDR)
+    if (!rc && (w->seg_off > WAL_SEG_HDR || w->pend.len))
         rc = wal_roll_locked(w);
-    uint64_t seg = w->seg_no, first_lsn = w->next_lsn;
+    uint64_t seg = w->seg_no, first_lsn = w->seg_first;
     pthread_mutex_unlock(&w->mu);
     if (rc) {
         pthread_mutex_unlock(&w->ckmu);

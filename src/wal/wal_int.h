@@ -22,6 +22,7 @@ struct wal {
     int      ready;                 /* replayed, writer open */
     int      fd;                    /* current segment, -1 none */
     uint64_t seg_no, seg_off;       /* bytes of the segment written to fd */
+    uint64_t seg_first;             /* the first LSN the segment's header names */
     uint64_t next_lsn, written_lsn, synced_lsn;
     int      syncing;               /* a leader is in fsync outside mu */
     int      err;                   /* sticky first write/fsync error */
@@ -48,8 +49,9 @@ void wal_ckpt_path(const wal *w, uint64_t no, int tmp, char *out);
 /* wal_seterr records a message for wal_errmsg (mu need not be held during replay). */
 void wal_seterr(wal *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Called with mu held: make the current segment empty-at-start of a fresh
- * segment (writes pending bytes, fsyncs, opens the next). */
+/* Called with mu held: finish the current segment (writes every pending
+ * record, fsyncs) and open the next, whose header names next_lsn.  May wait
+ * for a running fsync, releasing mu meanwhile. */
 int  wal_roll_locked(wal *w);
 int  wal_flush_locked(wal *w);
 
