@@ -379,6 +379,64 @@ static int apply_cb(void *arg, size_t off, const wal_frame *f)
     return rc == EM_CORRUPT ? EM_BADTYPE : rc;   /* tell undecodable apart from fn errors */
 }
 
+/* seg_first_lsn decides where segment i's records start, given the LSN the
+ * log so far expects (expect; 0 = anything: no checkpoint, first segment).
+ * A segment's header names its first record's LSN.  Logs written by
+ * BACKGROUND/NONE before the roll wrote pending records first can hold a
+ * segment whose header names a higher LSN than its records carry: the
+ * pending records of the checkpoint's fsync window open it.  The records'
+ * own LSNs are right (consecutive, CRC-checked), so such a segment is read
+ * by them, with a warning (wal_warnmsg), when that keeps the log whole:
+ *   - its first record continues the log (the previous segment's next LSN);
+ *   - it is the checkpoint's segment S and the header names the
+ *     checkpoint's LSN: records below it were applied before the snapshot's
+ *     scan began, and replaying a record the snapshot already reflects,
+ *     followed by every later one, ends in the same state;
+ *   - it is the last segment and holds no record: the pending records it
+ *     should have received were lost with the unflushed tail.  Returns 1:
+ *     the caller drops it and starts the next segment in its place.
+ * Anything else that disagrees is corruption. */
+static int seg_first_lsn(wal *w, const char *path, const em_buf *b, const wal_seg_hdr *h,
+                         size_t i, int last, uint64_t expect, int note, uint64_t *first)
+{
+    wal_frame f;
+    uint64_t rec = 0;                   /* the first record's LSN, 0 = none valid */
+    if (b->len > WAL_SEG_HDR && wal_frame_parse(b->p + WAL_SEG_HDR, b->len - WAL_SEG_HDR, &f) == 0)
+        rec = f.lsn;
+    uint64_t hl = h->first_lsn;
+    *first = hl;
+    if ((!rec || rec == hl) && (!expect || hl == expect))
+        return 0;                       /* the header agrees with both */
+    int ok;
+    if (rec)
+        ok = !expect || rec == expect || (i == 0 && hl == expect && rec < expect);
+    else
+        ok = last && hl > expect;
+    if (!ok) {
+        if (rec && rec != hl)
+            wal_seterr(w, "%s: segment header says first LSN %" PRIu64 " (offset 16) but its "
+                       "first record has LSN %" PRIu64 ", expected LSN %" PRIu64 " (offset %d)",
+                       path, hl, rec, expect, WAL_SEG_HDR);
+        else
+            wal_seterr(w, "%s: segment header says segment %" PRIu64 " first LSN %" PRIu64
+                       ", expected LSN %" PRIu64 " (offset 16)", path, h->seg_no, hl, expect);
+        return EM_CORRUPT;
+    }
+    *first = rec ? rec : expect;
+    if (note) {
+        w->st.mislabeled++;
+        if (rec)
+            snprintf(w->warn, sizeof w->warn, "%s: segment header says first LSN %" PRIu64
+                     " but its records start at LSN %" PRIu64 " (offset %d); read by the "
+                     "records' LSNs", path, hl, rec, WAL_SEG_HDR);
+        else
+            snprintf(w->warn, sizeof w->warn, "%s: segment header says first LSN %" PRIu64
+                     " but the log before it ends at LSN %" PRIu64 " and it holds no record; "
+                     "read as empty", path, hl, expect - 1);
+    }
+    return rec ? 0 : 1;
+}
+
 /* replay_segments walks segs[first..] once: validating only (apply == 0),
  * or applying.  *next_lsn carries the expected LSN; *cut gets the torn
  * tail's offset in the last segment (or UINT64_MAX), *drop_last = 1 if the
@@ -411,14 +469,20 @@ static int replay_segments(wal *w, const uint64_t *segs, size_t n, uint64_t *nex
             wal_seterr(w, "%s: corrupt segment header at offset 0", path);
             return EM_CORRUPT;
         }
-        if (h.seg_no != segs[i] || (*next_lsn && h.first_lsn != *next_lsn)) {
-            wal_seterr(w, "%s: segment header says segment %" PRIu64 " first LSN %" PRIu64
-                       ", expected segment %" PRIu64 " LSN %" PRIu64 " (offset 8)",
-                       path, h.seg_no, h.first_lsn, segs[i], *next_lsn);
+        if (h.seg_no != segs[i]) {
+            wal_seterr(w, "%s: segment header says segment %" PRIu64 ", expected segment %"
+                       PRIu64 " (offset 8)", path, h.seg_no, segs[i]);
             return EM_CORRUPT;
         }
-        if (!*next_lsn)
-            *next_lsn = h.first_lsn;
+        uint64_t first;
+        rc = seg_first_lsn(w, path, b, &h, i, last, *next_lsn, !apply, &first);
+        if (rc == 1) {
+            *drop_last = 1;             /* holds nothing: replaced like a torn header */
+            return 0;
+        }
+        if (rc)
+            return rc;
+        *next_lsn = first;
         wal_scan_res r;
         apply_ctx a = {fn, arg};
         rc = wal_scan(b->p, b->len, WAL_SEG_HDR, *next_lsn, apply ? apply_cb : NULL, &a, &r);
@@ -490,7 +554,8 @@ int wal_replay(wal *w, wal_apply_fn fn, void *arg)
     char path[WAL_PATH_MAX];
     uint64_t next_lsn = 0, start_seg = 0, applied = 0;
     em_buf b = EM_BUF_INIT;
-    w->st.replayed = w->st.cut_bytes = 0;
+    w->st.replayed = w->st.cut_bytes = w->st.mislabeled = 0;
+    w->warn[0] = 0;
     if (d.has_ckpt) {
         wal_ckpt_hdr h;
         uint64_t nrec = 0;
@@ -945,6 +1010,7 @@ int wal_error(const wal *w)
     return err;
 }
 const char *wal_errmsg(const wal *w) { return w->msg; }
+const char *wal_warnmsg(const wal *w) { return w->warn; }
 
 void wal_stats_get(wal *w, wal_stats *out)
 {

@@ -30,6 +30,7 @@ struct wal {
     em_buf   enc;                   /* FSYNC/LOG_ONLY: the record being written */
     em_buf   pend;                  /* BACKGROUND/NONE: records not yet written */
     char     msg[512];
+    char     warn[512];             /* wal_warnmsg: the last replay's last warning */
     wal_stats st;
 
     pthread_t bg;                   /* BACKGROUND flusher */

@@ -2,7 +2,8 @@
 # wal_tool.sh - black-box tests of `ember-wal check|dump` (tools/wal/) on WAL
 # files from the fuzz seed corpus (tests/fuzz/corpus/fuzz_wal/, written by
 # src/wal/): clean, torn tail, mid-log corruption, missing segment,
-# checkpoint.  Last line: "N passed, N failed".
+# checkpoint, a segment whose header's first LSN disagrees with its
+# records.  Last line: "N passed, N failed".
 BUILD=${EMBER_BUILD:-build}
 TOOL="$BUILD/ember-wal"
 SEEDS=tests/fuzz/corpus/fuzz_wal
@@ -38,6 +39,9 @@ expect check_mid_corruption 1 "^CORRUPT: $T/flip/$seg0: corrupt record at offset
 
 mkdir "$T/gap"; cp "$SEEDS/segment-8-records" "$T/gap/$seg0"; cp "$SEEDS/segment-8-records" "$T/gap/wal-0000000000000002.seg"
 expect check_missing_segment 1 "wal-0000000000000001.seg: missing between existing segments" -- "$TOOL" check "$T/gap"
+
+mkdir "$T/mislabeled"; cp "$SEEDS/segment-mislabeled" "$T/mislabeled/$seg0"
+expect check_mislabeled 0 "^warning: 1 segment(s) read by their records' LSNs, not their headers'; the last: .*$seg0: segment header says first LSN 5 but its records start at LSN 1 (offset 32)" -- "$TOOL" check "$T/mislabeled"
 
 mkdir "$T/ckpt"; cp "$SEEDS/checkpoint" "$T/ckpt/ckpt-0000000000000001.ckpt"
 expect check_checkpoint 0 "^OK: 4 records replayable (3 put, 0 remove, 0 clear, 1 cache create" -- "$TOOL" check "$T/ckpt"

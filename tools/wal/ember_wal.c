@@ -197,6 +197,9 @@ static int check_dir(const char *dir)
                st.replayed, c.n[1], c.n[2], c.n[3], c.n[4], c.n[5], st.next_lsn);
         if (wal_errmsg(w)[0])
             printf("note: %s\n", wal_errmsg(w));
+        if (st.mislabeled)
+            printf("warning: %" PRIu64 " segment(s) read by their records' LSNs, not their "
+                   "headers'; the last: %s\n", st.mislabeled, wal_warnmsg(w));
     }
     wal_close(w);
     return rc ? 1 : 0;
