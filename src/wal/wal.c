@@ -30,6 +30,7 @@
  */
 #include "wal/wal_int.h"
 
+#include "binary/binary.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/hash.h"
@@ -167,15 +168,53 @@ static void seg_hdr_build(uint8_t *p, uint64_t no, uint64_t first_lsn)
     em_st32(p + 24, em_crc32c(0, p, 24));
 }
 
-int wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg)
+/* check_obj: p[0..n) is exactly one whole, non-null data object, as proto/
+ * requires of every key and value it accepts.  The store trusts that (it
+ * hashes keys by their declared lengths, replies copy values as they are),
+ * so recovery holds the log's bytes to the same validator.  Nesting is
+ * bounded by bin_validate's hard cap: whatever max_depth the server ran
+ * with when it logged them. */
+static int check_obj(const uint8_t *p, size_t n)
+{
+    size_t len = 0;
+    int rc = bin_validate(p, n, &len, UINT32_MAX);
+    if (rc)
+        return rc;
+    if (len != n)
+        return EM_TRAILING;
+    return p[0] == BIN_NULL ? EM_BADTYPE : 0;
+}
+
+int wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg, char *why, size_t cap)
 {
     wal_cmd c;
     st_update u;
     st_cache_config cfg;
-    if (f->type != WAL_REC_UPDATE)
+    if (f->type != WAL_REC_UPDATE) {
+        snprintf(why, cap, "not an update record (type %u)", f->type);
         return EM_CORRUPT;
-    if (wal_cmd_unmarshal(f->body, f->body_len, &c) || wal_decode_update(&c, &u, &cfg))
+    }
+    int rc = wal_cmd_unmarshal(f->body, f->body_len, &c);
+    if (!rc)
+        rc = wal_decode_update(&c, &u, &cfg);
+    if (rc) {
+        snprintf(why, cap, "undecodable update command (%s)", em_errname(rc));
         return EM_CORRUPT;
+    }
+    if (u.kind == ST_UPD_PUT || u.kind == ST_UPD_REMOVE) {
+        const char *what = "key";
+        rc = check_obj(u.key, u.klen);
+        if (!rc && u.kind == ST_UPD_PUT) {
+            what = "value";
+            rc = check_obj(u.val, u.vlen);
+        }
+        if (rc == EM_NOMEM)
+            return rc;
+        if (rc) {
+            snprintf(why, cap, "its %s is not a valid data object (%s)", what, em_errname(rc));
+            return EM_CORRUPT;
+        }
+    }
     return fn ? fn(arg, &u) : 0;
 }
 
@@ -369,14 +408,14 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-typedef struct apply_ctx { wal_apply_fn fn; void *arg; } apply_ctx;
+/* why[0] != 0 after a walk: the record itself failed (corruption), not fn. */
+typedef struct apply_ctx { wal_apply_fn fn; void *arg; char why[160]; } apply_ctx;
 
 static int apply_cb(void *arg, size_t off, const wal_frame *f)
 {
     (void)off;
     apply_ctx *a = arg;
-    int rc = wal_apply_frame(f, a->fn, a->arg);
-    return rc == EM_CORRUPT ? EM_BADTYPE : rc;   /* tell undecodable apart from fn errors */
+    return wal_apply_frame(f, a->fn, a->arg, a->why, sizeof a->why);
 }
 
 /* seg_first_lsn decides where segment i's records start, given the LSN the
@@ -484,11 +523,11 @@ static int replay_segments(wal *w, const uint64_t *segs, size_t n, uint64_t *nex
             return rc;
         *next_lsn = first;
         wal_scan_res r;
-        apply_ctx a = {fn, arg};
+        apply_ctx a = {fn, arg, ""};
         rc = wal_scan(b->p, b->len, WAL_SEG_HDR, *next_lsn, apply ? apply_cb : NULL, &a, &r);
         if (rc && r.state != WAL_SCAN_CORRUPT) {
-            if (rc == EM_BADTYPE) {
-                wal_seterr(w, "%s: undecodable record at offset %zu", path, r.end_off);
+            if (a.why[0]) {
+                wal_seterr(w, "%s: bad record at offset %zu: %s", path, r.end_off, a.why);
                 return EM_CORRUPT;
             }
             wal_seterr(w, "%s: replaying the record at offset %zu failed: %s", path,
@@ -510,13 +549,20 @@ static int replay_segments(wal *w, const uint64_t *segs, size_t n, uint64_t *nex
             return EM_CORRUPT;
         }
         if (!apply) {
-            /* validate pass: every record must also decode */
+            /* validate pass: every record must also decode, with keys and
+             * values the store can take, before anything is applied */
             size_t off = WAL_SEG_HDR;
             for (uint64_t k = 0; k < r.frames; k++) {
                 wal_frame f;
                 wal_frame_parse(b->p + off, b->len - off, &f);
-                if (wal_apply_frame(&f, NULL, NULL)) {
-                    wal_seterr(w, "%s: undecodable record at offset %zu", path, off);
+                a.why[0] = 0;
+                if ((rc = wal_apply_frame(&f, NULL, NULL, a.why, sizeof a.why)) != 0) {
+                    if (!a.why[0]) {
+                        wal_seterr(w, "%s: checking the record at offset %zu failed: %s", path,
+                                   off, em_strerror(rc));
+                        return rc;
+                    }
+                    wal_seterr(w, "%s: bad record at offset %zu: %s", path, off, a.why);
                     return EM_CORRUPT;
                 }
                 off += f.total;

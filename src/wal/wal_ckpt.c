@@ -180,23 +180,34 @@ int wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), void
     return 0;
 }
 
-typedef struct load_ctx { wal_apply_fn fn; void *arg; int end_seen; uint64_t count; } load_ctx;
+/* why[0] != 0 after the walk: a record of the file itself is bad. */
+typedef struct load_ctx {
+    wal_apply_fn fn;
+    void *arg;
+    int end_seen;
+    uint64_t count;
+    char why[160];
+} load_ctx;
 
 static int load_cb(void *arg, size_t off, const wal_frame *f)
 {
     (void)off;
     load_ctx *l = arg;
-    if (l->end_seen)
-        return EM_TRAILING;
+    if (l->end_seen) {
+        snprintf(l->why, sizeof l->why, "a record after the END record");
+        return EM_CORRUPT;
+    }
     if (f->type == WAL_REC_END) {
-        if (f->body_len != 8 || em_ld64(f->body) != l->count)
-            return EM_BADLEN;
+        if (f->body_len != 8 || em_ld64(f->body) != l->count) {
+            snprintf(l->why, sizeof l->why, "the END record does not count %" PRIu64 " records",
+                     l->count);
+            return EM_CORRUPT;
+        }
         l->end_seen = 1;
         return 0;
     }
     l->count++;
-    int rc = wal_apply_frame(f, l->fn, l->arg);
-    return rc == EM_CORRUPT ? EM_BADTYPE : rc;
+    return wal_apply_frame(f, l->fn, l->arg, l->why, sizeof l->why);
 }
 
 int wal_ckpt_load(wal *w, const char *path, wal_apply_fn fn, void *arg, wal_ckpt_hdr *h,
@@ -214,11 +225,11 @@ int wal_ckpt_load(wal *w, const char *path, wal_apply_fn fn, void *arg, wal_ckpt
         em_buf_free(&b);
         return EM_CORRUPT;
     }
-    load_ctx l = {fn, arg, 0, 0};
+    load_ctx l = {fn, arg, 0, 0, ""};
     wal_scan_res r;
     rc = wal_scan(b.p, b.len, WAL_CKPT_HDR, 1, load_cb, &l, &r);
-    if (rc == EM_BADTYPE || rc == EM_BADLEN || rc == EM_TRAILING) {
-        wal_seterr(w, "%s: bad checkpoint record at offset %zu", path, r.end_off);
+    if (rc && l.why[0]) {
+        wal_seterr(w, "%s: bad checkpoint record at offset %zu: %s", path, r.end_off, l.why);
         rc = EM_CORRUPT;
     } else if (rc && r.state != WAL_SCAN_CORRUPT) {
         wal_seterr(w, "%s: loading the record at offset %zu failed: %s", path, r.end_off,

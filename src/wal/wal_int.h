@@ -59,8 +59,11 @@ int  wal_flush_locked(wal *w);
 /* wal_ckpt_load validates (fn NULL) or applies a checkpoint file. */
 int  wal_ckpt_load(wal *w, const char *path, wal_apply_fn fn, void *arg, wal_ckpt_hdr *h,
                    uint64_t *records);
-/* wal_apply_frame decodes one update frame and passes it to fn. */
-int  wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg);
+/* wal_apply_frame decodes one update frame, holds its key and value to the
+ * validator the network path uses, and passes it to fn (NULL: check only).
+ * A record that fails returns EM_CORRUPT and says why in why[0..cap);
+ * otherwise why is untouched and fn's result (or EM_NOMEM) is returned. */
+int  wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg, char *why, size_t cap);
 
 void wal_start_checkpointer(wal *w);
 
