@@ -580,6 +580,13 @@ static int replay_segments(wal *w, const uint64_t *segs, size_t n, uint64_t *nex
 static int seg_create_locked(wal *w, uint64_t no);
 static void *bg_main(void *arg);
 
+/* storage_failed: the errors of a full or failing disk, which fail the log
+ * instead of refusing to start it (see wal_replay). */
+static int storage_failed(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT || rc == -EIO || rc == -EROFS;
+}
+
 int wal_replay(wal *w, wal_apply_fn fn, void *arg)
 {
     if (w->ready)
@@ -650,6 +657,7 @@ int wal_replay(wal *w, wal_apply_fn fn, void *arg)
     uint64_t new_seg = n ? segs[n - 1] + 1 : start_seg;
     if (drop_last)
         new_seg = segs[n - 1];
+    int start_err = 0;                  /* the disk refused to let the writer start */
     if (cut != UINT64_MAX) {
         wal_seg_path(w, segs[n - 1 - (size_t)drop_last], path);
         int fd;
@@ -661,9 +669,16 @@ int wal_replay(wal *w, wal_apply_fn fn, void *arg)
             if (!rc)
                 rc = w->ops->fsync(w->ops->ctx, fd);
             w->ops->close(w->ops->ctx, fd);
-            w->st.cut_bytes = size - cut;
+            if (!rc)
+                w->st.cut_bytes = size - cut;
         }
-        if (rc) {
+        if (rc && storage_failed(rc)) {
+            /* Left in place, the tail is cut by the next start that can. */
+            start_err = rc;
+            wal_seterr(w, "%s: cannot cut the torn tail at offset %" PRIu64 ": %s; the log "
+                       "takes no more writes", path, cut, em_strerror(rc));
+            rc = 0;
+        } else if (rc) {
             wal_seterr(w, "%s: cannot cut the torn tail at offset %" PRIu64 ": %s", path, cut,
                        em_strerror(rc));
             goto out;
@@ -680,12 +695,26 @@ int wal_replay(wal *w, wal_apply_fn fn, void *arg)
     if (w->o.read_only)
         goto out;
     pthread_mutex_lock(&w->mu);
-    rc = seg_create_locked(w, new_seg);
-    if (!rc)
+    if (!start_err && (rc = seg_create_locked(w, new_seg)) != 0) {
+        wal_seg_path(w, new_seg, path);
+        if (storage_failed(rc)) {
+            start_err = rc;
+            wal_seterr(w, "%s: cannot start the segment: %s; the log takes no more writes",
+                       path, em_strerror(rc));
+            rc = 0;
+        } else {
+            wal_seterr(w, "%s: cannot start the segment: %s", path, em_strerror(rc));
+        }
+    }
+    if (!rc) {
+        /* A full or failing disk at start leaves the log as a write error
+         * while running does: what was recovered serves reads, appends
+         * return EM_READONLY, wal_error says why.  Refusing to start would
+         * make the data unreadable until space is freed. */
+        w->err = start_err;
         w->ready = 1;
+    }
     pthread_mutex_unlock(&w->mu);
-    if (rc)
-        wal_seterr(w, "%s: cannot start segment %" PRIu64 ": %s", w->dir, new_seg, em_strerror(rc));
 out:
     em_buf_free(&b);
     em_free(d.segs);

@@ -199,7 +199,11 @@ int  wal_open(wal **out, const wal_options *o);
  * and wal_errmsg names the file and offset.  A segment whose header's first
  * LSN disagrees with its records is read by the records where that keeps
  * the log whole (wal_warnmsg).  On success (not read-only) the
- * log is ready to append.  fn errors stop the replay and are returned. */
+ * log is ready to append - unless the disk refused to let it start (ENOSPC,
+ * EDQUOT, EIO or EROFS while cutting a torn tail or creating the next
+ * segment): then replay still succeeds, everything is recovered, and the
+ * log is failed as by a write error while running (wal_error, wal_errmsg;
+ * appends return EM_READONLY).  fn errors stop the replay and are returned. */
 typedef int (*wal_apply_fn)(void *arg, const st_update *u);
 int  wal_replay(wal *w, wal_apply_fn fn, void *arg);
 
