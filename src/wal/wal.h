@@ -265,6 +265,16 @@ const char *wal_errmsg(const wal *w);
  * across checkpoints).  The caller logs it; valid until w is closed. */
 const char *wal_warnmsg(const wal *w);
 
+/* wal_repair rewrites in place the header of every segment wal_replay would
+ * read by its records' LSNs, so it names them - and before it, when its
+ * records start below the checkpoint's LSN, the header of the checkpoint
+ * that names it - each one write of 32/40 bytes, fsynced.  Nothing else is
+ * written (a torn tail stays for recovery to cut), and nothing at all if
+ * recovery would refuse the log.  For tools, on a log no
+ * server is using; w opened with read_only = 0 and not yet replayed.
+ * *fixed counts the files rewritten.  0, or what wal_replay would return. */
+int wal_repair(wal *w, uint64_t *fixed);
+
 typedef struct wal_stats {
     uint64_t next_lsn;        /* LSN the next record gets */
     uint64_t appends, fsyncs, bytes, segment, checkpoints;

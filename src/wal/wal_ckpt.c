@@ -45,6 +45,45 @@ int wal_ckpt_hdr_parse(const uint8_t *p, size_t n, wal_ckpt_hdr *h)
     return 0;
 }
 
+/* ckpt_hdr_build fills the 40-byte header (layout above). */
+static void ckpt_hdr_build(uint8_t *h, uint64_t seg, uint64_t first_lsn, int64_t wall_ms)
+{
+    memset(h, 0, WAL_CKPT_HDR);
+    em_st32(h, WAL_CKPT_MAGIC);
+    em_st16(h + 4, 1);
+    em_st64(h + 8, seg);
+    em_st64(h + 16, first_lsn);
+    em_st64(h + 24, (uint64_t)wall_ms);
+    em_st32(h + 32, em_crc32c(0, h, 32));
+}
+
+int wal_ckpt_relabel(wal *w, uint64_t seg, uint64_t first_lsn)
+{
+    char path[WAL_PATH_MAX];
+    uint8_t h[WAL_CKPT_HDR];
+    wal_ckpt_hdr ch = {0, 0, 0};
+    int fd;
+    wal_ckpt_path(w, seg, 0, path);
+    int rc = w->ops->open(w->ops->ctx, path, WAL_O_WRITE, &fd);
+    if (rc) {
+        wal_seterr(w, "%s: cannot open to repair: %s", path, em_strerror(rc));
+        return rc;
+    }
+    int64_t n = w->ops->pread(w->ops->ctx, fd, h, sizeof h, 0);
+    rc = n < 0 ? (int)n : n != (int64_t)sizeof h ? EM_TRUNCATED : wal_ckpt_hdr_parse(h, sizeof h, &ch);
+    if (!rc) {
+        ckpt_hdr_build(h, ch.seg_no, first_lsn, ch.wall_ms);
+        n = w->ops->pwrite(w->ops->ctx, fd, h, sizeof h, 0);
+        rc = n < 0 ? (int)n : n != (int64_t)sizeof h ? EM_IO : w->ops->fsync(w->ops->ctx, fd);
+    }
+    w->ops->close(w->ops->ctx, fd);
+    if (rc)
+        wal_seterr(w, "%s: repairing the header failed: %s", path, em_strerror(rc));
+    else
+        w->repaired++;
+    return rc;
+}
+
 struct wal_ckpt_writer {
     wal *w;
     int fd;
@@ -136,14 +175,7 @@ int wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), void
     }
     rc = em_buf_reserve(&cw.buf, WAL_CKPT_HDR);
     if (!rc) {
-        uint8_t *h = cw.buf.p;
-        memset(h, 0, WAL_CKPT_HDR);
-        em_st32(h, WAL_CKPT_MAGIC);
-        em_st16(h + 4, 1);
-        em_st64(h + 8, seg);
-        em_st64(h + 16, first_lsn);
-        em_st64(h + 24, (uint64_t)cw.ts);
-        em_st32(h + 32, em_crc32c(0, h, 32));
+        ckpt_hdr_build(cw.buf.p, seg, first_lsn, cw.ts);
         cw.buf.len = WAL_CKPT_HDR;
         rc = fill(arg, &cw);
     }

@@ -31,6 +31,8 @@ struct wal {
     em_buf   pend;                  /* BACKGROUND/NONE: records not yet written */
     char     msg[512];
     char     warn[512];             /* wal_warnmsg: the last replay's last warning */
+    int      repair;                /* wal_repair: replay rewrites mislabelled headers */
+    uint64_t repaired;              /*   files it rewrote */
     wal_stats st;
 
     pthread_t bg;                   /* BACKGROUND flusher */
@@ -59,6 +61,10 @@ int  wal_flush_locked(wal *w);
 /* wal_ckpt_load validates (fn NULL) or applies a checkpoint file. */
 int  wal_ckpt_load(wal *w, const char *path, wal_apply_fn fn, void *arg, wal_ckpt_hdr *h,
                    uint64_t *records);
+/* wal_ckpt_relabel rewrites checkpoint seg's header to name first_lsn, in
+ * place and fsynced (wal_repair); counts it in w->repaired. */
+int  wal_ckpt_relabel(wal *w, uint64_t seg, uint64_t first_lsn);
+
 /* wal_apply_frame decodes one update frame, holds its key and value to the
  * validator the network path uses, and passes it to fn (NULL: check only).
  * A record that fails returns EM_CORRUPT and says why in why[0..cap);

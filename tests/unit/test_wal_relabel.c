@@ -296,3 +296,99 @@ TEST(wal_relabel_corrupt_message_names_both)
     st_close(s);
     wal_memfs_free(fs);
 }
+
+/* ---- wal_repair (ember-wal repair) -------------------------------------- */
+
+static int repair(wal_memfs *fs, uint64_t *fixed)
+{
+    wal_options o;
+    memset(&o, 0, sizeof o);
+    o.dir = WE_DIR;
+    o.ops = wal_memfs_ops(fs);
+    wal *w;
+    int rc = wal_open(&w, &o);
+    if (!rc)
+        rc = wal_repair(w, fixed);
+    wal_close(w);
+    return rc;
+}
+
+/* The checkpoint case: both headers are rewritten (checkpoint first), and
+ * the log then replays without a warning to the same state. */
+TEST(wal_relabel_repair_checkpoint_and_segment)
+{
+    wal_memfs *fs;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    st_store *a = we_new_store();
+    REQUIRE(a);
+    wal *w;
+    REQUIRE_OK(open_log(fs, a, &w));
+    st_cache_config cfg;
+    cfg_init(&cfg);
+    st_cache *c = NULL;
+    REQUIRE_OK(st_cache_create(a, &cfg, &c));
+    uint8_t kb[5], vb[64];
+    for (int32_t k = 0; k < 10; k++)
+        CHECK_OK(st_put(c, NULL, kb, ikey(kb, k), vb, sval(vb, k, 1)));
+    REQUIRE_OK(wal_checkpoint(w, a));
+    for (int32_t k = 5; k < 16; k++)
+        CHECK_OK(st_put(c, NULL, kb, ikey(kb, k), vb, sval(vb, k, 2)));
+    REQUIRE_OK(wal_close(w));
+    st_close(a);
+    REQUIRE_OK(relabel(fs, SEG(1), 24, 15));
+    REQUIRE_OK(relabel(fs, CKPT(1), 32, 15));
+
+    uint64_t fixed = 0, mis = 9, next = 0;
+    CHECK_OK(repair(fs, &fixed));
+    CHECK_EQ(fixed, 2);
+    CHECK_OK(repair(fs, &fixed));       /* nothing left */
+    CHECK_EQ(fixed, 0);
+    int64_t size;
+    CHECK_OK(replay_rc(fs, &mis, &size, &next));
+    CHECK_EQ(mis, 0);
+    CHECK_EQ(size, 16);
+    CHECK_EQ(next, 23);
+    wal_memfs_free(fs);
+}
+
+TEST(wal_relabel_repair_segments)
+{
+    wal_memfs *fs;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    REQUIRE_OK(mkseg(fs, 0, 3, 1, 10));            /* first segment, header ahead */
+    REQUIRE_OK(mkseg(fs, 1, 14, 11, 6));           /* continues, header ahead */
+    REQUIRE_OK(mkseg(fs, 2, 30, 0, 0));            /* empty last, header ahead */
+    uint64_t fixed = 0, mis = 9, next = 0;
+    CHECK_OK(repair(fs, &fixed));
+    CHECK_EQ(fixed, 3);
+    int64_t size;
+    CHECK_OK(replay_rc(fs, &mis, &size, &next));
+    CHECK_EQ(mis, 0);
+    CHECK_EQ(size, 15);
+    CHECK_EQ(next, 17);
+    wal_memfs_free(fs);
+}
+
+/* a log recovery refuses is left exactly as it was */
+TEST(wal_relabel_repair_leaves_corruption_alone)
+{
+    wal_memfs *fs;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    REQUIRE_OK(mkseg(fs, 0, 3, 1, 10));            /* repairable */
+    REQUIRE_OK(mkseg(fs, 1, 20, 14, 3));           /* a gap: recovery refuses */
+    uint8_t *p;
+    size_t n;
+    uint8_t before[2][WAL_SEG_HDR];
+    REQUIRE_OK(wal_memfs_file(fs, SEG(0), &p, &n));
+    memcpy(before[0], p, WAL_SEG_HDR);
+    REQUIRE_OK(wal_memfs_file(fs, SEG(1), &p, &n));
+    memcpy(before[1], p, WAL_SEG_HDR);
+    uint64_t fixed = 9;
+    CHECK_EQ(repair(fs, &fixed), EM_CORRUPT);
+    CHECK_EQ(fixed, 0);
+    REQUIRE_OK(wal_memfs_file(fs, SEG(0), &p, &n));
+    CHECK_MEM(p, before[0], WAL_SEG_HDR);
+    REQUIRE_OK(wal_memfs_file(fs, SEG(1), &p, &n));
+    CHECK_MEM(p, before[1], WAL_SEG_HDR);
+    wal_memfs_free(fs);
+}
