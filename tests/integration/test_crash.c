@@ -59,6 +59,14 @@ static void writer(int port, int32_t base, int fd)
     _exit(0);
 }
 
+static long long acks_so_far(const int *fds)
+{
+    long long n = 0;
+    for (int w = 0; w < WRITERS; w++)
+        n += lseek(fds[w], 0, SEEK_END) / 4;
+    return n;
+}
+
 typedef struct round_log { int32_t base[WRITERS]; int32_t acked[WRITERS]; } round_log;
 
 static int start(tc_server *s, const char *dir, const char *mode)
@@ -110,7 +118,12 @@ static void crash_test(const char *mode)
             if (kids[w] == 0)
                 writer(s.port, logs[round].base[w], fds[w]);
         }
-        tc_sleep_ms(30 + rand() % 300);               /* a random moment under load */
+        /* a random moment under load: after a random number of acks (a
+         * condition, so a busy machine still kills mid-load) */
+        long long target = 50 + rand() % 3000;
+        int64_t deadline = tc_now_ms() + 60000;
+        while (acks_so_far(fds) < target && tc_now_ms() < deadline && tc_server_alive(&s))
+            tc_sleep_ms(1);
         kill(s.pid, SIGKILL);
         int st;
         waitpid(s.pid, &st, 0);
@@ -235,14 +248,6 @@ static long long ckpt_max(const char *dir)
     if (d)
         closedir(d);
     return m;
-}
-
-static long long acks_so_far(const int *fds)
-{
-    long long n = 0;
-    for (int w = 0; w < WRITERS; w++)
-        n += lseek(fds[w], 0, SEEK_END) / 4;
-    return n;
 }
 
 /* ck_verify checks every round so far against what must be back. */
