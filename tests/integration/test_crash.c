@@ -329,6 +329,7 @@ static void ckpt_cycles(const char *mode)
         if (round == 0) {
             tc_conn c;
             REQUIRE_OK(tc_open(&c, s.port));
+            REQUIRE_OK(tc_activate(&c));    /* first start with persistence: INACTIVE */
             REQUIRE_OK(tc_create_cache(&c, CACHE));
             tc_close(&c);
         }

@@ -360,6 +360,7 @@ TEST(persist_mislabeled_segment_starts_with_warning)
     REQUIRE_OK(start(&s, &d, "LOG_ONLY"));
     tc_conn c;
     REQUIRE_OK(tc_open(&c, s.port));
+    REQUIRE_OK(tc_activate(&c));            /* first start with persistence: INACTIVE */
     REQUIRE_OK(tc_create_cache(&c, "x"));
     for (int i = 0; i < 20; i++)
         REQUIRE_OK(tc_put_int_str(&c, "x", i, "value"));
