@@ -1,0 +1,407 @@
+/* sq_cat.c - the catalog: tables over caches, as Ignite lays them out
+ * (reference sql.md §1.3): CREATE TABLE makes cache SQL_<SCHEMA>_<TABLE>
+ * (or CACHE_NAME) with sqlSchema = the schema, a value type named
+ * VALUE_TYPE or SQL_<SCHEMA>_<TABLE>_<uuid>, upper-cased column names as
+ * binary field names, and a key that is the raw PK value or (composite,
+ * KEY_TYPE, WRAP_KEY) an object of <valueType>_KEY.  The binary types are
+ * registered at DDL time, so key-value clients can read and write the same
+ * entries at once.  The cache configuration carries the QueryEntity, so
+ * GET_CONFIGURATION (1055) describes the table.
+ *
+ * The store has no cache lifecycle hooks yet, so a table whose cache was
+ * destroyed by key-value DESTROY (1056) leaves the catalog lazily, at the
+ * next snapshot.
+ */
+#include "sql/sql_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "util/err.h"
+#include "util/hash.h"
+#include "util/mem.h"
+
+void sq_table_ref(sq_table *t) { atomic_fetch_add(&t->refs, 1); }
+
+static void table_free(sq_table *t)
+{
+    for (uint32_t i = 0; i < t->ncols; i++) {
+        em_free(t->cols[i].name);
+        em_free(t->cols[i].field);
+    }
+    em_free(t->cols);
+    em_free(t->schema);
+    em_free(t->name);
+    em_free(t->cache_name);
+    em_free(t->key_type);
+    em_free(t->val_type);
+    em_free(t);
+}
+
+void sq_table_unref(sq_table *t)
+{
+    if (t && atomic_fetch_sub(&t->refs, 1) == 1)
+        table_free(t);
+}
+
+sq_engine *sq_engine_new(st_store *st, bin_registry *reg)
+{
+    sq_engine *e = em_calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->st = st;
+    e->reg = reg;
+    e->next_serial = 1;
+    atomic_store(&e->epoch, 1);
+    pthread_mutex_init(&e->mu, NULL);
+    return e;
+}
+
+void sq_engine_free(sq_engine *e)
+{
+    if (!e)
+        return;
+    for (uint32_t i = 0; i < e->ntab; i++)
+        sq_table_unref(e->tab[i]);
+    em_free(e->tab);
+    pthread_mutex_destroy(&e->mu);
+    em_free(e);
+}
+
+/* prune drops tables whose cache is gone (caller holds mu). */
+static void prune(sq_engine *e)
+{
+    for (uint32_t i = 0; i < e->ntab;) {
+        if (st_cache_destroyed(e->tab[i]->cache)) {
+            sq_table_unref(e->tab[i]);
+            e->tab[i] = e->tab[--e->ntab];
+            atomic_fetch_add(&e->epoch, 1);
+        } else {
+            i++;
+        }
+    }
+}
+
+int sq_cat_snapshot(sq_engine *e, sq_table ***out, uint32_t *n, uint64_t *epoch)
+{
+    pthread_mutex_lock(&e->mu);
+    prune(e);
+    sq_table **t = e->ntab ? em_malloc(e->ntab * sizeof *t) : NULL;
+    if (e->ntab && !t) {
+        pthread_mutex_unlock(&e->mu);
+        return EM_NOMEM;
+    }
+    for (uint32_t i = 0; i < e->ntab; i++) {
+        t[i] = e->tab[i];
+        sq_table_ref(t[i]);
+    }
+    *out = t;
+    *n = e->ntab;
+    *epoch = atomic_load(&e->epoch);
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+void sq_cat_release(sq_table **t, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        sq_table_unref(t[i]);
+    em_free(t);
+}
+
+static sq_table *find_locked(sq_engine *e, const char *schema, const char *name)
+{
+    for (uint32_t i = 0; i < e->ntab; i++)
+        if (!strcmp(e->tab[i]->schema, schema) && !strcmp(e->tab[i]->name, name))
+            return e->tab[i];
+    return NULL;
+}
+
+sq_table *sq_cat_by_serial(sq_engine *e, uint64_t serial)
+{
+    sq_table *r = NULL;
+    pthread_mutex_lock(&e->mu);
+    for (uint32_t i = 0; i < e->ntab && !r; i++)
+        if (e->tab[i]->serial == serial)
+            r = e->tab[i];
+    if (r)
+        sq_table_ref(r);
+    pthread_mutex_unlock(&e->mu);
+    return r;
+}
+
+sq_table *sq_cat_by_type(sq_engine *e, const char *schema, const char *type, size_t n)
+{
+    /* The simple name, '.' and '$' as '_', upper-cased: Ignite's table name
+     * for a value type without a table name (QueryUtils.tableName). */
+    char simple[SQ_MAX_NAME];
+    const char *dot = type;
+    for (size_t i = 0; i < n; i++)
+        if (type[i] == '.')
+            dot = type + i + 1;
+    size_t sl = (size_t)(type + n - dot);
+    if (sl >= sizeof simple)
+        return NULL;
+    for (size_t i = 0; i < sl; i++) {
+        char c = dot[i] == '$' ? '_' : dot[i];
+        simple[i] = (char)(c >= 'a' && c <= 'z' ? c - 32 : c);
+    }
+    simple[sl] = 0;
+    sq_table *r = NULL;
+    pthread_mutex_lock(&e->mu);
+    prune(e);
+    for (uint32_t i = 0; i < e->ntab && !r; i++) {
+        sq_table *t = e->tab[i];
+        if (strcmp(t->schema, schema))
+            continue;
+        if ((strlen(t->val_type) == n && !strncasecmp(t->val_type, type, n)) ||
+            !strcmp(t->name, simple))
+            r = t;
+    }
+    if (r)
+        sq_table_ref(r);
+    pthread_mutex_unlock(&e->mu);
+    return r;
+}
+
+int sq_cat_schema_known(sq_engine *e, const char *schema)
+{
+    if (!strcmp(schema, "PUBLIC"))
+        return 1;
+    int known = 0;
+    pthread_mutex_lock(&e->mu);
+    for (uint32_t i = 0; i < e->ntab && !known; i++)
+        known = !strcmp(e->tab[i]->schema, schema);
+    pthread_mutex_unlock(&e->mu);
+    /* Ignite makes a schema per cache with query entities; accepting every
+     * cache's name is harmless (reference sql.md §1.3 "Schema"). */
+    return known || st_cache_find(e->st, em_hash_java_str((const uint8_t *)schema, strlen(schema))) != NULL;
+}
+
+/* ---- CREATE TABLE -------------------------------------------------------- */
+
+static char *sdup(const char *s) { return em_strndup(s, strlen(s)); }
+
+static int put_str(em_buf *b, const char *s)
+{
+    if (!s)
+        return em_buf_put_u8(b, BIN_NULL);
+    size_t n = strlen(s);
+    if (em_buf_put_u8(b, BIN_STRING) || em_buf_put_le32(b, (uint32_t)n) || em_buf_append(b, s, n))
+        return EM_NOMEM;
+    return 0;
+}
+
+/* query_entity encodes the table as one QueryEntity (reference §2.4, with
+ * precision and scale, as the store keeps them). */
+static int query_entity(const sq_table *t, em_buf *b)
+{
+    const char *kt = t->key_wrapped ? t->key_type : sq_type_java(t->cols[t->key_col].type);
+    int rc = em_buf_put_le32(b, 1) || put_str(b, kt) || put_str(b, t->val_type) ||
+             put_str(b, t->name) ||
+             put_str(b, t->key_wrapped ? NULL : t->cols[t->key_col].name) || put_str(b, NULL) ||
+             em_buf_put_le32(b, t->ncols);
+    for (uint32_t i = 0; !rc && i < t->ncols; i++) {
+        const sq_col *c = &t->cols[i];
+        rc = put_str(b, c->name) || put_str(b, sq_type_java(c->type)) ||
+             em_buf_put_u8(b, c->key) || em_buf_put_u8(b, c->notnull) ||
+             em_buf_put_u8(b, BIN_NULL) || em_buf_put_le32(b, (uint32_t)-1) ||
+             em_buf_put_le32(b, (uint32_t)-1);
+    }
+    rc = rc || em_buf_put_le32(b, 0) || em_buf_put_le32(b, 0);
+    return rc ? EM_NOMEM : 0;
+}
+
+/* define_types registers the value type and (wrapped) key type. */
+static int define_types(sq_engine *e, sq_table *t)
+{
+    const char *names[SQ_MAX_COLS];
+    int32_t codes[SQ_MAX_COLS];
+    for (int key = 0; key < 2; key++) {
+        if (key && !t->key_wrapped)
+            break;
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < t->ncols; i++)
+            if (t->cols[i].key == key) {
+                names[n] = t->cols[i].field;
+                codes[n++] = sq_type_code(t->cols[i].type);
+            }
+        int rc = bin_registry_define(e->reg, key ? t->key_type : t->val_type, names, codes, n,
+                                     key ? &t->kdesc : &t->vdesc);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static sq_table *table_from_ddl(const sq_ddl *d, const char *schema)
+{
+    sq_table *t = em_calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    atomic_store(&t->refs, 1);
+    t->from_ddl = 1;
+    t->key_col = -1;
+    char buf[3 * SQ_MAX_NAME + 64];
+    t->schema = sdup(schema);
+    t->name = sdup(d->table);
+    snprintf(buf, sizeof buf, "SQL_%s_%s", schema, d->table);
+    t->cache_name = sdup(d->cache_name[0] ? d->cache_name : buf);
+    if (d->value_type[0]) {
+        t->val_type = sdup(d->value_type);
+    } else {
+        uint8_t r[16] = {0};
+        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+            memcpy(r, &t, sizeof t);
+        size_t l = strlen(buf);
+        snprintf(buf + l, sizeof buf - l, "_%02x%02x%02x%02x_%02x%02x_%02x%02x_%02x%02x_"
+                 "%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5], (r[6] & 0x0f) | 0x40,
+                 r[7], (r[8] & 0x3f) | 0x80, r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+        t->val_type = sdup(buf);
+    }
+    uint32_t npk = 0;
+    for (uint32_t i = 0; i < d->ncols; i++)
+        npk += d->cols[i].pk;
+    t->key_wrapped = d->wrap_key || d->key_type[0] || npk > 1;
+    if (t->key_wrapped) {
+        if (d->key_type[0]) {
+            t->key_type = sdup(d->key_type);
+        } else {
+            snprintf(buf, sizeof buf, "%s_KEY", t->val_type);
+            t->key_type = sdup(buf);
+        }
+    }
+    t->cols = em_calloc(d->ncols, sizeof *t->cols);
+    if (!t->schema || !t->name || !t->cache_name || !t->val_type || !t->cols ||
+        (t->key_wrapped && !t->key_type)) {
+        table_free(t);
+        return NULL;
+    }
+    t->ncols = d->ncols;
+    for (uint32_t i = 0; i < d->ncols; i++) {
+        sq_col *c = &t->cols[i];
+        c->name = sdup(d->cols[i].name);
+        c->field = sdup(d->cols[i].name);
+        if (!c->name || !c->field) {
+            table_free(t);
+            return NULL;
+        }
+        c->fid = bin_field_id(c->field, strlen(c->field));
+        c->type = d->cols[i].type;
+        c->key = d->cols[i].pk;
+        c->notnull = d->cols[i].notnull || d->cols[i].pk;
+        if (c->key && !t->key_wrapped)
+            t->key_col = (int)i;
+    }
+    t->val_tid = bin_type_id(t->val_type, strlen(t->val_type));
+    if (t->key_wrapped)
+        t->key_tid = bin_type_id(t->key_type, strlen(t->key_type));
+    return t;
+}
+
+static int cat_fail(char *msg, size_t msgsz, int rc, const char *fmt, const char *arg)
+{
+    snprintf(msg, msgsz, fmt, arg);
+    return rc;
+}
+
+int sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
+{
+    if (d->schema[0])
+        schema = d->schema;
+    if (!d->wrap_value)
+        return cat_fail(msg, msgsz, EM_UNSUPPORTED, "%s",
+                        "WRAP_VALUE=false is not supported by ember yet");
+    sq_table *t = table_from_ddl(d, schema);
+    if (!t)
+        return EM_NOMEM;
+    pthread_mutex_lock(&e->mu);
+    prune(e);
+    int rc = 0;
+    if (find_locked(e, t->schema, t->name)) {
+        rc = d->if_not_exists ? 0 : cat_fail(msg, msgsz, EM_INVAL, "Table already exists: %s", t->name);
+        goto out;
+    }
+    if (e->ntab == e->captab) {
+        uint32_t nc = e->captab ? e->captab * 2 : 8;
+        sq_table **nt = em_realloc(e->tab, nc * sizeof *nt);
+        if (!nt) {
+            rc = EM_NOMEM;
+            goto out;
+        }
+        e->tab = nt;
+        e->captab = nc;
+    }
+    if ((rc = define_types(e, t)) != 0) {
+        cat_fail(msg, msgsz, rc, "Failed to register binary type %s", t->val_type);
+        goto out;
+    }
+    st_cache_config cfg;
+    st_cache_config_init(&cfg);
+    em_buf qe = EM_BUF_INIT;
+    cfg.name = t->cache_name;
+    cfg.cache_mode = d->template_replicated ? 1 : 2;
+    cfg.backups = d->backups;
+    cfg.atomicity_mode = d->atomic_tx ? 0 : 1;
+    cfg.sql_schema = t->schema;
+    cfg.data_region_name = d->data_region[0] ? (char *)d->data_region : NULL;
+    cfg.group_name = d->cache_group[0] ? (char *)d->cache_group : NULL;
+    if ((rc = query_entity(t, &qe)) == 0) {
+        cfg.query_entities = qe.p;
+        cfg.query_entities_len = (uint32_t)qe.len;
+        rc = st_cache_create(e->st, &cfg, &t->cache);
+    }
+    em_buf_free(&qe);               /* st_cache_create copied cfg */
+    if (rc == EM_CACHEEXISTS)
+        cat_fail(msg, msgsz, rc, "Cache already exists: %s", t->cache_name);
+    else if (rc == EM_CONFIG)
+        cat_fail(msg, msgsz, rc, "Failed to create cache %s: data region is not configured",
+                 t->cache_name);
+    else if (rc)
+        cat_fail(msg, msgsz, rc, "Failed to create cache %s", t->cache_name);
+    if (rc)
+        goto out;
+    t->cache_id = st_cache_id(t->cache);
+    t->serial = e->next_serial++;
+    e->tab[e->ntab++] = t;
+    t = NULL;
+    atomic_fetch_add(&e->epoch, 1);
+out:
+    pthread_mutex_unlock(&e->mu);
+    sq_table_unref(t);
+    return rc;
+}
+
+int sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
+{
+    if (d->schema[0])
+        schema = d->schema;
+    pthread_mutex_lock(&e->mu);
+    prune(e);
+    int rc = 0;
+    sq_table *t = find_locked(e, schema, d->table);
+    if (!t) {
+        rc = d->if_exists ? 0 : cat_fail(msg, msgsz, EM_NOTFOUND, "Table doesn't exist: %s", d->table);
+    } else if (!t->from_ddl) {
+        rc = cat_fail(msg, msgsz, EM_INVAL, "Only cache created with CREATE TABLE may be removed "
+                      "with DROP TABLE [cacheName=%s]", t->cache_name);
+    } else {
+        rc = st_cache_destroy(e->st, t->cache_id);
+        if (rc == EM_NOCACHE)
+            rc = 0;
+        if (rc) {
+            cat_fail(msg, msgsz, rc, "Failed to destroy cache %s", t->cache_name);
+        } else {
+            for (uint32_t i = 0; i < e->ntab; i++)
+                if (e->tab[i] == t) {
+                    e->tab[i] = e->tab[--e->ntab];
+                    break;
+                }
+            sq_table_unref(t);
+            atomic_fetch_add(&e->epoch, 1);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
