@@ -117,6 +117,8 @@ static const uint8_t *rows(const uint8_t *p, uint32_t ncols, char *txt, size_t s
 
 /* sqlf runs QUERY_SQL_FIELDS; txt gets "NAMES/rows" on success, the error
  * message on failure; returns the status.  args: count + objects. */
+static int64_t g_timeout;           /* timeout sent by sqlf_args */
+
 static int sqlf_args(pe_env *e, const char *schema, int32_t cache_id, const char *sql, int page,
                      int stmt, const uint8_t *args, size_t alen, int argc, char *txt, int64_t *cur,
                      int *more)
@@ -133,7 +135,7 @@ static int sqlf_args(pe_env *e, const char *schema, int32_t cache_id, const char
     em_buf_put_u8(&e->req, (uint8_t)stmt);
     for (int i = 0; i < 6; i++)
         em_buf_put_u8(&e->req, 0);
-    em_buf_put_le64(&e->req, 0);
+    em_buf_put_le64(&e->req, (uint64_t)g_timeout);
     em_buf_put_u8(&e->req, 1);
     const uint8_t *b;
     size_t n;
@@ -304,7 +306,12 @@ TEST(sql_errors)
     EXEC_OK(&e, "CREATE TABLE x (a INT PRIMARY KEY, b INT NOT NULL)");
     FAILS_WITH(&e, "INSERT INTO x (a) VALUES (1)", "Null value is not allowed for column 'B'");
     FAILS_WITH(&e, "INSERT INTO x VALUES (1, 'abc')", "Data conversion error");
-    /* A runaway query is cut off by its timeout. */
+    /* A runaway query is cut off by its timeout, and the session works on. */
+    g_timeout = 50;
+    FAILS_WITH(&e, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+               "SELECT count(*) FROM c", "The query was cancelled while executing.");
+    g_timeout = 0;
+    QUERY_IS(&e, "SELECT 1 AS ONE", "ONE/L1");
     pe_close(&e);
 }
 
