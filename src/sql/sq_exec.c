@@ -41,7 +41,7 @@ static int cursor_add(sq_sess *s, sq_cursor *c)
 static void cursor_free(sq_cursor *c)
 {
     if (c->st) {
-        sqlite3_finalize(c->st);
+        sq_stmt_release(c->db, c->ent, c->st);
         c->db->busy--;
     }
     for (uint32_t i = 0; c->names && i < c->ncols; i++)
@@ -252,53 +252,59 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         text = (const char *)gen.p;
         tlen = gen.len;
     }
-    sq_lexed l;
-    if ((rc = sq_lex(text, tlen, &l, s->msg, sizeof s->msg)) != 0) {
-        em_buf_free(&gen);
-        return rc;
-    }
-    int cls = sq_classify(&l);
-    if (!cls) {
-        rc = sq_fail(s, EM_UNSUPPORTED, "Failed to parse query. Unsupported statement: %.*s",
-                     (int)(tlen < 60 ? tlen : 60), text);
+    sq_lexed l = { 0 };
+    sq_db *d;
+    if ((rc = sq_sess_db(s, schema, &d)) != 0)
         goto done;
+    sqlite3_stmt *st = NULL;
+    sq_stmt_ent *ent = sq_stmt_find(d, text, tlen);
+    int cls;
+    if (ent) {
+        st = ent->st;
+        cls = ent->cls;
+    } else {
+        if ((rc = sq_lex(text, tlen, &l, s->msg, sizeof s->msg)) != 0)
+            goto done;
+        cls = sq_classify(&l);
+        if (!cls) {
+            rc = sq_fail(s, EM_UNSUPPORTED, "Failed to parse query. Unsupported statement: %.*s",
+                         (int)(tlen < 60 ? tlen : 60), text);
+            goto done;
+        }
     }
     if ((q->stmt_type == SQ_STMT_SELECT && cls != SQ_CLS_QUERY) ||
         (q->stmt_type == SQ_STMT_UPDATE && cls == SQ_CLS_QUERY)) {
         rc = sq_fail(s, EM_INVAL, "Given statement type does not match that declared by JDBC driver");
-        goto done;
+        goto release;
     }
     if (cls == SQ_CLS_DDL) {
         rc = run_ddl(s, &l, schema, id, out);
         goto done;
     }
-    em_buf_reset(&s->sqlbuf);
-    if ((rc = sq_rewrite(&l, &s->sqlbuf, s->msg, sizeof s->msg)) != 0)
-        goto done;
-    sq_db *d;
-    if ((rc = sq_sess_db(s, schema, &d)) != 0)
-        goto done;
-    sqlite3_stmt *st = NULL;
-    const char *tail = NULL;
-    int src = sqlite3_prepare_v3(d->db, (const char *)s->sqlbuf.p, (int)s->sqlbuf.len,
-                                 0, &st, &tail);
-    if (src != SQLITE_OK) {
-        rc = src == SQLITE_NOMEM ? sq_fail(s, EM_NOMEM, "Out of memory")
-                                 : sq_fail(s, EM_INVAL, "Failed to parse query. %s", sqlite3_errmsg(d->db));
-        goto done;
+    if (!ent) {
+        em_buf_reset(&s->sqlbuf);
+        if ((rc = sq_rewrite(&l, &s->sqlbuf, s->msg, sizeof s->msg)) != 0)
+            goto done;
+        const char *tail = NULL;
+        int src = sqlite3_prepare_v3(d->db, (const char *)s->sqlbuf.p, (int)s->sqlbuf.len,
+                                     SQLITE_PREPARE_PERSISTENT, &st, &tail);
+        if (src != SQLITE_OK) {
+            rc = src == SQLITE_NOMEM ? sq_fail(s, EM_NOMEM, "Out of memory")
+                                     : sq_fail(s, EM_INVAL, "Failed to parse query. %s", sqlite3_errmsg(d->db));
+            goto done;
+        }
+        while (tail && (isspace((unsigned char)*tail) || *tail == ';'))
+            tail++;
+        if (!st || (tail && *tail)) {
+            sqlite3_finalize(st);
+            rc = sq_fail(s, EM_INVAL, st ? "Multiple statements queries are not supported"
+                                         : "Failed to parse query. Empty statement");
+            goto done;
+        }
+        ent = sq_stmt_add(d, text, tlen, st, cls);
     }
-    while (tail && (isspace((unsigned char)*tail) || *tail == ';'))
-        tail++;
-    if (!st || (tail && *tail)) {
-        sqlite3_finalize(st);
-        rc = sq_fail(s, EM_INVAL, st ? "Multiple statements queries are not supported"
-                                     : "Failed to parse query. Empty statement");
-        goto done;
-    }
-    if ((rc = bind_args(s, st, q)) != 0) {
-        sqlite3_finalize(st);
-        goto done;
-    }
+    if ((rc = bind_args(s, st, q)) != 0)
+        goto release;
     if (cls == SQ_CLS_DML) {
         arm(d, q->timeout_ms);
         int r;
@@ -307,7 +313,7 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         d->deadline_ns = 0;
         int64_t n = sqlite3_changes64(d->db);
         rc = r == SQLITE_DONE ? 0 : step_fail(s, d->db, r);
-        sqlite3_finalize(st);
+        sq_stmt_release(d, ent, st);
         if (!rc)
             rc = update_cursor(s, id, n, out);
         goto done;
@@ -315,11 +321,11 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
     uint32_t nc = (uint32_t)sqlite3_column_count(st);
     sq_cursor *c = cursor_new(id, nc);
     if (!c) {
-        sqlite3_finalize(st);
         rc = sq_fail(s, EM_NOMEM, "Out of memory");
-        goto done;
+        goto release;
     }
     c->st = st;
+    c->ent = ent;
     c->db = d;
     d->busy++;
     c->kv = q->kv_type != NULL;
@@ -340,6 +346,10 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         goto done;
     }
     *out = c;
+    goto done;
+release:
+    if (st)
+        sq_stmt_release(d, ent, st);
 done:
     sq_lexed_free(&l);
     em_buf_free(&gen);

@@ -66,6 +66,7 @@ static int run(sq_db *d, const char *sql)
 
 static void db_close(sq_db *d)
 {
+    sq_stmt_clear(d);
     if (d->db)
         sqlite3_close_v2(d->db);
     for (uint32_t i = 0; i < d->nser; i++)
@@ -134,6 +135,7 @@ static int sync(sq_sess *s, sq_db *d)
     int rc = sq_cat_snapshot(s->eng, &t, &n, &ep);
     if (rc)
         return sq_fail(s, rc, "Out of memory");
+    sq_stmt_flush(d);
     int clean = 1;
     for (uint32_t i = 0; i < d->nser;) {
         int live = 0;

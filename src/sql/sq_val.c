@@ -216,7 +216,9 @@ static int dec_to_text(const uint8_t *v, char *out, size_t sz)
 {
     int32_t scale = (int32_t)em_ld32(v + 1), len = (int32_t)em_ld32(v + 5);
     const uint8_t *m = v + 9;
-    if (len < 0 || len > 16 || scale < -64 || scale > 64)
+    /* 16 magnitude bytes are 39 digits; with |scale| <= 64 the text is at
+     * most 1 + 2 + 64 + 39 bytes (callers pass 160). */
+    if (len < 0 || len > 16 || scale < -64 || scale > 64 || sz < 160)
         return EM_RANGE;
     int neg = len && (m[0] & 0x80);
     u128 u = 0;
@@ -245,7 +247,6 @@ static int dec_to_text(const uint8_t *v, char *out, size_t sz)
         }
     }
     out[o] = 0;
-    (void)sz;
     return 0;
 }
 
@@ -315,7 +316,7 @@ static uint32_t dec_bytes(int neg, u128 u, uint8_t *mag)
 
 void sq_val_result(sqlite3_context *ctx, const uint8_t *v, int t)
 {
-    char b[96];
+    char b[160];
     int64_t l;
     double d;
     switch (v[0]) {
@@ -377,7 +378,7 @@ void sq_val_result(sqlite3_context *ctx, const uint8_t *v, int t)
 
 int sq_val_bind(sqlite3_stmt *st, int i, const uint8_t *v, size_t n)
 {
-    char b[96];
+    char b[160];
     int64_t l;
     double d;
     v = bin_rd_resolve(v);

@@ -31,7 +31,8 @@ typedef struct vc {
     int       more, eof;
     const uint8_t *k, *v;       /* current entry (v resolved) */
     uint32_t  kl, vl;
-    const bin_type *ty[2];      /* registry types of the current key/value */
+    const bin_type *ty[2];      /* registry types of the last key/value ... */
+    int32_t   tid[2];           /* ... and their ids: rows share types */
 } vc;
 
 #define VT(p) ((vt *)(p))
@@ -168,10 +169,8 @@ static int advance(vc *c)
             c->v = bin_rd_resolve(p + 8 + kl);
             c->vl = vl;
             c->pos += 8 + (size_t)kl + vl;
-            if (belongs(t, c->v)) {
-                c->ty[0] = c->ty[1] = NULL;
+            if (belongs(t, c->v))
                 return SQLITE_OK;
-            }
         }
         if (!c->more) {
             c->eof = 1;
@@ -261,17 +260,25 @@ static int x_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxs, int arg
 static int x_next(sqlite3_vtab_cursor *cur) { return advance((vc *)cur); }
 static int x_eof(sqlite3_vtab_cursor *cur) { return ((vc *)cur)->eof; }
 
-/* field reads field fid of object o (NULL if absent). */
-static const uint8_t *field(vt *v, const bin_type **ty, const uint8_t *o, int32_t fid)
+/* field reads field fid of object o (NULL if absent).  *ty caches the
+ * registry's type for id *tid; a schema it does not know yet (registered
+ * after the lookup) makes it look again. */
+static const uint8_t *field(vt *v, const bin_type **ty, int32_t *tid, const uint8_t *o, int32_t fid)
 {
     if (o[0] != BIN_OBJ)
         return NULL;
-    if (!*ty)
-        *ty = bin_registry_get(v->e->reg, bin_rd_type_id(o));
+    int32_t id = bin_rd_type_id(o);
+    if (!*ty || *tid != id) {
+        *ty = bin_registry_get(v->e->reg, id);
+        *tid = id;
+    }
     const uint8_t *val;
-    if (bin_rd_field(o, *ty, fid, &val))
-        return NULL;
-    return bin_rd_resolve(val);
+    int rc = bin_rd_field(o, *ty, fid, &val);
+    if (rc == EM_BADSCHEMA) {
+        *ty = bin_registry_get(v->e->reg, id);
+        rc = bin_rd_field(o, *ty, fid, &val);
+    }
+    return rc ? NULL : bin_rd_resolve(val);
 }
 
 static int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i)
@@ -293,8 +300,8 @@ static int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i)
         return SQLITE_OK;
     }
     const sq_col *col = &t->cols[i - 2];
-    const uint8_t *f = col->key ? field(v, &c->ty[0], bin_rd_resolve(c->k), col->fid)
-                                : field(v, &c->ty[1], c->v, col->fid);
+    const uint8_t *f = col->key ? field(v, &c->ty[0], &c->tid[0], bin_rd_resolve(c->k), col->fid)
+                                : field(v, &c->ty[1], &c->tid[1], c->v, col->fid);
     if (f)
         sq_val_result(ctx, f, col->type);
     else
@@ -320,6 +327,7 @@ static int build_obj(vt *v, int key, sqlite3_value **argv, const uint8_t *old, e
     bin_writer w;
     bin_writer_init(&w, v->e->reg, out);
     const bin_type *ty = NULL;
+    int32_t tid = 0;
     int rc = bin_w_obj_begin(&w, key ? t->kdesc : t->vdesc);
     uint32_t fi = 0;
     for (uint32_t i = 0; !rc && i < t->ncols; i++) {
@@ -330,7 +338,7 @@ static int build_obj(vt *v, int key, sqlite3_value **argv, const uint8_t *old, e
             break;
         sqlite3_value *sv = argv[4 + i];
         if (old && sqlite3_value_nochange(sv)) {
-            const uint8_t *f = field(v, &ty, old, c->fid);
+            const uint8_t *f = field(v, &ty, &tid, old, c->fid);
             rc = f ? bin_w_value(&w, f, bin_rd_len(f)) : bin_w_null(&w);
             continue;
         }

@@ -171,6 +171,19 @@ int sq_vtab_register(sqlite3 *db, sq_engine *e);
 /* ---- session (sq_exec.c, sq_cursor.c) ----------------------------------- */
 
 #define SQ_MAX_DBS 4            /* SQLite connections per session (one per schema) */
+#define SQ_STMT_CACHE 32        /* prepared statements kept per connection */
+
+/* A cached statement, keyed by the client's SQL text (sq_stmt.c): preparing
+ * costs about 5x a point query (reference sql.md §3.5). */
+typedef struct sq_stmt_ent {
+    char         *sql;          /* NULL = free slot */
+    size_t        len;
+    sqlite3_stmt *st;
+    int           cls;
+    int           busy;         /* held by a cursor or a running statement */
+    int           dead;         /* flushed while busy: finalize on release */
+    uint64_t      used;
+} sq_stmt_ent;
 
 typedef struct sq_db {
     sqlite3  *db;
@@ -183,12 +196,28 @@ typedef struct sq_db {
     uint64_t  used;             /* LRU tick */
     uint64_t  deadline_ns;      /* for the progress handler */
     int       internal;         /* ember's own schema statements are running */
+    sq_stmt_ent cache[SQ_STMT_CACHE];
+    uint64_t  tick;
 } sq_db;
+
+/* sq_stmt_find: a free cached statement for this text (marked busy), or
+ * NULL.  sq_stmt_add caches st (busy) if a slot can be had; NULL if not.
+ * sq_stmt_release resets a statement and frees its slot (or finalizes an
+ * uncached one).  sq_stmt_clear finalizes them all. */
+sq_stmt_ent *sq_stmt_find(sq_db *d, const char *sql, size_t len);
+sq_stmt_ent *sq_stmt_add(sq_db *d, const char *sql, size_t len, sqlite3_stmt *st, int cls);
+void         sq_stmt_release(sq_db *d, sq_stmt_ent *e, sqlite3_stmt *st);
+void         sq_stmt_clear(sq_db *d);
+/* sq_stmt_flush drops every cached statement after a schema change (a
+ * cached statement's column list would be the old table's); busy ones go
+ * when released. */
+void         sq_stmt_flush(sq_db *d);
 
 struct sq_cursor {
     int64_t       id;
     sq_db        *db;
     sqlite3_stmt *st;
+    sq_stmt_ent  *ent;          /* st's cache slot, or NULL */
     uint32_t      ncols;
     char        **names;
     int          *types;        /* output type per column (sq_type or 0) */

@@ -350,7 +350,19 @@ TEST(sql_params_and_types)
     CHECK_EQ(sqlf_args(&e, NULL, 0, "SELECT str FROM ty WHERE id = ?", 10, 1, a.p, a.len, 1, txt,
                        NULL, NULL), 0);
     CHECK(!strcmp(txt, "STR/'hello'"));
+    /* The cached statement again, another argument. */
+    em_buf_reset(&a);
+    em_buf_put_u8(&a, BIN_INT); em_buf_put_le32(&a, 2);
+    CHECK_EQ(sqlf_args(&e, NULL, 0, "SELECT str FROM ty WHERE id = ?", 10, 1, a.p, a.len, 1, txt,
+                       NULL, NULL), 0);
+    CHECK(!strcmp(txt, "STR/"));
     em_buf_free(&a);
+    /* A cached SELECT * sees a re-created table's new columns. */
+    QUERY_IS(&e, "SELECT * FROM ty WHERE id = 1", "ID,B,S,L,D,U,TS,DT,BIN,STR/1,true,S7,L1099511627776,#30,#10,#33,#11,#12,'hello'");
+    EXEC_OK(&e, "DROP TABLE ty");
+    EXEC_OK(&e, "CREATE TABLE ty (id INT PRIMARY KEY, z VARCHAR)");
+    EXEC_OK(&e, "INSERT INTO ty VALUES (1, 'zz')");
+    QUERY_IS(&e, "SELECT * FROM ty WHERE id = 1", "ID,Z/1,'zz'");
     pe_close(&e);
 }
 
