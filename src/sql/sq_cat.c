@@ -39,6 +39,8 @@ static void table_free(sq_table *t)
     em_free(t);
 }
 
+void sq_table_free_new(sq_table *t) { table_free(t); }
+
 void sq_table_unref(sq_table *t)
 {
     if (t && atomic_fetch_sub(&t->refs, 1) == 1)
@@ -65,6 +67,7 @@ void sq_engine_free(sq_engine *e)
     for (uint32_t i = 0; i < e->ntab; i++)
         sq_table_unref(e->tab[i]);
     em_free(e->tab);
+    em_free(e->seen);
     pthread_mutex_destroy(&e->mu);
     em_free(e);
 }
@@ -72,6 +75,11 @@ void sq_engine_free(sq_engine *e)
 /* prune drops tables whose cache is gone (caller holds mu). */
 static void prune(sq_engine *e)
 {
+    for (uint32_t i = 0; i < e->nseen;)
+        if (st_cache_destroyed(e->seen[i]))
+            e->seen[i] = e->seen[--e->nseen];
+        else
+            i++;
     for (uint32_t i = 0; i < e->ntab;) {
         if (st_cache_destroyed(e->tab[i]->cache)) {
             sq_table_unref(e->tab[i]);
@@ -116,6 +124,72 @@ static sq_table *find_locked(sq_engine *e, const char *schema, const char *name)
         if (!strcmp(e->tab[i]->schema, schema) && !strcmp(e->tab[i]->name, name))
             return e->tab[i];
     return NULL;
+}
+
+static int grow(void **p, uint32_t *cap, uint32_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    uint32_t nc = *cap ? *cap * 2 : 8;
+    void *np = em_realloc(*p, nc * elem);
+    if (!np)
+        return EM_NOMEM;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+static int seen(sq_engine *e, st_cache *c)
+{
+    for (uint32_t i = 0; i < e->nseen; i++)
+        if (e->seen[i] == c)
+            return 1;
+    return 0;
+}
+
+static int mark_seen(sq_engine *e, st_cache *c)
+{
+    if (grow((void **)&e->seen, &e->capseen, e->nseen, sizeof *e->seen))
+        return EM_NOMEM;
+    e->seen[e->nseen++] = c;
+    return 0;
+}
+
+/* add_qe_tables (under mu, from st_cache_each): a cache not seen yet gets
+ * its QueryEntity tables.  A cache named SQL_<SCHEMA>_<TABLE> is taken for
+ * one CREATE TABLE made (e.g. recovered from the WAL), so DROP TABLE works
+ * on it; one with CACHE_NAME is not recognised yet. */
+static void add_qe_tables(void *arg, st_cache *c)
+{
+    sq_engine *e = arg;
+    if (seen(e, c) || mark_seen(e, c))
+        return;
+    sq_table **t;
+    uint32_t n;
+    if (sq_qe_tables(c, &t, &n))
+        return;                     /* a malformed entity list makes no table */
+    for (uint32_t i = 0; i < n; i++) {
+        char ddl_name[3 * SQ_MAX_NAME];
+        snprintf(ddl_name, sizeof ddl_name, "SQL_%s_%s", t[i]->schema, t[i]->name);
+        t[i]->from_ddl = !strcmp(ddl_name, t[i]->cache_name);
+        if (find_locked(e, t[i]->schema, t[i]->name) ||
+            grow((void **)&e->tab, &e->captab, e->ntab, sizeof *e->tab)) {
+            sq_table_unref(t[i]);
+            continue;
+        }
+        t[i]->serial = e->next_serial++;
+        e->tab[e->ntab++] = t[i];
+        atomic_fetch_add(&e->epoch, 1);
+    }
+    em_free(t);
+}
+
+void sq_cat_discover(sq_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    prune(e);
+    st_cache_each(e->st, add_qe_tables, e);
+    pthread_mutex_unlock(&e->mu);
 }
 
 sq_table *sq_cat_by_serial(sq_engine *e, uint64_t serial)
@@ -243,6 +317,7 @@ static sq_table *table_from_ddl(const sq_ddl *d, const char *schema)
     atomic_store(&t->refs, 1);
     t->from_ddl = 1;
     t->key_col = -1;
+    t->val_col = -1;
     char buf[3 * SQ_MAX_NAME + 64];
     t->schema = sdup(schema);
     t->name = sdup(d->table);
@@ -291,8 +366,11 @@ static sq_table *table_from_ddl(const sq_ddl *d, const char *schema)
         c->type = d->cols[i].type;
         c->key = d->cols[i].pk;
         c->notnull = d->cols[i].notnull || d->cols[i].pk;
-        if (c->key && !t->key_wrapped)
+        if (c->key && !t->key_wrapped) {
             t->key_col = (int)i;
+            t->key_sqtype = c->type;
+            c->alias = SQ_ALIAS_KEY;
+        }
     }
     t->val_tid = bin_type_id(t->val_type, strlen(t->val_type));
     if (t->key_wrapped)
@@ -363,6 +441,7 @@ int sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, 
     if (rc)
         goto out;
     t->cache_id = st_cache_id(t->cache);
+    mark_seen(e, t->cache);         /* its QueryEntity is this table */
     t->serial = e->next_serial++;
     e->tab[e->ntab++] = t;
     t = NULL;

@@ -233,6 +233,7 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         memcpy(schema, q->schema, q->schema_len);
         schema[q->schema_len] = 0;
     }
+    sq_cat_discover(s->eng);
     if (!sq_cat_schema_known(s->eng, schema))
         return sq_fail(s, EM_NOTFOUND, "Failed to set schema for DB connection for thread "
                        "[schema=%s]", schema);

@@ -61,7 +61,7 @@ static int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
     }
     sqlite3_str *s = sqlite3_str_new(db);
     sqlite3_str_appendf(s, "CREATE TABLE x(_KEY %s HIDDEN NOT NULL, _VAL OTHER_BLOB HIDDEN",
-                        t->key_wrapped ? "OTHER_BLOB" : sq_type_decl(t->cols[t->key_col].type));
+                        t->key_wrapped ? "OTHER_BLOB" : sq_type_decl(t->key_sqtype));
     for (uint32_t i = 0; i < t->ncols; i++)
         sqlite3_str_appendf(s, ", \"%w\" %s", t->cols[i].name, sq_type_decl(t->cols[i].type));
     sqlite3_str_appendall(s, ", PRIMARY KEY(_KEY)) WITHOUT ROWID");
@@ -89,10 +89,10 @@ static int x_disconnect(sqlite3_vtab *b)
     return SQLITE_OK;
 }
 
-/* key_col: is SQLite column i the whole key? */
+/* is_key_col: is SQLite column i the whole key? */
 static int is_key_col(const sq_table *t, int i)
 {
-    return i == 0 || (!t->key_wrapped && i == 2 + t->key_col);
+    return i == 0 || (i >= 2 && t->cols[i - 2].alias == SQ_ALIAS_KEY);
 }
 
 static int x_best_index(sqlite3_vtab *b, sqlite3_index_info *ii)
@@ -153,6 +153,8 @@ static int add_entry(void *arg, const uint8_t *k, size_t kl, const uint8_t *v, s
 /* belongs: only entries whose value is the table's type are its rows. */
 static int belongs(const sq_table *t, const uint8_t *v)
 {
+    if (t->val_sqtype)
+        return v[0] == sq_type_code(t->val_sqtype);
     return v[0] == BIN_OBJ && bin_rd_type_id(v) == t->val_tid;
 }
 
@@ -201,7 +203,7 @@ static int key_bytes(vt *v, sqlite3_value *sv, em_buf *out, char *msg, size_t ms
     }
     bin_writer w;
     bin_writer_init(&w, v->e->reg, out);
-    int rc = sq_val_write(&w, sv, t->cols[t->key_col].type, msg, msgsz);
+    int rc = sq_val_write(&w, sv, t->key_sqtype, msg, msgsz);
     bin_writer_free(&w);
     return rc;
 }
@@ -289,10 +291,14 @@ static int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i)
     if (sqlite3_vtab_nochange(ctx))
         return SQLITE_OK;           /* UPDATE: xUpdate copies unchanged fields */
     if (is_key_col(t, i)) {
-        if (t->key_wrapped)
+        if (t->key_wrapped || t->key_sqtype == SQ_T_OBJECT)
             sqlite3_result_blob(ctx, c->k, (int)c->kl, SQLITE_TRANSIENT);
         else
-            sq_val_result(ctx, bin_rd_resolve(c->k), t->cols[t->key_col].type);
+            sq_val_result(ctx, bin_rd_resolve(c->k), t->key_sqtype);
+        return SQLITE_OK;
+    }
+    if (i >= 2 && t->cols[i - 2].alias == SQ_ALIAS_VAL) {
+        sq_val_result(ctx, c->v, t->cols[i - 2].type);
         return SQLITE_OK;
     }
     if (i == 1) {
@@ -332,7 +338,7 @@ static int build_obj(vt *v, int key, sqlite3_value **argv, const uint8_t *old, e
     uint32_t fi = 0;
     for (uint32_t i = 0; !rc && i < t->ncols; i++) {
         const sq_col *c = &t->cols[i];
-        if (c->key != key)
+        if (c->key != key || c->alias)
             continue;
         if ((rc = bin_w_field_idx(&w, fi++)) != 0)
             break;
@@ -351,6 +357,29 @@ static int build_obj(vt *v, int key, sqlite3_value **argv, const uint8_t *old, e
     }
     if (!rc)
         rc = bin_w_obj_end(&w);
+    bin_writer_free(&w);
+    return rc;
+}
+
+/* build_val: the value for INSERT/UPDATE; an SQL-typed value is its
+ * column (or _VAL) itself. */
+static int build_val(vt *v, sqlite3_value **argv, const uint8_t *old, em_buf *out,
+                     char *msg, size_t msgsz)
+{
+    sq_table *t = v->t;
+    if (!t->val_sqtype)
+        return build_obj(v, 0, argv, old, out, msg, msgsz);
+    sqlite3_value *sv = t->val_col >= 0 ? argv[4 + t->val_col] : argv[3];
+    if (t->val_col >= 0 && old && sqlite3_value_nochange(sv))
+        return em_buf_append(out, old, bin_rd_len(old));
+    if (sqlite3_value_type(sv) == SQLITE_NULL) {
+        snprintf(msg, msgsz, "Null value is not allowed for column '%s'",
+                 t->val_col >= 0 ? t->cols[t->val_col].name : "_VAL");
+        return EM_INVAL;
+    }
+    bin_writer w;
+    bin_writer_init(&w, v->e->reg, out);
+    int rc = sq_val_write(&w, sv, t->val_sqtype, msg, msgsz);
     bin_writer_free(&w);
     return rc;
 }
@@ -387,14 +416,14 @@ static int x_update(sqlite3_vtab *b, int argc, sqlite3_value **argv, sqlite3_int
             rc = key_bytes(v, argv[2], &kb, msg, sizeof msg);
         else if (t->key_wrapped)
             rc = build_obj(v, 1, argv, NULL, &kb, msg, sizeof msg);
-        else if (sqlite3_value_type(argv[4 + t->key_col]) == SQLITE_NULL) {
+        else if (t->key_col < 0 || sqlite3_value_type(argv[4 + t->key_col]) == SQLITE_NULL) {
             snprintf(msg, sizeof msg, "Null value is not allowed for column '%s'",
-                     t->cols[t->key_col].name);
+                     t->key_col >= 0 ? t->cols[t->key_col].name : "_KEY");
             rc = EM_INVAL;
         } else
             rc = key_bytes(v, argv[4 + t->key_col], &kb, msg, sizeof msg);
         if (!rc)
-            rc = build_obj(v, 0, argv, NULL, &vb, msg, sizeof msg);
+            rc = build_val(v, argv, NULL, &vb, msg, sizeof msg);
         if (!rc) {
             if (sqlite3_vtab_on_conflict(v->db) == SQLITE_REPLACE) {
                 rc = st_put(t->cache, NULL, kb.p, kb.len, vb.p, vb.len);
@@ -424,7 +453,7 @@ static int x_update(sqlite3_vtab *b, int argc, sqlite3_value **argv, sqlite3_int
             rc = st_get(t->cache, NULL, kb.p, kb.len, &ob, &found);
             if (!rc && found) {
                 const uint8_t *old = bin_rd_resolve(ob.p);
-                rc = build_obj(v, 0, argv, old, &vb, msg, sizeof msg);
+                rc = build_val(v, argv, old, &vb, msg, sizeof msg);
                 if (!rc)
                     rc = st_put(t->cache, NULL, kb.p, kb.len, vb.p, vb.len);
             }

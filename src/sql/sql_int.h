@@ -116,7 +116,10 @@ typedef struct sq_col {
     int      type;
     uint8_t  key;               /* a field of the key (or the key itself) */
     uint8_t  notnull;
+    uint8_t  alias;             /* SQ_ALIAS_KEY / _VAL: the column is _KEY / _VAL */
 } sq_col;
+
+enum { SQ_ALIAS_KEY = 1, SQ_ALIAS_VAL = 2 };
 
 /* A table.  Immutable once published; refcounted because virtual tables in
  * every session hold it while a DROP may remove it from the catalog. */
@@ -131,6 +134,10 @@ typedef struct sq_table {
     int32_t   key_tid, val_tid;
     int       key_wrapped;      /* key = object of key_type with the key columns */
     int       key_col;          /* not wrapped: the column that is the key, or -1 */
+    int       key_sqtype;       /* not wrapped: the key's SQL type */
+    int       val_sqtype;       /* 0: the value is an object of val_type; else an
+                                 * SQL-typed value (QueryEntity valueType) */
+    int       val_col;          /* SQL-typed value: the column that is _VAL, or -1 */
     int       from_ddl;
     uint32_t  ncols;
     sq_col   *cols;
@@ -148,6 +155,8 @@ struct sq_engine {
     uint64_t      next_serial;
     sq_table    **tab;
     uint32_t      ntab, captab;
+    st_cache    **seen;         /* caches whose query entities were read */
+    uint32_t      nseen, capseen;
 };
 
 /* sq_cat_snapshot: refs to every live table (dropping tables whose cache
@@ -162,6 +171,14 @@ sq_table *sq_cat_by_type(sq_engine *e, const char *schema, const char *type, siz
 int  sq_cat_schema_known(sq_engine *e, const char *schema);
 /* DDL: 0 or a negative code with Ignite's message in msg. */
 int  sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
+/* sq_cat_discover adds the tables of caches configured with query
+ * entities (1053/1054, WAL recovery) that the catalog has not seen yet. */
+void sq_cat_discover(sq_engine *e);
+/* sq_qe_tables parses a cache's QueryEntity bytes (reference §2.4, with
+ * precision and scale) into new tables (refs 1, serial 0); 0 or EM_*. */
+int  sq_qe_tables(st_cache *ca, sq_table ***out, uint32_t *n);
+void sq_table_free_new(sq_table *t);
+int  sq_java_type(const char *name, size_t n);
 int  sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
 
 /* ---- virtual table (sq_vtab.c) ----------------------------------------- */

@@ -142,3 +142,34 @@ test('SQL: SqlQuery entries and key-value interop both ways', async () => {
     assert.deepStrictEqual(entries.map((e) => e.getValue().NAME), ['Ann', 'Bob']);
     await all(cache, `DROP TABLE ${t}`);
 });
+
+// The client's SqlQueryEntriesExample: a table from the cache's QueryEntity
+// (no key type, value type Person), filled with key-value puts.
+test('SQL: tables from QueryEntity (SqlQueryEntriesExample)', async () => {
+    const { QueryEntity, QueryField } = IgniteClient;
+    const client = await connect();
+    const name = cacheName('qe');
+    class Person {
+        constructor(id, firstName, lastName, salary) {
+            this.id = id; this.firstName = firstName; this.lastName = lastName; this.salary = salary;
+        }
+    }
+    const cfg = new CacheConfiguration().setQueryEntities(new QueryEntity().setValueTypeName('Person').setFields([
+        new QueryField('id', 'java.lang.Integer'), new QueryField('firstName', 'java.lang.String'),
+        new QueryField('lastName', 'java.lang.String'), new QueryField('salary', 'java.lang.Double')]));
+    const cache = (await client.getOrCreateCache(name, cfg)).setKeyType(T.INTEGER)
+        .setValueType(new ComplexObjectType(new Person(0, '', '', 0)).setFieldType('id', T.INTEGER));
+    const people = [['John', 'Doe', 1000], ['Jane', 'Roe', 2000], ['Mary', 'Major', 1500], ['Richard', 'Miles', 800]];
+    for (let i = 0; i < people.length; i++) await cache.put(i, new Person(i, ...people[i]));
+    const cur = await cache.query(new SqlQuery('Person', 'salary > ? and salary <= ?').setArgs(900, 1600));
+    const got = [];
+    do {
+        const e = await cur.getValue();
+        if (e) got.push(e.getValue().firstName);
+    } while (cur.hasMore());
+    assert.deepStrictEqual(got.sort(), ['John', 'Mary']);
+    const rows = await (await cache.query(new SqlFieldsQuery(
+        'SELECT firstName, salary FROM Person WHERE salary > 1000 ORDER BY salary').setIncludeFieldNames(true))).getAll();
+    assert.deepStrictEqual(rows, [['Mary', 1500], ['Jane', 2000]]);
+    await client.destroyCache(name);
+});

@@ -477,3 +477,67 @@ TEST(sql_prepass)
     rewrite_is("select count(*) from t /* c */", "SELECT COUNT(*) FROM T");
     rewrite_is("select /* c */ a from t", "SELECT /* c */ A FROM T");
 }
+
+/* ---- tables from QueryEntity ------------------------------------------------ */
+
+static void qe_field(em_buf *b, const char *name, const char *type, int key)
+{
+    put_str(b, name);
+    put_str(b, type);
+    em_buf_put_u8(b, (uint8_t)key);
+    em_buf_put_u8(b, 0);
+    em_buf_put_u8(b, BIN_NULL);
+    em_buf_put_le32(b, (uint32_t)-1);
+    em_buf_put_le32(b, (uint32_t)-1);
+}
+
+/* pyignite's layout: SQL-typed key and value aliased by KEY / VALUE. */
+TEST(sql_query_entity_sql_typed_kv)
+{
+    pe_env e;
+    REQUIRE_OK(open_env(&e));
+    em_buf qe = EM_BUF_INIT;
+    em_buf_put_le32(&qe, 1);
+    put_str(&qe, "java.lang.Integer");
+    put_str(&qe, "java.lang.String");
+    put_str(&qe, "kvt");
+    put_str(&qe, "KEY");
+    put_str(&qe, "VALUE");
+    em_buf_put_le32(&qe, 2);
+    qe_field(&qe, "KEY", "java.lang.Integer", 1);
+    qe_field(&qe, "VALUE", "java.lang.String", 0);
+    em_buf_put_le32(&qe, 0);
+    em_buf_put_le32(&qe, 0);
+    st_cache_config cfg;
+    st_cache_config_init(&cfg);
+    cfg.name = "kvcache";
+    cfg.sql_schema = "pub2";
+    cfg.query_entities = qe.p;
+    cfg.query_entities_len = (uint32_t)qe.len;
+    st_cache *ca;
+    REQUIRE_OK(st_cache_create(e.st, &cfg, &ca));
+    em_buf_free(&qe);
+    uint8_t k[5] = { BIN_INT, 1, 0, 0, 0 }, v[6] = { BIN_STRING, 1, 0, 0, 0, 'a' };
+    REQUIRE_OK(st_put(ca, NULL, k, 5, v, 6));
+    char txt[2048];
+    CHECK_EQ(sqlf_args(&e, "PUB2", 0, "SELECT key, value FROM kvt", 10, 0, NULL, 0, 0, txt, NULL, NULL), 0);
+    CHECK(!strcmp(txt, "KEY,VALUE/1,'a'"));
+    CHECK_EQ(sqlf_args(&e, "PUB2", 0, "INSERT INTO kvt (key, value) VALUES (2, 'b')", 10, 0, NULL, 0, 0,
+                       txt, NULL, NULL), 0);
+    CHECK_EQ(sqlf_args(&e, "PUB2", 0, "UPDATE kvt SET value = 'c' WHERE key = 1", 10, 0, NULL, 0, 0,
+                       txt, NULL, NULL), 0);
+    CHECK(!strcmp(txt, "UPDATED/L1"));
+    em_buf got = EM_BUF_INIT;
+    int found = 0;
+    REQUIRE_OK(st_get(ca, NULL, k, 5, &got, &found));
+    CHECK(found && got.len == 6 && got.p[0] == BIN_STRING && got.p[5] == 'c');
+    /* The cache's schema is also found from its id, schema null. */
+    CHECK_EQ(sqlf_args(&e, NULL, st_cache_id(ca), "SELECT value FROM kvt ORDER BY key", 10, 0, NULL, 0, 0,
+                       txt, NULL, NULL), 0);
+    CHECK(!strcmp(txt, "VALUE/'c'|'b'"));
+    /* Not created by CREATE TABLE: DROP TABLE refuses. */
+    CHECK_EQ(sqlf_args(&e, "PUB2", 0, "DROP TABLE kvt", 10, 0, NULL, 0, 0, txt, NULL, NULL), 1);
+    CHECK(strstr(txt, "Only cache created with CREATE TABLE") != NULL);
+    em_buf_free(&got);
+    pe_close(&e);
+}
