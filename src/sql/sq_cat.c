@@ -55,6 +55,11 @@ sq_engine *sq_engine_new(st_store *st, bin_registry *reg)
     e->st = st;
     e->reg = reg;
     e->next_serial = 1;
+    /* SQLite's heap cap is process-wide: set it once unless the embedding
+     * program chose one.  A query that needs more fails with SQLITE_NOMEM
+     * instead of taking the node's memory (sorts, GROUP BY, recursive CTEs). */
+    if (sqlite3_hard_heap_limit64(-1) == 0)
+        sqlite3_hard_heap_limit64(SQ_HEAP_LIMIT);
     atomic_store(&e->epoch, 1);
     pthread_mutex_init(&e->mu, NULL);
     return e;

@@ -194,9 +194,23 @@ int sq_rewrite(const sq_lexed *l, em_buf *out, char *msg, size_t msgsz)
         i = 2;
         prev = l->t[1].off + l->t[1].len;
     }
-    for (; !rc && i < l->ntok; i++) {
+    /* H2's SELECT [DISTINCT] TOP n: dropped here, LIMIT n appended. */
+    uint32_t top = UINT32_MAX;
+    if (sq_word_is(l, 0, "SELECT")) {
+        uint32_t j = sq_word_is(l, 1, "DISTINCT") ? 2 : 1;
+        if (sq_word_is(l, j, "TOP") && j + 1 < l->ntok && l->t[j + 1].kind == SQ_TK_NUMBER)
+            top = j;
+    }
+    uint32_t end = l->ntok;
+    if (end && l->t[end - 1].kind == SQ_TK_PUNCT && l->src[l->t[end - 1].off] == ';')
+        end--;
+    for (; !rc && i < end; i++) {
         const sq_tok *k = &l->t[i];
         const char *s = l->src + k->off;
+        if (top != UINT32_MAX && (i == top || i == top + 1)) {
+            prev = k->off + k->len;
+            continue;
+        }
         /* Keep the text between tokens: SQLite names result columns after
          * the expression as written ("COUNT(*)"). */
         if ((rc = put(out, l->src + prev, k->off - prev)) != 0)
@@ -226,6 +240,9 @@ int sq_rewrite(const sq_lexed *l, em_buf *out, char *msg, size_t msgsz)
             break;
         }
     }
+    if (!rc && top != UINT32_MAX)
+        rc = put(out, " LIMIT ", 7) ||
+             put(out, l->src + l->t[top + 1].off, l->t[top + 1].len) ? EM_NOMEM : 0;
     if (!rc)
         rc = em_buf_put_u8(out, 0);
     return rc;

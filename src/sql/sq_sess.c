@@ -99,7 +99,8 @@ static int db_open(sq_sess *s, sq_db *d, const char *schema)
     sqlite3_limit(db, SQLITE_LIMIT_LENGTH, 64 << 20);
     snprintf(d->schema, sizeof d->schema, "%s", schema);
     char *att = sqlite3_mprintf("PRAGMA case_sensitive_like=ON; ATTACH ':memory:' AS \"%w\"", schema);
-    if (!att || sq_vtab_register(db, s->eng) != SQLITE_OK || run(d, att) != SQLITE_OK) {
+    if (!att || sq_vtab_register(db, s->eng) != SQLITE_OK || sq_func_register(db) != SQLITE_OK ||
+        run(d, att) != SQLITE_OK) {
         sqlite3_free(att);
         db_close(d);
         return sq_fail(s, EM_NOMEM, "Failed to open an SQL connection");

@@ -38,6 +38,8 @@ enum { SQ_STMT_ANY = 0, SQ_STMT_SELECT = 1, SQ_STMT_UPDATE = 2 };
  * still runs on the network loop thread (a first cut), so this bounds how
  * long one query can stall the loop's other clients. */
 #define SQ_DEFAULT_STEP_MS 10000
+/* SQLite's process-wide heap cap (sqlite3_hard_heap_limit64). */
+#define SQ_HEAP_LIMIT (1LL << 30)
 
 /* sq_engine_new: the catalog over st's caches; st and reg are borrowed and
  * must outlive the engine.  NULL when out of memory. */

@@ -184,6 +184,8 @@ int  sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, s
 /* ---- virtual table (sq_vtab.c) ----------------------------------------- */
 
 int sq_vtab_register(sqlite3 *db, sq_engine *e);
+/* sq_func_register adds the H2 functions SQLite lacks (sq_func.c). */
+int sq_func_register(sqlite3 *db);
 
 /* ---- session (sq_exec.c, sq_cursor.c) ----------------------------------- */
 

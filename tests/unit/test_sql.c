@@ -183,6 +183,10 @@ TEST(sql_select_constant)
     REQUIRE_OK(open_env(&e));
     QUERY_IS(&e, "SELECT 5 AS A", "A/L5");
     QUERY_IS(&e, "select 1+1 as two, 'x' s, null n", "TWO,S,N/L2,'x',null");
+    QUERY_IS(&e, "SELECT CONCAT('a', NULL, 'b', 1) c, NVL(NULL, 2) n, UCASE('x') u, LCASE('Y') l, "
+             "LOCATE('c', 'abcd') p, CASEWHEN(1 > 2, 'y', 'n') w, LENGTH(RANDOM_UUID()) r",
+             "C,N,U,L,P,W,R/'ab1',L2,'X','y',L3,'n',L36");
+    QUERY_IS(&e, "SELECT 'a' LIKE 'A' AS ci", "CI/L0");
     pe_close(&e);
 }
 
@@ -476,6 +480,7 @@ TEST(sql_prepass)
     rewrite_is("merge into t (a) values (?)", "INSERT OR REPLACE INTO T (A) VALUES (?)");
     rewrite_is("select count(*) from t /* c */", "SELECT COUNT(*) FROM T");
     rewrite_is("select /* c */ a from t", "SELECT /* c */ A FROM T");
+    rewrite_is("select top 3 a from t order by a;", "SELECT A FROM T ORDER BY A LIMIT 3");
 }
 
 /* ---- tables from QueryEntity ------------------------------------------------ */
