@@ -489,3 +489,146 @@ int sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, si
     pthread_mutex_unlock(&e->mu);
     return rc;
 }
+
+/* ---- ALTER TABLE ---------------------------------------------------------- */
+
+/* table_copy: a new version of t with room for extra more columns. */
+static sq_table *table_copy(const sq_table *t, uint32_t extra)
+{
+    sq_table *n = em_calloc(1, sizeof *n);
+    if (!n)
+        return NULL;
+    *n = *t;
+    atomic_store(&n->refs, 1);
+    n->schema = sdup(t->schema);
+    n->name = sdup(t->name);
+    n->cache_name = sdup(t->cache_name);
+    n->key_type = t->key_type ? sdup(t->key_type) : NULL;
+    n->val_type = sdup(t->val_type);
+    n->cols = em_calloc(t->ncols + extra, sizeof *n->cols);
+    n->ncols = 0;
+    int bad = !n->schema || !n->name || !n->cache_name || !n->val_type || !n->cols ||
+              (t->key_type && !n->key_type);
+    for (uint32_t i = 0; !bad && i < t->ncols; i++) {
+        n->cols[i] = t->cols[i];
+        n->cols[i].name = sdup(t->cols[i].name);
+        n->cols[i].field = sdup(t->cols[i].field);
+        n->ncols++;
+        bad = !n->cols[i].name || !n->cols[i].field;
+    }
+    if (bad) {
+        table_free(n);
+        return NULL;
+    }
+    return n;
+}
+
+static int col_index(const sq_table *t, const char *name)
+{
+    for (uint32_t i = 0; i < t->ncols; i++)
+        if (!strcmp(t->cols[i].name, name))
+            return (int)i;
+    return -1;
+}
+
+/* alter_cols applies d to the copy n; 0, 1 (nothing to do) or an error. */
+static int alter_cols(sq_table *n, const sq_ddl *d, char *msg, size_t msgsz)
+{
+    int changed = 0;
+    for (uint32_t j = 0; j < d->ncols; j++) {
+        const char *cn = d->cols[j].name;
+        int ci = col_index(n, cn);
+        if (d->kind == SQ_DDL_ADD_COLUMN) {
+            if (ci >= 0) {
+                if (d->col_if)
+                    continue;
+                return cat_fail(msg, msgsz, EM_INVAL, "Column already exists: %s", cn);
+            }
+            sq_col *c = &n->cols[n->ncols];
+            memset(c, 0, sizeof *c);
+            c->name = sdup(cn);
+            c->field = sdup(cn);
+            if (!c->name || !c->field) {
+                em_free(c->name);
+                em_free(c->field);
+                return EM_NOMEM;
+            }
+            c->fid = bin_field_id(c->field, strlen(c->field));
+            c->type = d->cols[j].type;
+            c->notnull = d->cols[j].notnull;
+            n->ncols++;
+        } else {
+            if (ci < 0) {
+                if (d->col_if)
+                    continue;
+                return cat_fail(msg, msgsz, EM_INVAL, "Column doesn't exist: %s", cn);
+            }
+            if (n->cols[ci].key || n->cols[ci].alias)
+                return cat_fail(msg, msgsz, EM_INVAL, "Cannot drop column \"%s\" because it is a part "
+                                "of the cache key", cn);
+            em_free(n->cols[ci].name);
+            em_free(n->cols[ci].field);
+            memmove(&n->cols[ci], &n->cols[ci + 1], (n->ncols - (uint32_t)ci - 1) * sizeof *n->cols);
+            n->ncols--;
+            if (n->key_col > ci)
+                n->key_col--;
+            if (n->val_col > ci)
+                n->val_col--;
+        }
+        changed = 1;
+    }
+    uint32_t nval = 0;
+    for (uint32_t i = 0; i < n->ncols; i++)
+        nval += !n->cols[i].key && !n->cols[i].alias;
+    if (!nval && !n->val_sqtype)
+        return cat_fail(msg, msgsz, EM_INVAL, "%s", "Cannot drop column: the table must keep at "
+                        "least one non PRIMARY KEY column");
+    return changed ? 0 : 1;
+}
+
+int sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
+{
+    if (d->schema[0])
+        schema = d->schema;
+    pthread_mutex_lock(&e->mu);
+    prune(e);
+    int rc = 0;
+    sq_table *t = find_locked(e, schema, d->table), *n = NULL;
+    if (!t) {
+        rc = d->if_exists ? 0 : cat_fail(msg, msgsz, EM_NOTFOUND, "Table doesn't exist: %s", d->table);
+        goto out;
+    }
+    if (t->val_sqtype) {
+        rc = cat_fail(msg, msgsz, EM_UNSUPPORTED, "%s", "ALTER TABLE on a table whose value is an "
+                      "SQL type is not supported");
+        goto out;
+    }
+    if (!(n = table_copy(t, d->ncols))) {
+        rc = EM_NOMEM;
+        goto out;
+    }
+    if ((rc = alter_cols(n, d, msg, msgsz)) != 0) {
+        if (rc == 1)
+            rc = 0;                 /* IF [NOT] EXISTS made it a no-op */
+        goto out;
+    }
+    /* Ignite adds the field to the binary type (the metadata is a union:
+     * dropped fields stay in it, entries keep their bytes). */
+    if ((rc = define_types(e, n)) != 0) {
+        cat_fail(msg, msgsz, rc, "Failed to register binary type %s (a field of that name has "
+                 "another type)", n->val_type);
+        goto out;
+    }
+    n->serial = e->next_serial++;
+    for (uint32_t i = 0; i < e->ntab; i++)
+        if (e->tab[i] == t)
+            e->tab[i] = n;
+    sq_table_unref(t);
+    n = NULL;
+    atomic_fetch_add(&e->epoch, 1);
+out:
+    pthread_mutex_unlock(&e->mu);
+    if (n)
+        table_free(n);
+    return rc;
+}

@@ -376,6 +376,50 @@ static int create_index(pst *p, sq_ddl *d)
     return 0;
 }
 
+/* ALTER TABLE [IF EXISTS] t ADD [COLUMN] [IF NOT EXISTS] (c type, ...) | c type
+ * or DROP [COLUMN] [IF EXISTS] c[, c ...] */
+static int alter_table(pst *p, sq_ddl *d)
+{
+    d->if_exists = if_exists(p);
+    int rc = qname(p, d->schema, d->table);
+    if (rc)
+        return rc;
+    d->cols = em_calloc(SQ_MAX_COLS, sizeof *d->cols);
+    if (!d->cols)
+        return EM_NOMEM;
+    if (word(p, "ADD")) {
+        d->kind = SQ_DDL_ADD_COLUMN;
+        word(p, "COLUMN");
+        if (sq_word_is(p->l, p->i, "IF") && sq_word_is(p->l, p->i + 1, "NOT") &&
+            sq_word_is(p->l, p->i + 2, "EXISTS")) {
+            p->i += 3;
+            d->col_if = 1;
+        }
+        int paren = punct(p, '(');
+        do {
+            if ((rc = column(p, d)) != 0)
+                return rc;
+            if (d->cols[d->ncols - 1].pk)
+                return perr(p, "%s", "ALTER TABLE ADD COLUMN cannot add a PRIMARY KEY column");
+        } while (paren && punct(p, ','));
+        return paren && !punct(p, ')') ? syntax(p) : 0;
+    }
+    if (word(p, "DROP")) {
+        d->kind = SQ_DDL_DROP_COLUMN;
+        word(p, "COLUMN");
+        d->col_if = if_exists(p);
+        do {
+            if (d->ncols >= SQ_MAX_COLS)
+                return perr(p, "Too many columns (limit %s)", "256");
+            if ((rc = ident(p, d->cols[d->ncols].name)) != 0)
+                return rc;
+            d->ncols++;
+        } while (punct(p, ','));
+        return 0;
+    }
+    return perr(p, "%s", "Only ALTER TABLE ADD COLUMN and DROP COLUMN are supported");
+}
+
 int sq_ddl_parse(const sq_lexed *l, sq_ddl *d, char *msg, size_t msgsz)
 {
     memset(d, 0, sizeof *d);
@@ -403,8 +447,7 @@ int sq_ddl_parse(const sq_lexed *l, sq_ddl *d, char *msg, size_t msgsz)
             rc = syntax(&p);
         }
     } else if (word(&p, "ALTER")) {
-        snprintf(msg, msgsz, "ALTER TABLE is not supported by ember yet");
-        return EM_UNSUPPORTED;
+        rc = word(&p, "TABLE") ? alter_table(&p, d) : syntax(&p);
     } else {
         rc = syntax(&p);
     }

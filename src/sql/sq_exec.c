@@ -195,6 +195,9 @@ static int run_ddl(sq_sess *s, const sq_lexed *l, const char *schema, int64_t id
     case SQ_DDL_DROP_TABLE:
         rc = sq_cat_drop(s->eng, &d, schema, s->msg, sizeof s->msg);
         break;
+    case SQ_DDL_ADD_COLUMN: case SQ_DDL_DROP_COLUMN:
+        rc = sq_cat_alter(s->eng, &d, schema, s->msg, sizeof s->msg);
+        break;
     default:
         /* Indexes are metadata only for now: queries on non-key columns
          * scan; accepting the statement keeps client scripts working. */

@@ -81,7 +81,8 @@ int  sq_val_out(sqlite3_stmt *st, int i, int t, em_buf *out);
 
 /* ---- DDL (sq_ddl.c) ---------------------------------------------------- */
 
-enum { SQ_DDL_CREATE_TABLE = 1, SQ_DDL_DROP_TABLE, SQ_DDL_CREATE_INDEX, SQ_DDL_DROP_INDEX };
+enum { SQ_DDL_CREATE_TABLE = 1, SQ_DDL_DROP_TABLE, SQ_DDL_CREATE_INDEX, SQ_DDL_DROP_INDEX,
+       SQ_DDL_ADD_COLUMN, SQ_DDL_DROP_COLUMN };
 
 typedef struct sq_coldef {
     char    name[SQ_MAX_NAME];
@@ -92,6 +93,7 @@ typedef struct sq_coldef {
 typedef struct sq_ddl {
     int      kind;
     int      if_not_exists, if_exists;
+    int      col_if;                /* ALTER: ADD ... IF NOT EXISTS / DROP ... IF EXISTS */
     char     schema[SQ_MAX_NAME];   /* "" = the current schema */
     char     table[SQ_MAX_NAME];
     uint32_t ncols;
@@ -179,6 +181,8 @@ void sq_cat_discover(sq_engine *e);
 int  sq_qe_tables(st_cache *ca, sq_table ***out, uint32_t *n);
 void sq_table_free_new(sq_table *t);
 int  sq_java_type(const char *name, size_t n);
+/* sq_cat_alter: ALTER TABLE ADD/DROP COLUMN (the table gets a new version). */
+int  sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
 int  sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
 
 /* ---- virtual table (sq_vtab.c) ----------------------------------------- */

@@ -370,6 +370,28 @@ TEST(sql_params_and_types)
     pe_close(&e);
 }
 
+TEST(sql_alter_table)
+{
+    pe_env e;
+    REQUIRE_OK(open_env(&e));
+    EXEC_OK(&e, "CREATE TABLE al (id INT PRIMARY KEY, a VARCHAR)");
+    EXEC_OK(&e, "INSERT INTO al VALUES (1, 'x')");
+    EXEC_OK(&e, "ALTER TABLE al ADD COLUMN b INT");
+    QUERY_IS(&e, "SELECT * FROM al", "ID,A,B/1,'x',null");
+    EXEC_OK(&e, "INSERT INTO al VALUES (2, 'y', 5)");
+    EXEC_OK(&e, "ALTER TABLE al ADD COLUMN IF NOT EXISTS b INT");
+    FAILS_WITH(&e, "ALTER TABLE al ADD b INT", "Column already exists: B");
+    EXEC_OK(&e, "ALTER TABLE al ADD (c DOUBLE, d VARCHAR)");
+    EXEC_OK(&e, "ALTER TABLE al DROP COLUMN a");
+    QUERY_IS(&e, "SELECT * FROM al ORDER BY id", "ID,B,C,D/1,null,null,null|2,5,null,null");
+    FAILS_WITH(&e, "ALTER TABLE al DROP COLUMN id", "part of the cache key");
+    FAILS_WITH(&e, "ALTER TABLE al DROP COLUMN zz", "Column doesn't exist: ZZ");
+    EXEC_OK(&e, "ALTER TABLE al DROP COLUMN IF EXISTS zz");
+    FAILS_WITH(&e, "ALTER TABLE nope ADD x INT", "Table doesn't exist: NOPE");
+    EXEC_OK(&e, "ALTER TABLE IF EXISTS nope ADD x INT");
+    pe_close(&e);
+}
+
 /* ---- key-value and SQL see the same entries -------------------------------- */
 
 TEST(sql_kv_interop)
