@@ -152,8 +152,11 @@ int pr_op_sql_fields(pr_conn *c, pr_rd *r, em_buf *out)
     if (flags & 0x02)
         return pr_fail(c, PR_ST_FAILED, "Transactions are not supported by ember yet "
                        "(cache operation has the transactional flag)");
-    if ((flags & 0x04) && (pr_rd_left(r) < 24 || (r->pos += 24, 0)))
-        return pr_bad_request(c, EM_TRUNCATED);
+    if (flags & 0x04) {             /* an expiry policy: meaningless for SQL */
+        if (pr_rd_left(r) < 24)
+            return pr_bad_request(c, EM_TRUNCATED);
+        r->pos += 24;
+    }
     char schema[SQ_MAX_NAME];
     sq_query q;
     memset(&q, 0, sizeof q);

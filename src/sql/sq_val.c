@@ -104,6 +104,30 @@ const char *sq_type_java(int t)
 
 /* ---- text forms --------------------------------------------------------- */
 
+/* utf8_ok: SQLite text can hold any bytes (CAST(x'ff' AS TEXT)); binary
+ * strings must be well-formed UTF-8 (no overlongs or surrogates). */
+static int utf8_ok(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        size_t k = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 9;
+        if (k == 9 || i + k >= n)
+            return 0;
+        uint32_t cp = k ? c & (0x3f >> k) : c;
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80)
+                return 0;
+            cp = cp << 6 | (s[i + j] & 0x3f);
+        }
+        if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
 static int fmt_uuid(const uint8_t *p, char *out)
 {
     uint64_t m = em_ld64(p), l = em_ld64(p + 8);
@@ -533,7 +557,13 @@ int sq_val_write(bin_writer *w, sqlite3_value *sv, int t, char *msg, size_t msgs
         const char *s = (const char *)sqlite3_value_text(sv);
         if (!s)
             return EM_NOMEM;
-        return bin_w_string(w, s, (size_t)sqlite3_value_bytes(sv));
+        size_t n = (size_t)sqlite3_value_bytes(sv);
+        if (!utf8_ok((const unsigned char *)s, n)) {
+            snprintf(msg, msgsz, "Data conversion error: the value for a %s column is not valid UTF-8",
+                     sq_type_java(t));
+            return EM_INVAL;
+        }
+        return bin_w_string(w, s, n);
     }
     case SQ_T_UUID: {
         uint64_t m, lo;
@@ -703,9 +733,14 @@ int sq_val_out(sqlite3_stmt *st, int i, int t, em_buf *o)
                 return rc;
             break;
         }
+        if (!utf8_ok((const unsigned char *)s, n))
+            break;                  /* not a valid string: sent as byte[] */
         return out_string(o, s, n);
     }
-    default: {
+    default:
+        break;
+    }
+    {
         const uint8_t *p = sqlite3_column_blob(st, i);
         size_t n = (size_t)sqlite3_column_bytes(st, i), vl = 0;
         if (t == SQ_T_OBJECT && p && bin_validate(p, n, &vl, 0) == 0 && vl == n)
@@ -718,6 +753,5 @@ int sq_val_out(sqlite3_stmt *st, int i, int t, em_buf *o)
             memcpy(o->p + o->len + 5, p, n);
         o->len += 5 + n;
         return 0;
-    }
     }
 }

@@ -310,6 +310,9 @@ TEST(sql_errors)
     EXEC_OK(&e, "CREATE TABLE x (a INT PRIMARY KEY, b INT NOT NULL)");
     FAILS_WITH(&e, "INSERT INTO x (a) VALUES (1)", "Null value is not allowed for column 'B'");
     FAILS_WITH(&e, "INSERT INTO x VALUES (1, 'abc')", "Data conversion error");
+    EXEC_OK(&e, "CREATE TABLE xs (a INT PRIMARY KEY, s VARCHAR)");
+    FAILS_WITH(&e, "INSERT INTO xs VALUES (1, CAST(x'ff' AS VARCHAR))", "not valid UTF-8");
+    QUERY_IS(&e, "SELECT CAST(x'ff' AS VARCHAR) AS b", "B/#12");
     /* A runaway query is cut off by its timeout, and the session works on. */
     g_timeout = 50;
     FAILS_WITH(&e, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
