@@ -160,6 +160,8 @@ static int mark_seen(sq_engine *e, st_cache *c)
     return 0;
 }
 
+static int define_types(sq_engine *e, sq_table *t);
+
 /* add_qe_tables (under mu, from st_cache_each): a cache not seen yet gets
  * its QueryEntity tables.  A cache named SQL_<SCHEMA>_<TABLE> is taken for
  * one CREATE TABLE made (e.g. recovered from the WAL), so DROP TABLE works
@@ -177,6 +179,14 @@ static void add_qe_tables(void *arg, st_cache *c)
         char ddl_name[3 * SQ_MAX_NAME];
         snprintf(ddl_name, sizeof ddl_name, "SQL_%s_%s", t[i]->schema, t[i]->name);
         t[i]->from_ddl = !strcmp(ddl_name, t[i]->cache_name);
+        /* A CREATE TABLE's types are registered by ember, not by a client,
+         * so after a restart nothing else brings their metadata back:
+         * define them again from the QueryEntity (same fields, same order,
+         * so the same schema the stored values were written with).  Other
+         * entities' types belong to their clients: registering them here
+         * could make a client's own registration conflict. */
+        if (t[i]->from_ddl && !t[i]->val_sqtype)
+            define_types(e, t[i]);
         if (find_locked(e, t[i]->schema, t[i]->name) ||
             grow((void **)&e->tab, &e->captab, e->ntab, sizeof *e->tab)) {
             sq_table_unref(t[i]);
