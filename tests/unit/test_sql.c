@@ -373,6 +373,30 @@ TEST(sql_params_and_types)
     pe_close(&e);
 }
 
+TEST(sql_schemas)
+{
+    pe_env e;
+    REQUIRE_OK(open_env(&e));
+    EXEC_OK(&e, "CREATE TABLE s2.t2 (id INT PRIMARY KEY, v VARCHAR)");
+    EXEC_OK(&e, "CREATE TABLE t1 (id INT PRIMARY KEY, v VARCHAR)");
+    EXEC_OK(&e, "INSERT INTO S2.T2 VALUES (1, 'other')");
+    EXEC_OK(&e, "INSERT INTO t1 VALUES (1, 'public')");
+    QUERY_IS(&e, "SELECT a.v, b.v FROM t1 a JOIN s2.t2 b ON a.id = b.id", "V,V/'public','other'");
+    char txt[2048];
+    CHECK_EQ(sqlf_args(&e, "S2", 0, "SELECT v FROM t2", 10, 0, NULL, 0, 0, txt, NULL, NULL), 0);
+    CHECK(!strcmp(txt, "V/'other'"));
+    /* Same name in two schemas: an unqualified name is the current
+     * schema's.  (Unlike H2, a name only in another schema resolves too:
+     * SQLite searches every attached schema.) */
+    EXEC_OK(&e, "CREATE TABLE t2 (id INT PRIMARY KEY, v VARCHAR)");
+    EXEC_OK(&e, "INSERT INTO t2 VALUES (1, 'mine')");
+    QUERY_IS(&e, "SELECT v FROM t2", "V/'mine'");
+    CHECK_EQ(sqlf_args(&e, "S2", 0, "SELECT v FROM t2", 10, 0, NULL, 0, 0, txt, NULL, NULL), 0);
+    CHECK(!strcmp(txt, "V/'other'"));
+    CHECK(st_cache_find(e.st, em_hash_java_str((const uint8_t *)"SQL_S2_T2", 9)) != NULL);
+    pe_close(&e);
+}
+
 TEST(sql_alter_table)
 {
     pe_env e;
