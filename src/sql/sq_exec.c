@@ -131,6 +131,10 @@ static void arm(sq_db *d, int64_t timeout_ms)
 static int gen_kv_sql(sq_sess *s, const sq_query *q, const char *schema, em_buf *out)
 {
     sq_table *t = sq_cat_by_type(s->eng, schema, q->kv_type, q->kv_type_len);
+    if (!t) {
+        sq_cat_discover(s->eng);
+        t = sq_cat_by_type(s->eng, schema, q->kv_type, q->kv_type_len);
+    }
     if (!t)
         return sq_fail(s, EM_NOTFOUND, "Failed to find SQL table for type: %.*s",
                        (int)(q->kv_type_len < 128 ? q->kv_type_len : 128), q->kv_type);
@@ -188,6 +192,7 @@ static int run_ddl(sq_sess *s, const sq_lexed *l, const char *schema, int64_t id
     int rc = sq_ddl_parse(l, &d, s->msg, sizeof s->msg);
     if (rc)
         return rc;
+    sq_cat_discover(s->eng);        /* DDL may name a QueryEntity table */
     switch (d.kind) {
     case SQ_DDL_CREATE_TABLE:
         rc = sq_cat_create(s->eng, &d, schema, s->msg, sizeof s->msg);
@@ -236,7 +241,11 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         memcpy(schema, q->schema, q->schema_len);
         schema[q->schema_len] = 0;
     }
-    sq_cat_discover(s->eng);
+    /* Tables of caches configured with query entities are looked for only
+     * when a name is missing (unknown schema, table or type), not per
+     * statement: the walk over every cache is not free. */
+    if (!sq_cat_schema_known(s->eng, schema))
+        sq_cat_discover(s->eng);
     if (!sq_cat_schema_known(s->eng, schema))
         return sq_fail(s, EM_NOTFOUND, "Failed to set schema for DB connection for thread "
                        "[schema=%s]", schema);
@@ -292,6 +301,15 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         const char *tail = NULL;
         int src = sqlite3_prepare_v3(d->db, (const char *)s->sqlbuf.p, (int)s->sqlbuf.len,
                                      SQLITE_PREPARE_PERSISTENT, &st, &tail);
+        if (src == SQLITE_ERROR && !strncmp(sqlite3_errmsg(d->db), "no such table", 13)) {
+            uint64_t ep = atomic_load(&s->eng->epoch);
+            sq_cat_discover(s->eng);
+            if (ep != atomic_load(&s->eng->epoch) && (rc = sq_sess_db(s, schema, &d)) == 0)
+                src = sqlite3_prepare_v3(d->db, (const char *)s->sqlbuf.p, (int)s->sqlbuf.len,
+                                         SQLITE_PREPARE_PERSISTENT, &st, &tail);
+            if (rc)
+                goto done;
+        }
         if (src != SQLITE_OK) {
             rc = src == SQLITE_NOMEM ? sq_fail(s, EM_NOMEM, "Out of memory")
                                      : sq_fail(s, EM_INVAL, "Failed to parse query. %s", sqlite3_errmsg(d->db));
