@@ -4,7 +4,7 @@
  * Layouts: ../shared/reference/ignite-thin-protocol.md §1.1 (framing),
  * §1.2-§1.3 (handshake), §1.4-§1.5 (headers), §1.6 (status codes), §1.8
  * (features), §2.1 (op codes), §2.8 (cluster ops).  Request handlers live in
- * proto_cache.c, proto_cfg.c and proto_meta.c.
+ * proto_cache.c, proto_cfg.c, proto_meta.c and proto_sql.c.
  */
 #include "proto/proto_int.h"
 

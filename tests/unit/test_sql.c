@@ -625,3 +625,48 @@ TEST(sql_ddl_table_after_restart)
     pe_close(&b);
     pe_close(&a);
 }
+
+/* ---- allocation failures ----------------------------------------------------- */
+
+/* The 1st, 2nd, ... Nth em_malloc fails during a DDL + DML + query run
+ * (SQLite's own allocations use the system allocator and are not hit):
+ * every run ends with error replies or success, never a crash, and frees
+ * what it allocated. */
+TEST(sql_oom_sweep)
+{
+    static const char *const stmts[] = {
+        "CREATE TABLE o (id INT PRIMARY KEY, v VARCHAR, k BIGINT)",
+        "INSERT INTO o VALUES (1, 'a', 2), (2, 'b', 3)",
+        "UPDATE o SET v = 'c' WHERE id = 1",
+        "SELECT id, v, k FROM o ORDER BY id",
+        "SELECT id, v, k FROM o ORDER BY id",
+        "ALTER TABLE o ADD COLUMN z INT",
+        "DELETE FROM o WHERE id = 2",
+        "DROP TABLE o",
+    };
+    int64_t base = em_mem_live_bytes();
+    int done = 0;
+    uint64_t n;
+    for (n = 1; n < 3000 && !done; n++) {
+        pe_env e;
+        if (open_env(&e)) {
+            pe_close(&e);
+            continue;
+        }
+        uint64_t f0 = em_mem_failures();
+        em_mem_fail_after(n, 0);
+        char txt[2048];
+        for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++)
+            (void)sqlf_args(&e, NULL, 0, stmts[i], 1, 0, NULL, 0, 0, txt, NULL, NULL);
+        done = em_mem_failures() == f0;     /* the hook never fired: all covered */
+        em_mem_fail_after(0, 0);
+        pe_close(&e);
+        if (em_mem_live_bytes() != base) {
+            test_fail(__FILE__, __LINE__, "run %llu leaked %lld bytes", (unsigned long long)n,
+                      (long long)(em_mem_live_bytes() - base));
+            return;
+        }
+    }
+    CHECK(done);
+    CHECK(n > 50);                  /* the runs did reach SQL's allocations */
+}
