@@ -173,3 +173,44 @@ test('SQL: tables from QueryEntity (SqlQueryEntriesExample)', async () => {
     assert.deepStrictEqual(rows, [['Mary', 1500], ['Jane', 2000]]);
     await client.destroyCache(name);
 });
+
+// Typed parameters in, Ignite's result types out: the client reads each
+// column back as the class it would get from Java.
+test('SQL: typed parameters and result types (decimal, UUID, timestamp, date, bytes, bool)', async () => {
+    const { Decimal, Timestamp } = IgniteClient;
+    const client = await connect();
+    const cache = await dummy(client);
+    const t = cacheName('ty').toUpperCase();
+    await all(cache, `CREATE TABLE ${t} (id INT PRIMARY KEY, b BOOLEAN, s SMALLINT, l BIGINT, d DECIMAL(10,2),
+        u UUID, ts TIMESTAMP, dt DATE, bin VARBINARY, f REAL, str VARCHAR)`);
+    const uuid = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+    const ts = new Timestamp(Date.UTC(2024, 0, 2, 3, 4, 5, 6), 7000);
+    const dt = new Date(Date.UTC(2024, 5, 30));
+    const q = new SqlFieldsQuery(`INSERT INTO ${t} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+        .setArgs(1, true, 7, 1234567890123, new Decimal('12.34'), uuid, ts, dt, [1, 2, -3], 1.5, 'héllo')
+        .setArgTypes(T.INTEGER, T.BOOLEAN, T.SHORT, T.LONG, T.DECIMAL, T.UUID, T.TIMESTAMP, T.DATE,
+            T.BYTE_ARRAY, T.FLOAT, T.STRING);
+    await (await cache.query(q)).getAll();
+    const [row] = await all(cache, `SELECT id, b, s, l, d, u, ts, dt, bin, f, str FROM ${t}`);
+    assert.equal(row[0], 1);
+    assert.equal(row[1], true);
+    assert.equal(row[2], 7);
+    assert.equal(Number(row[3]), 1234567890123);
+    assert.equal(row[4].toFixed(2), '12.34');
+    assert.deepStrictEqual([...row[5]], uuid);
+    assert.ok(row[6] instanceof Timestamp);
+    assert.equal(row[6].getTime(), ts.getTime());
+    assert.equal(row[6].getNanos(), 7000);
+    assert.ok(row[7] instanceof Date);
+    assert.equal(row[7].getTime(), dt.getTime());
+    assert.deepStrictEqual([...row[8]], [1, 2, -3]);
+    assert.equal(row[9], 1.5);
+    assert.equal(row[10], 'héllo');
+    // Filters on those columns take parameters of the same types.
+    const f = await (await cache.query(new SqlFieldsQuery(`SELECT id FROM ${t} WHERE u = ? AND ts = ? AND d = ?`)
+        .setArgs(uuid, ts, new Decimal('12.34')).setArgTypes(T.UUID, T.TIMESTAMP, T.DECIMAL))).getAll();
+    assert.deepStrictEqual(f, [[1]]);
+    const agg = await all(cache, `SELECT COUNT(*), SUM(s), MAX(str) FROM ${t}`);
+    assert.deepStrictEqual(agg.map((r) => [Number(r[0]), Number(r[1]), r[2]]), [[1, 7, 'héllo']]);
+    await all(cache, `DROP TABLE ${t}`);
+});
