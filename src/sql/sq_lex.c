@@ -177,11 +177,113 @@ static int put(em_buf *b, const char *s, size_t n)
     return em_buf_append(b, s, n);
 }
 
+/* emit copies tokens [from, to) in SQLite form, with the text between them
+ * (SQLite names result columns after the expression as written, so
+ * "COUNT(*)" must keep its spelling).  *prev: end of the last copied token;
+ * tokens skip and skip + 1 are dropped (TOP n). */
+static int emit(const sq_lexed *l, uint32_t from, uint32_t to, size_t *prev, uint32_t skip,
+                em_buf *out)
+{
+    int rc = 0;
+    for (uint32_t i = from; !rc && i < to; i++) {
+        const sq_tok *k = &l->t[i];
+        const char *s = l->src + k->off;
+        if (skip != UINT32_MAX && (i == skip || i == skip + 1)) {
+            *prev = k->off + k->len;
+            continue;
+        }
+        if ((rc = put(out, l->src + *prev, k->off - *prev)) != 0)
+            break;
+        *prev = k->off + k->len;
+        switch (k->kind) {
+        case SQ_TK_WORD:
+            if (sq_word_is(l, i, "MINUS")) {
+                rc = put(out, "EXCEPT", 6);
+                break;
+            }
+            if ((rc = em_buf_reserve(out, k->len)) != 0)
+                break;
+            for (uint32_t j = 0; j < k->len; j++)
+                out->p[out->len++] = (uint8_t)toupper((unsigned char)s[j]);
+            break;
+        case SQ_TK_PUNCT:
+            /* "a, b,)" is accepted by H2; drop the comma. */
+            if (s[0] == ',' && i + 1 < l->ntok && l->t[i + 1].kind == SQ_TK_PUNCT &&
+                l->src[l->t[i + 1].off] == ')')
+                break;
+            rc = put(out, s, k->len);
+            break;
+        default:
+            rc = put(out, s, k->len);
+            break;
+        }
+    }
+    return rc;
+}
+
+static int is_punct(const sq_lexed *l, uint32_t i, char c)
+{
+    return i < l->ntok && l->t[i].kind == SQ_TK_PUNCT && l->t[i].len == 1 && l->src[l->t[i].off] == c;
+}
+
+/* insert_set rewrites H2's INSERT INTO t SET a = x, b = y (SET at token
+ * set) as INSERT INTO t (a, b) VALUES (x, y); parameters keep their order. */
+static int insert_set(const sq_lexed *l, uint32_t set, uint32_t end, em_buf *out, char *msg,
+                      size_t msgsz)
+{
+    size_t prev = 0;
+    int rc = emit(l, 0, set, &prev, UINT32_MAX, out);
+    uint32_t cols[256], ex[256], ee[256], n = 0;
+    for (uint32_t i = set + 1; !rc && i < end;) {
+        if (n == 256 || !is_punct(l, i + 1, '=') || (l->t[i].kind != SQ_TK_WORD &&
+                                                     l->t[i].kind != SQ_TK_QUOTED)) {
+            snprintf(msg, msgsz, "Failed to parse query. INSERT ... SET expects column = value, ...");
+            return EM_INVAL;
+        }
+        cols[n] = i;
+        ex[n] = i + 2;
+        int depth = 0;
+        uint32_t j = i + 2;
+        for (; j < end; j++) {
+            if (is_punct(l, j, '(')) depth++;
+            else if (is_punct(l, j, ')')) depth--;
+            else if (!depth && is_punct(l, j, ','))
+                break;
+        }
+        if (j == ex[n]) {
+            snprintf(msg, msgsz, "Failed to parse query. INSERT ... SET: a value is missing");
+            return EM_INVAL;
+        }
+        ee[n++] = j;
+        i = j + 1;
+    }
+    rc = rc || put(out, " (", 2);
+    for (uint32_t c = 0; !rc && c < n; c++) {
+        prev = l->t[cols[c]].off;
+        rc = (c && put(out, ", ", 2)) || emit(l, cols[c], cols[c] + 1, &prev, UINT32_MAX, out);
+    }
+    rc = rc || put(out, ") VALUES (", 10);
+    for (uint32_t c = 0; !rc && c < n; c++) {
+        prev = l->t[ex[c]].off;
+        rc = (c && put(out, ", ", 2)) || emit(l, ex[c], ee[c], &prev, UINT32_MAX, out);
+    }
+    rc = rc || put(out, ")", 1) || em_buf_put_u8(out, 0);
+    return rc ? EM_NOMEM : 0;
+}
+
 int sq_rewrite(const sq_lexed *l, em_buf *out, char *msg, size_t msgsz)
 {
     uint32_t i = 0;
     size_t prev = 0;                /* end of the last token copied */
     int rc = 0;
+    uint32_t end = l->ntok;
+    if (end && is_punct(l, end - 1, ';'))
+        end--;
+    if (sq_word_is(l, 0, "INSERT") && sq_word_is(l, 1, "INTO")) {
+        uint32_t set = is_punct(l, 3, '.') ? 5 : 3;
+        if (sq_word_is(l, set, "SET"))
+            return insert_set(l, set, end, out, msg, msgsz);
+    }
     if (sq_word_is(l, 0, "MERGE") && sq_word_is(l, 1, "INTO")) {
         /* H2's MERGE INTO t (cols) VALUES is a put: SQLite's INSERT OR
          * REPLACE reaches xUpdate with the REPLACE conflict mode. */
@@ -201,45 +303,8 @@ int sq_rewrite(const sq_lexed *l, em_buf *out, char *msg, size_t msgsz)
         if (sq_word_is(l, j, "TOP") && j + 1 < l->ntok && l->t[j + 1].kind == SQ_TK_NUMBER)
             top = j;
     }
-    uint32_t end = l->ntok;
-    if (end && l->t[end - 1].kind == SQ_TK_PUNCT && l->src[l->t[end - 1].off] == ';')
-        end--;
-    for (; !rc && i < end; i++) {
-        const sq_tok *k = &l->t[i];
-        const char *s = l->src + k->off;
-        if (top != UINT32_MAX && (i == top || i == top + 1)) {
-            prev = k->off + k->len;
-            continue;
-        }
-        /* Keep the text between tokens: SQLite names result columns after
-         * the expression as written ("COUNT(*)"). */
-        if ((rc = put(out, l->src + prev, k->off - prev)) != 0)
-            break;
-        prev = k->off + k->len;
-        switch (k->kind) {
-        case SQ_TK_WORD:
-            if (sq_word_is(l, i, "MINUS")) {
-                rc = put(out, "EXCEPT", 6);
-                break;
-            }
-            if ((rc = em_buf_reserve(out, k->len)) != 0)
-                break;
-            for (uint32_t j = 0; j < k->len; j++)
-                out->p[out->len++] = (uint8_t)toupper((unsigned char)s[j]);
-            break;
-        case SQ_TK_PUNCT:
-            /* "a, b,)" is accepted by H2; drop the comma. */
-            if (s[0] == ',' && i + 1 < l->ntok && l->t[i + 1].kind == SQ_TK_PUNCT &&
-                l->src[l->t[i + 1].off] == ')') {
-                break;
-            }
-            rc = put(out, s, k->len);
-            break;
-        default:
-            rc = put(out, s, k->len);
-            break;
-        }
-    }
+    if (!rc)
+        rc = emit(l, i, end, &prev, top, out);
     if (!rc && top != UINT32_MAX)
         rc = put(out, " LIMIT ", 7) ||
              put(out, l->src + l->t[top + 1].off, l->t[top + 1].len) ? EM_NOMEM : 0;

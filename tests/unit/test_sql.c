@@ -227,6 +227,8 @@ TEST(sql_dml_update_delete_merge)
     QUERY_IS(&e, "UPDATE t SET v = v + 1 WHERE k = 1", "UPDATED/L1");
     QUERY_IS(&e, "SELECT k, c, v, w FROM t ORDER BY k", "K,C,V,W/L1,'a',11,'x'|L2,'b',20,'y'");
     FAILS_WITH(&e, "UPDATE t SET k = 5", "SQL UPDATE can't modify key or its fields");
+    QUERY_IS(&e, "INSERT INTO t SET k = 9, c = 'z', v = 1, w = 'set'", "UPDATED/L1");
+    QUERY_IS(&e, "DELETE FROM t WHERE k = 9", "UPDATED/L1");
     QUERY_IS(&e, "MERGE INTO t (k, c, v, w) VALUES (2, 'b', 99, 'z'), (3, 'c', 30, 'q')", "UPDATED/L2");
     QUERY_IS(&e, "SELECT v FROM t ORDER BY k", "V/11|99|30");
     QUERY_IS(&e, "DELETE FROM t WHERE v > 20", "UPDATED/L2");
@@ -530,6 +532,8 @@ TEST(sql_prepass)
     rewrite_is("select count(*) from t /* c */", "SELECT COUNT(*) FROM T");
     rewrite_is("select /* c */ a from t", "SELECT /* c */ A FROM T");
     rewrite_is("select top 3 a from t order by a;", "SELECT A FROM T ORDER BY A LIMIT 3");
+    rewrite_is("insert into s.t set a = ?, \"b\" = f(?, 2), c = 'x'",
+               "INSERT INTO S.T (A, \"b\", C) VALUES (?, F(?, 2), 'x')");
 }
 
 /* ---- tables from QueryEntity ------------------------------------------------ */
