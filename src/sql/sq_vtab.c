@@ -31,6 +31,7 @@ typedef struct vc {
     int       more, eof;
     const uint8_t *k, *v;       /* current entry (v resolved) */
     uint32_t  kl, vl;
+    uint32_t  batch;            /* entries per refill: fewer when they are big */
     const bin_type *ty[2];      /* registry types of the last key/value ... */
     int32_t   tid[2];           /* ... and their ids: rows share types */
 } vc;
@@ -180,7 +181,13 @@ static int advance(vc *c)
         }
         em_buf_reset(&c->page);
         c->pos = 0;
-        int rc = st_scan_next_page(c->sc, 256, add_entry, &c->page, &c->more);
+        /* A cursor a client leaves open keeps its page: keep it near 1 MiB
+         * however large the values are. */
+        int rc = st_scan_next_page(c->sc, c->batch, add_entry, &c->page, &c->more);
+        if (c->page.len > (1u << 20))
+            c->batch = c->batch > 4 ? c->batch / 4 : 1;
+        else if (c->page.len < (1u << 18) && c->batch < 256)
+            c->batch *= 2;
         if (rc == EM_NOCACHE)
             return vt_err(c->base.pVtab, SQLITE_ERROR, "Table doesn't exist: %s", t->name);
         if (rc)
@@ -256,6 +263,7 @@ static int x_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxs, int arg
     if (rc)
         return SQLITE_NOMEM;
     c->more = 1;
+    c->batch = 64;
     return advance(c);
 }
 
