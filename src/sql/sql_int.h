@@ -50,7 +50,7 @@ int  sq_rewrite(const sq_lexed *l, em_buf *out, char *msg, size_t msgsz);
  * exact.  EM_INVAL if it is not a name or is too long. */
 int  sq_ident(const sq_lexed *l, uint32_t i, char *out, size_t outsz);
 
-/* ---- column types (sq_val.c) ------------------------------------------- */
+/* ---- column types (sq_type.c), values (sq_val.c) --------------------------------------- */
 
 enum sq_type {
     SQ_T_BOOL = 1, SQ_T_BYTE, SQ_T_SHORT, SQ_T_INT, SQ_T_LONG, SQ_T_FLOAT,
@@ -66,6 +66,18 @@ const char *sq_type_decl(int t);
 int         sq_type_from_decl(const char *decl);
 int32_t     sq_type_code(int t);            /* binary type code written */
 const char *sq_type_java(int t);            /* Java class name (QueryEntity) */
+
+/* Text forms (sq_type.c).  Formatters return the length written. */
+__extension__ typedef unsigned __int128 sq_u128;
+int      sq_utf8_ok(const unsigned char *s, size_t n);
+int      sq_uuid_fmt(const uint8_t *p16, char *out);             /* out: 40 bytes */
+int      sq_uuid_parse(const char *s, size_t n, uint64_t *msb, uint64_t *lsb);
+/* kind 't' timestamp, 'd' date, 'h' time of day */
+int      sq_ts_fmt(int64_t ms, int32_t nanos, int kind, char *out, size_t sz);
+int      sq_ts_parse(const char *s, size_t n, int64_t *ms, int32_t *nanos);
+int      sq_dec_text(const uint8_t *v, char *out, size_t sz);    /* sz >= 160 */
+int      sq_dec_parse(const char *s, size_t n, int *neg, sq_u128 *u, int32_t *scale);
+uint32_t sq_dec_bytes(int neg, sq_u128 u, uint8_t *mag17);
 
 /* sq_val_result: hands data object v (validated, resolved) to SQLite as
  * the value of a column of type t. */
