@@ -10,6 +10,12 @@
  * Threads: an sq_engine (the catalog) is shared and locked inside; an
  * sq_sess (SQLite connections, statements, cursors) belongs to one client
  * connection and is used by one thread at a time.
+ *
+ * Files, in reading order: sq_lex.c (tokens, pre-pass), sq_ddl.c (DDL
+ * parser), sq_cat.c (catalog, CREATE/DROP/ALTER TABLE), sq_qe.c (tables
+ * from QueryEntity), sq_type.c / sq_val.c (types, conversions), sq_vtab.c
+ * (the virtual table), sq_func.c (H2 functions), sq_sess.c (connections),
+ * sq_stmt.c (statement cache), sq_exec.c (running statements, pages).
  */
 #ifndef EM_SQL_H
 #define EM_SQL_H

@@ -50,7 +50,7 @@ int  sq_rewrite(const sq_lexed *l, em_buf *out, char *msg, size_t msgsz);
  * exact.  EM_INVAL if it is not a name or is too long. */
 int  sq_ident(const sq_lexed *l, uint32_t i, char *out, size_t outsz);
 
-/* ---- column types (sq_type.c), values (sq_val.c) --------------------------------------- */
+/* ---- column types (sq_type.c), values (sq_val.c) ---------------------- */
 
 enum sq_type {
     SQ_T_BOOL = 1, SQ_T_BYTE, SQ_T_SHORT, SQ_T_INT, SQ_T_LONG, SQ_T_FLOAT,
