@@ -122,6 +122,16 @@ test('SQL: SqlQuery entries and key-value interop both ways', async () => {
     const vt = 'KvType' + t;
     await all(cache, `CREATE TABLE ${t} (id INT PRIMARY KEY, name VARCHAR, age INT) WITH "VALUE_TYPE=${vt}"`);
     await all(cache, `INSERT INTO ${t} VALUES (1, 'Ann', 30)`);
+    // The cache describes the table as Ignite's does (what pyignite reads).
+    const cfg = await client.getCacheConfiguration('SQL_PUBLIC_' + t);
+    assert.equal(cfg.getSqlSchema(), 'PUBLIC');
+    const qe = cfg.getQueryEntities()[0];
+    assert.equal(qe.getValueTypeName(), vt);
+    assert.equal(qe.getTableName(), t);
+    assert.equal(qe.getKeyTypeName(), 'java.lang.Integer');
+    assert.equal(qe.getKeyFieldName(), 'ID');
+    assert.deepStrictEqual(qe.getFields().map((f) => [f.getName(), f.getTypeName()]),
+        [['ID', 'java.lang.Integer'], ['NAME', 'java.lang.String'], ['AGE', 'java.lang.Integer']]);
     // SQL -> KV: the entry is under the raw int key in SQL_PUBLIC_<T>.
     const kv = client.getCache('SQL_PUBLIC_' + t).setKeyType(T.INTEGER);
     const v = await kv.get(1);
