@@ -73,6 +73,9 @@ void sq_engine_free(sq_engine *e)
         sq_table_unref(e->tab[i]);
     em_free(e->tab);
     em_free(e->seen);
+    for (uint32_t i = 0; i < e->nidx; i++)
+        em_free(e->idx[i]);
+    em_free(e->idx);
     pthread_mutex_destroy(&e->mu);
     em_free(e);
 }
@@ -161,6 +164,7 @@ static int mark_seen(sq_engine *e, st_cache *c)
 }
 
 static int define_types(sq_engine *e, sq_table *t);
+static int col_index(const sq_table *t, const char *name);
 
 /* add_qe_tables (under mu, from st_cache_each): a cache not seen yet gets
  * its QueryEntity tables.  A cache named SQL_<SCHEMA>_<TABLE> is taken for
@@ -467,6 +471,83 @@ out:
     return rc;
 }
 
+/* ---- indexes (metadata) ------------------------------------------------- */
+
+static const char *idx_table(const char *x)
+{
+    x += strlen(x) + 1;
+    return x + strlen(x) + 1;
+}
+
+static int find_index(const sq_engine *e, const char *schema, const char *name)
+{
+    for (uint32_t i = 0; i < e->nidx; i++) {
+        const char *x = e->idx[i];
+        if (!strcmp(x, schema) && !strcmp(x + strlen(x) + 1, name))
+            return (int)i;
+    }
+    return -1;
+}
+
+static void drop_table_indexes(sq_engine *e, const sq_table *t)
+{
+    for (uint32_t i = 0; i < e->nidx;) {
+        if (!strcmp(e->idx[i], t->schema) && !strcmp(idx_table(e->idx[i]), t->name)) {
+            em_free(e->idx[i]);
+            e->idx[i] = e->idx[--e->nidx];
+        } else {
+            i++;
+        }
+    }
+}
+
+int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
+{
+    if (d->schema[0])
+        schema = d->schema;
+    pthread_mutex_lock(&e->mu);
+    prune(e);
+    int rc = 0, at = find_index(e, schema, d->index);
+    if (d->kind == SQ_DDL_DROP_INDEX) {
+        if (at < 0) {
+            rc = d->if_exists ? 0 : cat_fail(msg, msgsz, EM_NOTFOUND, "Index doesn't exist: %s", d->index);
+        } else {
+            em_free(e->idx[at]);
+            e->idx[at] = e->idx[--e->nidx];
+        }
+        goto out;
+    }
+    sq_table *t = find_locked(e, schema, d->table);
+    if (!t) {
+        rc = cat_fail(msg, msgsz, EM_NOTFOUND, "Table doesn't exist: %s", d->table);
+        goto out;
+    }
+    for (uint32_t i = 0; i < d->ncols; i++)
+        if (col_index(t, d->cols[i].name) < 0 && strcmp(d->cols[i].name, "_KEY") &&
+            strcmp(d->cols[i].name, "_VAL")) {
+            rc = cat_fail(msg, msgsz, EM_NOTFOUND, "Column doesn't exist: %s", d->cols[i].name);
+            goto out;
+        }
+    if (at >= 0) {
+        rc = d->if_not_exists ? 0 : cat_fail(msg, msgsz, EM_INVAL, "Index already exists: %s", d->index);
+        goto out;
+    }
+    size_t ls = strlen(schema), li = strlen(d->index), lt = strlen(t->name);
+    char *x = em_malloc(ls + li + lt + 3);
+    if (!x || grow((void **)&e->idx, &e->capidx, e->nidx, sizeof *e->idx)) {
+        em_free(x);
+        rc = EM_NOMEM;
+        goto out;
+    }
+    memcpy(x, schema, ls + 1);
+    memcpy(x + ls + 1, d->index, li + 1);
+    memcpy(x + ls + li + 2, t->name, lt + 1);
+    e->idx[e->nidx++] = x;
+out:
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
 int sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
 {
     if (d->schema[0])
@@ -492,6 +573,7 @@ int sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, si
                     e->tab[i] = e->tab[--e->ntab];
                     break;
                 }
+            drop_table_indexes(e, t);
             sq_table_unref(t);
             atomic_fetch_add(&e->epoch, 1);
         }

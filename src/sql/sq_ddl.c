@@ -352,8 +352,7 @@ static int create_index(pst *p, sq_ddl *d)
         p->i += 3;
         d->if_not_exists = 1;
     }
-    char iname[SQ_MAX_NAME];
-    int rc = ident(p, iname);
+    int rc = ident(p, d->index);
     if (rc)
         return rc;
     if (!word(p, "ON"))
@@ -362,9 +361,12 @@ static int create_index(pst *p, sq_ddl *d)
         return rc;
     if (!punct(p, '('))
         return syntax(p);
+    if (!(d->cols = em_calloc(SQ_MAX_COLS, sizeof *d->cols)))
+        return EM_NOMEM;
     do {
-        char c[SQ_MAX_NAME];
-        if ((rc = ident(p, c)) != 0)
+        if (d->ncols >= SQ_MAX_COLS)
+            return perr(p, "Too many columns (limit %s)", "256");
+        if ((rc = ident(p, d->cols[d->ncols++].name)) != 0)
             return rc;
         if (!word(p, "ASC"))
             word(p, "DESC");
@@ -442,7 +444,7 @@ int sq_ddl_parse(const sq_lexed *l, sq_ddl *d, char *msg, size_t msgsz)
         } else if (word(&p, "INDEX")) {
             d->kind = SQ_DDL_DROP_INDEX;
             d->if_exists = if_exists(&p);
-            rc = qname(&p, d->schema, d->table);
+            rc = qname(&p, d->schema, d->index);
         } else {
             rc = syntax(&p);
         }

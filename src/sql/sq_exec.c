@@ -206,7 +206,7 @@ static int run_ddl(sq_sess *s, const sq_lexed *l, const char *schema, int64_t id
     default:
         /* Indexes are metadata only for now: queries on non-key columns
          * scan; accepting the statement keeps client scripts working. */
-        rc = 0;
+        rc = sq_cat_index(s->eng, &d, schema, s->msg, sizeof s->msg);
         break;
     }
     sq_ddl_free(&d);

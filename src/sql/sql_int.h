@@ -108,6 +108,7 @@ typedef struct sq_ddl {
     int      col_if;                /* ALTER: ADD ... IF NOT EXISTS / DROP ... IF EXISTS */
     char     schema[SQ_MAX_NAME];   /* "" = the current schema */
     char     table[SQ_MAX_NAME];
+    char     index[SQ_MAX_NAME];    /* CREATE/DROP INDEX */
     uint32_t ncols;
     sq_coldef *cols;                /* SQ_MAX_COLS */
     /* WITH "..." parameters (reference sql.md §1.3) */
@@ -171,6 +172,10 @@ struct sq_engine {
     uint32_t      ntab, captab;
     st_cache    **seen;         /* caches whose query entities were read */
     uint32_t      nseen, capseen;
+    /* Indexes: metadata only for now (no index structures; non-key
+     * predicates scan).  "schema\0index\0table" strings. */
+    char        **idx;
+    uint32_t      nidx, capidx;
 };
 
 /* sq_cat_snapshot: refs to every live table (dropping tables whose cache
@@ -195,6 +200,8 @@ void sq_table_free_new(sq_table *t);
 int  sq_java_type(const char *name, size_t n);
 /* sq_cat_alter: ALTER TABLE ADD/DROP COLUMN (the table gets a new version). */
 int  sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
+/* sq_cat_index: CREATE INDEX / DROP INDEX. */
+int  sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
 int  sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
 
 /* ---- virtual table (sq_vtab.c) ----------------------------------------- */

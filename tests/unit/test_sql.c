@@ -423,6 +423,19 @@ TEST(sql_alter_table)
     EXEC_OK(&e, "ALTER TABLE al DROP COLUMN IF EXISTS zz");
     FAILS_WITH(&e, "ALTER TABLE nope ADD x INT", "Table doesn't exist: NOPE");
     EXEC_OK(&e, "ALTER TABLE IF EXISTS nope ADD x INT");
+    /* Indexes are metadata: names per schema, columns checked. */
+    EXEC_OK(&e, "CREATE INDEX al_b ON al (b DESC, c)");
+    FAILS_WITH(&e, "CREATE INDEX al_b ON al (b)", "Index already exists: AL_B");
+    EXEC_OK(&e, "CREATE INDEX IF NOT EXISTS al_b ON al (b)");
+    FAILS_WITH(&e, "CREATE INDEX al_z ON al (zz)", "Column doesn't exist: ZZ");
+    FAILS_WITH(&e, "CREATE INDEX al_z ON nope (b)", "Table doesn't exist: NOPE");
+    EXEC_OK(&e, "DROP INDEX al_b");
+    FAILS_WITH(&e, "DROP INDEX al_b", "Index doesn't exist: AL_B");
+    EXEC_OK(&e, "DROP INDEX IF EXISTS al_b");
+    EXEC_OK(&e, "CREATE INDEX al_b ON al (b)");
+    EXEC_OK(&e, "DROP TABLE al");
+    EXEC_OK(&e, "CREATE TABLE al (id INT PRIMARY KEY, b INT)");
+    EXEC_OK(&e, "CREATE INDEX al_b ON al (b)");     /* went with the table */
     pe_close(&e);
 }
 
