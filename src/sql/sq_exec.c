@@ -184,6 +184,57 @@ static int gen_kv_sql(sq_sess *s, const sq_query *q, const char *schema, em_buf 
     return rc ? sq_fail(s, EM_NOMEM, "Out of memory") : 0;
 }
 
+/* ---- result types of MIN/MAX ------------------------------------------------ */
+
+/* agg_type: for a result named MIN(col) or MAX(col) (as written, no alias),
+ * the type of col among the columns the statement reads, if they agree;
+ * SQLite types only direct column references (decltype). */
+static int agg_type(sq_db *d, const char *name)
+{
+    if (!name || (strncmp(name, "MIN(", 4) && strncmp(name, "MAX(", 4)))
+        return 0;
+    const char *p = name + 4, *id;
+    while (*p == ' ') p++;
+    id = p;
+    while (isalnum((unsigned char)*p) || *p == '_' || *p == '.') p++;
+    const char *end = p;
+    while (*p == ' ') p++;
+    if (end == id || p[0] != ')' || p[1])
+        return 0;
+    for (const char *q = id; q < end; q++)
+        if (*q == '.')
+            id = q + 1;
+    int t = 0;
+    for (uint32_t k = 0; k < d->nreads; k++) {
+        const sq_read *r = &d->reads[k];
+        const char *decl = NULL;
+        if (strlen(r->col) != (size_t)(end - id) || strncasecmp(r->col, id, (size_t)(end - id)) ||
+            sqlite3_table_column_metadata(d->db, r->db, r->tab, r->col, &decl, NULL, NULL, NULL,
+                                          NULL) != SQLITE_OK)
+            continue;
+        int tt = sq_type_from_decl(decl);
+        if (t && tt != t)
+            return 0;
+        t = tt;
+    }
+    return t;
+}
+
+/* agg_types: per result column, agg_type or 0; NULL if none applies. */
+static int *agg_types(sq_db *d, sqlite3_stmt *st)
+{
+    int n = sqlite3_column_count(st), any = 0;
+    int *t = n ? em_calloc((size_t)n, sizeof *t) : NULL;
+    for (int i = 0; t && i < n; i++)
+        if (!sqlite3_column_decltype(st, i))
+            any |= (t[i] = agg_type(d, sqlite3_column_name(st, i))) != 0;
+    if (!any) {
+        em_free(t);
+        t = NULL;
+    }
+    return t;
+}
+
 /* ---- exec ------------------------------------------------------------------ */
 
 static int run_ddl(sq_sess *s, const sq_lexed *l, const char *schema, int64_t id, sq_cursor **out)
@@ -256,6 +307,7 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
     const char *text = q->sql;
     size_t tlen = q->sql_len;
     em_buf gen = EM_BUF_INIT;
+    int *fresh = NULL;              /* MIN/MAX types of an uncached statement */
     int rc;
     if (q->kv_type) {
         if ((rc = gen_kv_sql(s, q, schema, &gen)) != 0) {
@@ -299,14 +351,21 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         if ((rc = sq_rewrite(&l, &s->sqlbuf, s->msg, sizeof s->msg)) != 0)
             goto done;
         const char *tail = NULL;
+        d->collect = 1;
+        d->nreads = 0;
         int src = sqlite3_prepare_v3(d->db, (const char *)s->sqlbuf.p, (int)s->sqlbuf.len,
                                      SQLITE_PREPARE_PERSISTENT, &st, &tail);
+        d->collect = 0;
         if (src == SQLITE_ERROR && !strncmp(sqlite3_errmsg(d->db), "no such table", 13)) {
             uint64_t ep = atomic_load(&s->eng->epoch);
             sq_cat_discover(s->eng);
-            if (ep != atomic_load(&s->eng->epoch) && (rc = sq_sess_db(s, schema, &d)) == 0)
+            if (ep != atomic_load(&s->eng->epoch) && (rc = sq_sess_db(s, schema, &d)) == 0) {
+                d->collect = 1;
+                d->nreads = 0;
                 src = sqlite3_prepare_v3(d->db, (const char *)s->sqlbuf.p, (int)s->sqlbuf.len,
                                          SQLITE_PREPARE_PERSISTENT, &st, &tail);
+                d->collect = 0;
+            }
             if (rc)
                 goto done;
         }
@@ -323,7 +382,11 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
                                          : "Failed to parse query. Empty statement");
             goto done;
         }
-        ent = sq_stmt_add(d, text, tlen, st, cls);
+        fresh = agg_types(d, st);
+        if ((ent = sq_stmt_add(d, text, tlen, st, cls)) != NULL) {
+            ent->types = fresh;
+            fresh = NULL;
+        }
     }
     if ((rc = bind_args(s, st, q)) != 0)
         goto release;
@@ -356,6 +419,8 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         const char *n = sqlite3_column_name(st, (int)i);
         c->names[i] = em_strndup(n ? n : "", n ? strlen(n) : 0);
         c->types[i] = sq_type_from_decl(sqlite3_column_decltype(st, (int)i));
+        if (!c->types[i])
+            c->types[i] = ent && ent->types ? ent->types[i] : fresh ? fresh[i] : 0;
         if (!c->names[i]) {
             cursor_free(c);
             rc = sq_fail(s, EM_NOMEM, "Out of memory");
@@ -373,6 +438,7 @@ release:
     if (st)
         sq_stmt_release(d, ent, st);
 done:
+    em_free(fresh);
     sq_lexed_free(&l);
     em_buf_free(&gen);
     return rc;

@@ -40,6 +40,12 @@ static int authorize(void *arg, int op, const char *a, const char *b, const char
     sq_db *d = arg;
     if (d->internal)
         return SQLITE_OK;
+    if (op == SQLITE_READ && d->collect && d->nreads < SQ_MAX_READS && a && b) {
+        sq_read *r = &d->reads[d->nreads++];
+        snprintf(r->db, sizeof r->db, "%s", c ? c : "main");
+        snprintf(r->tab, sizeof r->tab, "%s", a);
+        snprintf(r->col, sizeof r->col, "%s", b);
+    }
     switch (op) {
     case SQLITE_ATTACH: case SQLITE_DETACH: case SQLITE_PRAGMA:
     case SQLITE_CREATE_INDEX: case SQLITE_CREATE_TABLE: case SQLITE_CREATE_TEMP_INDEX:

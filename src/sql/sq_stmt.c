@@ -44,8 +44,9 @@ sq_stmt_ent *sq_stmt_add(sq_db *d, const char *sql, size_t len, sqlite3_stmt *st
     if (v->sql) {
         sqlite3_finalize(v->st);
         em_free(v->sql);
+        em_free(v->types);
     }
-    *v = (sq_stmt_ent){ copy, len, st, cls, 1, 0, ++d->tick };
+    *v = (sq_stmt_ent){ copy, len, st, cls, 1, 0, NULL, ++d->tick };
     return v;
 }
 
@@ -60,6 +61,7 @@ void sq_stmt_release(sq_db *d, sq_stmt_ent *e, sqlite3_stmt *st)
     if (e->dead) {
         sqlite3_finalize(e->st);
         em_free(e->sql);
+        em_free(e->types);
         memset(e, 0, sizeof *e);
         return;
     }
@@ -79,6 +81,7 @@ void sq_stmt_flush(sq_db *d)
         }
         sqlite3_finalize(e->st);
         em_free(e->sql);
+        em_free(e->types);
         memset(e, 0, sizeof *e);
     }
 }
@@ -89,6 +92,7 @@ void sq_stmt_clear(sq_db *d)
         if (d->cache[i].sql) {
             sqlite3_finalize(d->cache[i].st);
             em_free(d->cache[i].sql);
-            d->cache[i].sql = NULL;
+            em_free(d->cache[i].types);
+            memset(&d->cache[i], 0, sizeof d->cache[i]);
         }
 }

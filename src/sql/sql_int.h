@@ -224,8 +224,14 @@ typedef struct sq_stmt_ent {
     int           cls;
     int           busy;         /* held by a cursor or a running statement */
     int           dead;         /* flushed while busy: finalize on release */
+    int          *types;        /* result types not given by decltypes, or NULL */
     uint64_t      used;
 } sq_stmt_ent;
+
+/* A column a statement reads, seen by the authorizer while it is prepared:
+ * MIN(col)/MAX(col) results take col's type, as H2 gives them. */
+typedef struct sq_read { char db[SQ_MAX_NAME], tab[SQ_MAX_NAME], col[SQ_MAX_NAME]; } sq_read;
+#define SQ_MAX_READS 16
 
 typedef struct sq_db {
     sqlite3  *db;
@@ -238,6 +244,9 @@ typedef struct sq_db {
     uint64_t  used;             /* LRU tick */
     uint64_t  deadline_ns;      /* for the progress handler */
     int       internal;         /* ember's own schema statements are running */
+    int       collect;          /* record SQLITE_READs into reads */
+    uint32_t  nreads;
+    sq_read   reads[SQ_MAX_READS];
     sq_stmt_ent cache[SQ_STMT_CACHE];
     uint64_t  tick;
 } sq_db;

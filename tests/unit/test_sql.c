@@ -201,6 +201,8 @@ TEST(sql_create_insert_select)
              "ID,NAME,AGE,SALARY/1,'John',30,D1000.5|2,'Jane',25,D2000");
     QUERY_IS(&e, "SELECT * FROM PUBLIC.person WHERE id = 2", "ID,NAME,AGE,SALARY/2,'Jane',25,D2000");
     QUERY_IS(&e, "SELECT count(*), sum(age), max(name) FROM Person", "COUNT(*),SUM(AGE),MAX(NAME)/L2,L55,'John'");
+    /* MIN/MAX keep the column's type (INT, not long), as H2 does. */
+    QUERY_IS(&e, "SELECT min(age), MAX(p.age), max(age) + 1 FROM Person p", "MIN(AGE),MAX(P.AGE),MAX(AGE) + 1/25,30,L31");
     FAILS_WITH(&e, "INSERT INTO Person (id, name) VALUES (1, 'Dup')", "Duplicate key during INSERT [key=1]");
     FAILS_WITH(&e, "CREATE TABLE Person (id INT PRIMARY KEY, x INT)", "Table already exists: PERSON");
     EXEC_OK(&e, "CREATE TABLE IF NOT EXISTS Person (id INT PRIMARY KEY, x INT)");
