@@ -29,6 +29,7 @@ static void table_free(sq_table *t)
     for (uint32_t i = 0; i < t->ncols; i++) {
         em_free(t->cols[i].name);
         em_free(t->cols[i].field);
+        em_free(t->cols[i].dflt);
     }
     em_free(t->cols);
     em_free(t->schema);
@@ -377,7 +378,8 @@ static sq_table *table_from_ddl(const sq_ddl *d, const char *schema)
         sq_col *c = &t->cols[i];
         c->name = sdup(d->cols[i].name);
         c->field = sdup(d->cols[i].name);
-        if (!c->name || !c->field) {
+        c->dflt = d->cols[i].dflt[0] ? sdup(d->cols[i].dflt) : NULL;
+        if (!c->name || !c->field || (d->cols[i].dflt[0] && !c->dflt)) {
             table_free(t);
             return NULL;
         }
@@ -605,8 +607,9 @@ static sq_table *table_copy(const sq_table *t, uint32_t extra)
         n->cols[i] = t->cols[i];
         n->cols[i].name = sdup(t->cols[i].name);
         n->cols[i].field = sdup(t->cols[i].field);
+        n->cols[i].dflt = t->cols[i].dflt ? sdup(t->cols[i].dflt) : NULL;
         n->ncols++;
-        bad = !n->cols[i].name || !n->cols[i].field;
+        bad = !n->cols[i].name || !n->cols[i].field || (t->cols[i].dflt && !n->cols[i].dflt);
     }
     if (bad) {
         table_free(n);
@@ -649,6 +652,8 @@ static int alter_cols(sq_table *n, const sq_ddl *d, char *msg, size_t msgsz)
             c->type = d->cols[j].type;
             c->notnull = d->cols[j].notnull;
             n->ncols++;
+            if (d->cols[j].dflt[0] && !(c->dflt = sdup(d->cols[j].dflt)))
+                return EM_NOMEM;
         } else {
             if (ci < 0) {
                 if (d->col_if)
@@ -660,6 +665,7 @@ static int alter_cols(sq_table *n, const sq_ddl *d, char *msg, size_t msgsz)
                                 "of the cache key", cn);
             em_free(n->cols[ci].name);
             em_free(n->cols[ci].field);
+            em_free(n->cols[ci].dflt);
             memmove(&n->cols[ci], &n->cols[ci + 1], (n->ncols - (uint32_t)ci - 1) * sizeof *n->cols);
             n->ncols--;
             if (n->key_col > ci)

@@ -114,17 +114,35 @@ static int find_col(const sq_ddl *d, const char *name)
     return -1;
 }
 
-/* skip_literal: a constant DEFAULT (Ignite rejects anything else). */
-static int skip_literal(pst *p)
+/* default_literal: a constant DEFAULT (Ignite rejects anything else),
+ * kept as SQL text for the virtual table's declaration, so it must be a
+ * well-formed literal: a number strtod takes whole, a string, NULL, TRUE,
+ * FALSE. */
+static int default_literal(pst *p, char *out)
 {
-    punct(p, '-');
-    uint8_t k = p->l->t[p->i].kind;
-    if (k == SQ_TK_NUMBER || k == SQ_TK_STRING || sq_word_is(p->l, p->i, "NULL") ||
-        sq_word_is(p->l, p->i, "TRUE") || sq_word_is(p->l, p->i, "FALSE")) {
-        p->i++;
-        return 0;
+    int neg = punct(p, '-');
+    const sq_tok *k = &p->l->t[p->i];
+    const char *s = p->l->src + k->off;
+    int ok = k->kind == SQ_TK_STRING || (!neg && (sq_word_is(p->l, p->i, "NULL") ||
+             sq_word_is(p->l, p->i, "TRUE") || sq_word_is(p->l, p->i, "FALSE")));
+    if (k->kind == SQ_TK_NUMBER && k->len < SQ_MAX_DEFAULT) {
+        char num[SQ_MAX_DEFAULT], *end;
+        memcpy(num, s, k->len);
+        num[k->len] = 0;
+        strtod(num, &end);
+        ok = !*end;
     }
-    return perr(p, "%s", "Non-constant DEFAULT expressions are not supported");
+    if (!ok)
+        return perr(p, "%s", "Non-constant DEFAULT expressions are not supported");
+    if (k->len + 2 > SQ_MAX_DEFAULT)
+        return perr(p, "DEFAULT value too long (limit %s bytes)", "60");
+    size_t o = 0;
+    if (neg)
+        out[o++] = '-';
+    memcpy(out + o, s, k->len);
+    out[o + k->len] = 0;
+    p->i++;
+    return 0;
 }
 
 static int column(pst *p, sq_ddl *d)
@@ -166,7 +184,7 @@ static int column(pst *p, sq_ddl *d)
                     return perr(p, "%s", "Table can have only one primary key");
             c->pk = 1;
         } else if (word(p, "DEFAULT")) {
-            if ((rc = skip_literal(p)) != 0)
+            if ((rc = default_literal(p, c->dflt)) != 0)
                 return rc;
         } else if (sq_word_is(p->l, p->i, "AUTO_INCREMENT") || sq_word_is(p->l, p->i, "IDENTITY") ||
                    sq_word_is(p->l, p->i, "AS") || sq_word_is(p->l, p->i, "CHECK")) {

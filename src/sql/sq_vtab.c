@@ -63,8 +63,9 @@ static int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
     sqlite3_str *s = sqlite3_str_new(db);
     sqlite3_str_appendf(s, "CREATE TABLE x(_KEY %s HIDDEN NOT NULL, _VAL OTHER_BLOB HIDDEN",
                         t->key_wrapped ? "OTHER_BLOB" : sq_type_decl(t->key_sqtype));
-    for (uint32_t i = 0; i < t->ncols; i++)
+    for (uint32_t i = 0; i < t->ncols; i++) {
         sqlite3_str_appendf(s, ", \"%w\" %s", t->cols[i].name, sq_type_decl(t->cols[i].type));
+    }
     sqlite3_str_appendall(s, ", PRIMARY KEY(_KEY)) WITHOUT ROWID");
     char *sql = sqlite3_str_finish(s);
     int rc = sql ? sqlite3_declare_vtab(db, sql) : SQLITE_NOMEM;
@@ -332,6 +333,25 @@ static int x_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *r)
 
 /* ---- writes ------------------------------------------------------------- */
 
+/* write_default writes column c's DEFAULT literal.  SQLite hands a virtual
+ * table NULL for an omitted INSERT column, so a NULL is taken for "use the
+ * default" (unlike H2, an explicit NULL into such a column gets the
+ * default too).  The literal was checked by the DDL parser; SQLite turns
+ * it into a value on this same connection. */
+static int write_default(vt *v, bin_writer *w, const sq_col *c, char *msg, size_t msgsz)
+{
+    char sql[SQ_MAX_DEFAULT + 16];
+    snprintf(sql, sizeof sql, "SELECT %s", c->dflt);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(v->db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        rc = sq_val_write(w, sqlite3_column_value(st, 0), c->type, msg, msgsz);
+    else
+        rc = rc == SQLITE_NOMEM ? EM_NOMEM : EM_INVAL;
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* build_obj writes the key (key = 1) or value object from argv (column i
  * at argv[4 + i]); old (may be NULL) supplies fields SQLite did not change. */
 static int build_obj(vt *v, int key, sqlite3_value **argv, const uint8_t *old, em_buf *out,
@@ -354,6 +374,10 @@ static int build_obj(vt *v, int key, sqlite3_value **argv, const uint8_t *old, e
         if (old && sqlite3_value_nochange(sv)) {
             const uint8_t *f = field(v, &ty, &tid, old, c->fid);
             rc = f ? bin_w_value(&w, f, bin_rd_len(f)) : bin_w_null(&w);
+            continue;
+        }
+        if (!old && c->dflt && sqlite3_value_type(sv) == SQLITE_NULL) {
+            rc = write_default(v, &w, c, msg, msgsz);
             continue;
         }
         if (c->notnull && sqlite3_value_type(sv) == SQLITE_NULL) {

@@ -96,10 +96,13 @@ int  sq_val_out(sqlite3_stmt *st, int i, int t, em_buf *out);
 enum { SQ_DDL_CREATE_TABLE = 1, SQ_DDL_DROP_TABLE, SQ_DDL_CREATE_INDEX, SQ_DDL_DROP_INDEX,
        SQ_DDL_ADD_COLUMN, SQ_DDL_DROP_COLUMN };
 
+#define SQ_MAX_DEFAULT 64       /* bytes of a DEFAULT literal */
+
 typedef struct sq_coldef {
     char    name[SQ_MAX_NAME];
     int     type;
     uint8_t notnull, pk;
+    char    dflt[SQ_MAX_DEFAULT];   /* the DEFAULT literal as SQL text, "" if none */
 } sq_coldef;
 
 typedef struct sq_ddl {
@@ -132,6 +135,7 @@ typedef struct sq_col {
     uint8_t  key;               /* a field of the key (or the key itself) */
     uint8_t  notnull;
     uint8_t  alias;             /* SQ_ALIAS_KEY / _VAL: the column is _KEY / _VAL */
+    char    *dflt;              /* DEFAULT literal (SQL text, validated), or NULL */
 } sq_col;
 
 enum { SQ_ALIAS_KEY = 1, SQ_ALIAS_VAL = 2 };

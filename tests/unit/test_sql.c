@@ -318,6 +318,11 @@ TEST(sql_errors)
     FAILS_WITH(&e, "SELECT * FROM sqlite_master; ATTACH 'x' AS y", "Multiple statements");
     EXEC_OK(&e, "CREATE TABLE x (a INT PRIMARY KEY, b INT NOT NULL)");
     FAILS_WITH(&e, "INSERT INTO x (a) VALUES (1)", "Null value is not allowed for column 'B'");
+    EXEC_OK(&e, "CREATE TABLE df (a INT PRIMARY KEY, b INT DEFAULT -5, c VARCHAR DEFAULT 'it''s', d INT)");
+    EXEC_OK(&e, "INSERT INTO df (a) VALUES (1)");
+    QUERY_IS(&e, "SELECT * FROM df", "A,B,C,D/1,-5,'it's',null");
+    FAILS_WITH(&e, "CREATE TABLE dg (a INT PRIMARY KEY, b INT DEFAULT 12abc)", "Non-constant DEFAULT");
+    FAILS_WITH(&e, "CREATE TABLE dg (a INT PRIMARY KEY, b INT DEFAULT (1 + 2))", "Non-constant DEFAULT");
     FAILS_WITH(&e, "INSERT INTO x VALUES (1, 'abc')", "Data conversion error");
     EXEC_OK(&e, "CREATE TABLE xs (a INT PRIMARY KEY, s VARCHAR)");
     FAILS_WITH(&e, "INSERT INTO xs VALUES (1, CAST(x'ff' AS VARCHAR))", "not valid UTF-8");
