@@ -35,6 +35,7 @@ struct pr_server {
      * Changes are rare and serialised by state_mu. */
     _Atomic int state;
     pthread_mutex_t state_mu;
+    struct sq_engine *sql;          /* SQL catalog (proto_sql.c) */
 };
 
 typedef struct pr_cursor {
@@ -58,6 +59,7 @@ struct pr_conn {
     pr_stats  *stats;               /* the worker's counters, or NULL */
     uint32_t   stats_left;          /* requests until the next timed one */
     char       peer[64];            /* client address, for the auth hook */
+    struct sq_sess *sql;            /* SQL cursors and connections, lazily */
 };
 
 static inline int pr_has_feat(const pr_conn *c, int f)
@@ -164,5 +166,10 @@ void pr_cursors_close(pr_conn *c);
 int pr_op_config(pr_conn *c, int op, pr_rd *r, em_buf *out);    /* 1050-1056 */
 int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out);    /* 3000-3004 */
 int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out);        /* 1101 */
+
+int pr_op_sql(pr_conn *c, pr_rd *r, em_buf *out);               /* 2002 */
+int pr_op_sql_fields(pr_conn *c, pr_rd *r, em_buf *out);        /* 2004 */
+int pr_op_sql_page(pr_conn *c, pr_rd *r, em_buf *out);          /* 2003, 2005 */
+int pr_op_close_any(pr_conn *c, pr_rd *r, em_buf *out);         /* 0 */
 
 #endif
