@@ -129,6 +129,13 @@ static inline int32_t bin_hash_region(const uint8_t *o, const bin_hdr *h)
     return bin_hash31(o + BIN_HDR_LEN, end - BIN_HDR_LEN);
 }
 
+/* The public builder (include/ember.h, bin_public.c): a writer and the
+ * buffer it reuses.  Here so that tests can drive its writer directly. */
+struct ember_writer {
+    bin_writer w;
+    em_buf out;
+};
+
 /* bin_skip: length of the validated data object at p. */
 size_t bin_skip(const uint8_t *p);
 
