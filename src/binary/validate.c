@@ -93,6 +93,18 @@ static inline int short_err(const vctx *c, size_t end)
 
 static int v_obj(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next);
 
+/* ascii_short: 1 if s[0..n) is 4..16 ASCII bytes (most keys, names and
+ * short values), from two overlapping words and without a call; 0 means
+ * "ask bin_utf8_ok", not "invalid". */
+static inline __attribute__((always_inline)) int ascii_short(const uint8_t *s, size_t n)
+{
+    if (n - 4 > 12)
+        return 0;
+    uint64_t a = n >= 8 ? em_ld64(s) : em_ld32(s);
+    uint64_t b = n >= 8 ? em_ld64(s + n - 8) : em_ld32(s + n - 4);
+    return !((a | b) & 0x8080808080808080ULL);
+}
+
 /* Reads a non-negative int count/length at q; checks q+4 <= end. */
 static inline int v_count(const vctx *c, size_t q, size_t end, int32_t *out)
 {
@@ -105,7 +117,8 @@ static inline int v_count(const vctx *c, size_t q, size_t end, int32_t *out)
     return 0;
 }
 
-static int v_string_payload(const vctx *c, size_t q, size_t end, size_t *next)
+static inline __attribute__((always_inline)) int v_string_payload(const vctx *c, size_t q, size_t end,
+                                                                 size_t *next)
 {
     int32_t len;
     int rc = v_count(c, q, end, &len);
@@ -114,7 +127,7 @@ static int v_string_payload(const vctx *c, size_t q, size_t end, size_t *next)
     q += 4;
     if ((size_t)len > end - q)
         return short_err(c, end);
-    if (!bin_utf8_ok(c->p + q, (size_t)len))
+    if (!ascii_short(c->p + q, (size_t)len) && !bin_utf8_ok(c->p + q, (size_t)len))
         return EM_BADUTF8;
     *next = q + (size_t)len;
     return 0;
@@ -150,21 +163,114 @@ static const uint8_t leaf_size1[256] = {
  * are primitives and strings: those are checked here, with the same checks
  * and results as v_obj, without its call and dispatch.  The handle pass
  * (c->starts set) and anything else take the full path. */
-static inline int v_item(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
+static int v_cplx(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next);
+static int v_container(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next);
+
+/* v_item_other: v_item's cases that are not leaves.  In pass 1 v_obj would
+ * only record pos in anc[] (read by pass 2 alone) and dispatch, so objects
+ * and containers go to their checks themselves. */
+static __attribute__((noinline)) int v_item_other(vctx *c, size_t pos, size_t end,
+                                                  unsigned depth, size_t *next)
 {
     if (pos < end && depth <= c->max_depth && !c->starts) {
         uint8_t t = c->p[pos];
-        size_t f = leaf_size1[t];
-        if (f) {
-            if (end - pos < f)
-                return short_err(c, end);
-            *next = pos + f;
-            return 0;
-        }
-        if (t == BIN_STRING)
-            return v_string_payload(c, pos + 1, end, next);
+        if (t == BIN_OBJ)
+            return v_cplx(c, pos, end, depth, next);
+        if (t == BIN_COLLECTION || t == BIN_MAP)
+            return v_container(c, pos, end, depth, next);
     }
     return v_obj(c, pos, end, depth, next);
+}
+
+/* v_leaf: a fixed-size value, null or string at pos < end, checked as v_obj
+ * checks it (same results); 1 if the value is none of those. */
+static inline __attribute__((always_inline)) int v_leaf(const vctx *c, size_t pos, size_t end,
+                                                        size_t *next)
+{
+    uint8_t t = c->p[pos];
+    size_t f = leaf_size1[t];
+    if (f) {
+        if (end - pos < f)
+            return short_err(c, end);
+        *next = pos + f;
+        return 0;
+    }
+    if (t == BIN_STRING)
+        return v_string_payload(c, pos + 1, end, next);
+    return 1;
+}
+
+static inline __attribute__((always_inline)) int v_item(vctx *c, size_t pos, size_t end,
+                                                        unsigned depth, size_t *next)
+{
+    if (pos < end && depth <= c->max_depth && !c->starts) {
+        int rc = v_leaf(c, pos, end, next);
+        if (rc <= 0)
+            return rc;
+    }
+    return v_item_other(c, pos, end, depth, next);
+}
+
+/* V_ITEMS(leaf_ok, q, end, depth, on_err): v_item for the element at q in
+ * a loop that tested q < end already, advancing q; on_err(rc) on failure.
+ * leaf_ok (loop-invariant) says v_item's leaf path applies at this depth
+ * in this pass.  q stays a register: only nx_, on the complete path, has
+ * its address taken. */
+#define V_ITEMS(leaf_ok, q, end, depth, on_err)                               \
+    do {                                                                      \
+        int rc_ = 1;                                                          \
+        size_t nx_;                                                           \
+        if (leaf_ok) {                                                        \
+            size_t l_;                                                        \
+            rc_ = v_leaf(c, (q), (end), &l_);                                 \
+            if (rc_ == 0)                                                     \
+                (q) = l_;                                                     \
+        }                                                                     \
+        if (rc_ > 0) {                                                        \
+            rc_ = v_item_other(c, (q), (end), (depth), &nx_);                 \
+            if (!rc_)                                                         \
+                (q) = nx_;                                                    \
+        }                                                                     \
+        if (rc_)                                                              \
+            on_err(rc_);                                                      \
+    } while (0)
+#define V_RETURN(rc) return (rc)
+
+/* v_leaf_run: checks up to `left` consecutive elements from *qp while each
+ * is a fixed-size value, a null or a string that v_leaf accepts (ASCII
+ * strings of 4..16 bytes from two words, others by bin_utf8_ok), and
+ * returns how many it took, *qp past them.  It stops at anything else -
+ * another kind of value, or one v_leaf would reject - and leaves that
+ * element to v_leaf / v_item_other, which give the precise result, so it
+ * accepts exactly what they accept.  The loop behind the containers and
+ * tree types of leaves (the M1 12-entry TreeMap): no calls, nothing in
+ * memory. */
+static inline __attribute__((always_inline)) int64_t v_leaf_run(const vctx *c, size_t *qp,
+                                                                 size_t end, int64_t left)
+{
+    const uint8_t *p = c->p;
+    size_t q = *qp;
+    int64_t i = 0;
+    for (; i < left && q < end; i++) {
+        const uint8_t t = p[q];
+        const size_t f = leaf_size1[t];
+        if (f) {
+            if (end - q < f)
+                break;
+            q += f;
+            continue;
+        }
+        if (t != BIN_STRING || end - q < 5)
+            break;
+        const uint32_t l = em_ld32(p + q + 1);
+        if (l > 0x7FFFFFFFu || l > end - q - 5)
+            break;
+        if (!ascii_short(p + q + 5, l) && !bin_utf8_ok(p + q + 5, l))
+            break;
+        q += 5 + (size_t)l;
+    }
+    *qp = q;
+    return i;
 }
 
 /* count elements, each of code `want` or null (typed arrays 20-22, 29, ...). */
@@ -173,25 +279,49 @@ static int v_elems(vctx *c, size_t q, size_t end, unsigned depth, int64_t count,
 {
     if ((uint64_t)count > end - q)
         return short_err(c, end);
+    const int leaf_ok = depth + 1 <= c->max_depth && !c->starts;
     for (int64_t i = 0; i < count; i++) {
+        if (leaf_ok && !want && (i += v_leaf_run(c, &q, end, count - i)) == count)
+            break;
         if (q >= end)
             return short_err(c, end);
         uint8_t t = c->p[q];
         if (want && t != want && t != want2 && t != BIN_NULL)
             return EM_BADTYPE;
-        int rc = v_item(c, q, end, depth + 1, &q);
-        if (rc)
-            return rc;
+        V_ITEMS(leaf_ok, q, end, depth + 1, V_RETURN);
     }
     *next = q;
     return 0;
 }
 
+/* Collections (24) and maps (25): count, subtype, the elements. */
+static int v_container(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
+{
+    const uint8_t t = c->p[pos];
+    size_t q = pos + 1;
+    int32_t count;
+    int rc;
+    if ((rc = v_count(c, q, end, &count)))
+        return rc;
+    q += 4;
+    if (q >= end)
+        return short_err(c, end);
+    q++;                         /* subtype: a hint only */
+    if (count == 0) {
+        *next = q;               /* empty (a holder's fresh HashMap, ArrayList) */
+        return 0;
+    }
+    if (t == BIN_MAP && (size_t)count > (end - q) / 2)
+        return short_err(c, end);
+    return v_elems(c, q, end, depth, t == BIN_MAP ? (int64_t)count * 2 : count, 0, 0, next);
+}
+
 /* Raw content of BinaryTreeMap/BinaryTreeSet (reference §3.5):
  * comparator object, int size, size entries (pairs for the map). */
-static int v_tree_raw(vctx *c, size_t q, size_t end, unsigned depth, int map)
+static int v_tree_raw(vctx *c, size_t q0, size_t end, unsigned depth, int map)
 {
-    int rc = v_item(c, q, end, depth + 1, &q);
+    size_t q;
+    int rc = v_item(c, q0, end, depth + 1, &q);
     if (rc)
         return rc;
     int32_t size;
@@ -201,13 +331,16 @@ static int v_tree_raw(vctx *c, size_t q, size_t end, unsigned depth, int map)
     if ((size_t)size > end - q)
         return EM_BADLEN;
     int64_t items = (int64_t)size * (map ? 2 : 1);
+    const int leaf_ok = depth + 1 <= c->max_depth && !c->starts;
+    size_t qr = q;                       /* q's address went to v_item above */
     for (int64_t i = 0; i < items; i++) {
-        if (q >= end)
+        if (leaf_ok && (i += v_leaf_run(c, &qr, end, items - i)) == items)
+            break;
+        if (qr >= end)
             return EM_BADLEN;
-        if ((rc = v_item(c, q, end, depth + 1, &q)))
-            return rc;
+        V_ITEMS(leaf_ok, qr, end, depth + 1, V_RETURN);
     }
-    return q == end ? 0 : EM_BADOFFSET;
+    return qr == end ? 0 : EM_BADOFFSET;
 }
 
 static int v_cplx(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
@@ -366,15 +499,7 @@ static int v_obj(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
         return v_elems(c, q + 4, end, depth, count, 0, 0, next);
     case BIN_COLLECTION:
     case BIN_MAP:
-        if ((rc = v_count(c, q, end, &count)))
-            return rc;
-        q += 4;
-        if (q >= end)
-            return short_err(c, end);
-        q++;                         /* subtype: a hint only */
-        if (t == BIN_MAP && (size_t)count > (end - q) / 2)
-            return short_err(c, end);
-        return v_elems(c, q, end, depth, t == BIN_MAP ? (int64_t)count * 2 : count, 0, 0, next);
+        return v_container(c, pos, end, depth, next);
     case BIN_DECIMAL:
         if (end - q < 4)
             return short_err(c, end);
@@ -415,28 +540,11 @@ static int v_obj(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
     }
 }
 
-int bin_validate(const uint8_t *p, size_t n, size_t *len, unsigned max_depth)
+/* v_top: bin_validate past its fast paths (its frame holds the context
+ * and the handle pass's bitmap, which the fast paths need not set up). */
+static __attribute__((noinline)) int v_top(const uint8_t *p, size_t n, size_t *len,
+                                           unsigned max_depth)
 {
-    if (n == 0)
-        return EM_TRUNCATED;
-    /* Fast paths for the common keys: a primitive or a string. */
-    uint8_t t = p[0];
-    if (t == BIN_INT || t == BIN_LONG) {
-        size_t l = t == BIN_INT ? 5 : 9;
-        if (n < l)
-            return EM_TRUNCATED;
-        *len = l;
-        return 0;
-    }
-    if (t == BIN_STRING && n >= 5) {
-        int32_t sl = (int32_t)em_ld32(p + 1);
-        if (sl >= 0 && (size_t)sl <= n - 5) {
-            if (!bin_utf8_ok(p + 5, (size_t)sl))
-                return EM_BADUTF8;
-            *len = 5 + (size_t)sl;
-            return 0;
-        }
-    }
     vctx c;
     c.p = p;
     c.n = n;
@@ -469,6 +577,31 @@ int bin_validate(const uint8_t *p, size_t n, size_t *len, unsigned max_depth)
     if (!rc)
         *len = next;
     return rc;
+}
+
+int bin_validate(const uint8_t *p, size_t n, size_t *len, unsigned max_depth)
+{
+    if (n == 0)
+        return EM_TRUNCATED;
+    /* Fast paths for the common keys: a primitive or a string. */
+    uint8_t t = p[0];
+    if (t == BIN_INT || t == BIN_LONG) {
+        size_t l = t == BIN_INT ? 5 : 9;
+        if (n < l)
+            return EM_TRUNCATED;
+        *len = l;
+        return 0;
+    }
+    if (t == BIN_STRING && n >= 5) {
+        int32_t sl = (int32_t)em_ld32(p + 1);
+        if (sl >= 0 && (size_t)sl <= n - 5) {
+            if (!ascii_short(p + 5, (size_t)sl) && !bin_utf8_ok(p + 5, (size_t)sl))
+                return EM_BADUTF8;
+            *len = 5 + (size_t)sl;
+            return 0;
+        }
+    }
+    return v_top(p, n, len, max_depth);
 }
 
 /* ---- trusted walk ---- */
