@@ -554,7 +554,9 @@ static __attribute__((noinline)) int v_top(const uint8_t *p, size_t n, size_t *l
     c.handles = 0;
     c.starts = NULL;
     size_t next;
-    int rc = v_obj(&c, 0, n, 1, &next);
+    /* Pass 1 at a complex object goes straight to its checks (v_obj would
+     * only record it in anc[], which pass 2 alone reads). */
+    int rc = p[0] == BIN_OBJ ? v_cplx(&c, 0, n, 1, &next) : v_obj(&c, 0, n, 1, &next);
     if (rc || c.handles == 0) {
         if (!rc)
             *len = next;

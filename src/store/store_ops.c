@@ -98,9 +98,13 @@ static int key_prep(st_cache *c, const st_opctx *o, const uint8_t *k, size_t kle
         scratch = o->scratch;
         em_buf_reset(scratch);
     }
-    int rc = bin_key_prepare(k, klen, scratch, &x->k);
-    if (rc)
+    int rc;
+    if (klen == 5 && k[0] == BIN_INT) {
+        /* bin_key_prepare's int case, without the call: the common key */
+        x->k = (bin_key){k, 5, (int32_t)em_ld32(k + 1)};
+    } else if ((rc = bin_key_prepare(k, klen, scratch, &x->k)) != 0) {
         return rc;
+    }
     x->part = bin_partition(x->k.hash, c->nparts);
     x->tag = key_tag(x->k.hash, x->k.len);
     return 0;
@@ -344,7 +348,8 @@ int st_part_purge_expired(st_cache *c, st_part *p, int64_t now, uint32_t budget)
 }
 
 /* Finds a live entry (dropping it if it has expired). */
-static uint32_t lookup(st_cache *c, st_part *p, const kprep *x, int64_t *now)
+static inline __attribute__((always_inline)) uint32_t lookup(st_cache *c, st_part *p, const kprep *x,
+                                                           int64_t *now)
 {
     uint32_t i = slot_find(p, x->tag, x->k.p, x->k.len);
     if (i != UINT32_MAX && is_expired(p->slots[i].e, now)) {
@@ -544,17 +549,21 @@ retry:
      * (memory reserved, allocations made), so every record it gets is an
      * update that happened; its own failure still leaves the store as it
      * was. */
-    st_update u = {.kind = ST_UPD_PUT, .cache_id = c->id, .partition = x->part,
-                   .key = x->k.p, .klen = x->k.len, .val = v, .vlen = (uint32_t)vlen,
-                   .expire_at_ms = at};
     int observe = w->notify && st_has_observer(c->store);
+#define PUT_UPDATE(u) st_update u = {.kind = ST_UPD_PUT, .cache_id = c->id,                \
+                                     .partition = x->part, .key = x->k.p,                 \
+                                     .klen = x->k.len, .val = v, .vlen = (uint32_t)vlen, \
+                                     .expire_at_ms = at}
 
     if (e && vlen <= e->cap) {
         /* In place: no allocation, no accounting change. */
         if (at && e->heap_idx == ST_NO_HEAP && (rc = heap_reserve(p)) != 0)
             goto out;
-        if (observe && (rc = notify(c, &u)) != 0)
-            goto out;
+        if (observe) {
+            PUT_UPDATE(u);
+            if ((rc = notify(c, &u)) != 0)
+                goto out;
+        }
         memcpy(st_entry_val(e), v, vlen);
         e->vlen = (uint32_t)vlen;
         if (at != e->expire_at)
@@ -576,8 +585,10 @@ retry:
         }
         st_entry *ne = em_malloc(bytes);
         rc = (!ne || (!e && slot_reserve(p)) || (at && heap_reserve(p))) ? EM_NOMEM : 0;
-        if (!rc && observe)
+        if (!rc && observe) {
+            PUT_UPDATE(u);
             rc = notify(c, &u);
+        }
         if (rc) {
             em_free(ne);
             if (c->region->max_bytes && bytes > old)
@@ -614,6 +625,7 @@ retry:
         if (at != ne->expire_at)
             set_expire(p, ne, at);
     }
+#undef PUT_UPDATE
     ST_BUMP(p->puts, 1);
     if (w->done)
         *w->done = 1;
