@@ -1,5 +1,7 @@
 /* main.c - ember-bench: `micro [NAME...] [--csv]` runs the registered
- * micro-benchmark rows (see bench.h); other commands register themselves. */
+ * micro-benchmark rows (see bench.h); other commands register themselves.
+ * Every run names its source first (bench_source): on stdout as a "#"
+ * line, or on stderr with --csv so the CSV stays one header and rows. */
 #include "bench.h"
 
 #include "util/clock.h"
@@ -8,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_ROWS 256
 #define MAX_CMDS 16
@@ -31,6 +34,58 @@ void bench_register_cmd(const char *name, const char *help, bench_cmd_fn fn)
 {
     if (ncmds < MAX_CMDS)
         cmds[ncmds++] = (struct bench_cmd){name, help, fn};
+}
+
+/* git_line: the first line git prints for args (stderr dropped), or "". */
+static void git_line(const char *args, char *out, size_t n)
+{
+    char cmd[256];
+    out[0] = 0;
+    snprintf(cmd, sizeof cmd, "git %s 2>/dev/null", args);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return;
+    if (!fgets(out, (int)n, f))
+        out[0] = 0;
+    pclose(f);
+    out[strcspn(out, "\n")] = 0;
+}
+
+const char *bench_source(void)
+{
+    static char src[160];
+    if (src[0])
+        return src;
+    char rev[64], dirty[8], when[32];
+    git_line("rev-parse --short HEAD", rev, sizeof rev);
+    if (!rev[0]) {
+        snprintf(src, sizeof src, "unknown (not a git checkout)");
+        return src;
+    }
+    /* any change at all, untracked files included: the build takes every
+     * .c under the source folders */
+    git_line("status --porcelain", dirty, sizeof dirty);
+    git_line("log -1 --format=%ct", when, sizeof when);
+    struct stat st;
+    int stale = when[0] && stat("/proc/self/exe", &st) == 0 &&
+                (long long)st.st_mtime < atoll(when);
+    snprintf(src, sizeof src, "%s%s%s%s", rev, dirty[0] ? "-dirty" : "",
+             stale ? " + binary older than " : "", stale ? rev : "");
+    return src;
+}
+
+const char *bench_loadavg(void)
+{
+    static char la[64];
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a, b, c;
+    if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3)
+        snprintf(la, sizeof la, "%.2f %.2f %.2f", a, b, c);
+    else
+        snprintf(la, sizeof la, "?");
+    if (f)
+        fclose(f);
+    return la;
 }
 
 int bench_cmp_double(const void *a, const void *b)
@@ -119,6 +174,8 @@ static int micro(int argc, char **argv)
     for (int i = 0; i < argc; i++)
         if (strcmp(argv[i], "--csv") == 0)
             csv = 1;
+    fprintf(csv ? stderr : stdout, "# ember-bench micro: source %s, load average %s\n",
+            bench_source(), bench_loadavg());
     if (csv)
         printf("bench,row,op,ns_op,b_op,allocs_op\n");
     for (int i = 0; i < nrows; i++) {
