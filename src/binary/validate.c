@@ -24,7 +24,7 @@ typedef struct vctx {
     unsigned max_depth;
     unsigned handles;     /* handles seen (pass 1) */
     uint8_t *starts;      /* pass 2: bitmap of object starts; NULL in pass 1 */
-    size_t   anc[BIN_MAX_DEPTH_HARD + 2];   /* open objects by depth */
+    size_t  *anc;         /* pass 2: open objects by depth (pass 1 needs none) */
 } vctx;
 
 int bin_utf8_ok(const uint8_t *s, size_t n)
@@ -443,9 +443,10 @@ static int v_obj(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
         return short_err(c, end);
     if (depth > c->max_depth)
         return EM_DEPTH;
-    if (c->starts)
+    if (c->starts) {
         c->starts[pos >> 3] |= (uint8_t)(1u << (pos & 7));
-    c->anc[depth] = pos;
+        c->anc[depth] = pos;
+    }
     uint8_t t = c->p[pos];
     size_t q = pos + 1;
     int32_t count;
@@ -540,8 +541,32 @@ static int v_obj(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
     }
 }
 
-/* v_top: bin_validate past its fast paths (its frame holds the context
- * and the handle pass's bitmap, which the fast paths need not set up). */
+/* v_pass2: the second pass, once pass 1 saw handles: prove each lands on
+ * an earlier, completed object.  Only the bytes of this object (next of
+ * them) need a bitmap.  Its own frame holds the bitmap and the ancestors,
+ * so pass 1 (every object without handles) sets up neither. */
+static __attribute__((noinline)) int v_pass2(vctx *c, size_t next, size_t *len)
+{
+    uint8_t small[1024];
+    size_t anc[BIN_MAX_DEPTH_HARD + 2];
+    size_t bm = (next + 7) / 8;
+    uint8_t *bits = bm <= sizeof small ? small : em_malloc(bm);
+    if (!bits)
+        return EM_NOMEM;
+    memset(bits, 0, bm);
+    c->starts = bits;
+    c->anc = anc;
+    c->handles = 0;
+    c->base = 0;
+    int rc = v_obj(c, 0, next, 1, &next);
+    if (bits != small)
+        em_free(bits);
+    if (!rc)
+        *len = next;
+    return rc;
+}
+
+/* v_top: bin_validate past its fast paths, pass 1. */
 static __attribute__((noinline)) int v_top(const uint8_t *p, size_t n, size_t *len,
                                            unsigned max_depth)
 {
@@ -553,6 +578,7 @@ static __attribute__((noinline)) int v_top(const uint8_t *p, size_t n, size_t *l
                 : max_depth > BIN_MAX_DEPTH_HARD ? BIN_MAX_DEPTH_HARD : max_depth;
     c.handles = 0;
     c.starts = NULL;
+    c.anc = NULL;
     size_t next;
     /* Pass 1 at a complex object goes straight to its checks (v_obj would
      * only record it in anc[], which pass 2 alone reads). */
@@ -562,23 +588,7 @@ static __attribute__((noinline)) int v_top(const uint8_t *p, size_t n, size_t *l
             *len = next;
         return rc;
     }
-    /* Second pass: now that handles exist, prove each lands on an earlier,
-     * completed object.  Only the bytes of this object need a bitmap. */
-    uint8_t small[1024];
-    size_t bm = (next + 7) / 8;
-    uint8_t *bits = bm <= sizeof small ? small : em_malloc(bm);
-    if (!bits)
-        return EM_NOMEM;
-    memset(bits, 0, bm);
-    c.starts = bits;
-    c.handles = 0;
-    c.base = 0;
-    rc = v_obj(&c, 0, next, 1, &next);
-    if (bits != small)
-        em_free(bits);
-    if (!rc)
-        *len = next;
-    return rc;
+    return v_pass2(&c, next, len);
 }
 
 int bin_validate(const uint8_t *p, size_t n, size_t *len, unsigned max_depth)
