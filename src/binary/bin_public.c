@@ -146,13 +146,26 @@ static inline __attribute__((always_inline)) int pc_store(bin_wc *c)
 
 int ember_write_byte(ember_writer *w, int8_t v) { return bin_w_byte(&w->w, v); }
 int ember_write_short(ember_writer *w, int16_t v) { return bin_w_short(&w->w, v); }
-int ember_write_int(ember_writer *w, int32_t v) { return bin_w_int(&w->w, v); }
+/* The common values with the writer's fast path here, so a call is one
+ * call; anything else is the bin_w_* call (which tests again and takes its
+ * complete path). */
+int ember_write_int(ember_writer *w, int32_t v)
+{
+    uint8_t *p = bin_w__put_fast(&w->w, BIN_INT, 4);
+    if (__builtin_expect(!p, 0))
+        return bin_w_int(&w->w, v);
+    em_st32(p, (uint32_t)v);
+    return 0;
+}
 int ember_write_long(ember_writer *w, int64_t v) { return bin_w_long(&w->w, v); }
 int ember_write_float(ember_writer *w, float v) { return bin_w_float(&w->w, v); }
 int ember_write_double(ember_writer *w, double v) { return bin_w_double(&w->w, v); }
 int ember_write_char(ember_writer *w, uint16_t v) { return bin_w_char(&w->w, v); }
 int ember_write_bool(ember_writer *w, int v) { return bin_w_bool(&w->w, v); }
-int ember_write_string(ember_writer *w, const char *s, size_t len) { return bin_w_string(&w->w, s, len); }
+int ember_write_string(ember_writer *w, const char *s, size_t len)
+{
+    return bin_w__string_fast(&w->w, s, len) ? 0 : bin_w_string(&w->w, s, len);
+}
 int ember_write_uuid(ember_writer *w, uint64_t msb, uint64_t lsb) { return bin_w_uuid(&w->w, msb, lsb); }
 int ember_write_date(ember_writer *w, int64_t ms) { return bin_w_date(&w->w, ms); }
 int ember_write_timestamp(ember_writer *w, int64_t ms, int32_t nanos) { return bin_w_timestamp(&w->w, ms, nanos); }

@@ -344,35 +344,10 @@ static __attribute__((noinline)) uint8_t *put_slow(bin_writer *w, uint8_t c, siz
     return p + 1;
 }
 
-/* put_fast: put for the modes that cannot fail when the buffer has room,
- * or NULL having changed nothing.  w->vmode, which sync() keeps in step
- * with the state, says what vstart would do (the cursor's test,
- * wcursor.h), so the public builder's one call per value (bin_public.c)
- * costs a test, the accounting and the stores.  Callers go to their
- * complete version by a tail call (W_FIXED), which keeps the fast path
- * free of saved registers. */
-static inline __attribute__((always_inline)) uint8_t *put_fast(bin_writer *w, uint8_t c, size_t n)
-{
-    em_buf *o = w->out;
-    const uint8_t m = w->vmode;
-    if (__builtin_expect(m >= BIN_WM_NEEDNAME || o->cap - o->len <= n, 0))
-        return NULL;
-    if (m == BIN_WM_COUNT) {
-        w->top->count++;
-    } else if (m == BIN_WM_FIELD) {
-        w->named = 0;                       /* its offset was taken with the name */
-        w->vmode = BIN_WM_NEEDNAME;
-    }
-    uint8_t *p = o->p + o->len;
-    p[0] = c;
-    o->len += 1 + n;
-    return p + 1;
-}
-
 /* put reserves 1 + n bytes for a value of code c and returns the payload. */
 static inline __attribute__((always_inline)) uint8_t *put(bin_writer *w, uint8_t c, size_t n)
 {
-    uint8_t *p = put_fast(w, c, n);
+    uint8_t *p = bin_w__put_fast(w, c, n);
     return p ? p : put_slow(w, c, n);
 }
 
@@ -398,7 +373,7 @@ static inline __attribute__((always_inline)) uint8_t *put(bin_writer *w, uint8_t
     }                                                                         \
     int bin_w_##name params                                                   \
     {                                                                         \
-        uint8_t *p_ = put_fast(w, (c), (n));                                  \
+        uint8_t *p_ = bin_w__put_fast(w, (c), (n));                                  \
         if (__builtin_expect(!p_, 0))                                         \
             return w_##name##_slow args;                                      \
         store;                                                                \
@@ -493,30 +468,9 @@ static __attribute__((noinline)) int w_string_slow(bin_writer *w, const char *s,
     return 0;
 }
 
-/* bin_w_string: ASCII strings of 4..16 bytes (most keys, names and short
- * values) on the fast path: the two overlapping words prove ASCII and are
- * the copy (bin_wc_string's path); anything else, the complete one. */
 int bin_w_string(bin_writer *w, const char *s, size_t len)
 {
-    const uint8_t *u = (const uint8_t *)s;
-    if (__builtin_expect(len - 4 <= 12, 1)) {
-        uint64_t a = len >= 8 ? em_ld64(u) : em_ld32(u);
-        uint64_t b = len >= 8 ? em_ld64(u + len - 8) : em_ld32(u + len - 4);
-        uint8_t *p;
-        if (__builtin_expect(!((a | b) & 0x8080808080808080ULL), 1) &&
-            (p = put_fast(w, BIN_STRING, 4 + len)) != NULL) {
-            em_st32(p, (uint32_t)len);
-            if (len >= 8) {
-                em_st64(p + 4, a);
-                em_st64(p + 4 + len - 8, b);
-            } else {
-                em_st32(p + 4, (uint32_t)a);
-                em_st32(p + len, (uint32_t)b);
-            }
-            return 0;
-        }
-    }
-    return w_string_slow(w, s, len);
+    return bin_w__string_fast(w, s, len) ? 0 : w_string_slow(w, s, len);
 }
 
 int bin_w_decimal(bin_writer *w, int32_t scale, const uint8_t *mag, uint32_t len)
