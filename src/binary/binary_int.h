@@ -144,15 +144,18 @@ static inline __attribute__((always_inline)) uint8_t *bin_w__put_fast(bin_writer
     const uint8_t m = w->vmode;
     if (__builtin_expect(m >= BIN_WM_NEEDNAME || o->cap - o->len <= n, 0))
         return NULL;
-    if (m == BIN_WM_COUNT) {
-        w->top->count++;
-    } else if (m == BIN_WM_FIELD) {
+    /* Counted in every mode, as the cursor does (bin_wc__account): only
+     * containers and tree types read a frame's count, so this is a store
+     * where a test and a branch would be. */
+    const size_t len = o->len;
+    uint8_t *p = o->p + len;
+    o->len = len + 1 + n;
+    w->top->count++;
+    if (m == BIN_WM_FIELD) {
         w->named = 0;                       /* its offset was taken with the name */
         w->vmode = BIN_WM_NEEDNAME;
     }
-    uint8_t *p = o->p + o->len;
     p[0] = c;
-    o->len += 1 + n;
     return p + 1;
 }
 

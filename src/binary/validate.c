@@ -385,6 +385,30 @@ static int v_cplx(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
         return short_err(c, end);
     uint32_t soff = em_ld32(o + 20);
     int rc;
+    if ((flags & (BIN_FLAG_HAS_SCHEMA | BIN_FLAG_HAS_RAW | BIN_FLAG_OFFSET_1 | BIN_FLAG_OFFSET_2 |
+                  BIN_FLAG_COMPACT)) == (BIN_FLAG_HAS_SCHEMA | BIN_FLAG_OFFSET_1 | BIN_FLAG_COMPACT) &&
+        soff >= BIN_HDR_LEN && soff < len) {
+        /* The layout of most objects (the writer's, Java's for small ones):
+         * a compact footer of 1-byte offsets, no raw data.  The checks of
+         * the general path below in its order, with what that layout fixes
+         * already known (footer = [soff, len), one byte an entry, data up
+         * to soff); the first irregularity goes to the general path, which
+         * finds it again and names it. */
+        size_t cur = BIN_HDR_LEN;
+        for (uint32_t i = soff; i < len; i++) {
+            if (o[i] != cur || cur >= soff)
+                goto general;
+            size_t nx;
+            if ((rc = v_item(c, pos + cur, pos + soff, depth + 1, &nx)))
+                return rc == EM_TRUNCATED ? EM_BADLEN : rc;
+            cur = nx - pos;
+        }
+        if (cur != soff)
+            goto general;
+        *next = pos + len;
+        return 0;
+    }
+general:
     if (flags & BIN_FLAG_HAS_SCHEMA) {
         uint32_t fend = len;
         uint32_t raw = 0;
