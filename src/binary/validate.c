@@ -100,8 +100,10 @@ static inline __attribute__((always_inline)) int ascii_short(const uint8_t *s, s
 {
     if (n - 4 > 12)
         return 0;
-    uint64_t a = n >= 8 ? em_ld64(s) : em_ld32(s);
-    uint64_t b = n >= 8 ? em_ld64(s + n - 8) : em_ld32(s + n - 4);
+    /* as selects, not a branch: see v_leaf_run */
+    const size_t w = n >= 8 ? 4 : 0;
+    uint64_t a = em_ld32(s) | (uint64_t)em_ld32(s + w) << 32;
+    uint64_t b = em_ld32(s + n - 4) | (uint64_t)em_ld32(s + n - 4 - w) << 32;
     return !((a | b) & 0x8080808080808080ULL);
 }
 
@@ -264,15 +266,22 @@ static inline __attribute__((always_inline)) int64_t v_leaf_run(const vctx *c, s
             continue;
         }
         if (t == BIN_STRING && end - q >= 5) {
-            /* short ASCII strings: one range test covers the sign, the
-             * room and the word loads */
+            /* short ASCII strings: one range test covers the sign and the
+             * word loads, one comparison the room (l <= 16, so q + 5 + l
+             * cannot wrap) */
             const uint32_t l = em_ld32(p + q + 1);
-            const uint8_t *u = p + q + 5;
-            if (l - 4 <= 12 && l <= end - q - 5) {
-                uint64_t a = l >= 8 ? em_ld64(u) : em_ld32(u);
-                uint64_t b = l >= 8 ? em_ld64(u + l - 8) : em_ld32(u + l - 4);
+            const size_t nq = q + 5 + (size_t)l;
+            if (l - 4 <= 12 && nq <= end) {
+                const uint8_t *u = p + q + 5;
+                /* two words that cover the string: four bytes at each end
+                 * up to 8 bytes, eight from 9 to 16; as selects on the
+                 * length rather than a branch, which the compiler lays out
+                 * with either case taken out of line */
+                const size_t w = l >= 8 ? 4 : 0;
+                uint64_t a = em_ld32(u) | (uint64_t)em_ld32(u + w) << 32;
+                uint64_t b = em_ld32(u + l - 4) | (uint64_t)em_ld32(u + l - 4 - w) << 32;
                 if (!((a | b) & 0x8080808080808080ULL)) {
-                    q += 5 + (size_t)l;
+                    q = nq;
                     continue;
                 }
             }
