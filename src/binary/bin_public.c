@@ -184,19 +184,136 @@ int ember_write_array(ember_writer *w, int code, const void *elems, uint32_t cou
     return bin_w_prim_array(&w->w, (uint8_t)code, elems, count);
 }
 
-int ember_begin_object(ember_writer *w, const ember_type *t) { PC_CALL(w, bin_wc_obj_begin(&c, DESC(t))); }
+/* The begins and the field name straight on the writer: they need neither
+ * the parent frame nor a hash, so the cursor's load and store would be
+ * most of their cost.  Each fast path is the state the complete call
+ * leaves (writer.c's put, push and sync), taken only in the modes where
+ * that call cannot fail; anything else is the complete call. */
+
+/* pub_push: a new innermost frame for the value of code `kind` that starts
+ * at out->len, accounted to its parent in mode m (< BIN_WM_NEEDNAME); the
+ * caller has checked the room and the depth. */
+static inline __attribute__((always_inline)) bin_wframe *pub_push(bin_writer *w, uint8_t kind,
+                                                                 uint8_t m, size_t start)
+{
+    w->top->count++;
+    if (m == BIN_WM_FIELD) {
+        w->named = 0;                 /* the value takes the name ... */
+        m = BIN_WM_NEEDNAME;          /* ... and the parent needs the next */
+    }
+    bin_wframe *f = w->top + 1;
+    f->kind = kind;
+    f->start = start;
+    f->count = 0;
+    f->pmode = m;
+    w->top = f;
+    w->depth++;
+    return f;
+}
+
+/* pub_obj_push: pub_push of a complex object of d, header reserved. */
+static inline __attribute__((always_inline)) bin_wframe *pub_obj_push(bin_writer *w,
+                                                                     const bin_desc *d, uint8_t m)
+{
+    em_buf *o = w->out;
+    const size_t start = o->len;
+    o->p[start] = BIN_OBJ;
+    o->len = start + BIN_HDR_LEN;
+    bin_wframe *f = pub_push(w, BIN_OBJ, m, start);
+    f->desc = d;
+    f->f0 = w->nf;
+    f->raw_pos = 0;
+    f->hpos = BIN_HDR_LEN;
+    f->hq = 0;
+    f->in_order = 1;
+    return f;
+}
+
+static inline __attribute__((always_inline)) int pub_can_begin(const bin_writer *w, size_t room)
+{
+    const em_buf *o = w->out;
+    return w->vmode < BIN_WM_NEEDNAME && o->cap - o->len >= room && w->depth < BIN_W_MAX_DEPTH;
+}
+
+int ember_begin_object(ember_writer *ew, const ember_type *t)
+{
+    bin_writer *w = &ew->w;
+    const bin_desc *d = DESC(t);
+    if (__builtin_expect(d && pub_can_begin(w, BIN_HDR_LEN), 1)) {
+        pub_obj_push(w, d, w->vmode);
+        w->vmode = BIN_WM_NEEDNAME;
+        return 0;
+    }
+    return bin_w_obj_begin(w, d);
+}
+
+static inline __attribute__((always_inline)) int pub_tree_begin(ember_writer *ew, int map)
+{
+    bin_writer *w = &ew->w;
+    const bin_desc *d = map ? w->treemap : w->treeset;
+    if (__builtin_expect(d && pub_can_begin(w, BIN_HDR_LEN + 5), 1)) {
+        bin_wframe *f = pub_obj_push(w, d, w->vmode);
+        em_buf *o = w->out;
+        uint8_t *p = o->p + o->len;
+        p[0] = BIN_NULL;              /* comparator; the size is stored at the end */
+        em_st32(p + 1, 0);
+        o->len += 5;
+        f->raw_pos = BIN_HDR_LEN;
+        f->kind = map ? BIN_WK_TREEMAP : BIN_WK_TREESET;
+        w->vmode = BIN_WM_COUNT;
+        return 0;
+    }
+    return map ? bin_w_treemap_begin(w) : bin_w_treeset_begin(w);
+}
+
+static inline __attribute__((always_inline)) int pub_begin(ember_writer *ew, uint8_t code, int arg)
+{
+    bin_writer *w = &ew->w;
+    if (__builtin_expect(pub_can_begin(w, 6), 1)) {
+        em_buf *o = w->out;
+        uint8_t *p = o->p + o->len;
+        p[0] = code;
+        p[5] = (uint8_t)arg;          /* subtype; the count is stored at the end */
+        pub_push(w, code, w->vmode, o->len + 1);
+        o->len += 6;
+        w->vmode = BIN_WM_COUNT;
+        return 0;
+    }
+    return bin_w_begin(w, code, arg);
+}
 int ember_write_field(ember_writer *w, const char *name)
 {
     PC_CALL(w, bin_wc_field(&c, bin_field_id(name, strlen(name))));
 }
-int ember_write_field_idx(ember_writer *w, unsigned idx) { PC_CALL(w, bin_wc_field_idx(&c, idx)); }
+int ember_write_field_idx(ember_writer *ew, unsigned idx)
+{
+    bin_writer *w = &ew->w;
+    /* NEEDNAME: an object frame, no raw data, no name pending, no error */
+    if (__builtin_expect(w->vmode == BIN_WM_NEEDNAME && w->nf != w->capf, 1)) {
+        bin_wframe *f = w->top;
+        const bin_desc *d = f->desc;
+        if (__builtin_expect(idx < d->nfields, 1)) {
+            const int32_t fid = d->fids[idx];
+            const uint32_t nf = w->nf, pos = nf - f->f0;
+            if (f->in_order && (pos >= d->nfields || d->fids[pos] != fid))
+                f->in_order = 0;
+            /* the value is the next thing appended: it starts here */
+            w->fields[nf] = (bin_wfield){fid, (uint32_t)(w->out->len - f->start)};
+            w->nf = nf + 1;
+            w->named = 1;
+            w->vmode = BIN_WM_FIELD;
+            return 0;
+        }
+    }
+    return bin_w_field_idx(w, idx);
+}
 int ember_end_object(ember_writer *w) { PC_CALL(w, bin_wc_obj_end(&c)); }
-int ember_begin_collection(ember_writer *w, int subtype) { PC_CALL(w, bin_wc_begin(&c, BIN_COLLECTION, subtype)); }
-int ember_begin_map(ember_writer *w, int subtype) { PC_CALL(w, bin_wc_begin(&c, BIN_MAP, subtype)); }
+int ember_begin_collection(ember_writer *w, int subtype) { return pub_begin(w, BIN_COLLECTION, subtype); }
+int ember_begin_map(ember_writer *w, int subtype) { return pub_begin(w, BIN_MAP, subtype); }
 int ember_begin_array(ember_writer *w, int32_t elem_type_id) { return bin_w_begin(&w->w, BIN_OBJ_ARR, elem_type_id); }
 int ember_end(ember_writer *w) { PC_CALL(w, bin_wc_end(&c)); }
-int ember_begin_treemap(ember_writer *w) { PC_CALL(w, bin_wc_treemap_begin(&c)); }
-int ember_begin_treeset(ember_writer *w) { PC_CALL(w, bin_wc_treeset_begin(&c)); }
+int ember_begin_treemap(ember_writer *w) { return pub_tree_begin(w, 1); }
+int ember_begin_treeset(ember_writer *w) { return pub_tree_begin(w, 0); }
 int ember_end_tree(ember_writer *w) { PC_CALL(w, bin_wc_tree_end(&c)); }
 
 int ember_validate(const uint8_t *p, size_t n, size_t *len) { return bin_validate(p, n, len, 0); }

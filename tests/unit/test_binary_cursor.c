@@ -462,3 +462,53 @@ TEST(binary_public_builder_matches_writer_on_random_programs)
     em_buf_free(&a);
     bin_registry_free(t.reg);
 }
+
+/* Fields named by index out of declared order (the random programs name
+ * by index only in order): the public builder and bin_w_* give the same
+ * bytes, with the schema of the order written. */
+TEST(binary_public_builder_fields_out_of_order)
+{
+    types t;
+    types_init(&t);
+    em_buf a = EM_BUF_INIT;
+    bin_writer wa;
+    bin_writer_init(&wa, t.reg, &a);
+    ember_writer *pw = ember_writer_new((ember_types *)t.reg);
+    REQUIRE(pw);
+    /* all four fields (the declared schema only when in order), and three */
+    static const uint32_t orders[][4] = {{0, 1, 2, 3}, {1, 0, 2, 3}, {3, 2, 1, 0}, {0, 1, 3, 2},
+                                         {2, 0, 1, 3}, {1, 0, 3, 9}, {0, 1, 3, 9}};
+    for (size_t k = 0; k < sizeof orders / sizeof orders[0]; k++) {
+        em_buf_reset(&a);
+        bin_writer_reset(&wa, &a);
+        ember_writer_start(pw);
+        CHECK_OK(bin_w_obj_begin(&wa, t.d[0]));
+        CHECK_OK(ember_begin_object(pw, (const ember_type *)t.d[0]));
+        for (int i = 0; i < 4 && orders[k][i] != 9; i++) {
+            uint32_t idx = orders[k][i];
+            CHECK_OK(bin_w_field_idx(&wa, idx));
+            CHECK_OK(ember_write_field_idx(pw, idx));
+            if (idx == 3) {
+                CHECK_OK(bin_w_begin(&wa, BIN_MAP, 1));
+                CHECK_OK(ember_begin_map(pw, 1));
+                CHECK_OK(bin_w_end(&wa));
+                CHECK_OK(ember_end(pw));
+            } else {
+                CHECK_OK(bin_w_int(&wa, (int32_t)(idx * 7)));
+                CHECK_OK(ember_write_int(pw, (int32_t)(idx * 7)));
+            }
+        }
+        CHECK_OK(bin_w_obj_end(&wa));
+        CHECK_OK(ember_end_object(pw));
+        const uint8_t *v;
+        size_t n;
+        REQUIRE_OK(ember_writer_finish(pw, &v, &n));
+        REQUIRE_EQ(n, a.len);
+        CHECK_MEM(v, a.p, n);
+        check_value(v, n);
+    }
+    ember_writer_free(pw);
+    bin_writer_free(&wa);
+    em_buf_free(&a);
+    bin_registry_free(t.reg);
+}
