@@ -252,20 +252,21 @@ static inline __attribute__((always_inline)) int64_t v_leaf_run(const vctx *c, s
 {
     const uint8_t *p = c->p;
     size_t q = *qp;
-    int64_t i = 0;
-    for (; i < left && q < end; i++) {
+    int64_t n = left;
+    /* At least 5 bytes left: an int, a string's code and length, and any
+     * shorter leaf fit, so the paths below test no room of their own; the
+     * last elements of a region go to the per-element path. */
+    for (; n && end - q >= 5; n--) {
         const uint8_t t = p[q];
         /* The next element's position is what the loop waits for: for an
          * int it is q + 5 from a branch the predictor knows, not from a
          * load of the size table (which would add a load's latency per
          * element to the chain). */
         if (t == BIN_INT) {
-            if (end - q < 5)
-                break;
             q += 5;
             continue;
         }
-        if (t == BIN_STRING && end - q >= 5) {
+        if (t == BIN_STRING) {
             /* short ASCII strings: one range test covers the sign and the
              * word loads, one comparison the room (l <= 16, so q + 5 + l
              * cannot wrap) */
@@ -285,25 +286,20 @@ static inline __attribute__((always_inline)) int64_t v_leaf_run(const vctx *c, s
                     continue;
                 }
             }
-        }
-        const size_t f = leaf_size1[t];
-        if (f) {
-            if (end - q < f)
+            if (l > 0x7FFFFFFFu || l > end - q - 5)
                 break;
-            q += f;
+            if (!ascii_short(p + q + 5, l) && !bin_utf8_ok(p + q + 5, l))
+                break;
+            q += 5 + (size_t)l;
             continue;
         }
-        if (t != BIN_STRING || end - q < 5)
+        const size_t f = leaf_size1[t];
+        if (!f || end - q < f)
             break;
-        const uint32_t l = em_ld32(p + q + 1);
-        if (l > 0x7FFFFFFFu || l > end - q - 5)
-            break;
-        if (!ascii_short(p + q + 5, l) && !bin_utf8_ok(p + q + 5, l))
-            break;
-        q += 5 + (size_t)l;
+        q += f;
     }
     *qp = q;
-    return i;
+    return left - n;
 }
 
 /* count elements, each of code `want` or null (typed arrays 20-22, 29, ...). */
