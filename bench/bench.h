@@ -50,7 +50,8 @@ int bench_cmp_double(const void *a, const void *b);
  * table may be copied from: "<commit>" when the working tree has no
  * changes, "<commit>-dirty" when it has (tracked or untracked files, so a
  * table cannot claim a commit it was not built from), "+ binary older
- * than <commit>" when HEAD was committed after this binary was built, or
+ * than the tree's files" when a tracked file changed after this binary was
+ * built (make's test: the binary may not be what the tree holds), or
  * "unknown" outside a git checkout.  Read from git in the current
  * directory at the first call (the repository root under `make bench`). */
 const char *bench_source(void);

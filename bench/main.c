@@ -51,12 +51,32 @@ static void git_line(const char *args, char *out, size_t n)
     out[strcspn(out, "\n")] = 0;
 }
 
+/* binary_stale: 1 if a file git tracks here changed after this binary was
+ * built (make's test), so the binary may not be what the tree holds. */
+static int binary_stale(void)
+{
+    struct stat exe, st;
+    if (stat("/proc/self/exe", &exe) != 0)
+        return 0;
+    FILE *f = popen("git ls-files 2>/dev/null", "r");
+    if (!f)
+        return 0;
+    char name[1024];
+    int stale = 0;
+    while (!stale && fgets(name, sizeof name, f)) {
+        name[strcspn(name, "\n")] = 0;
+        stale = stat(name, &st) == 0 && st.st_mtime > exe.st_mtime;
+    }
+    pclose(f);
+    return stale;
+}
+
 const char *bench_source(void)
 {
     static char src[160];
     if (src[0])
         return src;
-    char rev[64], dirty[8], when[32];
+    char rev[64], dirty[8];
     git_line("rev-parse --short HEAD", rev, sizeof rev);
     if (!rev[0]) {
         snprintf(src, sizeof src, "unknown (not a git checkout)");
@@ -65,12 +85,8 @@ const char *bench_source(void)
     /* any change at all, untracked files included: the build takes every
      * .c under the source folders */
     git_line("status --porcelain", dirty, sizeof dirty);
-    git_line("log -1 --format=%ct", when, sizeof when);
-    struct stat st;
-    int stale = when[0] && stat("/proc/self/exe", &st) == 0 &&
-                (long long)st.st_mtime < atoll(when);
-    snprintf(src, sizeof src, "%s%s%s%s", rev, dirty[0] ? "-dirty" : "",
-             stale ? " + binary older than " : "", stale ? rev : "");
+    snprintf(src, sizeof src, "%s%s%s", rev, dirty[0] ? "-dirty" : "",
+             binary_stale() ? " + binary older than the tree's files (run make)" : "");
     return src;
 }
 
