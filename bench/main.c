@@ -65,7 +65,10 @@ static int binary_stale(void)
     int stale = 0;
     while (!stale && fgets(name, sizeof name, f)) {
         name[strcspn(name, "\n")] = 0;
-        stale = stat(name, &st) == 0 && st.st_mtime > exe.st_mtime;
+        stale = stat(name, &st) == 0 &&
+                (st.st_mtim.tv_sec > exe.st_mtim.tv_sec ||
+                 (st.st_mtim.tv_sec == exe.st_mtim.tv_sec &&
+                  st.st_mtim.tv_nsec > exe.st_mtim.tv_nsec));
     }
     pclose(f);
     return stale;
