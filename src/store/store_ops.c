@@ -643,7 +643,7 @@ static int write_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t kle
     const uint8_t *vp = v, *ep = w->expect;
     size_t vpl = vlen, epl = w->elen;
     int rc = key_prep(c, o, k, klen, &x);
-    if (!rc)
+    if (!rc && vlen && v[0] == BIN_WRAPPED)   /* anything else is stored as it is */
         rc = bin_value_prepare(v, vlen, &vs, &vp, &vpl);
     if (!rc && w->expect)
         rc = bin_value_prepare(w->expect, w->elen, &es, &ep, &epl);
