@@ -275,12 +275,16 @@ static inline __attribute__((always_inline)) int64_t v_leaf_run(const vctx *c, s
             if (l - 4 <= 12 && nq <= end) {
                 const uint8_t *u = p + q + 5;
                 /* two words that cover the string: four bytes at each end
-                 * up to 8 bytes, eight from 9 to 16; as selects on the
-                 * length rather than a branch, which the compiler lays out
-                 * with either case taken out of line */
-                const size_t w = l >= 8 ? 4 : 0;
-                uint64_t a = em_ld32(u) | (uint64_t)em_ld32(u + w) << 32;
-                uint64_t b = em_ld32(u + l - 4) | (uint64_t)em_ld32(u + l - 4 - w) << 32;
+                 * up to 8 bytes (the straight path: short values and
+                 * names), eight from 9 to 16 */
+                uint64_t a, b;
+                if (__builtin_expect(l <= 8, 1)) {
+                    a = em_ld32(u);
+                    b = em_ld32(u + l - 4);
+                } else {
+                    a = em_ld64(u);
+                    b = em_ld64(u + l - 8);
+                }
                 if (!((a | b) & 0x8080808080808080ULL)) {
                     q = nq;
                     continue;
