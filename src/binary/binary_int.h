@@ -169,20 +169,26 @@ static inline __attribute__((always_inline)) int bin_w__string_fast(bin_writer *
     const uint8_t *u = (const uint8_t *)s;
     if (__builtin_expect(len - 4 > 12, 0))
         return 0;
-    uint64_t a = len >= 8 ? em_ld64(u) : em_ld32(u);
-    uint64_t b = len >= 8 ? em_ld64(u + len - 8) : em_ld32(u + len - 4);
     uint8_t *p;
+    if (__builtin_expect(len <= 8, 1)) {
+        /* 4..8 bytes (short values and names): two 4-byte words, the
+         * straight path */
+        const uint32_t a = em_ld32(u), b = em_ld32(u + len - 4);
+        if (__builtin_expect((a | b) & 0x80808080u, 0) ||
+            !(p = bin_w__put_fast(w, BIN_STRING, 4 + len)))
+            return 0;
+        em_st32(p, (uint32_t)len);
+        em_st32(p + 4, a);
+        em_st32(p + len, b);
+        return 1;
+    }
+    const uint64_t a = em_ld64(u), b = em_ld64(u + len - 8);
     if (__builtin_expect((a | b) & 0x8080808080808080ULL, 0) ||
         !(p = bin_w__put_fast(w, BIN_STRING, 4 + len)))
         return 0;
     em_st32(p, (uint32_t)len);
-    if (len >= 8) {
-        em_st64(p + 4, a);
-        em_st64(p + 4 + len - 8, b);
-    } else {
-        em_st32(p + 4, (uint32_t)a);
-        em_st32(p + len, (uint32_t)b);
-    }
+    em_st64(p + 4, a);
+    em_st64(p + 4 + len - 8, b);
     return 1;
 }
 
