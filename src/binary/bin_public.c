@@ -307,14 +307,110 @@ int ember_write_field_idx(ember_writer *ew, unsigned idx)
     }
     return bin_w_field_idx(w, idx);
 }
-int ember_end_object(ember_writer *w) { PC_CALL(w, bin_wc_obj_end(&c)); }
+/* ember_end_object: the cursor's common end of an object (wcursor.h,
+ * bin_wc__obj_close_ok / bin_wc__obj_close: declared fields in order or
+ * none, compact footer, 1-byte offsets, not folded into a parent) straight
+ * on the writer; any other end is the cursor's, in place. */
+int ember_end_object(ember_writer *ew)
+{
+    bin_writer *w = &ew->w;
+    /* NEEDNAME: an object frame (depth >= 1), no raw data, no name
+     * pending, no error */
+    if (__builtin_expect(w->vmode == BIN_WM_NEEDNAME && !w->full_footer && w->min_width <= 1 &&
+                         w->reg != NULL, 1)) {
+        bin_wframe *f = w->top;
+        const bin_desc *d = f->desc;
+        em_buf *out = w->out;
+        const uint32_t f0 = f->f0, nfl = w->nf - f0;
+        const size_t start = f->start;
+        const uint32_t end = (uint32_t)(out->len - start);
+        if ((!nfl || (f->in_order && nfl == d->nfields && w->fields[w->nf - 1].off < 0x100 &&
+                      out->cap - out->len >= nfl)) &&
+            (end + nfl <= BIN_W_FOLD_MIN || w->depth <= 1)) {
+            uint8_t *o = out->p + start;
+            uint64_t h0 = d->hdr_empty, h2 = 0;
+            if (nfl) {
+                const bin_wfield *fl = w->fields + f0;
+                uint8_t *q = o + end;
+                for (uint32_t i = 0; i < nfl; i++)
+                    q[i] = (uint8_t)fl[i].off;
+                h0 = d->hdr_fields;
+                h2 = (uint32_t)d->schema_id | (uint64_t)end << 32;
+            }
+            const uint32_t total = end + nfl;
+            const uint32_t hash = bin_wc__region_hash(f, o, end);
+            out->len = start + total;
+            w->nf = f0;
+            w->vmode = f->pmode;          /* never FIELD: the value took the name */
+            w->top = f - 1;
+            w->depth--;
+            em_st64(o, h0);
+            em_st64(o + 8, hash | (uint64_t)total << 32);
+            em_st64(o + 16, h2);
+            return 0;
+        }
+    }
+    PC_CALL(ew, bin_wc_obj_end(&c));
+}
 int ember_begin_collection(ember_writer *w, int subtype) { return pub_begin(w, BIN_COLLECTION, subtype); }
 int ember_begin_map(ember_writer *w, int subtype) { return pub_begin(w, BIN_MAP, subtype); }
 int ember_begin_array(ember_writer *w, int32_t elem_type_id) { return bin_w_begin(&w->w, BIN_OBJ_ARR, elem_type_id); }
 int ember_end(ember_writer *w) { PC_CALL(w, bin_wc_end(&c)); }
 int ember_begin_treemap(ember_writer *w) { return pub_tree_begin(w, 1); }
 int ember_begin_treeset(ember_writer *w) { return pub_tree_begin(w, 0); }
-int ember_end_tree(ember_writer *w) { PC_CALL(w, bin_wc_tree_end(&c)); }
+/* ember_end_tree: the cursor's tree end (bin_wc__tree_close_ok /
+ * bin_wc__tree_close, folded into an enclosing object as it does) straight
+ * on the writer; any other end is the cursor's, in place. */
+int ember_end_tree(ember_writer *ew)
+{
+    bin_writer *w = &ew->w;
+    /* COUNT: a container or tree frame (depth >= 1), no error */
+    if (__builtin_expect(w->vmode == BIN_WM_COUNT && !w->full_footer && w->min_width <= 1 &&
+                         w->reg != NULL, 1)) {
+        bin_wframe *f = w->top, *e = f - 1;
+        const uint8_t k = f->kind;
+        const uint32_t cnt = f->count;
+        em_buf *out = w->out;
+        const size_t start = f->start;
+        const uint32_t end = (uint32_t)(out->len - start);
+        const int parent_real = w->depth >= 2;
+        if ((k == BIN_WK_TREESET || (k == BIN_WK_TREEMAP && !(cnt & 1))) && w->nf == f->f0 &&
+            (end <= BIN_W_FOLD_MIN || !parent_real || bin_wc__objlike(e))) {
+            const uint32_t count = k == BIN_WK_TREEMAP ? cnt / 2 : cnt;
+            const int fold = parent_real && bin_wc__objlike(e);
+            uint8_t *o = out->p + start;
+            const uint32_t n = end - BIN_HDR_LEN;
+            uint32_t q;
+            if (__builtin_expect(f->hpos == BIN_HDR_LEN, 1))
+                q = ((uint32_t)BIN_NULL * 923521u + bin_q31_u32(count)) * bin_pow31(n - 5) +
+                    bin_wc__q(o + BIN_HDR_LEN + 5, n - 5);
+            else                          /* entries were folded in with the size 0 */
+                q = bin_wc__region_hash(f, o, end) - bin_pow31(n) + bin_q31_tcount(count, end);
+            const uint32_t pn = bin_pow31(n), hash = pn + q;
+            em_st32(o + BIN_HDR_LEN + 1, count);
+            const bin_desc *d = f->desc;
+            em_st64(o, d->hdr_raw);
+            em_st64(o + 8, hash | (uint64_t)end << 32);
+            em_st64(o + 16, (uint64_t)BIN_HDR_LEN << 32);
+            w->vmode = f->pmode;
+            w->top = e;
+            w->depth--;
+            if (fold) {
+                /* bin_wc__tree_close's fold: the header from registers,
+                 * the hash's own bytes last */
+                const uint32_t p4 = 31u * 31u * 31u * 31u, p8 = p4 * p4;
+                const uint32_t rest = (d->q_hdr_raw * p8 * p8 + bin_q31_u32(end) * p8 +
+                                       (uint32_t)BIN_HDR_LEN * 29791u) * pn + q;
+                bin_wc c;                 /* bin_wc__fold reads only its base */
+                c.base = out->p;
+                bin_wc__fold(&c, e, (uint32_t)(start - e->start), end,
+                             bin_q31_u32(hash) * (p8 * p4 * pn) + rest);
+            }
+            return 0;
+        }
+    }
+    PC_CALL(ew, bin_wc_tree_end(&c));
+}
 
 int ember_validate(const uint8_t *p, size_t n, size_t *len) { return bin_validate(p, n, len, 0); }
 const uint8_t *ember_resolve(const uint8_t *v) { return bin_rd_resolve(v); }
