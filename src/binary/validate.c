@@ -408,7 +408,13 @@ static int v_cplx(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
             if (o[i] != cur || cur >= soff)
                 goto general;
             size_t nx;
-            if ((rc = v_item(c, pos + cur, pos + soff, depth + 1, &nx)))
+            /* a nested object (a holder's usual field: another object, a
+             * tree type) straight to its checks, as v_item_other would */
+            if (o[cur] == BIN_OBJ && depth + 1 <= c->max_depth && !c->starts)
+                rc = v_cplx(c, pos + cur, pos + soff, depth + 1, &nx);
+            else
+                rc = v_item(c, pos + cur, pos + soff, depth + 1, &nx);
+            if (rc)
                 return rc == EM_TRUNCATED ? EM_BADLEN : rc;
             cur = nx - pos;
         }
@@ -624,8 +630,7 @@ static __attribute__((noinline)) int v_pass2(vctx *c, size_t next, size_t *len)
 }
 
 /* v_top: bin_validate past its fast paths, pass 1. */
-static __attribute__((noinline)) int v_top(const uint8_t *p, size_t n, size_t *len,
-                                           unsigned max_depth)
+static inline int v_top(const uint8_t *p, size_t n, size_t *len, unsigned max_depth)
 {
     vctx c;
     c.p = p;
