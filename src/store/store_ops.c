@@ -112,7 +112,8 @@ static int key_prep(st_cache *c, const st_opctx *o, const uint8_t *k, size_t kle
 
 /* ---- slot table ------------------------------------------------------- */
 
-static uint32_t slot_find(const st_part *p, uint32_t tag, const uint8_t *k, uint32_t klen)
+static inline __attribute__((always_inline)) uint32_t slot_find(const st_part *p, uint32_t tag,
+                                                              const uint8_t *k, uint32_t klen)
 {
     if (!p->slots)
         return UINT32_MAX;
