@@ -90,7 +90,8 @@ typedef struct kprep {
     em_buf   own;       /* used only when normalisation rewrites bytes */
 } kprep;
 
-static int key_prep(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, kprep *x)
+static inline __attribute__((always_inline)) int key_prep(st_cache *c, const st_opctx *o,
+                                                         const uint8_t *k, size_t klen, kprep *x)
 {
     x->own = (em_buf)EM_BUF_INIT;
     em_buf *scratch = &x->own;
@@ -636,8 +637,9 @@ out:
 }
 
 /* Runs one write: prepares key, value and expected value, then do_write. */
-static int write_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
-                    const uint8_t *v, size_t vlen, wreq *w)
+static inline __attribute__((always_inline)) int write_op(st_cache *c, const st_opctx *o,
+                                                         const uint8_t *k, size_t klen,
+                                                         const uint8_t *v, size_t vlen, wreq *w)
 {
     kprep x;
     em_buf vs = EM_BUF_INIT, es = EM_BUF_INIT;
