@@ -24,9 +24,9 @@ CFLAGS  += $(CFLAGS_BASE)
 LDFLAGS += $(SAN)
 LDLIBS  += -lpthread -lm $(EXTRA_LIBS)
 # Libraries from Debian used by the server layers (tools/deps.sh installs them).
-EXTRA_LIBS ?= -linih -lssl -lcrypto -lraft -luv
+EXTRA_LIBS ?= -linih -lssl -lcrypto -lraft -luv -lsqlite3
 
-LIB_DIRS  := util binary store wal net proto cluster
+LIB_DIRS  := util binary store wal net sql proto cluster
 LIB_SRC   := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) \
              $(filter-out src/server/emberd.c,$(wildcard src/server/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)

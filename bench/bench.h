@@ -46,6 +46,18 @@ void bench_print(const char *bench, const char *row, const char *op,
 /* bench_cmp_double: qsort comparator for medians of doubles. */
 int bench_cmp_double(const void *a, const void *b);
 
+/* bench_source: what the figures were measured on, for every header a
+ * table may be copied from: "<commit>" when the working tree has no
+ * changes, "<commit>-dirty" when it has (tracked or untracked files, so a
+ * table cannot claim a commit it was not built from), "+ binary older
+ * than the tree's files" when a tracked file changed after this binary was
+ * built (make's test: the binary may not be what the tree holds), or
+ * "unknown" outside a git checkout.  Read from git in the current
+ * directory at the first call (the repository root under `make bench`). */
+const char *bench_source(void);
+/* bench_loadavg: /proc/loadavg's 1/5/15-minute figures now, or "?". */
+const char *bench_loadavg(void);
+
 /* A prevent-optimisation sink. */
 extern volatile uint64_t bench_sink;
 

@@ -2,7 +2,10 @@
  * IGNITE-29109): build the row's value with the binary writer into a reused
  * buffer.  The holder types and the predefined tree types are defined once
  * (DESIGN rule 1), so the target is 0 B/op and 0 allocs/op.  Also the M1
- * value builder other M1 columns use (bench_m1.h).
+ * value builder other M1 columns use (bench_m1.h).  This row writes through
+ * the writer's internal cursor (binary/wcursor.h, inlined into the caller);
+ * toBinary.api (bench_m1_api.c) builds the same bytes with the public
+ * ember_writer calls, the builder cache.put uses.
  */
 #include "bench_m1.h"
 

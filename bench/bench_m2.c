@@ -176,6 +176,7 @@ static int m2_table(int argc, char **argv)
         qsort(t[v], M2_ROUNDS, sizeof t[v][0], bench_cmp_double);
     qsort(r2, M2_ROUNDS, sizeof r2[0], bench_cmp_double);
     qsort(r3, M2_ROUNDS, sizeof r3[0], bench_cmp_double);
+    printf("# ember-bench m2: source %s, load average %s\n", bench_source(), bench_loadavg());
     printf("M2 decode, %d interleaved rounds of %d entries (median ns per entry)\n", M2_ROUNDS,
            M2_N);
     printf("  1 variant   %6.2f\n  2 variants  %6.2f  (%+.1f%% vs 1, median of round ratios)\n"

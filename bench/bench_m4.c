@@ -205,6 +205,7 @@ static int m4_table(int argc, char **argv)
         {"2048 updateAll", setup_a2048, 1000, 17.4, 63.7},
         {"8192 updateAll", setup_a8192, 300, 3.4, 62.1},
     };
+    printf("# ember-bench m4: source %s, load average %s\n", bench_source(), bench_loadavg());
     printf("%-15s %-9s %9s %12s %10s %7s %12s %9s %6s %6s\n", "row", "op", "bytes", "ops/ms",
            "anchor", "x", "memcpy/ms", "%floor", "B/op", "alloc");
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -324,6 +325,7 @@ static int wal_bench(int argc, char **argv)
     }
     char dir[512];
     static const int threads[] = {1, 50};
+    printf("# ember-bench wal: source %s, load average %s\n", bench_source(), bench_loadavg());
     printf("FSYNC group commit, st_put of 100-byte values, %.0f s each, dir %s\n", secs, base);
     for (size_t ti = 0; ti < 2; ti++) {
         snprintf(dir, sizeof dir, "%s/ember-wal-bench-XXXXXX", base);

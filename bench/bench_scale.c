@@ -163,8 +163,8 @@ static int sc_main(int argc, char **argv)
             return 1;
         }
     }
-    printf("# ember-bench scale: %u keys, 64-byte values, %llu ms per cell\n",
-           keys, (unsigned long long)ms);
+    printf("# ember-bench scale: %u keys, 64-byte values, %llu ms per cell; source %s, "
+           "load average %s\n", keys, (unsigned long long)ms, bench_source(), bench_loadavg());
     int rc = 0;
     for (int put = 0; put <= 1 && !rc; put++)
         for (int t = 1; t <= maxt && !rc; t++)

@@ -10,6 +10,12 @@
 # BENCH_THREADS (1 client thread), BENCH_SERVERS ("emberd redis memcached"),
 # BENCH_NO_README=1 for a trial run that leaves README.md and docs/ alone
 # (csv and svg go to $BUILD/bench-net/), EMBERD_ARGS extra emberd flags.
+#
+# The table names the commit emberd was built from.  With changes in the
+# tree (tracked or untracked; this script's own outputs aside) it says
+# "<commit>-dirty" and the run is a trial run (README.md and docs/ are left
+# alone) unless BENCH_ALLOW_DIRTY=1, so no published table claims a commit
+# anyone can check out when it was measured on something else.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -22,6 +28,21 @@ OUT=$BUILD/bench-net
 DOCS=docs
 [ "${BENCH_NO_README:-0}" = 1 ] && DOCS=$OUT
 mkdir -p "$OUT" "$DOCS"
+
+# The source, read before the build: the build uses what is in the tree now.
+REV=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
+if [ "$REV" != '?' ] && [ -n "$(git status --porcelain -- . ':!README.md' \
+        ':!docs/bench-net.csv' ':!docs/bench-net.svg' 2>/dev/null)" ]; then
+    REV=$REV-dirty
+    if [ "${BENCH_ALLOW_DIRTY:-0}" != 1 ] && [ "${BENCH_NO_README:-0}" != 1 ]; then
+        echo "bench-net: the working tree has changes (git status): measuring $REV as a" >&2
+        echo "bench-net: trial run; README.md and docs/ stay as they are (commit first, or" >&2
+        echo "bench-net: BENCH_ALLOW_DIRTY=1 to publish a table that says $REV)" >&2
+        BENCH_NO_README=1
+        DOCS=$OUT
+    fi
+fi
+echo "bench-net: source $REV"
 
 TARGETS=$BENCH
 case " $SERVERS " in *" emberd "*) TARGETS="$TARGETS $BUILD/emberd" ;; esac
@@ -67,7 +88,7 @@ start_server() {
 
 version_of() {
     case $1 in
-    emberd) echo "emberd ($(git rev-parse --short HEAD 2>/dev/null || echo '?') + working tree)" ;;
+    emberd) echo "emberd ($REV)" ;;
     redis) redis-server --version | sed 's/ sha=.*//' ;;
     memcached) memcached -V ;;
     esac

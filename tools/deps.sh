@@ -6,7 +6,7 @@
 set -e
 cd "$(dirname "$0")/.."
 
-PKGS="gcc make clang libclang-rt-14-dev libinih-dev libssl-dev pkg-config
+PKGS="gcc make clang libclang-rt-14-dev libinih-dev libssl-dev libsqlite3-dev pkg-config
       redis-server memcached gnuplot-nox procps iproute2 iptables strace curl libraft-dev libuv1-dev"
 missing=""
 for p in $PKGS; do

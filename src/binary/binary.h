@@ -54,7 +54,7 @@ enum {
 
 /* bin_validate checks that p[0..n) starts with one complete, well-formed data
  * object and stores its length in *len.  max_depth bounds nesting (0 = the
- * default, 64).  Returns 0, EM_TRUNCATED if the object runs past n, or the
+ * default, 64; values above the hard cap, 256, mean the cap).  Returns 0, EM_TRUNCATED if the object runs past n, or the
  * distinct error code of the first violation found.  Never recurses without
  * a depth bound; never reads outside p[0..n). */
 int bin_validate(const uint8_t *p, size_t n, size_t *len, unsigned max_depth);

@@ -129,6 +129,76 @@ static inline int32_t bin_hash_region(const uint8_t *o, const bin_hdr *h)
     return bin_hash31(o + BIN_HDR_LEN, end - BIN_HDR_LEN);
 }
 
+/* bin_w__put_fast (writer.c's put): reserves 1 + n bytes for a value of
+ * code c and returns the payload, for the modes that cannot fail when the buffer has room,
+ * or NULL having changed nothing.  w->vmode, which sync() keeps in step
+ * with the state, says what vstart would do (the cursor's test,
+ * wcursor.h), so the public builder's one call per value (bin_public.c)
+ * costs a test, the accounting and the stores.  Callers go to the complete
+ * bin_w_* call otherwise, by a tail call, which keeps the fast path free of
+ * saved registers. */
+static inline __attribute__((always_inline)) uint8_t *bin_w__put_fast(bin_writer *w, uint8_t c,
+                                                                     size_t n)
+{
+    em_buf *o = w->out;
+    const uint8_t m = w->vmode;
+    if (__builtin_expect(m >= BIN_WM_NEEDNAME || o->cap - o->len <= n, 0))
+        return NULL;
+    /* Counted in every mode, as the cursor does (bin_wc__account): only
+     * containers and tree types read a frame's count, so this is a store
+     * where a test and a branch would be. */
+    const size_t len = o->len;
+    uint8_t *p = o->p + len;
+    o->len = len + 1 + n;
+    w->top->count++;
+    if (m == BIN_WM_FIELD) {
+        w->named = 0;                       /* its offset was taken with the name */
+        w->vmode = BIN_WM_NEEDNAME;
+    }
+    p[0] = c;
+    return p + 1;
+}
+
+/* bin_w__string_fast: bin_w_string for ASCII strings of 4..16 bytes (most
+ * keys, names and short values): the two overlapping words prove ASCII and
+ * are the copy (bin_wc_string's path).  1 if written; 0, with nothing
+ * changed, if the complete bin_w_string must decide. */
+static inline __attribute__((always_inline)) int bin_w__string_fast(bin_writer *w, const char *s,
+                                                                    size_t len)
+{
+    const uint8_t *u = (const uint8_t *)s;
+    if (__builtin_expect(len - 4 > 12, 0))
+        return 0;
+    uint8_t *p;
+    if (__builtin_expect(len <= 8, 1)) {
+        /* 4..8 bytes (short values and names): two 4-byte words, the
+         * straight path */
+        const uint32_t a = em_ld32(u), b = em_ld32(u + len - 4);
+        if (__builtin_expect((a | b) & 0x80808080u, 0) ||
+            !(p = bin_w__put_fast(w, BIN_STRING, 4 + len)))
+            return 0;
+        em_st32(p, (uint32_t)len);
+        em_st32(p + 4, a);
+        em_st32(p + len, b);
+        return 1;
+    }
+    const uint64_t a = em_ld64(u), b = em_ld64(u + len - 8);
+    if (__builtin_expect((a | b) & 0x8080808080808080ULL, 0) ||
+        !(p = bin_w__put_fast(w, BIN_STRING, 4 + len)))
+        return 0;
+    em_st32(p, (uint32_t)len);
+    em_st64(p + 4, a);
+    em_st64(p + 4 + len - 8, b);
+    return 1;
+}
+
+/* The public builder (include/ember.h, bin_public.c): a writer and the
+ * buffer it reuses.  Here so that tests can drive its writer directly. */
+struct ember_writer {
+    bin_writer w;
+    em_buf out;
+};
+
 /* bin_skip: length of the validated data object at p. */
 size_t bin_skip(const uint8_t *p);
 

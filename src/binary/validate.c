@@ -24,7 +24,7 @@ typedef struct vctx {
     unsigned max_depth;
     unsigned handles;     /* handles seen (pass 1) */
     uint8_t *starts;      /* pass 2: bitmap of object starts; NULL in pass 1 */
-    size_t   anc[BIN_MAX_DEPTH_HARD + 2];   /* open objects by depth */
+    size_t  *anc;         /* pass 2: open objects by depth (pass 1 needs none) */
 } vctx;
 
 int bin_utf8_ok(const uint8_t *s, size_t n)
@@ -93,6 +93,20 @@ static inline int short_err(const vctx *c, size_t end)
 
 static int v_obj(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next);
 
+/* ascii_short: 1 if s[0..n) is 4..16 ASCII bytes (most keys, names and
+ * short values), from two overlapping words and without a call; 0 means
+ * "ask bin_utf8_ok", not "invalid". */
+static inline __attribute__((always_inline)) int ascii_short(const uint8_t *s, size_t n)
+{
+    if (n - 4 > 12)
+        return 0;
+    /* as selects, not a branch: see v_leaf_run */
+    const size_t w = n >= 8 ? 4 : 0;
+    uint64_t a = em_ld32(s) | (uint64_t)em_ld32(s + w) << 32;
+    uint64_t b = em_ld32(s + n - 4) | (uint64_t)em_ld32(s + n - 4 - w) << 32;
+    return !((a | b) & 0x8080808080808080ULL);
+}
+
 /* Reads a non-negative int count/length at q; checks q+4 <= end. */
 static inline int v_count(const vctx *c, size_t q, size_t end, int32_t *out)
 {
@@ -105,7 +119,8 @@ static inline int v_count(const vctx *c, size_t q, size_t end, int32_t *out)
     return 0;
 }
 
-static int v_string_payload(const vctx *c, size_t q, size_t end, size_t *next)
+static inline __attribute__((always_inline)) int v_string_payload(const vctx *c, size_t q, size_t end,
+                                                                 size_t *next)
 {
     int32_t len;
     int rc = v_count(c, q, end, &len);
@@ -114,7 +129,7 @@ static int v_string_payload(const vctx *c, size_t q, size_t end, size_t *next)
     q += 4;
     if ((size_t)len > end - q)
         return short_err(c, end);
-    if (!bin_utf8_ok(c->p + q, (size_t)len))
+    if (!ascii_short(c->p + q, (size_t)len) && !bin_utf8_ok(c->p + q, (size_t)len))
         return EM_BADUTF8;
     *next = q + (size_t)len;
     return 0;
@@ -150,21 +165,145 @@ static const uint8_t leaf_size1[256] = {
  * are primitives and strings: those are checked here, with the same checks
  * and results as v_obj, without its call and dispatch.  The handle pass
  * (c->starts set) and anything else take the full path. */
-static inline int v_item(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
+static int v_cplx(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next);
+static int v_container(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next);
+
+/* v_item_other: v_item's cases that are not leaves.  In pass 1 v_obj would
+ * only record pos in anc[] (read by pass 2 alone) and dispatch, so objects
+ * and containers go to their checks themselves. */
+static __attribute__((noinline)) int v_item_other(vctx *c, size_t pos, size_t end,
+                                                  unsigned depth, size_t *next)
 {
     if (pos < end && depth <= c->max_depth && !c->starts) {
         uint8_t t = c->p[pos];
-        size_t f = leaf_size1[t];
-        if (f) {
-            if (end - pos < f)
-                return short_err(c, end);
-            *next = pos + f;
-            return 0;
-        }
-        if (t == BIN_STRING)
-            return v_string_payload(c, pos + 1, end, next);
+        if (t == BIN_OBJ)
+            return v_cplx(c, pos, end, depth, next);
+        if (t == BIN_COLLECTION || t == BIN_MAP)
+            return v_container(c, pos, end, depth, next);
     }
     return v_obj(c, pos, end, depth, next);
+}
+
+/* v_leaf: a fixed-size value, null or string at pos < end, checked as v_obj
+ * checks it (same results); 1 if the value is none of those. */
+static inline __attribute__((always_inline)) int v_leaf(const vctx *c, size_t pos, size_t end,
+                                                        size_t *next)
+{
+    uint8_t t = c->p[pos];
+    size_t f = leaf_size1[t];
+    if (f) {
+        if (end - pos < f)
+            return short_err(c, end);
+        *next = pos + f;
+        return 0;
+    }
+    if (t == BIN_STRING)
+        return v_string_payload(c, pos + 1, end, next);
+    return 1;
+}
+
+static inline __attribute__((always_inline)) int v_item(vctx *c, size_t pos, size_t end,
+                                                        unsigned depth, size_t *next)
+{
+    if (pos < end && depth <= c->max_depth && !c->starts) {
+        int rc = v_leaf(c, pos, end, next);
+        if (rc <= 0)
+            return rc;
+    }
+    return v_item_other(c, pos, end, depth, next);
+}
+
+/* V_ITEMS(leaf_ok, q, end, depth, on_err): v_item for the element at q in
+ * a loop that tested q < end already, advancing q; on_err(rc) on failure.
+ * leaf_ok (loop-invariant) says v_item's leaf path applies at this depth
+ * in this pass.  q stays a register: only nx_, on the complete path, has
+ * its address taken. */
+#define V_ITEMS(leaf_ok, q, end, depth, on_err)                               \
+    do {                                                                      \
+        int rc_ = 1;                                                          \
+        size_t nx_;                                                           \
+        if (leaf_ok) {                                                        \
+            size_t l_;                                                        \
+            rc_ = v_leaf(c, (q), (end), &l_);                                 \
+            if (rc_ == 0)                                                     \
+                (q) = l_;                                                     \
+        }                                                                     \
+        if (rc_ > 0) {                                                        \
+            rc_ = v_item_other(c, (q), (end), (depth), &nx_);                 \
+            if (!rc_)                                                         \
+                (q) = nx_;                                                    \
+        }                                                                     \
+        if (rc_)                                                              \
+            on_err(rc_);                                                      \
+    } while (0)
+#define V_RETURN(rc) return (rc)
+
+/* v_leaf_run: checks up to `left` consecutive elements from *qp while each
+ * is a fixed-size value, a null or a string that v_leaf accepts (ASCII
+ * strings of 4..16 bytes from two words, others by bin_utf8_ok), and
+ * returns how many it took, *qp past them.  It stops at anything else -
+ * another kind of value, or one v_leaf would reject - and leaves that
+ * element to v_leaf / v_item_other, which give the precise result, so it
+ * accepts exactly what they accept.  The loop behind the containers and
+ * tree types of leaves (the M1 12-entry TreeMap): no calls, nothing in
+ * memory. */
+static inline __attribute__((always_inline)) int64_t v_leaf_run(const vctx *c, size_t *qp,
+                                                                 size_t end, int64_t left)
+{
+    const uint8_t *p = c->p;
+    size_t q = *qp;
+    int64_t n = left;
+    /* At least 5 bytes left: an int, a string's code and length, and any
+     * shorter leaf fit, so the paths below test no room of their own; the
+     * last elements of a region go to the per-element path. */
+    for (; n && end - q >= 5; n--) {
+        const uint8_t t = p[q];
+        /* The next element's position is what the loop waits for: for an
+         * int it is q + 5 from a branch the predictor knows, not from a
+         * load of the size table (which would add a load's latency per
+         * element to the chain). */
+        if (t == BIN_INT) {
+            q += 5;
+            continue;
+        }
+        if (t == BIN_STRING) {
+            /* short ASCII strings: one range test covers the sign and the
+             * word loads, one comparison the room (l <= 16, so q + 5 + l
+             * cannot wrap) */
+            const uint32_t l = em_ld32(p + q + 1);
+            const size_t nq = q + 5 + (size_t)l;
+            if (l - 4 <= 12 && nq <= end) {
+                const uint8_t *u = p + q + 5;
+                /* two words that cover the string: four bytes at each end
+                 * up to 8 bytes (the straight path: short values and
+                 * names), eight from 9 to 16 */
+                uint64_t a, b;
+                if (__builtin_expect(l <= 8, 1)) {
+                    a = em_ld32(u);
+                    b = em_ld32(u + l - 4);
+                } else {
+                    a = em_ld64(u);
+                    b = em_ld64(u + l - 8);
+                }
+                if (!((a | b) & 0x8080808080808080ULL)) {
+                    q = nq;
+                    continue;
+                }
+            }
+            if (l > 0x7FFFFFFFu || l > end - q - 5)
+                break;
+            if (!ascii_short(p + q + 5, l) && !bin_utf8_ok(p + q + 5, l))
+                break;
+            q += 5 + (size_t)l;
+            continue;
+        }
+        const size_t f = leaf_size1[t];
+        if (!f || end - q < f)
+            break;
+        q += f;
+    }
+    *qp = q;
+    return left - n;
 }
 
 /* count elements, each of code `want` or null (typed arrays 20-22, 29, ...). */
@@ -173,25 +312,49 @@ static int v_elems(vctx *c, size_t q, size_t end, unsigned depth, int64_t count,
 {
     if ((uint64_t)count > end - q)
         return short_err(c, end);
+    const int leaf_ok = depth + 1 <= c->max_depth && !c->starts;
     for (int64_t i = 0; i < count; i++) {
+        if (leaf_ok && !want && (i += v_leaf_run(c, &q, end, count - i)) == count)
+            break;
         if (q >= end)
             return short_err(c, end);
         uint8_t t = c->p[q];
         if (want && t != want && t != want2 && t != BIN_NULL)
             return EM_BADTYPE;
-        int rc = v_item(c, q, end, depth + 1, &q);
-        if (rc)
-            return rc;
+        V_ITEMS(leaf_ok, q, end, depth + 1, V_RETURN);
     }
     *next = q;
     return 0;
 }
 
+/* Collections (24) and maps (25): count, subtype, the elements. */
+static int v_container(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
+{
+    const uint8_t t = c->p[pos];
+    size_t q = pos + 1;
+    int32_t count;
+    int rc;
+    if ((rc = v_count(c, q, end, &count)))
+        return rc;
+    q += 4;
+    if (q >= end)
+        return short_err(c, end);
+    q++;                         /* subtype: a hint only */
+    if (count == 0) {
+        *next = q;               /* empty (a holder's fresh HashMap, ArrayList) */
+        return 0;
+    }
+    if (t == BIN_MAP && (size_t)count > (end - q) / 2)
+        return short_err(c, end);
+    return v_elems(c, q, end, depth, t == BIN_MAP ? (int64_t)count * 2 : count, 0, 0, next);
+}
+
 /* Raw content of BinaryTreeMap/BinaryTreeSet (reference §3.5):
  * comparator object, int size, size entries (pairs for the map). */
-static int v_tree_raw(vctx *c, size_t q, size_t end, unsigned depth, int map)
+static int v_tree_raw(vctx *c, size_t q0, size_t end, unsigned depth, int map)
 {
-    int rc = v_item(c, q, end, depth + 1, &q);
+    size_t q;
+    int rc = v_item(c, q0, end, depth + 1, &q);
     if (rc)
         return rc;
     int32_t size;
@@ -201,13 +364,16 @@ static int v_tree_raw(vctx *c, size_t q, size_t end, unsigned depth, int map)
     if ((size_t)size > end - q)
         return EM_BADLEN;
     int64_t items = (int64_t)size * (map ? 2 : 1);
+    const int leaf_ok = depth + 1 <= c->max_depth && !c->starts;
+    size_t qr = q;                       /* q's address went to v_item above */
     for (int64_t i = 0; i < items; i++) {
-        if (q >= end)
+        if (leaf_ok && (i += v_leaf_run(c, &qr, end, items - i)) == items)
+            break;
+        if (qr >= end)
             return EM_BADLEN;
-        if ((rc = v_item(c, q, end, depth + 1, &q)))
-            return rc;
+        V_ITEMS(leaf_ok, qr, end, depth + 1, V_RETURN);
     }
-    return q == end ? 0 : EM_BADOFFSET;
+    return qr == end ? 0 : EM_BADOFFSET;
 }
 
 static int v_cplx(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
@@ -228,6 +394,36 @@ static int v_cplx(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
         return short_err(c, end);
     uint32_t soff = em_ld32(o + 20);
     int rc;
+    if ((flags & (BIN_FLAG_HAS_SCHEMA | BIN_FLAG_HAS_RAW | BIN_FLAG_OFFSET_1 | BIN_FLAG_OFFSET_2 |
+                  BIN_FLAG_COMPACT)) == (BIN_FLAG_HAS_SCHEMA | BIN_FLAG_OFFSET_1 | BIN_FLAG_COMPACT) &&
+        soff >= BIN_HDR_LEN && soff < len) {
+        /* The layout of most objects (the writer's, Java's for small ones):
+         * a compact footer of 1-byte offsets, no raw data.  The checks of
+         * the general path below in its order, with what that layout fixes
+         * already known (footer = [soff, len), one byte an entry, data up
+         * to soff); the first irregularity goes to the general path, which
+         * finds it again and names it. */
+        size_t cur = BIN_HDR_LEN;
+        for (uint32_t i = soff; i < len; i++) {
+            if (o[i] != cur || cur >= soff)
+                goto general;
+            size_t nx;
+            /* a nested object (a holder's usual field: another object, a
+             * tree type) straight to its checks, as v_item_other would */
+            if (o[cur] == BIN_OBJ && depth + 1 <= c->max_depth && !c->starts)
+                rc = v_cplx(c, pos + cur, pos + soff, depth + 1, &nx);
+            else
+                rc = v_item(c, pos + cur, pos + soff, depth + 1, &nx);
+            if (rc)
+                return rc == EM_TRUNCATED ? EM_BADLEN : rc;
+            cur = nx - pos;
+        }
+        if (cur != soff)
+            goto general;
+        *next = pos + len;
+        return 0;
+    }
+general:
     if (flags & BIN_FLAG_HAS_SCHEMA) {
         uint32_t fend = len;
         uint32_t raw = 0;
@@ -310,9 +506,10 @@ static int v_obj(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
         return short_err(c, end);
     if (depth > c->max_depth)
         return EM_DEPTH;
-    if (c->starts)
+    if (c->starts) {
         c->starts[pos >> 3] |= (uint8_t)(1u << (pos & 7));
-    c->anc[depth] = pos;
+        c->anc[depth] = pos;
+    }
     uint8_t t = c->p[pos];
     size_t q = pos + 1;
     int32_t count;
@@ -366,15 +563,7 @@ static int v_obj(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
         return v_elems(c, q + 4, end, depth, count, 0, 0, next);
     case BIN_COLLECTION:
     case BIN_MAP:
-        if ((rc = v_count(c, q, end, &count)))
-            return rc;
-        q += 4;
-        if (q >= end)
-            return short_err(c, end);
-        q++;                         /* subtype: a hint only */
-        if (t == BIN_MAP && (size_t)count > (end - q) / 2)
-            return short_err(c, end);
-        return v_elems(c, q, end, depth, t == BIN_MAP ? (int64_t)count * 2 : count, 0, 0, next);
+        return v_container(c, pos, end, depth, next);
     case BIN_DECIMAL:
         if (end - q < 4)
             return short_err(c, end);
@@ -415,6 +604,55 @@ static int v_obj(vctx *c, size_t pos, size_t end, unsigned depth, size_t *next)
     }
 }
 
+/* v_pass2: the second pass, once pass 1 saw handles: prove each lands on
+ * an earlier, completed object.  Only the bytes of this object (next of
+ * them) need a bitmap.  Its own frame holds the bitmap and the ancestors,
+ * so pass 1 (every object without handles) sets up neither. */
+static __attribute__((noinline)) int v_pass2(vctx *c, size_t next, size_t *len)
+{
+    uint8_t small[1024];
+    size_t anc[BIN_MAX_DEPTH_HARD + 2];
+    size_t bm = (next + 7) / 8;
+    uint8_t *bits = bm <= sizeof small ? small : em_malloc(bm);
+    if (!bits)
+        return EM_NOMEM;
+    memset(bits, 0, bm);
+    c->starts = bits;
+    c->anc = anc;
+    c->handles = 0;
+    c->base = 0;
+    int rc = v_obj(c, 0, next, 1, &next);
+    if (bits != small)
+        em_free(bits);
+    if (!rc)
+        *len = next;
+    return rc;
+}
+
+/* v_top: bin_validate past its fast paths, pass 1. */
+static inline int v_top(const uint8_t *p, size_t n, size_t *len, unsigned max_depth)
+{
+    vctx c;
+    c.p = p;
+    c.n = n;
+    c.base = 0;
+    c.max_depth = max_depth == 0 ? BIN_MAX_DEPTH_DEFAULT
+                : max_depth > BIN_MAX_DEPTH_HARD ? BIN_MAX_DEPTH_HARD : max_depth;
+    c.handles = 0;
+    c.starts = NULL;
+    c.anc = NULL;
+    size_t next;
+    /* Pass 1 at a complex object goes straight to its checks (v_obj would
+     * only record it in anc[], which pass 2 alone reads). */
+    int rc = p[0] == BIN_OBJ ? v_cplx(&c, 0, n, 1, &next) : v_obj(&c, 0, n, 1, &next);
+    if (rc || c.handles == 0) {
+        if (!rc)
+            *len = next;
+        return rc;
+    }
+    return v_pass2(&c, next, len);
+}
+
 int bin_validate(const uint8_t *p, size_t n, size_t *len, unsigned max_depth)
 {
     if (n == 0)
@@ -431,44 +669,13 @@ int bin_validate(const uint8_t *p, size_t n, size_t *len, unsigned max_depth)
     if (t == BIN_STRING && n >= 5) {
         int32_t sl = (int32_t)em_ld32(p + 1);
         if (sl >= 0 && (size_t)sl <= n - 5) {
-            if (!bin_utf8_ok(p + 5, (size_t)sl))
+            if (!ascii_short(p + 5, (size_t)sl) && !bin_utf8_ok(p + 5, (size_t)sl))
                 return EM_BADUTF8;
             *len = 5 + (size_t)sl;
             return 0;
         }
     }
-    vctx c;
-    c.p = p;
-    c.n = n;
-    c.base = 0;
-    c.max_depth = max_depth == 0 ? BIN_MAX_DEPTH_DEFAULT
-                : max_depth > BIN_MAX_DEPTH_HARD ? BIN_MAX_DEPTH_HARD : max_depth;
-    c.handles = 0;
-    c.starts = NULL;
-    size_t next;
-    int rc = v_obj(&c, 0, n, 1, &next);
-    if (rc || c.handles == 0) {
-        if (!rc)
-            *len = next;
-        return rc;
-    }
-    /* Second pass: now that handles exist, prove each lands on an earlier,
-     * completed object.  Only the bytes of this object need a bitmap. */
-    uint8_t small[1024];
-    size_t bm = (next + 7) / 8;
-    uint8_t *bits = bm <= sizeof small ? small : em_malloc(bm);
-    if (!bits)
-        return EM_NOMEM;
-    memset(bits, 0, bm);
-    c.starts = bits;
-    c.handles = 0;
-    c.base = 0;
-    rc = v_obj(&c, 0, next, 1, &next);
-    if (bits != small)
-        em_free(bits);
-    if (!rc)
-        *len = next;
-    return rc;
+    return v_top(p, n, len, max_depth);
 }
 
 /* ---- trusted walk ---- */

@@ -237,7 +237,7 @@ int bin_predefined_init(bin_registry *r)
 /* ---- the writer ---- */
 
 /* sync recomputes vmode and top from the state. */
-static void sync(bin_writer *w)
+static inline __attribute__((always_inline)) void sync(bin_writer *w)
 {
     bin_wframe *f = w->top = &w->fr[w->depth];
     if (w->err) {
@@ -327,8 +327,10 @@ static inline __attribute__((always_inline)) int vstart(bin_writer *w, uint8_t c
     return 0;
 }
 
-/* put reserves 1 + n bytes for a value of code c and returns the payload. */
-static inline __attribute__((always_inline)) uint8_t *put(bin_writer *w, uint8_t c, size_t n)
+/* put_slow: put when the mode alone does not settle the value (an error,
+ * a typed array's element check, a missing field name) or the buffer must
+ * grow. */
+static __attribute__((noinline)) uint8_t *put_slow(bin_writer *w, uint8_t c, size_t n)
 {
     if (vstart(w, c))
         return NULL;
@@ -342,6 +344,13 @@ static inline __attribute__((always_inline)) uint8_t *put(bin_writer *w, uint8_t
     return p + 1;
 }
 
+/* put reserves 1 + n bytes for a value of code c and returns the payload. */
+static inline __attribute__((always_inline)) uint8_t *put(bin_writer *w, uint8_t c, size_t n)
+{
+    uint8_t *p = bin_w__put_fast(w, c, n);
+    return p ? p : put_slow(w, c, n);
+}
+
 #define PUT_FIXED(c, n, store) do {                 \
         uint8_t *p_ = put(w, (c), (n));                \
         if (!p_)                                       \
@@ -350,15 +359,36 @@ static inline __attribute__((always_inline)) uint8_t *put(bin_writer *w, uint8_t
         return 0;                                      \
     } while (0)
 
-int bin_w_byte(bin_writer *w, int8_t v)   { PUT_FIXED(BIN_BYTE, 1, p_[0] = (uint8_t)v); }
-int bin_w_short(bin_writer *w, int16_t v) { PUT_FIXED(BIN_SHORT, 2, em_st16(p_, (uint16_t)v)); }
-int bin_w_int(bin_writer *w, int32_t v) { PUT_FIXED(BIN_INT, 4, em_st32(p_, (uint32_t)v)); }
-int bin_w_long(bin_writer *w, int64_t v)  { PUT_FIXED(BIN_LONG, 8, em_st64(p_, (uint64_t)v)); }
-int bin_w_char(bin_writer *w, uint16_t v) { PUT_FIXED(BIN_CHAR, 2, em_st16(p_, v)); }
-int bin_w_bool(bin_writer *w, int v)      { PUT_FIXED(BIN_BOOL, 1, p_[0] = v ? 1 : 0); }
-int bin_w_date(bin_writer *w, int64_t ms) { PUT_FIXED(BIN_DATE, 8, em_st64(p_, (uint64_t)ms)); }
-int bin_w_time(bin_writer *w, int64_t ms) { PUT_FIXED(BIN_TIME, 8, em_st64(p_, (uint64_t)ms)); }
-int bin_w_null(bin_writer *w)             { PUT_FIXED(BIN_NULL, 0, (void)0); }
+/* W_FIXED defines bin_w_NAME for a value of code c with an n-byte payload
+ * that `store` writes at p_: the fast path, and a tail call of the
+ * complete one otherwise. */
+#define W_FIXED(name, params, args, c, n, store)                              \
+    static __attribute__((noinline)) int w_##name##_slow params              \
+    {                                                                         \
+        uint8_t *p_ = put_slow(w, (c), (n));                                  \
+        if (!p_)                                                              \
+            return w->err;                                                    \
+        store;                                                                \
+        return 0;                                                             \
+    }                                                                         \
+    int bin_w_##name params                                                   \
+    {                                                                         \
+        uint8_t *p_ = bin_w__put_fast(w, (c), (n));                                  \
+        if (__builtin_expect(!p_, 0))                                         \
+            return w_##name##_slow args;                                      \
+        store;                                                                \
+        return 0;                                                             \
+    }
+
+W_FIXED(byte, (bin_writer *w, int8_t v), (w, v), BIN_BYTE, 1, p_[0] = (uint8_t)v)
+W_FIXED(short, (bin_writer *w, int16_t v), (w, v), BIN_SHORT, 2, em_st16(p_, (uint16_t)v))
+W_FIXED(int, (bin_writer *w, int32_t v), (w, v), BIN_INT, 4, em_st32(p_, (uint32_t)v))
+W_FIXED(long, (bin_writer *w, int64_t v), (w, v), BIN_LONG, 8, em_st64(p_, (uint64_t)v))
+W_FIXED(char, (bin_writer *w, uint16_t v), (w, v), BIN_CHAR, 2, em_st16(p_, v))
+W_FIXED(bool, (bin_writer *w, int v), (w, v), BIN_BOOL, 1, p_[0] = v ? 1 : 0)
+W_FIXED(date, (bin_writer *w, int64_t ms), (w, ms), BIN_DATE, 8, em_st64(p_, (uint64_t)ms))
+W_FIXED(time, (bin_writer *w, int64_t ms), (w, ms), BIN_TIME, 8, em_st64(p_, (uint64_t)ms))
+W_FIXED(null, (bin_writer *w), (w), BIN_NULL, 0, (void)p_)
 
 int bin_w_float(bin_writer *w, float v)
 {
@@ -416,7 +446,7 @@ static inline void small_copy(uint8_t *d, const uint8_t *s, size_t n)
     }
 }
 
-int bin_w_string(bin_writer *w, const char *s, size_t len)
+static __attribute__((noinline)) int w_string_slow(bin_writer *w, const char *s, size_t len)
 {
     const uint8_t *u = (const uint8_t *)s;
     if (len >= 4 && len <= 16) {
@@ -436,6 +466,11 @@ int bin_w_string(bin_writer *w, const char *s, size_t len)
     em_st32(p, (uint32_t)len);
     small_copy(p + 4, u, len);
     return 0;
+}
+
+int bin_w_string(bin_writer *w, const char *s, size_t len)
+{
+    return bin_w__string_fast(w, s, len) ? 0 : w_string_slow(w, s, len);
 }
 
 int bin_w_decimal(bin_writer *w, int32_t scale, const uint8_t *mag, uint32_t len)

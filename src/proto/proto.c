@@ -4,7 +4,7 @@
  * Layouts: ../shared/reference/ignite-thin-protocol.md §1.1 (framing),
  * §1.2-§1.3 (handshake), §1.4-§1.5 (headers), §1.6 (status codes), §1.8
  * (features), §2.1 (op codes), §2.8 (cluster ops).  Request handlers live in
- * proto_cache.c, proto_cfg.c and proto_meta.c.
+ * proto_cache.c, proto_cfg.c, proto_meta.c and proto_sql.c.
  */
 #include "proto/proto_int.h"
 
@@ -14,6 +14,7 @@
 
 #include "binary/binary.h"
 #include "cluster/cl_meta_fsm.h"
+#include "sql/sql.h"
 #include "util/clock.h"
 #include "util/mem.h"
 
@@ -74,7 +75,8 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
     s->opt.password = s->password;
     atomic_store(&s->next_cursor, 1);
     atomic_store(&s->topo_ver, (uint64_t)1 << 32);
-    if (o->cluster && !(s->apply_conn = pr_conn_new(s))) {
+    if ((o->cluster && !(s->apply_conn = pr_conn_new(s))) ||
+        !(s->sql = sq_engine_new(st, reg))) {
         pr_server_free(s);
         return EM_NOMEM;
     }
@@ -86,6 +88,7 @@ void pr_server_free(pr_server *s)
 {
     if (!s)
         return;
+    sq_engine_free(s->sql);
     em_free(s->username);
     em_free(s->password);
     pr_conn_free(s->apply_conn);
@@ -112,6 +115,7 @@ void pr_conn_free(pr_conn *c)
     if (!c)
         return;
     pr_cursors_close(c);
+    sq_sess_free(c->sql);
     em_free(c->cur);
     em_buf_free(&c->kscratch);
     em_buf_free(&c->vscratch);
@@ -574,7 +578,7 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
 {
     switch (op) {
     case 0:
-        return pr_op_resource_close(c, r, out);
+        return pr_op_close_any(c, r, out);
     case 1:
         if (!pr_has_feat(c, PR_FEAT_HEARTBEAT))
             break;
@@ -598,8 +602,12 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
         return pr_op_scan(c, r, out);
     case 2001:
         return pr_op_scan_page(c, r, out);
-    case 2002: case 2003: case 2004: case 2005:
-        return unsupported(c, op, "SQL");
+    case 2002:
+        return pr_op_sql(c, r, out);
+    case 2004:
+        return pr_op_sql_fields(c, r, out);
+    case 2003: case 2005:
+        return pr_op_sql_page(c, r, out);
     case 2006:
         return unsupported(c, op, "Continuous queries");
     case 2008: case 2009:

@@ -41,6 +41,7 @@ struct pr_server {
     _Atomic uint64_t topo_ver;
     pr_conn *apply_conn;            /* decodes applied entries (metadata thread) */
     pr_conn *fwd_conn;              /* runs forwarded requests (transport thread) */
+    struct sq_engine *sql;          /* SQL catalog (proto_sql.c) */
 };
 
 typedef struct pr_cursor {
@@ -68,6 +69,7 @@ struct pr_conn {
     pr_stats  *stats;               /* the worker's counters, or NULL */
     uint32_t   stats_left;          /* requests until the next timed one */
     char       peer[64];            /* client address, for the auth hook */
+    struct sq_sess *sql;            /* SQL cursors and connections, lazily */
 };
 
 static inline int pr_has_feat(const pr_conn *c, int f)
@@ -205,5 +207,9 @@ int pr_cluster_sync(pr_conn *c);
 /* pr_cluster_type_put spreads a registered binary type record (kind 1) or
  * type name (kind 2) to the cluster. */
 int pr_cluster_type_put(pr_conn *c, int kind, int32_t type_id, const uint8_t *p, size_t n);
+int pr_op_sql(pr_conn *c, pr_rd *r, em_buf *out);               /* 2002 */
+int pr_op_sql_fields(pr_conn *c, pr_rd *r, em_buf *out);        /* 2004 */
+int pr_op_sql_page(pr_conn *c, pr_rd *r, em_buf *out);          /* 2003, 2005 */
+int pr_op_close_any(pr_conn *c, pr_rd *r, em_buf *out);         /* 0 */
 
 #endif

@@ -564,6 +564,10 @@ static int open_persistence(srv *s, const srv_config *c)
     }
     wal_stats ws;
     wal_stats_get(s->wal, &ws);
+    if (ws.mislabeled)
+        EM_WARN("WAL recovery read %llu segment(s) by their records' LSNs, not their headers' "
+                "(written before BACKGROUND/NONE kept LSN order across checkpoints): %s",
+                (unsigned long long)ws.mislabeled, wal_warnmsg(s->wal));
     if ((rc = wal_attach(s->wal, s->st)) != 0) {
         EM_ERROR("cannot attach the WAL: %s", em_strerror(rc));
         return rc;

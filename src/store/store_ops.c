@@ -90,7 +90,8 @@ typedef struct kprep {
     em_buf   own;       /* used only when normalisation rewrites bytes */
 } kprep;
 
-static int key_prep(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen, kprep *x)
+static inline __attribute__((always_inline)) int key_prep(st_cache *c, const st_opctx *o,
+                                                         const uint8_t *k, size_t klen, kprep *x)
 {
     x->own = (em_buf)EM_BUF_INIT;
     em_buf *scratch = &x->own;
@@ -98,9 +99,13 @@ static int key_prep(st_cache *c, const st_opctx *o, const uint8_t *k, size_t kle
         scratch = o->scratch;
         em_buf_reset(scratch);
     }
-    int rc = bin_key_prepare(k, klen, scratch, &x->k);
-    if (rc)
+    int rc;
+    if (klen == 5 && k[0] == BIN_INT) {
+        /* bin_key_prepare's int case, without the call: the common key */
+        x->k = (bin_key){k, 5, (int32_t)em_ld32(k + 1)};
+    } else if ((rc = bin_key_prepare(k, klen, scratch, &x->k)) != 0) {
         return rc;
+    }
     x->part = bin_partition(x->k.hash, c->nparts);
     x->tag = key_tag(x->k.hash, x->k.len);
     return 0;
@@ -108,7 +113,8 @@ static int key_prep(st_cache *c, const st_opctx *o, const uint8_t *k, size_t kle
 
 /* ---- slot table ------------------------------------------------------- */
 
-static uint32_t slot_find(const st_part *p, uint32_t tag, const uint8_t *k, uint32_t klen)
+static inline __attribute__((always_inline)) uint32_t slot_find(const st_part *p, uint32_t tag,
+                                                              const uint8_t *k, uint32_t klen)
 {
     if (!p->slots)
         return UINT32_MAX;
@@ -344,7 +350,8 @@ int st_part_purge_expired(st_cache *c, st_part *p, int64_t now, uint32_t budget)
 }
 
 /* Finds a live entry (dropping it if it has expired). */
-static uint32_t lookup(st_cache *c, st_part *p, const kprep *x, int64_t *now)
+static inline __attribute__((always_inline)) uint32_t lookup(st_cache *c, st_part *p, const kprep *x,
+                                                           int64_t *now)
 {
     uint32_t i = slot_find(p, x->tag, x->k.p, x->k.len);
     if (i != UINT32_MAX && is_expired(p->slots[i].e, now)) {
@@ -544,17 +551,21 @@ retry:
      * (memory reserved, allocations made), so every record it gets is an
      * update that happened; its own failure still leaves the store as it
      * was. */
-    st_update u = {.kind = ST_UPD_PUT, .cache_id = c->id, .partition = x->part,
-                   .key = x->k.p, .klen = x->k.len, .val = v, .vlen = (uint32_t)vlen,
-                   .expire_at_ms = at};
     int observe = w->notify && st_has_observer(c->store);
+#define PUT_UPDATE(u) st_update u = {.kind = ST_UPD_PUT, .cache_id = c->id,                \
+                                     .partition = x->part, .key = x->k.p,                 \
+                                     .klen = x->k.len, .val = v, .vlen = (uint32_t)vlen, \
+                                     .expire_at_ms = at}
 
     if (e && vlen <= e->cap) {
         /* In place: no allocation, no accounting change. */
         if (at && e->heap_idx == ST_NO_HEAP && (rc = heap_reserve(p)) != 0)
             goto out;
-        if (observe && (rc = notify(c, &u)) != 0)
-            goto out;
+        if (observe) {
+            PUT_UPDATE(u);
+            if ((rc = notify(c, &u)) != 0)
+                goto out;
+        }
         memcpy(st_entry_val(e), v, vlen);
         e->vlen = (uint32_t)vlen;
         if (at != e->expire_at)
@@ -576,8 +587,10 @@ retry:
         }
         st_entry *ne = em_malloc(bytes);
         rc = (!ne || (!e && slot_reserve(p)) || (at && heap_reserve(p))) ? EM_NOMEM : 0;
-        if (!rc && observe)
+        if (!rc && observe) {
+            PUT_UPDATE(u);
             rc = notify(c, &u);
+        }
         if (rc) {
             em_free(ne);
             if (c->region->max_bytes && bytes > old)
@@ -614,6 +627,7 @@ retry:
         if (at != ne->expire_at)
             set_expire(p, ne, at);
     }
+#undef PUT_UPDATE
     ST_BUMP(p->puts, 1);
     if (w->done)
         *w->done = 1;
@@ -623,15 +637,16 @@ out:
 }
 
 /* Runs one write: prepares key, value and expected value, then do_write. */
-static int write_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
-                    const uint8_t *v, size_t vlen, wreq *w)
+static inline __attribute__((always_inline)) int write_op(st_cache *c, const st_opctx *o,
+                                                         const uint8_t *k, size_t klen,
+                                                         const uint8_t *v, size_t vlen, wreq *w)
 {
     kprep x;
     em_buf vs = EM_BUF_INIT, es = EM_BUF_INIT;
     const uint8_t *vp = v, *ep = w->expect;
     size_t vpl = vlen, epl = w->elen;
     int rc = key_prep(c, o, k, klen, &x);
-    if (!rc)
+    if (!rc && vlen && v[0] == BIN_WRAPPED)   /* anything else is stored as it is */
         rc = bin_value_prepare(v, vlen, &vs, &vp, &vpl);
     if (!rc && w->expect)
         rc = bin_value_prepare(w->expect, w->elen, &es, &ep, &epl);

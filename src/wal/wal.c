@@ -23,12 +23,14 @@
  *   24     4     CRC32C of bytes [0, 24)
  *   28     4     reserved, must be 0
  *   32     ...   frames, back to back, until the file ends
- * A segment is rolled when the next frame would pass segment_bytes; the old
- * one is fsynced before the new one is created, so only the last segment
- * can ever have a torn tail.
+ * A segment is rolled when the next frame would pass segment_bytes (and by
+ * every checkpoint); the old one receives every record below the new
+ * header's first LSN, buffered ones included, and is fsynced before the new
+ * one is created, so only the last segment can ever have a torn tail.
  */
 #include "wal/wal_int.h"
 
+#include "binary/binary.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/hash.h"
@@ -166,15 +168,53 @@ static void seg_hdr_build(uint8_t *p, uint64_t no, uint64_t first_lsn)
     em_st32(p + 24, em_crc32c(0, p, 24));
 }
 
-int wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg)
+/* check_obj: p[0..n) is exactly one whole, non-null data object, as proto/
+ * requires of every key and value it accepts.  The store trusts that (it
+ * hashes keys by their declared lengths, replies copy values as they are),
+ * so recovery holds the log's bytes to the same validator.  Nesting is
+ * bounded by bin_validate's hard cap: whatever max_depth the server ran
+ * with when it logged them. */
+static int check_obj(const uint8_t *p, size_t n)
+{
+    size_t len = 0;
+    int rc = bin_validate(p, n, &len, UINT32_MAX);
+    if (rc)
+        return rc;
+    if (len != n)
+        return EM_TRAILING;
+    return p[0] == BIN_NULL ? EM_BADTYPE : 0;
+}
+
+int wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg, char *why, size_t cap)
 {
     wal_cmd c;
     st_update u;
     st_cache_config cfg;
-    if (f->type != WAL_REC_UPDATE)
+    if (f->type != WAL_REC_UPDATE) {
+        snprintf(why, cap, "not an update record (type %u)", f->type);
         return EM_CORRUPT;
-    if (wal_cmd_unmarshal(f->body, f->body_len, &c) || wal_decode_update(&c, &u, &cfg))
+    }
+    int rc = wal_cmd_unmarshal(f->body, f->body_len, &c);
+    if (!rc)
+        rc = wal_decode_update(&c, &u, &cfg);
+    if (rc) {
+        snprintf(why, cap, "undecodable update command (%s)", em_errname(rc));
         return EM_CORRUPT;
+    }
+    if (u.kind == ST_UPD_PUT || u.kind == ST_UPD_REMOVE) {
+        const char *what = "key";
+        rc = check_obj(u.key, u.klen);
+        if (!rc && u.kind == ST_UPD_PUT) {
+            what = "value";
+            rc = check_obj(u.val, u.vlen);
+        }
+        if (rc == EM_NOMEM)
+            return rc;
+        if (rc) {
+            snprintf(why, cap, "its %s is not a valid data object (%s)", what, em_errname(rc));
+            return EM_CORRUPT;
+        }
+    }
     return fn ? fn(arg, &u) : 0;
 }
 
@@ -368,14 +408,105 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-typedef struct apply_ctx { wal_apply_fn fn; void *arg; } apply_ctx;
+/* why[0] != 0 after a walk: the record itself failed (corruption), not fn. */
+typedef struct apply_ctx { wal_apply_fn fn; void *arg; char why[160]; } apply_ctx;
 
 static int apply_cb(void *arg, size_t off, const wal_frame *f)
 {
     (void)off;
     apply_ctx *a = arg;
-    int rc = wal_apply_frame(f, a->fn, a->arg);
-    return rc == EM_CORRUPT ? EM_BADTYPE : rc;   /* tell undecodable apart from fn errors */
+    return wal_apply_frame(f, a->fn, a->arg, a->why, sizeof a->why);
+}
+
+/* seg_relabel rewrites segment no's header at path to name first_lsn: one
+ * 32-byte write, fsynced (wal_repair). */
+static int seg_relabel(wal *w, const char *path, uint64_t no, uint64_t first_lsn)
+{
+    uint8_t h[WAL_SEG_HDR];
+    int fd;
+    seg_hdr_build(h, no, first_lsn);
+    int rc = w->ops->open(w->ops->ctx, path, WAL_O_WRITE, &fd);
+    if (rc) {
+        wal_seterr(w, "%s: cannot open to repair: %s", path, em_strerror(rc));
+        return rc;
+    }
+    int64_t n = w->ops->pwrite(w->ops->ctx, fd, h, sizeof h, 0);
+    rc = n < 0 ? (int)n : n != (int64_t)sizeof h ? EM_IO : w->ops->fsync(w->ops->ctx, fd);
+    w->ops->close(w->ops->ctx, fd);
+    if (rc)
+        wal_seterr(w, "%s: repairing the header failed: %s", path, em_strerror(rc));
+    else
+        w->repaired++;
+    return rc;
+}
+
+/* seg_first_lsn decides where segment i's records start, given the LSN the
+ * log so far expects (expect; 0 = anything: no checkpoint, first segment).
+ * A segment's header names its first record's LSN.  Logs written by
+ * BACKGROUND/NONE before the roll wrote pending records first can hold a
+ * segment whose header names a higher LSN than its records carry: the
+ * pending records of the checkpoint's fsync window open it.  The records'
+ * own LSNs are right (consecutive, CRC-checked), so such a segment is read
+ * by them, with a warning (wal_warnmsg), when that keeps the log whole:
+ *   - its first record continues the log (the previous segment's next LSN);
+ *   - it is the checkpoint's segment S and the header names the
+ *     checkpoint's LSN: records below it were applied before the snapshot's
+ *     scan began, and replaying a record the snapshot already reflects,
+ *     followed by every later one, ends in the same state;
+ *   - it is the last segment and holds no record: the pending records it
+ *     should have received were lost with the unflushed tail.  Returns 1:
+ *     the caller drops it and starts the next segment in its place.
+ * Anything else that disagrees is corruption. */
+static int seg_first_lsn(wal *w, const char *path, const em_buf *b, const wal_seg_hdr *h,
+                         size_t i, int last, uint64_t expect, int note, uint64_t *first)
+{
+    wal_frame f;
+    uint64_t rec = 0;                   /* the first record's LSN, 0 = none valid */
+    if (b->len > WAL_SEG_HDR && wal_frame_parse(b->p + WAL_SEG_HDR, b->len - WAL_SEG_HDR, &f) == 0)
+        rec = f.lsn;
+    uint64_t hl = h->first_lsn;
+    *first = hl;
+    if ((!rec || rec == hl) && (!expect || hl == expect))
+        return 0;                       /* the header agrees with both */
+    int ok;
+    if (rec)
+        ok = !expect || rec == expect || (i == 0 && hl == expect && rec < expect);
+    else
+        ok = last && hl > expect;
+    if (!ok) {
+        if (rec && rec != hl)
+            wal_seterr(w, "%s: segment header says first LSN %" PRIu64 " (offset 16) but its "
+                       "first record has LSN %" PRIu64 ", expected LSN %" PRIu64 " (offset %d)",
+                       path, hl, rec, expect, WAL_SEG_HDR);
+        else
+            wal_seterr(w, "%s: segment header says segment %" PRIu64 " first LSN %" PRIu64
+                       ", expected LSN %" PRIu64 " (offset 16)", path, h->seg_no, hl, expect);
+        return EM_CORRUPT;
+    }
+    *first = rec ? rec : expect;
+    if (note) {
+        w->st.mislabeled++;
+        if (rec)
+            snprintf(w->warn, sizeof w->warn, "%s: segment header says first LSN %" PRIu64
+                     " but its records start at LSN %" PRIu64 " (offset %d); read by the "
+                     "records' LSNs", path, hl, rec, WAL_SEG_HDR);
+        else
+            snprintf(w->warn, sizeof w->warn, "%s: segment header says first LSN %" PRIu64
+                     " but the log before it ends at LSN %" PRIu64 " and it holds no record; "
+                     "read as empty", path, hl, expect - 1);
+        if (w->repair) {
+            /* The checkpoint first: relabelled alone it still leaves a log
+             * this function accepts; the segment alone would not. */
+            int rc = 0;
+            if (i == 0 && rec && rec < expect)
+                rc = wal_ckpt_relabel(w, h->seg_no, rec);
+            if (!rc)
+                rc = seg_relabel(w, path, h->seg_no, *first);
+            if (rc)
+                return rc;
+        }
+    }
+    return rec ? 0 : 1;
 }
 
 /* replay_segments walks segs[first..] once: validating only (apply == 0),
@@ -410,20 +541,26 @@ static int replay_segments(wal *w, const uint64_t *segs, size_t n, uint64_t *nex
             wal_seterr(w, "%s: corrupt segment header at offset 0", path);
             return EM_CORRUPT;
         }
-        if (h.seg_no != segs[i] || (*next_lsn && h.first_lsn != *next_lsn)) {
-            wal_seterr(w, "%s: segment header says segment %" PRIu64 " first LSN %" PRIu64
-                       ", expected segment %" PRIu64 " LSN %" PRIu64 " (offset 8)",
-                       path, h.seg_no, h.first_lsn, segs[i], *next_lsn);
+        if (h.seg_no != segs[i]) {
+            wal_seterr(w, "%s: segment header says segment %" PRIu64 ", expected segment %"
+                       PRIu64 " (offset 8)", path, h.seg_no, segs[i]);
             return EM_CORRUPT;
         }
-        if (!*next_lsn)
-            *next_lsn = h.first_lsn;
+        uint64_t first;
+        rc = seg_first_lsn(w, path, b, &h, i, last, *next_lsn, !apply, &first);
+        if (rc == 1) {
+            *drop_last = 1;             /* holds nothing: replaced like a torn header */
+            return 0;
+        }
+        if (rc)
+            return rc;
+        *next_lsn = first;
         wal_scan_res r;
-        apply_ctx a = {fn, arg};
+        apply_ctx a = {fn, arg, ""};
         rc = wal_scan(b->p, b->len, WAL_SEG_HDR, *next_lsn, apply ? apply_cb : NULL, &a, &r);
         if (rc && r.state != WAL_SCAN_CORRUPT) {
-            if (rc == EM_BADTYPE) {
-                wal_seterr(w, "%s: undecodable record at offset %zu", path, r.end_off);
+            if (a.why[0]) {
+                wal_seterr(w, "%s: bad record at offset %zu: %s", path, r.end_off, a.why);
                 return EM_CORRUPT;
             }
             wal_seterr(w, "%s: replaying the record at offset %zu failed: %s", path,
@@ -445,13 +582,20 @@ static int replay_segments(wal *w, const uint64_t *segs, size_t n, uint64_t *nex
             return EM_CORRUPT;
         }
         if (!apply) {
-            /* validate pass: every record must also decode */
+            /* validate pass: every record must also decode, with keys and
+             * values the store can take, before anything is applied */
             size_t off = WAL_SEG_HDR;
             for (uint64_t k = 0; k < r.frames; k++) {
                 wal_frame f;
                 wal_frame_parse(b->p + off, b->len - off, &f);
-                if (wal_apply_frame(&f, NULL, NULL)) {
-                    wal_seterr(w, "%s: undecodable record at offset %zu", path, off);
+                a.why[0] = 0;
+                if ((rc = wal_apply_frame(&f, NULL, NULL, a.why, sizeof a.why)) != 0) {
+                    if (!a.why[0]) {
+                        wal_seterr(w, "%s: checking the record at offset %zu failed: %s", path,
+                                   off, em_strerror(rc));
+                        return rc;
+                    }
+                    wal_seterr(w, "%s: bad record at offset %zu: %s", path, off, a.why);
                     return EM_CORRUPT;
                 }
                 off += f.total;
@@ -468,6 +612,13 @@ static int replay_segments(wal *w, const uint64_t *segs, size_t n, uint64_t *nex
 
 static int seg_create_locked(wal *w, uint64_t no);
 static void *bg_main(void *arg);
+
+/* storage_failed: the errors of a full or failing disk, which fail the log
+ * instead of refusing to start it (see wal_replay). */
+static int storage_failed(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT || rc == -EIO || rc == -EROFS;
+}
 
 int wal_replay(wal *w, wal_apply_fn fn, void *arg)
 {
@@ -489,7 +640,8 @@ int wal_replay(wal *w, wal_apply_fn fn, void *arg)
     char path[WAL_PATH_MAX];
     uint64_t next_lsn = 0, start_seg = 0, applied = 0;
     em_buf b = EM_BUF_INIT;
-    w->st.replayed = w->st.cut_bytes = 0;
+    w->st.replayed = w->st.cut_bytes = w->st.mislabeled = 0;
+    w->warn[0] = 0;
     if (d.has_ckpt) {
         wal_ckpt_hdr h;
         uint64_t nrec = 0;
@@ -538,6 +690,7 @@ int wal_replay(wal *w, wal_apply_fn fn, void *arg)
     uint64_t new_seg = n ? segs[n - 1] + 1 : start_seg;
     if (drop_last)
         new_seg = segs[n - 1];
+    int start_err = 0;                  /* the disk refused to let the writer start */
     if (cut != UINT64_MAX) {
         wal_seg_path(w, segs[n - 1 - (size_t)drop_last], path);
         int fd;
@@ -549,9 +702,16 @@ int wal_replay(wal *w, wal_apply_fn fn, void *arg)
             if (!rc)
                 rc = w->ops->fsync(w->ops->ctx, fd);
             w->ops->close(w->ops->ctx, fd);
-            w->st.cut_bytes = size - cut;
+            if (!rc)
+                w->st.cut_bytes = size - cut;
         }
-        if (rc) {
+        if (rc && storage_failed(rc)) {
+            /* Left in place, the tail is cut by the next start that can. */
+            start_err = rc;
+            wal_seterr(w, "%s: cannot cut the torn tail at offset %" PRIu64 ": %s; the log "
+                       "takes no more writes", path, cut, em_strerror(rc));
+            rc = 0;
+        } else if (rc) {
             wal_seterr(w, "%s: cannot cut the torn tail at offset %" PRIu64 ": %s", path, cut,
                        em_strerror(rc));
             goto out;
@@ -568,12 +728,26 @@ int wal_replay(wal *w, wal_apply_fn fn, void *arg)
     if (w->o.read_only)
         goto out;
     pthread_mutex_lock(&w->mu);
-    rc = seg_create_locked(w, new_seg);
-    if (!rc)
+    if (!start_err && (rc = seg_create_locked(w, new_seg)) != 0) {
+        wal_seg_path(w, new_seg, path);
+        if (storage_failed(rc)) {
+            start_err = rc;
+            wal_seterr(w, "%s: cannot start the segment: %s; the log takes no more writes",
+                       path, em_strerror(rc));
+            rc = 0;
+        } else {
+            wal_seterr(w, "%s: cannot start the segment: %s", path, em_strerror(rc));
+        }
+    }
+    if (!rc) {
+        /* A full or failing disk at start leaves the log as a write error
+         * while running does: what was recovered serves reads, appends
+         * return EM_READONLY, wal_error says why.  Refusing to start would
+         * make the data unreadable until space is freed. */
+        w->err = start_err;
         w->ready = 1;
+    }
     pthread_mutex_unlock(&w->mu);
-    if (rc)
-        wal_seterr(w, "%s: cannot start segment %" PRIu64 ": %s", w->dir, new_seg, em_strerror(rc));
 out:
     em_buf_free(&b);
     em_free(d.segs);
@@ -627,6 +801,7 @@ static int seg_create_locked(wal *w, uint64_t no)
     w->seg_no = no;
     w->seg_off = 0;
     w->st.segment = no;
+    w->seg_first = w->next_lsn;
     seg_hdr_build(h, no, w->next_lsn);
     /* The header and the directory entry are durable before any record goes
      * in, so a crash never leaves records in a file recovery cannot find. */
@@ -695,6 +870,18 @@ int wal_roll_locked(wal *w)
         pthread_cond_wait(&w->cv, &w->mu);
     if (w->err)
         return EM_READONLY;
+    /* The new header says its first record is next_lsn, so every record
+     * with a lower LSN must be in this segment first.  Buffered appends
+     * made while the lock was released (the wait above, a caller's fsync)
+     * are still pending: left there they would open the next segment below
+     * its header's LSN, and recovery would refuse the log. */
+    if (buffered(w) && w->pend.len) {
+        if ((rc = write_pending_locked(w, w->pend.len))) {
+            fail_locked(w, rc, "write");
+            return rc;
+        }
+        w->written_lsn = w->next_lsn - 1;
+    }
     rc = w->ops->fsync(w->ops->ctx, w->fd);
     w->st.fsyncs++;
     if (rc) {
@@ -769,20 +956,17 @@ retry:
             goto retry;
         }
         /* The record starts the next segment; what is pending before it
-         * finishes this one. */
-        if (buf_mode && (rc = write_pending_locked(w, start))) {
-            fail_locked(w, rc, "write");
-        } else {
-            if (buf_mode)
-                w->written_lsn = lsn - 1;
-            rc = wal_roll_locked(w);
-        }
-        if (rc) {
+         * finishes this one (the roll writes it).  The record is encoded
+         * again after the roll, so pend holds only LSNs below next_lsn
+         * while it runs. */
+        b->len = start;
+        if ((rc = wal_roll_locked(w))) {
             if (buf_mode)
                 b->len = 0;
             pthread_mutex_unlock(&w->mu);
             return rc;
         }
+        goto retry;
     }
     w->next_lsn++;
     w->st.appends++;
@@ -934,6 +1118,27 @@ int wal_error(const wal *w)
     return err;
 }
 const char *wal_errmsg(const wal *w) { return w->msg; }
+const char *wal_warnmsg(const wal *w) { return w->warn; }
+
+int wal_repair(wal *w, uint64_t *fixed)
+{
+    *fixed = 0;
+    if (w->o.read_only || w->ready)
+        return EM_INVAL;
+    /* Read-only replays (no torn tail is cut, no writer starts): one that
+     * only checks, so a log recovery refuses is left as it is, then one
+     * that rewrites headers as it finds them. */
+    w->o.read_only = 1;
+    w->repaired = 0;
+    int rc = wal_replay(w, NULL, NULL);
+    w->repair = 1;
+    if (!rc && w->st.mislabeled)
+        rc = wal_replay(w, NULL, NULL);
+    w->o.read_only = 0;
+    w->repair = 0;
+    *fixed = w->repaired;
+    return rc;
+}
 
 void wal_stats_get(wal *w, wal_stats *out)
 {

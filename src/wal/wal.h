@@ -196,8 +196,14 @@ int  wal_open(wal **out, const wal_options *o);
  * fn, in LSN order.  A torn tail (the last records of the last segment fail
  * their checks and nothing valid follows) is cut off; corruption followed by
  * valid records, or in a non-last segment or a checkpoint, returns EM_CORRUPT
- * and wal_errmsg names the file and offset.  On success (not read-only) the
- * log is ready to append.  fn errors stop the replay and are returned. */
+ * and wal_errmsg names the file and offset.  A segment whose header's first
+ * LSN disagrees with its records is read by the records where that keeps
+ * the log whole (wal_warnmsg).  On success (not read-only) the
+ * log is ready to append - unless the disk refused to let it start (ENOSPC,
+ * EDQUOT, EIO or EROFS while cutting a torn tail or creating the next
+ * segment): then replay still succeeds, everything is recovered, and the
+ * log is failed as by a write error while running (wal_error, wal_errmsg;
+ * appends return EM_READONLY).  fn errors stop the replay and are returned. */
 typedef int (*wal_apply_fn)(void *arg, const st_update *u);
 int  wal_replay(wal *w, wal_apply_fn fn, void *arg);
 
@@ -252,11 +258,30 @@ int  wal_close(wal *w);
 int         wal_error(const wal *w);
 const char *wal_errmsg(const wal *w);
 
+/* wal_warnmsg: "" or the last thing the last wal_replay accepted that an
+ * operator should hear about (wal_stats.mislabeled counts them): a segment
+ * whose header's first LSN disagreed with its records, read by the records'
+ * LSNs (logs written by BACKGROUND/NONE before the roll kept LSN order
+ * across checkpoints).  The caller logs it; valid until w is closed. */
+const char *wal_warnmsg(const wal *w);
+
+/* wal_repair rewrites in place the header of every segment wal_replay would
+ * read by its records' LSNs, so it names them - and before it, when its
+ * records start below the checkpoint's LSN, the header of the checkpoint
+ * that names it - each one write of 32/40 bytes, fsynced.  Nothing else is
+ * written (a torn tail stays for recovery to cut), and nothing at all if
+ * recovery would refuse the log.  For tools, on a log no
+ * server is using; w opened with read_only = 0 and not yet replayed.
+ * *fixed counts the files rewritten.  0, or what wal_replay would return. */
+int wal_repair(wal *w, uint64_t *fixed);
+
 typedef struct wal_stats {
     uint64_t next_lsn;        /* LSN the next record gets */
     uint64_t appends, fsyncs, bytes, segment, checkpoints;
     uint64_t replayed;        /* records applied by the last replay (ckpt + WAL) */
     uint64_t cut_bytes;       /* bytes cut from a torn tail by the last replay */
+    uint64_t mislabeled;      /* segments the last replay read by their records' LSNs,
+                                 not their header's (wal_warnmsg) */
 } wal_stats;
 void wal_stats_get(wal *w, wal_stats *out);
 

@@ -45,6 +45,45 @@ int wal_ckpt_hdr_parse(const uint8_t *p, size_t n, wal_ckpt_hdr *h)
     return 0;
 }
 
+/* ckpt_hdr_build fills the 40-byte header (layout above). */
+static void ckpt_hdr_build(uint8_t *h, uint64_t seg, uint64_t first_lsn, int64_t wall_ms)
+{
+    memset(h, 0, WAL_CKPT_HDR);
+    em_st32(h, WAL_CKPT_MAGIC);
+    em_st16(h + 4, 1);
+    em_st64(h + 8, seg);
+    em_st64(h + 16, first_lsn);
+    em_st64(h + 24, (uint64_t)wall_ms);
+    em_st32(h + 32, em_crc32c(0, h, 32));
+}
+
+int wal_ckpt_relabel(wal *w, uint64_t seg, uint64_t first_lsn)
+{
+    char path[WAL_PATH_MAX];
+    uint8_t h[WAL_CKPT_HDR];
+    wal_ckpt_hdr ch = {0, 0, 0};
+    int fd;
+    wal_ckpt_path(w, seg, 0, path);
+    int rc = w->ops->open(w->ops->ctx, path, WAL_O_WRITE, &fd);
+    if (rc) {
+        wal_seterr(w, "%s: cannot open to repair: %s", path, em_strerror(rc));
+        return rc;
+    }
+    int64_t n = w->ops->pread(w->ops->ctx, fd, h, sizeof h, 0);
+    rc = n < 0 ? (int)n : n != (int64_t)sizeof h ? EM_TRUNCATED : wal_ckpt_hdr_parse(h, sizeof h, &ch);
+    if (!rc) {
+        ckpt_hdr_build(h, ch.seg_no, first_lsn, ch.wall_ms);
+        n = w->ops->pwrite(w->ops->ctx, fd, h, sizeof h, 0);
+        rc = n < 0 ? (int)n : n != (int64_t)sizeof h ? EM_IO : w->ops->fsync(w->ops->ctx, fd);
+    }
+    w->ops->close(w->ops->ctx, fd);
+    if (rc)
+        wal_seterr(w, "%s: repairing the header failed: %s", path, em_strerror(rc));
+    else
+        w->repaired++;
+    return rc;
+}
+
 struct wal_ckpt_writer {
     wal *w;
     int fd;
@@ -108,12 +147,15 @@ int wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), void
     pthread_mutex_lock(&w->mu);
     int rc = !w->ready ? EM_INVAL : w->err ? EM_READONLY : 0;
     /* Fix the WAL position P: everything after it lands in segment S or
-     * later.  An empty current segment already is such a start. */
+     * later.  An empty current segment already is such a start.  The flush
+     * releases mu while it fsyncs, so appends may be pending again when it
+     * returns: the roll writes them to the old segment.  The checkpoint names
+     * the LSN S's header names, so replay finds the two in agreement. */
     if (!rc)
         rc = wal_flush_locked(w);
-    if (!rc && w->seg_off > WAL_SEG_HDR)
+    if (!rc && (w->seg_off > WAL_SEG_HDR || w->pend.len))
         rc = wal_roll_locked(w);
-    uint64_t seg = w->seg_no, first_lsn = w->next_lsn;
+    uint64_t seg = w->seg_no, first_lsn = w->seg_first;
     pthread_mutex_unlock(&w->mu);
     if (rc) {
         pthread_mutex_unlock(&w->ckmu);
@@ -133,14 +175,7 @@ int wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), void
     }
     rc = em_buf_reserve(&cw.buf, WAL_CKPT_HDR);
     if (!rc) {
-        uint8_t *h = cw.buf.p;
-        memset(h, 0, WAL_CKPT_HDR);
-        em_st32(h, WAL_CKPT_MAGIC);
-        em_st16(h + 4, 1);
-        em_st64(h + 8, seg);
-        em_st64(h + 16, first_lsn);
-        em_st64(h + 24, (uint64_t)cw.ts);
-        em_st32(h + 32, em_crc32c(0, h, 32));
+        ckpt_hdr_build(cw.buf.p, seg, first_lsn, cw.ts);
         cw.buf.len = WAL_CKPT_HDR;
         rc = fill(arg, &cw);
     }
@@ -177,23 +212,34 @@ int wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), void
     return 0;
 }
 
-typedef struct load_ctx { wal_apply_fn fn; void *arg; int end_seen; uint64_t count; } load_ctx;
+/* why[0] != 0 after the walk: a record of the file itself is bad. */
+typedef struct load_ctx {
+    wal_apply_fn fn;
+    void *arg;
+    int end_seen;
+    uint64_t count;
+    char why[160];
+} load_ctx;
 
 static int load_cb(void *arg, size_t off, const wal_frame *f)
 {
     (void)off;
     load_ctx *l = arg;
-    if (l->end_seen)
-        return EM_TRAILING;
+    if (l->end_seen) {
+        snprintf(l->why, sizeof l->why, "a record after the END record");
+        return EM_CORRUPT;
+    }
     if (f->type == WAL_REC_END) {
-        if (f->body_len != 8 || em_ld64(f->body) != l->count)
-            return EM_BADLEN;
+        if (f->body_len != 8 || em_ld64(f->body) != l->count) {
+            snprintf(l->why, sizeof l->why, "the END record does not count %" PRIu64 " records",
+                     l->count);
+            return EM_CORRUPT;
+        }
         l->end_seen = 1;
         return 0;
     }
     l->count++;
-    int rc = wal_apply_frame(f, l->fn, l->arg);
-    return rc == EM_CORRUPT ? EM_BADTYPE : rc;
+    return wal_apply_frame(f, l->fn, l->arg, l->why, sizeof l->why);
 }
 
 int wal_ckpt_load(wal *w, const char *path, wal_apply_fn fn, void *arg, wal_ckpt_hdr *h,
@@ -211,11 +257,11 @@ int wal_ckpt_load(wal *w, const char *path, wal_apply_fn fn, void *arg, wal_ckpt
         em_buf_free(&b);
         return EM_CORRUPT;
     }
-    load_ctx l = {fn, arg, 0, 0};
+    load_ctx l = {fn, arg, 0, 0, ""};
     wal_scan_res r;
     rc = wal_scan(b.p, b.len, WAL_CKPT_HDR, 1, load_cb, &l, &r);
-    if (rc == EM_BADTYPE || rc == EM_BADLEN || rc == EM_TRAILING) {
-        wal_seterr(w, "%s: bad checkpoint record at offset %zu", path, r.end_off);
+    if (rc && l.why[0]) {
+        wal_seterr(w, "%s: bad checkpoint record at offset %zu: %s", path, r.end_off, l.why);
         rc = EM_CORRUPT;
     } else if (rc && r.state != WAL_SCAN_CORRUPT) {
         wal_seterr(w, "%s: loading the record at offset %zu failed: %s", path, r.end_off,

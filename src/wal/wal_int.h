@@ -22,6 +22,7 @@ struct wal {
     int      ready;                 /* replayed, writer open */
     int      fd;                    /* current segment, -1 none */
     uint64_t seg_no, seg_off;       /* bytes of the segment written to fd */
+    uint64_t seg_first;             /* the first LSN the segment's header names */
     uint64_t next_lsn, written_lsn, synced_lsn;
     int      syncing;               /* a leader is in fsync outside mu */
     int      err;                   /* sticky first write/fsync error */
@@ -29,6 +30,9 @@ struct wal {
     em_buf   enc;                   /* FSYNC/LOG_ONLY: the record being written */
     em_buf   pend;                  /* BACKGROUND/NONE: records not yet written */
     char     msg[512];
+    char     warn[512];             /* wal_warnmsg: the last replay's last warning */
+    int      repair;                /* wal_repair: replay rewrites mislabelled headers */
+    uint64_t repaired;              /*   files it rewrote */
     wal_stats st;
 
     pthread_t bg;                   /* BACKGROUND flusher */
@@ -48,16 +52,24 @@ void wal_ckpt_path(const wal *w, uint64_t no, int tmp, char *out);
 /* wal_seterr records a message for wal_errmsg (mu need not be held during replay). */
 void wal_seterr(wal *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Called with mu held: make the current segment empty-at-start of a fresh
- * segment (writes pending bytes, fsyncs, opens the next). */
+/* Called with mu held: finish the current segment (writes every pending
+ * record, fsyncs) and open the next, whose header names next_lsn.  May wait
+ * for a running fsync, releasing mu meanwhile. */
 int  wal_roll_locked(wal *w);
 int  wal_flush_locked(wal *w);
 
 /* wal_ckpt_load validates (fn NULL) or applies a checkpoint file. */
 int  wal_ckpt_load(wal *w, const char *path, wal_apply_fn fn, void *arg, wal_ckpt_hdr *h,
                    uint64_t *records);
-/* wal_apply_frame decodes one update frame and passes it to fn. */
-int  wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg);
+/* wal_ckpt_relabel rewrites checkpoint seg's header to name first_lsn, in
+ * place and fsynced (wal_repair); counts it in w->repaired. */
+int  wal_ckpt_relabel(wal *w, uint64_t seg, uint64_t first_lsn);
+
+/* wal_apply_frame decodes one update frame, holds its key and value to the
+ * validator the network path uses, and passes it to fn (NULL: check only).
+ * A record that fails returns EM_CORRUPT and says why in why[0..cap);
+ * otherwise why is untouched and fn's result (or EM_NOMEM) is returned. */
+int  wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg, char *why, size_t cap);
 
 void wal_start_checkpointer(wal *w);
 

@@ -1,9 +1,15 @@
 /* fuzz_wal.c - libFuzzer target for everything that reads WAL bytes
  * (src/wal/): the update command decoder, the frame scanner, and recovery
- * itself run read-only over the input as a segment file, and as a checkpoint
- * file, on the in-memory file layer.  Must never crash, leak or hang;
- * malformed input ends in an error code. */
+ * itself, read-only over the input as a segment file and as a checkpoint
+ * file on the in-memory file layer, into a real store (wal_recover, as
+ * emberd starts).  Whatever recovery accepted is then used as a server
+ * would: every stored key hashed, every stored value turned into its reply
+ * form.  Must never crash, leak or hang; malformed input ends in an error
+ * code. */
+#include "binary/binary.h"
+#include "store/store.h"
 #include "util/err.h"
+#include "util/mem.h"
 #include "wal/wal.h"
 
 #include <stdint.h>
@@ -28,6 +34,29 @@ static int frame_cb(void *arg, size_t off, const wal_frame *f)
     return 0;
 }
 
+/* ---- use what recovery stored ------------------------------------------ */
+
+typedef struct use_ctx { em_buf out; uint64_t sum; } use_ctx;
+
+static int use_entry(void *arg, const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen)
+{
+    use_ctx *u = arg;
+    u->sum += (uint32_t)bin_hash(k) + klen;      /* what a lookup of the key computes */
+    em_buf_reset(&u->out);
+    return bin_wire_out(v, vlen, &u->out) == EM_NOMEM ? EM_NOMEM : 0;   /* a GET reply */
+}
+
+static void use_cache(void *arg, st_cache *c)
+{
+    st_scan *sc;
+    if (st_scan_open(c, -1, &sc))
+        return;
+    int more = 1;
+    while (more && st_scan_next_page(sc, 256, use_entry, arg, &more) == 0)
+        ;
+    st_scan_close(sc);
+}
+
 static void replay_as(const char *name, const uint8_t *data, size_t size)
 {
     wal_memfs *fs;
@@ -45,11 +74,17 @@ static void replay_as(const char *name, const uint8_t *data, size_t size)
         o.read_only = 1;
         o.ops = ops;
         wal *w;
-        uint64_t n = 0;
-        if (wal_open(&w, &o) == 0) {
-            wal_replay(w, count_apply, &n);
+        st_options so = {{"default", 0, 0}};
+        st_store *s = NULL;
+        if (st_open(&s, &so) == 0 && wal_open(&w, &o) == 0) {
+            if (wal_recover(w, s) == 0) {
+                use_ctx u = {EM_BUF_INIT, 0};
+                st_cache_each(s, use_cache, &u);
+                em_buf_free(&u.out);
+            }
             wal_close(w);
         }
+        st_close(s);
     }
     wal_memfs_free(fs);
 }

@@ -199,6 +199,8 @@ if EMBERD=$TMP/limited-emberd emberd_spawn_http --persistence true --wal-path "$
         bad health_ok_before_failure
     [ "$(metric 'ember_health_component_failed{component="wal_region_default"}')" = 0 ] &&
         ok metrics_health_component_ok || bad metrics_health_component_ok
+    # A persistent node starts INACTIVE the first time, as Ignite does.
+    "$CLI" -p "$PORT" state ACTIVE >/dev/null 2>&1
     "$CLI" -p "$PORT" create big >/dev/null 2>&1
     big=$(head -c 100000 /dev/zero | tr '\0' x)
     fails=0

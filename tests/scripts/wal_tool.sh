@@ -1,8 +1,9 @@
 #!/bin/sh
-# wal_tool.sh - black-box tests of `ember-wal check|dump` (tools/wal/) on WAL
+# wal_tool.sh - black-box tests of `ember-wal check|dump|repair` (tools/wal/) on WAL
 # files from the fuzz seed corpus (tests/fuzz/corpus/fuzz_wal/, written by
 # src/wal/): clean, torn tail, mid-log corruption, missing segment,
-# checkpoint.  Last line: "N passed, N failed".
+# checkpoint, a segment whose header's first LSN disagrees with its
+# records.  Last line: "N passed, N failed".
 BUILD=${EMBER_BUILD:-build}
 TOOL="$BUILD/ember-wal"
 SEEDS=tests/fuzz/corpus/fuzz_wal
@@ -38,6 +39,17 @@ expect check_mid_corruption 1 "^CORRUPT: $T/flip/$seg0: corrupt record at offset
 
 mkdir "$T/gap"; cp "$SEEDS/segment-8-records" "$T/gap/$seg0"; cp "$SEEDS/segment-8-records" "$T/gap/wal-0000000000000002.seg"
 expect check_missing_segment 1 "wal-0000000000000001.seg: missing between existing segments" -- "$TOOL" check "$T/gap"
+
+mkdir "$T/mislabeled"; cp "$SEEDS/segment-mislabeled" "$T/mislabeled/$seg0"
+expect check_mislabeled 0 "^warning: 1 segment(s) read by their records' LSNs, not their headers'; the last: .*$seg0: segment header says first LSN 5 but its records start at LSN 1 (offset 32)" -- "$TOOL" check "$T/mislabeled"
+
+expect repair_mislabeled 0 "^repaired: 1 file header(s) rewritten" -- "$TOOL" repair "$T/mislabeled"
+expect repaired_checks_clean 0 "^OK: 8 records replayable" -- "$TOOL" check "$T/mislabeled"
+if "$TOOL" check "$T/mislabeled" | grep -q "^warning"; then bad repaired_has_no_warning; else ok repaired_has_no_warning; fi
+expect repair_nothing 0 "^OK: nothing to repair" -- "$TOOL" repair "$T/clean"
+cp "$T/flip/$seg0" "$T/flip.before"
+expect repair_refuses_corruption 1 "^not repaired (EM_CORRUPT): 0 file(s) rewritten" -- "$TOOL" repair "$T/flip"
+if cmp -s "$T/flip/$seg0" "$T/flip.before"; then ok repair_leaves_corruption_alone; else bad repair_leaves_corruption_alone; fi
 
 mkdir "$T/ckpt"; cp "$SEEDS/checkpoint" "$T/ckpt/ckpt-0000000000000001.ckpt"
 expect check_checkpoint 0 "^OK: 4 records replayable (3 put, 0 remove, 0 clear, 1 cache create" -- "$TOOL" check "$T/ckpt"

@@ -7,11 +7,15 @@
  * object across an unfinished container (or a tree type's unwritten size)
  * gave that object a wrong hash.  Also: objects larger than the fold threshold inside tree types
  * (their size is folded in as zero and added at the end), and the M1 rows
- * through the cursor allocate nothing.  The fixed values of those two tests
- * are also checked against hashes Java computed (java_* below), so a hash
- * that ember's writer and ember's key code get wrong the same way fails. */
+ * through the cursor allocate nothing, and the public builder
+ * (bin_public.c, which runs the cursor over the writer's frames one call at
+ * a time) against bin_w_* on the same random programs.  The fixed values of
+ * the large-object and M1 tests are also checked against hashes Java
+ * computed (java_* below), so a hash that ember's writer and ember's key
+ * code get wrong the same way fails. */
 #include "test.h"
 
+#include "ember.h"
 #include "binary/binary_int.h"
 #include "binary/wcursor.h"
 #include "util/err.h"
@@ -205,6 +209,30 @@ static const int32_t java_m1_tree = 899251660;
 static int32_t hdr_hash(const uint8_t *p)
 {
     return (int32_t)em_ld32(p + 8);
+}
+
+/* run_pub: the public builder's calls; the two without a public twin (a
+ * field by id, raw mode) go to its writer directly. */
+static int run_pub(ember_writer *pw, const types *t, prog_op o)
+{
+    const char *s = STRS[o.arg % NSTRS];
+    switch (o.op) {
+    case OP_OBJ:       return ember_begin_object(pw, (const ember_type *)t->d[o.arg % 3]);
+    case OP_FIELD_IDX: return ember_write_field_idx(pw, o.arg);
+    case OP_FIELD:     return bin_w_field(&pw->w, (int32_t)o.arg);
+    case OP_INT:       return ember_write_int(pw, (int32_t)o.arg);
+    case OP_STR:       return ember_write_string(pw, s, strlen(s));
+    case OP_LONG:      return ember_write_long(pw, (int64_t)o.arg * 977);
+    case OP_COLL:      return ember_begin_collection(pw, (int)(o.arg % 3));
+    case OP_MAP:       return ember_begin_map(pw, 1);
+    case OP_OBJARR:    return ember_begin_array(pw, -1);
+    case OP_END:       return ember_end(pw);
+    case OP_OBJ_END:   return ember_end_object(pw);
+    case OP_TMAP:      return ember_begin_treemap(pw);
+    case OP_TSET:      return ember_begin_treeset(pw);
+    case OP_TREE_END:  return ember_end_tree(pw);
+    default:           return bin_w_raw(&pw->w);
+    }
 }
 
 /* every object in the finished value carries Java's hash */
@@ -414,5 +442,128 @@ TEST(binary_cursor_m1_values_allocate_nothing)
     CHECK_EQ(hdr_hash(b.p + len + 24), java_m1_tree);    /* field x */
     bin_writer_free(&w);
     em_buf_free(&b);
+    bin_registry_free(t.reg);
+}
+
+/* The public builder against bin_w_*: same return code at every call, same
+ * bytes, on the generator above (a third of the programs from an empty
+ * buffer, so growth happens on the way; the rest with room). */
+TEST(binary_public_builder_matches_writer_on_random_programs)
+{
+    types t;
+    types_init(&t);
+    em_buf a = EM_BUF_INIT;
+    bin_writer wa;
+    bin_writer_init(&wa, t.reg, &a);
+    ember_writer *pw = ember_writer_new((ember_types *)t.reg);
+    REQUIRE(pw);
+    uint64_t seed = 0xD1B54A32D192ED03ULL;
+    int finished = 0, failed = 0;
+    for (int prog = 0; prog < 3000; prog++) {
+        em_buf_free(&a);
+        em_buf_free(&pw->out);
+        if (prog % 3)
+            REQUIRE_OK(em_buf_reserve(&pw->out, 1 << 16));
+        bin_writer_reset(&wa, &a);
+        ember_writer_start(pw);
+        gen g = {.depth = 0};
+        int steps = 1 + (int)(rng_next(&seed) % 200);
+        for (int i = 0; i < steps; i++) {
+            prog_op o = gen_op(&g, &seed, &t);
+            int ra = run_w(&wa, &t, o);
+            int rb = run_pub(pw, &t, o);
+            CHECK_EQ(ra, rb);
+            if (ra != rb)
+                break;
+            gen_apply(&g, o, ra);
+            if (ra)
+                break;
+            if (g.depth == 0 && rng_next(&seed) % 4 == 0)
+                break;
+        }
+        while (!wa.err && wa.depth) {
+            uint8_t k = wa.top->kind;
+            prog_op o = {k == BIN_OBJ ? OP_OBJ_END : k >= BIN_WK_TREEMAP ? OP_TREE_END : OP_END, 0};
+            if (wa.named || (k == BIN_MAP && (wa.top->count & 1)) ||
+                (k == BIN_WK_TREEMAP && (wa.top->count & 1)))
+                o.op = OP_INT;
+            int ra = run_w(&wa, &t, o);
+            CHECK_EQ(ra, run_pub(pw, &t, o));
+        }
+        CHECK_EQ(wa.err, pw->w.err);
+        CHECK_EQ(wa.depth, pw->w.depth);
+        CHECK_EQ(a.len, pw->out.len);
+        if (!wa.err) {
+            REQUIRE(a.len == pw->out.len);
+            CHECK_MEM(a.p, pw->out.p, a.len);
+            const uint8_t *v;
+            size_t n;
+            if (a.len) {
+                CHECK_OK(ember_writer_finish(pw, &v, &n));
+                CHECK(v == pw->out.p && n == a.len);
+            }
+            finished++;
+        } else {
+            const uint8_t *v;
+            size_t n;
+            CHECK_EQ(ember_writer_finish(pw, &v, &n), wa.err);
+            failed++;
+        }
+    }
+    CHECK(finished > 1000);
+    CHECK(failed > 10);
+    ember_writer_free(pw);
+    bin_writer_free(&wa);
+    em_buf_free(&a);
+    bin_registry_free(t.reg);
+}
+
+/* Fields named by index out of declared order (the random programs name
+ * by index only in order): the public builder and bin_w_* give the same
+ * bytes, with the schema of the order written. */
+TEST(binary_public_builder_fields_out_of_order)
+{
+    types t;
+    types_init(&t);
+    em_buf a = EM_BUF_INIT;
+    bin_writer wa;
+    bin_writer_init(&wa, t.reg, &a);
+    ember_writer *pw = ember_writer_new((ember_types *)t.reg);
+    REQUIRE(pw);
+    /* all four fields (the declared schema only when in order), and three */
+    static const uint32_t orders[][4] = {{0, 1, 2, 3}, {1, 0, 2, 3}, {3, 2, 1, 0}, {0, 1, 3, 2},
+                                         {2, 0, 1, 3}, {1, 0, 3, 9}, {0, 1, 3, 9}};
+    for (size_t k = 0; k < sizeof orders / sizeof orders[0]; k++) {
+        em_buf_reset(&a);
+        bin_writer_reset(&wa, &a);
+        ember_writer_start(pw);
+        CHECK_OK(bin_w_obj_begin(&wa, t.d[0]));
+        CHECK_OK(ember_begin_object(pw, (const ember_type *)t.d[0]));
+        for (int i = 0; i < 4 && orders[k][i] != 9; i++) {
+            uint32_t idx = orders[k][i];
+            CHECK_OK(bin_w_field_idx(&wa, idx));
+            CHECK_OK(ember_write_field_idx(pw, idx));
+            if (idx == 3) {
+                CHECK_OK(bin_w_begin(&wa, BIN_MAP, 1));
+                CHECK_OK(ember_begin_map(pw, 1));
+                CHECK_OK(bin_w_end(&wa));
+                CHECK_OK(ember_end(pw));
+            } else {
+                CHECK_OK(bin_w_int(&wa, (int32_t)(idx * 7)));
+                CHECK_OK(ember_write_int(pw, (int32_t)(idx * 7)));
+            }
+        }
+        CHECK_OK(bin_w_obj_end(&wa));
+        CHECK_OK(ember_end_object(pw));
+        const uint8_t *v;
+        size_t n;
+        REQUIRE_OK(ember_writer_finish(pw, &v, &n));
+        REQUIRE_EQ(n, a.len);
+        CHECK_MEM(v, a.p, n);
+        check_value(v, n);
+    }
+    ember_writer_free(pw);
+    bin_writer_free(&wa);
+    em_buf_free(&a);
     bin_registry_free(t.reg);
 }

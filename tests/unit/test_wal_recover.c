@@ -35,10 +35,10 @@ static int collect(void *arg, const st_update *u)
             return EM_NOMEM;
     }
     uint32_t k = 0, v = 0;
-    if (u->klen >= 4)
-        memcpy(&k, u->key, 4);
-    if (u->vlen >= 4)
-        memcpy(&v, u->val, 4);
+    if (u->klen == 5)                   /* int key, byte-array value: see put */
+        k = em_ld32(u->key + 1);
+    if (u->vlen >= 9)
+        v = em_ld32(u->val + 5);
     m->e[m->n].kind = u->kind;
     m->e[m->n].key = k;
     m->e[m->n].val = v;
@@ -72,20 +72,28 @@ static int open_log(wal_memfs *fs, wal_mode mode, uint64_t seg, wal **w, model *
     return rc;
 }
 
+/* put logs key -> val as recovery accepts them, whole data objects: an int
+ * key (type 3) and a byte-array value (type 12) of vlen bytes in all,
+ * starting with val. */
 static int put(wal *w, uint32_t key, uint32_t val, uint32_t vlen)
 {
-    uint8_t v[256];
+    uint8_t k[5], v[256];
+    vlen = vlen < 9 ? 9 : vlen > sizeof v ? (uint32_t)sizeof v : vlen;
+    k[0] = 3;
+    em_st32(k + 1, key);
     memset(v, (int)(val & 0xff), sizeof v);
-    memcpy(v, &val, 4);
+    v[0] = 12;
+    em_st32(v + 1, vlen - 5);
+    em_st32(v + 5, val);
     st_update u;
     memset(&u, 0, sizeof u);
     u.kind = ST_UPD_PUT;
     u.cache_id = 42;
     u.partition = key % 1024;
-    u.key = (const uint8_t *)&key;
-    u.klen = 4;
+    u.key = k;
+    u.klen = sizeof k;
     u.val = v;
-    u.vlen = vlen < 4 ? 4 : vlen > sizeof v ? (uint32_t)sizeof v : vlen;
+    u.vlen = vlen;
     return wal_append(w, &u);
 }
 
@@ -586,15 +594,17 @@ static int fake_fill(void *arg, wal_ckpt_writer *cw)
     for (uint32_t i = 0; !rc && i < f->k; i++) {
         if (!f->val[i])
             continue;
-        uint32_t v = f->val[i];
+        uint8_t k[5] = {3}, v[9] = {12, 4};
+        em_st32(k + 1, i);
+        em_st32(v + 5, f->val[i]);
         st_update p;
         memset(&p, 0, sizeof p);
         p.kind = ST_UPD_PUT;
         p.cache_id = 42;
-        p.key = (const uint8_t *)&i;
-        p.klen = 4;
-        p.val = (const uint8_t *)&v;
-        p.vlen = 4;
+        p.key = k;
+        p.klen = sizeof k;
+        p.val = v;
+        p.vlen = sizeof v;
         rc = wal_ckpt_put(cw, &p);
     }
     return rc;

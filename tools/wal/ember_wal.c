@@ -2,8 +2,13 @@
  *   ember-wal dump DIR|FILE   every segment/checkpoint header and record
  *   ember-wal check DIR       what recovery would do: OK, torn tail (cut on
  *                             start), or corruption that refuses to start
+ *   ember-wal repair DIR      rewrite the headers of segments recovery reads
+ *                             by their records' LSNs (and the checkpoint
+ *                             naming one), so they name those LSNs; with the
+ *                             server stopped
  * Formats: src/wal/wal.c (frames, segments), wal_codec.c (update command),
- * wal_ckpt.c (checkpoints).  Reads only; never modifies the directory.
+ * wal_ckpt.c (checkpoints).  dump and check read only; repair writes only
+ * those headers.
  */
 #include "util/buf.h"
 #include "util/err.h"
@@ -197,6 +202,35 @@ static int check_dir(const char *dir)
                st.replayed, c.n[1], c.n[2], c.n[3], c.n[4], c.n[5], st.next_lsn);
         if (wal_errmsg(w)[0])
             printf("note: %s\n", wal_errmsg(w));
+        if (st.mislabeled)
+            printf("warning: %" PRIu64 " segment(s) read by their records' LSNs, not their "
+                   "headers'; the last: %s\n", st.mislabeled, wal_warnmsg(w));
+    }
+    wal_close(w);
+    return rc ? 1 : 0;
+}
+
+static int repair_dir(const char *dir)
+{
+    wal_options o;
+    memset(&o, 0, sizeof o);
+    o.dir = dir;
+    wal *w;
+    int rc = wal_open(&w, &o);
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", dir, em_strerror(rc));
+        return 1;
+    }
+    uint64_t fixed = 0;
+    rc = wal_repair(w, &fixed);
+    if (rc) {
+        printf("CORRUPT: %s\n", wal_errmsg(w));
+        printf("not repaired (%s): %" PRIu64 " file(s) rewritten\n", em_errname(rc), fixed);
+    } else if (fixed) {
+        printf("repaired: %" PRIu64 " file header(s) rewritten; the last segment: %s\n", fixed,
+               wal_warnmsg(w));
+    } else {
+        printf("OK: nothing to repair\n");
     }
     wal_close(w);
     return rc ? 1 : 0;
@@ -214,8 +248,11 @@ int main(int argc, char **argv)
     }
     if (argc == 3 && strcmp(argv[1], "check") == 0)
         return check_dir(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "repair") == 0)
+        return repair_dir(argv[2]);
     fprintf(stderr, "usage: ember-wal dump DIR|FILE\n"
                     "       ember-wal check DIR\n"
+                    "       ember-wal repair DIR   (server stopped)\n"
                     "exit status: 0 ok (a torn tail is ok: recovery cuts it), 1 corrupt, 2 usage\n");
     return 2;
 }

@@ -1,0 +1,282 @@
+/* proto_sql.c - SQL ops: QUERY_SQL (2002), QUERY_SQL_CURSOR_GET_PAGE (2003),
+ * QUERY_SQL_FIELDS (2004), QUERY_SQL_FIELDS_CURSOR_GET_PAGE (2005), and
+ * RESOURCE_CLOSE (0) for SQL cursors.  Decoding and framing only; the
+ * work is sql/ (sql/sql.h).
+ *
+ * Layouts: ../shared/reference/sql.md §1.1 and
+ * ../shared/reference/ignite-thin-protocol.md §2.5.  SQL cursors count
+ * against the same per-connection limit as scan cursors (1010), close
+ * themselves after the page that says more = false, and die with the
+ * connection (pr_conn_free -> sq_sess_free).
+ */
+#include "proto/proto_int.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include "binary/binary.h"
+#include "sql/sql.h"
+#include "util/mem.h"
+
+static int sess(pr_conn *c, sq_sess **out)
+{
+    if (!c->srv->sql)
+        return pr_fail(c, PR_ST_FAILED, "SQL is not available on this server");
+    if (!c->sql && !(c->sql = sq_sess_new(c->srv->sql)))
+        return EM_NOMEM;
+    *out = c->sql;
+    return 0;
+}
+
+/* page_budget: bytes of rows one reply may carry (the frame limit less room
+ * for the header and counts). */
+static size_t page_budget(const pr_conn *c)
+{
+    size_t m = c->srv->opt.max_msg;
+    return m > (1u << 17) ? m - (1u << 16) : m / 2;
+}
+
+static int sql_err(pr_conn *c, sq_sess *s)
+{
+    const char *m = sq_errmsg(s);
+    return pr_fail(c, PR_ST_FAILED, "%s", m[0] ? m : "SQL query failed");
+}
+
+/* cache_schema: the cache's SQL schema as Ignite normalises it (quoted ->
+ * exact, else upper-cased), or the cache name when none is set. */
+static void cache_schema(const st_cache *ca, char *out, size_t sz)
+{
+    const st_cache_config *cfg = st_cache_cfg(ca);
+    const char *s = cfg->sql_schema;
+    size_t n;
+    if (!s || !*s) {
+        n = strlen(cfg->name);
+        n = n < sz - 1 ? n : sz - 1;
+        memcpy(out, cfg->name, n);
+        out[n] = 0;
+        return;
+    }
+    n = strlen(s);
+    if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
+        s++;
+        n -= 2;
+        n = n < sz - 1 ? n : sz - 1;
+        memcpy(out, s, n);
+    } else {
+        n = n < sz - 1 ? n : sz - 1;
+        for (size_t i = 0; i < n; i++)
+            out[i] = (char)toupper((unsigned char)s[i]);
+    }
+    out[n] = 0;
+}
+
+/* rd_args reads `int argc` + argc validated data objects. */
+static int rd_args(pr_conn *c, pr_rd *r, sq_query *q)
+{
+    int32_t argc;
+    if (pr_rd_i32(r, &argc))
+        return pr_bad_request(c, EM_TRUNCATED);
+    if (argc < 0 || argc > SQ_MAX_ARGS)
+        return pr_fail(c, PR_ST_FAILED, "Invalid number of query parameters: %d", argc);
+    q->args = r->p + r->pos;
+    for (int32_t i = 0; i < argc; i++) {
+        const uint8_t *a;
+        size_t al;
+        int rc = pr_rd_obj(c, r, &a, &al);
+        if (rc)
+            return pr_fail(c, PR_ST_FAILED, "Invalid query parameter %d: %s", i + 1, em_strerror(rc));
+    }
+    q->args_len = (size_t)(r->p + r->pos - q->args);
+    q->argc = (uint32_t)argc;
+    return 0;
+}
+
+static int check_cursor_room(pr_conn *c, sq_sess *s)
+{
+    uint32_t maxc = c->srv->opt.max_cursors;
+    if (maxc && c->ncur + sq_sess_ncursors(s) >= maxc)
+        return pr_fail(c, PR_ST_TOO_MANY_CURSORS, "Too many open cursors (limit %u per connection)",
+                       maxc);
+    return 0;
+}
+
+/* first_page runs q and appends the reply from the column count (fields)
+ * or the row count (2002) on. */
+static int run_query(pr_conn *c, sq_sess *s, const sq_query *q, int32_t page, int names,
+                     int fields, em_buf *out)
+{
+    int rc = check_cursor_room(c, s);
+    if (rc)
+        return rc;
+    int64_t id = atomic_fetch_add(&c->srv->next_cursor, 1);
+    sq_cursor *cu;
+    if ((rc = sq_exec(s, q, id, &cu)) != 0)
+        return rc == EM_NOMEM && !sq_errmsg(s)[0] ? rc : sql_err(c, s);
+    size_t start = out->len;
+    rc = em_buf_put_le64(out, (uint64_t)id);
+    if (fields) {
+        uint32_t n = sq_cursor_ncols(cu);
+        rc = rc || em_buf_put_le32(out, n);
+        for (uint32_t i = 0; !rc && names && i < n; i++)
+            rc = pr_put_str(out, sq_cursor_colname(cu, i));
+    }
+    size_t cnt = out->len;
+    rc = rc || em_buf_put_le32(out, 0);
+    if (rc) {
+        sq_cursor_close(s, cu);
+        return EM_NOMEM;
+    }
+    uint32_t rows;
+    int more;
+    size_t budget = page_budget(c);
+    budget = budget > out->len - start ? budget - (out->len - start) : 1;
+    rc = sq_page(s, cu, page > 0 ? (uint32_t)page : 1024, budget, out, &rows, &more);
+    if (rc || !more)
+        sq_cursor_close(s, cu);     /* the last page was sent: free it now */
+    if (rc)
+        return sql_err(c, s);
+    em_st32(out->p + cnt, rows);
+    return pr_put_bool(out, more);
+}
+
+int pr_op_sql_fields(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    sq_sess *s = NULL;
+    int rc = sess(c, &s);
+    if (rc)
+        return rc;
+    int32_t cache_id;
+    uint8_t flags;
+    if (pr_rd_i32(r, &cache_id) || pr_rd_u8(r, &flags))
+        return pr_bad_request(c, EM_TRUNCATED);
+    if (flags & 0x02)
+        return pr_fail(c, PR_ST_FAILED, "Transactions are not supported by ember yet "
+                       "(cache operation has the transactional flag)");
+    if (flags & 0x04) {             /* an expiry policy: meaningless for SQL */
+        if (pr_rd_left(r) < 24)
+            return pr_bad_request(c, EM_TRUNCATED);
+        r->pos += 24;
+    }
+    char schema[SQ_MAX_NAME];
+    sq_query q;
+    memset(&q, 0, sizeof q);
+    st_cache *ca = NULL;
+    if (cache_id != 0 && !(ca = st_cache_find(c->srv->st, cache_id)))
+        return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", cache_id);
+    const uint8_t *sch, *sql;
+    size_t schl, sqll;
+    int32_t page, max_rows;
+    if ((rc = pr_rd_str(c, r, &sch, &schl)) != 0 || (rc = pr_rd_i32(r, &page)) != 0 ||
+        (rc = pr_rd_i32(r, &max_rows)) != 0 || (rc = pr_rd_str(c, r, &sql, &sqll)) != 0)
+        return pr_bad_request(c, rc);
+    if (!sql)
+        return pr_fail(c, PR_ST_FAILED, "SQL query must not be null");
+    if ((rc = rd_args(c, r, &q)) != 0)
+        return rc;
+    uint8_t st, b[6], names;
+    int64_t timeout;
+    if (pr_rd_u8(r, &st))
+        return pr_bad_request(c, EM_TRUNCATED);
+    for (int i = 0; i < 6; i++)     /* distributedJoins .. lazy: one node ignores them */
+        if (pr_rd_u8(r, &b[i]))
+            return pr_bad_request(c, EM_TRUNCATED);
+    if (pr_rd_i64(r, &timeout) || pr_rd_u8(r, &names))
+        return pr_bad_request(c, EM_TRUNCATED);
+    if (st > 2)
+        return pr_fail(c, PR_ST_FAILED, "Invalid statement type: %d", st);
+    if (sch) {
+        q.schema = (const char *)sch;
+        q.schema_len = schl;
+    } else if (ca) {
+        cache_schema(ca, schema, sizeof schema);
+        q.schema = schema;
+        q.schema_len = strlen(schema);
+    }
+    q.sql = (const char *)sql;
+    q.sql_len = sqll;
+    q.stmt_type = st;
+    /* Java casts the timeout to int and applies it only when positive. */
+    q.timeout_ms = (int32_t)timeout > 0 ? (int32_t)timeout : 0;
+    (void)max_rows;                 /* read and ignored, as Java does */
+    return run_query(c, s, &q, page, names, 1, out);
+}
+
+int pr_op_sql(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    sq_sess *s = NULL;
+    int rc = sess(c, &s);
+    if (rc)
+        return rc;
+    pr_cache_hdr h;
+    if ((rc = pr_cache_header(c, r, &h)) != 0)
+        return rc;
+    const uint8_t *type, *sql;
+    size_t tl, sl;
+    if ((rc = pr_rd_str(c, r, &type, &tl)) != 0 || (rc = pr_rd_str(c, r, &sql, &sl)) != 0)
+        return pr_bad_request(c, rc);
+    if (!type || !sql)
+        return pr_fail(c, PR_ST_FAILED, "SQL query type and text must not be null");
+    sq_query q;
+    memset(&q, 0, sizeof q);
+    if ((rc = rd_args(c, r, &q)) != 0)
+        return rc;
+    uint8_t b[3];
+    int32_t page;
+    int64_t timeout;
+    for (int i = 0; i < 3; i++)
+        if (pr_rd_u8(r, &b[i]))
+            return pr_bad_request(c, EM_TRUNCATED);
+    if (pr_rd_i32(r, &page) || pr_rd_i64(r, &timeout))
+        return pr_bad_request(c, EM_TRUNCATED);
+    char schema[SQ_MAX_NAME];
+    cache_schema(h.cache, schema, sizeof schema);
+    q.schema = schema;
+    q.schema_len = strlen(schema);
+    q.sql = (const char *)sql;
+    q.sql_len = sl;
+    q.kv_type = (const char *)type;
+    q.kv_type_len = tl;
+    q.stmt_type = SQ_STMT_SELECT;
+    q.timeout_ms = (int32_t)timeout > 0 ? (int32_t)timeout : 0;
+    return run_query(c, s, &q, page, 0, 0, out);
+}
+
+/* 2003 and 2005: long cursor id -> int rows, rows, bool more. */
+int pr_op_sql_page(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    int64_t id;
+    if (pr_rd_i64(r, &id))
+        return pr_bad_request(c, EM_TRUNCATED);
+    sq_cursor *cu = c->sql ? sq_cursor_find(c->sql, id) : NULL;
+    if (!cu)
+        return pr_fail(c, PR_ST_RESOURCE_NOT_FOUND, "Failed to find resource with id: %lld",
+                       (long long)id);
+    size_t cnt = out->len;
+    if (em_buf_put_le32(out, 0))
+        return EM_NOMEM;
+    uint32_t rows;
+    int more;
+    int rc = sq_page(c->sql, cu, 0, page_budget(c), out, &rows, &more);
+    if (rc || !more)
+        sq_cursor_close(c->sql, cu);
+    if (rc)
+        return sql_err(c, c->sql);
+    em_st32(out->p + cnt, rows);
+    return pr_put_bool(out, more);
+}
+
+/* RESOURCE_CLOSE: an SQL cursor, else whatever proto_cache.c owns. */
+int pr_op_close_any(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    int64_t id;
+    size_t pos = r->pos;
+    if (c->sql && pr_rd_i64(r, &id) == 0) {
+        sq_cursor *cu = sq_cursor_find(c->sql, id);
+        if (cu) {
+            sq_cursor_close(c->sql, cu);
+            return 0;
+        }
+    }
+    r->pos = pos;
+    return pr_op_resource_close(c, r, out);
+}

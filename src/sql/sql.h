@@ -1,0 +1,99 @@
+/* sql.h - SQL over ember's caches: a catalog of tables (from CREATE TABLE),
+ * one SQLite virtual table per table reading the store and decoding binary
+ * object fields, an H2->SQLite pre-pass, ember's own DDL parser, and cursors.
+ *
+ * Design and the Ignite behaviour it follows: ../shared/reference/sql.md
+ * (§1.3 tables on caches, §3 SQLite, §4 this design).  sql/ sits above
+ * store/ and binary/ and below proto/ (DESIGN §2); it never touches the wire
+ * framing: results are appended as data objects to a caller's em_buf.
+ *
+ * Threads: an sq_engine (the catalog) is shared and locked inside; an
+ * sq_sess (SQLite connections, statements, cursors) belongs to one client
+ * connection and is used by one thread at a time.
+ *
+ * Files, in reading order: sq_lex.c (tokens, pre-pass), sq_ddl.c (DDL
+ * parser), sq_cat.c (catalog, CREATE/DROP/ALTER TABLE), sq_qe.c (tables
+ * from QueryEntity), sq_type.c / sq_val.c (types, conversions), sq_vtab.c
+ * (the virtual table), sq_func.c (H2 functions), sq_sess.c (connections),
+ * sq_stmt.c (statement cache), sq_exec.c (running statements, pages).
+ */
+#ifndef EM_SQL_H
+#define EM_SQL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+
+struct st_store;
+struct bin_registry;
+
+typedef struct sq_engine sq_engine;
+typedef struct sq_sess sq_sess;
+typedef struct sq_cursor sq_cursor;
+
+/* Statement types of QUERY_SQL_FIELDS (reference sql.md §1.1). */
+enum { SQ_STMT_ANY = 0, SQ_STMT_SELECT = 1, SQ_STMT_UPDATE = 2 };
+
+/* Limits on hostile input. */
+#define SQ_MAX_SQL      (1u << 20)  /* bytes of SQL text */
+#define SQ_MAX_ARGS     1024        /* query parameters */
+#define SQ_MAX_COLS     256         /* columns of a CREATE TABLE */
+#define SQ_MAX_NAME     128         /* bytes of an identifier */
+/* Work done by one call into SQLite when the client sets no timeout: SQL
+ * still runs on the network loop thread (a first cut), so this bounds how
+ * long one query can stall the loop's other clients. */
+#define SQ_DEFAULT_STEP_MS 10000
+/* SQLite's process-wide heap cap (sqlite3_hard_heap_limit64). */
+#define SQ_HEAP_LIMIT (1LL << 30)
+
+/* sq_engine_new: the catalog over st's caches; st and reg are borrowed and
+ * must outlive the engine.  NULL when out of memory. */
+sq_engine *sq_engine_new(struct st_store *st, struct bin_registry *reg);
+void       sq_engine_free(sq_engine *e);
+
+/* sq_sess_new / sq_sess_free: per-connection SQL state; free closes every
+ * cursor (cancel on disconnect). */
+sq_sess *sq_sess_new(sq_engine *e);
+void     sq_sess_free(sq_sess *s);
+
+/* One query.  Strings are UTF-8, not NUL-terminated.  args: argc validated
+ * data objects back to back. */
+typedef struct sq_query {
+    const char *schema;  size_t schema_len;   /* NULL = PUBLIC */
+    const char *sql;     size_t sql_len;
+    const uint8_t *args; size_t args_len;
+    uint32_t argc;
+    int      stmt_type;                       /* SQ_STMT_* */
+    int64_t  timeout_ms;                      /* <= 0: SQ_DEFAULT_STEP_MS per call */
+    const char *kv_type; size_t kv_type_len;  /* QUERY_SQL (2002): rows are
+                                               * (key, value) of this type's
+                                               * table; NULL for 2004 */
+} sq_query;
+
+/* sq_exec prepares and starts q.  DDL and DML run to completion here and
+ * leave a cursor with the one UPDATED row.  On failure returns a negative
+ * code and sq_errmsg(s) says why (Ignite's texts where known). */
+int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out);
+
+/* Result shape. */
+uint32_t    sq_cursor_ncols(const sq_cursor *c);
+const char *sq_cursor_colname(const sq_cursor *c, uint32_t i);
+int64_t     sq_cursor_id(const sq_cursor *c);
+
+/* sq_page appends up to max_rows rows (each row ncols data objects, or a key
+ * and a value for QUERY_SQL) to out, never letting the rows grow past
+ * max_bytes (at least one row is sent if it fits at all).  *rows = rows
+ * written, *more = rows remain.  Errors as sq_exec. */
+int sq_page(sq_sess *s, sq_cursor *c, uint32_t max_rows, size_t max_bytes, em_buf *out,
+            uint32_t *rows, int *more);
+
+/* Cursors of this session: find by id (NULL if none), close, count. */
+sq_cursor *sq_cursor_find(sq_sess *s, int64_t id);
+void       sq_cursor_close(sq_sess *s, sq_cursor *c);
+uint32_t   sq_sess_ncursors(const sq_sess *s);
+
+/* sq_errmsg: the message of the last failure in this session. */
+const char *sq_errmsg(const sq_sess *s);
+
+#endif

@@ -1,0 +1,78 @@
+/* test_sql.c - SQL against a real emberd over the wire: a runaway query is
+ * cut off by its timeout while another connection's key-value request is
+ * answered afterwards, cursors left open by a client that disconnects are
+ * freed (the server keeps serving), and DDL made on one connection is seen
+ * by another.  Layouts: shared/reference/sql.md §1.1.
+ */
+#include "client.h"
+#include "test.h"
+
+#include "util/err.h"
+#include "util/mem.h"
+
+#include <string.h>
+
+#define START(s) tc_server s; REQUIRE_OK(tc_server_start(&s, NULL))
+#define STOP(s) CHECK_EQ(tc_server_stop(&s), 0)
+
+/* fields runs QUERY_SQL_FIELDS (schema PUBLIC, no arguments). */
+static int fields(tc_conn *c, const char *sql, int32_t page, int64_t timeout_ms, tc_reply *r)
+{
+    em_buf b = EM_BUF_INIT;
+    tc_req_begin(c, &b, 2004);
+    tc_cache_hdr(&b, 0, 0);
+    tc_v_null(&b);
+    tc_put_i32(&b, page);
+    tc_put_i32(&b, -1);
+    tc_v_str(&b, sql);
+    tc_put_i32(&b, 0);
+    for (int i = 0; i < 7; i++)
+        tc_put_u8(&b, 0);
+    tc_put_i64(&b, timeout_ms);
+    tc_put_u8(&b, 0);
+    tc_req_end(&b);
+    int rc = tc_call(c, &b, r);
+    em_buf_free(&b);
+    return rc;
+}
+
+TEST(sql_wire_timeout_disconnect_and_ddl_between_connections)
+{
+    START(s);
+    tc_conn a, b;
+    REQUIRE_OK(tc_open(&a, s.port));
+    REQUIRE_OK(tc_open(&b, s.port));
+    tc_reply r;
+    REQUIRE_OK(fields(&a, "CREATE TABLE w (id INT PRIMARY KEY, v VARCHAR)", 10, 0, &r));
+    CHECK_EQ(r.status, 0);
+    REQUIRE_OK(fields(&b, "INSERT INTO w VALUES (1, 'a'), (2, 'b'), (3, 'c')", 10, 0, &r));
+    CHECK_EQ(r.status, 0);
+    /* A query that never ends on its own is cancelled by its timeout. */
+    REQUIRE_OK(fields(&a, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+                          "SELECT count(*) FROM c", 10, 100, &r));
+    CHECK_EQ(r.status, 1);
+    CHECK(strstr(r.msg, "The query was cancelled while executing.") != NULL);
+    /* ... and the other connection is served. */
+    REQUIRE_OK(tc_put_int_str(&b, "SQL_PUBLIC_W", 9, "not a row"));
+    char v[32];
+    CHECK_EQ(tc_get_int_str(&b, "SQL_PUBLIC_W", 9, v, sizeof v), 1);
+    CHECK(!strcmp(v, "not a row"));
+    /* Open cursors die with their connection. */
+    for (int i = 0; i < 20; i++) {
+        REQUIRE_OK(fields(&a, "SELECT id FROM w", 1, 0, &r));
+        CHECK_EQ(r.status, 0);
+    }
+    tc_close(&a);
+    REQUIRE_OK(fields(&b, "SELECT count(*) FROM w", 10, 0, &r));
+    CHECK_EQ(r.status, 0);
+    tc_rd d = tc_rd_of(&r);
+    tc_rd_i64(&d);                  /* cursor id */
+    CHECK_EQ(tc_rd_i32(&d), 1);     /* columns */
+    CHECK_EQ(tc_rd_i32(&d), 1);     /* rows */
+    CHECK_EQ(tc_rd_u8(&d), 4);      /* a long: the string value is not a row */
+    CHECK_EQ(tc_rd_i64(&d), 3);
+    CHECK(!d.err);
+    tc_close(&b);
+    CHECK_OK(tc_sanity(s.port));
+    STOP(s);
+}
