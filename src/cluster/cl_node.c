@@ -340,6 +340,33 @@ static pending *pend_find(cl_node *n, uint64_t req)
     return NULL;
 }
 
+/* pend_wait waits (unless rc is already an error) until p is done - and,
+ * with applied, until this replica applied p's index - or end passes, then
+ * unlinks p (registered in n->pend by the caller).  The result: rc, the
+ * pending's status, or EM_TIMEOUT. */
+static int pend_wait(cl_node *n, pending *p, int rc, uint64_t end, int applied)
+{
+    pthread_mutex_lock(&n->mu);
+    while (!rc && (!p->done || (applied && p->status == 0 && n->applied < p->index))) {
+        if (em_now_ms() >= end) {
+            rc = EM_TIMEOUT;
+            break;
+        }
+        struct timespec ts;
+        timespec_in(&ts, 50);
+        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+    }
+    if (!rc)
+        rc = p->status;
+    for (pending **x = &n->pend; *x; x = &(*x)->next)
+        if (*x == p) {
+            *x = p->next;
+            break;
+        }
+    pthread_mutex_unlock(&n->mu);
+    return rc;
+}
+
 /* call_finish completes a cl_node_call with the answer bytes. */
 static void call_finish(cl_node *n, uint64_t req, int status, const uint8_t *p, size_t len)
 {
@@ -378,26 +405,7 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
     if (!rc)
         rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, b.p, b.len);
     em_buf_free(&b);
-    uint64_t end = em_now_ms() + timeout_ms;
-    pthread_mutex_lock(&n->mu);
-    while (!rc && !q.done) {
-        if (em_now_ms() >= end) {
-            rc = EM_TIMEOUT;
-            break;
-        }
-        struct timespec ts;
-        timespec_in(&ts, 50);
-        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
-    }
-    if (!rc)
-        rc = q.status;
-    for (pending **x = &n->pend; *x; x = &(*x)->next)
-        if (*x == &q) {
-            *x = q.next;
-            break;
-        }
-    pthread_mutex_unlock(&n->mu);
-    return rc;
+    return pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
 }
 
 static void pend_finish(cl_node *n, uint64_t req, int status, uint64_t index)
@@ -521,27 +529,9 @@ int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_
         }
         em_buf_free(&b);
     }
-    pthread_mutex_lock(&n->mu);
     /* First the leader's answer, then our own replica reaching its index:
      * the caller's next read here sees what it proposed. */
-    while (!rc && (!p.done || (p.status == 0 && n->applied < p.index))) {
-        if (em_now_ms() >= end) {
-            rc = EM_TIMEOUT;
-            break;
-        }
-        struct timespec ts;
-        timespec_in(&ts, 50);
-        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
-    }
-    if (!rc)
-        rc = p.status;
-    for (pending **q = &n->pend; *q; q = &(*q)->next)
-        if (*q == &p) {
-            *q = p.next;
-            break;
-        }
-    pthread_mutex_unlock(&n->mu);
-    return rc;
+    return pend_wait(n, &p, rc, end, 1);
 }
 
 /* ---- join (leader side) ------------------------------------------------------ */
