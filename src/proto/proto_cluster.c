@@ -15,6 +15,7 @@
 #include "proto/proto_int.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "binary/binary.h"
 #include "cluster/cl_meta_fsm.h"
@@ -48,7 +49,10 @@ int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *wh
 
 int pr_cluster_sync(pr_conn *c)
 {
-    return c->srv->opt.cluster && cl_node_sync(c->srv->opt.cluster, PROPOSE_TIMEOUT_MS) == 0;
+    /* Never on a forwarded request: it runs on the transport thread, which
+     * is the one that would deliver the leader's answer. */
+    return c->srv->opt.cluster && !c->forwarded &&
+           cl_node_sync(c->srv->opt.cluster, PROPOSE_TIMEOUT_MS) == 0;
 }
 
 int pr_cluster_type_put(pr_conn *c, int kind, int32_t type_id, const uint8_t *p, size_t n)
@@ -229,6 +233,27 @@ static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)
     return 0;
 }
 
+/* ask forwards the request to `to` and takes its reply into out.  The
+ * owner may not have applied a cache start this node already has (it
+ * cannot wait for one on its transport thread): it answers "cache does not
+ * exist", and the request goes again, a bounded number of times, while the
+ * owner catches up (within a heartbeat or two). */
+static int ask(pr_conn *c, cl_meta_uuid to, em_buf *resp, em_buf *out)
+{
+    size_t at = out->len;
+    int rc;
+    for (int tries = 0;; tries++) {
+        rc = forward(c, to, resp);
+        if (!rc)
+            rc = parse_reply(c, resp->p, resp->len, out);
+        if (rc != PR_ST_CACHE_NOT_FOUND || tries == 50)
+            return rc;
+        out->len = at;
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* fan_out: GET_SIZE, CLEAR and REMOVE_ALL on every other member; the
  * handler then runs its own part here (GET_SIZE adds c->fanout_sum). */
 static int fan_out(pr_conn *c, int op, cl_topo *t)
@@ -240,8 +265,7 @@ static int fan_out(pr_conn *c, int op, cl_topo *t)
         if ((int)i == t->self)
             continue;
         em_buf_reset(&part);
-        if ((rc = forward(c, t->m[i].id, &resp)) != 0 ||
-            (rc = parse_reply(c, resp.p, resp.len, &part)) != 0)
+        if ((rc = ask(c, t->m[i].id, &resp, &part)) != 0)
             break;
         if (op == 1020) {
             if (part.len != 8)
@@ -325,9 +349,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
     cl_meta_uuid to = t->m[owner].id;
     cl_node_topo_release(t);
     em_buf resp = EM_BUF_INIT;
-    rc = forward(c, to, &resp);
-    if (!rc)
-        rc = parse_reply(c, resp.p, resp.len, out);
+    rc = ask(c, to, &resp, out);
     em_buf_free(&resp);
     *done = 1;
     return rc;
