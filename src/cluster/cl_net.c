@@ -348,7 +348,10 @@ static int cb_data(void *arg, net_conn *c, void *state, const uint8_t *p, size_t
 {
     cl_net *net = arg;
     cl_net_link *l = state;
-    size_t max = net->o.max_frame ? net->o.max_frame : CL_NET_MAX_FRAME_DEFAULT;
+    /* Before the handshake completes a peer is anonymous: HELLO and AUTH fit
+     * in a few hundred bytes, so nothing bigger is buffered for it. */
+    size_t max = l->phase != PH_UP ? CL_NET_MAX_HANDSHAKE_FRAME
+                                   : net->o.max_frame ? net->o.max_frame : CL_NET_MAX_FRAME_DEFAULT;
     size_t off = 0;
     int rc = 0;
     (void)c;

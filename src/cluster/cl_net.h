@@ -45,6 +45,8 @@
 /* Default bound on one frame: a full partition map of a large cluster fits
  * (compressed); anything bigger is a broken or hostile peer. */
 #define CL_NET_MAX_FRAME_DEFAULT (64u << 20)
+/* Before the handshake: HELLO is at most 52 + 2 * 256 bytes, AUTH 32. */
+#define CL_NET_MAX_HANDSHAKE_FRAME 1024u
 
 /* Message types: X(NAME, value).  Values are on the wire: never reuse one. */
 #define CL_NET_MSG_LIST(X)      \

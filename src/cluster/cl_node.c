@@ -41,7 +41,7 @@ typedef struct watch {
     cl_meta_uuid id;
     uint64_t     raft_id;
     uint64_t     seen_ms;         /* last time a link was up */
-    uint8_t      failing;         /* NODE_FAIL proposed */
+    uint64_t     failing_ms;      /* NODE_FAIL last proposed (0: never) */
     uint64_t     tried_ms;        /* last connect attempt (any node) */
 } watch;
 
@@ -52,7 +52,8 @@ typedef struct pending {
     int      status;
     uint64_t index;
     em_buf  *resp;               /* cl_node_call: where the answer goes */
-    cl_meta_uuid to;             /* cl_node_call: the member asked */
+    cl_meta_uuid to;             /* the member asked: only its answer counts */
+    int      remote;             /* to is another member (its link's loss ends the wait) */
     struct pending *next;
 } pending;
 
@@ -60,6 +61,7 @@ typedef struct seed { char ip[64]; int port; } seed;
 
 struct cl_topo_ref {
     cl_topo  t;
+    uint64_t index;               /* the metadata log index it was built at */
     _Atomic int refs;
     pthread_mutex_t mu;           /* affinity cache */
     struct aff_cache { uint32_t parts, backups; cl_aff_table tab; struct aff_cache *next; } *aff;
@@ -88,6 +90,7 @@ struct cl_node {
      * stopping under it exclusively, so once it is set nothing touches net
      * or meta while they shut down. */
     pthread_rwlock_t life;
+    pthread_mutex_t pub_mu;       /* serialises republish */
     pthread_mutex_t mu;
     pthread_cond_t  cv;
     topo_ref     *topo;
@@ -108,6 +111,10 @@ struct cl_node {
 };
 
 static int  is_up(const cl_node *n, cl_meta_uuid id);
+
+/* tl_transport: set while this thread runs a transport callback, where a
+ * wait for a peer's answer would wait for this very thread. */
+static _Thread_local int tl_transport;
 static void timespec_in(struct timespec *ts, uint64_t ms);
 
 /* enter/leave: a callback's hold on the node (0 = stopping: return). */
@@ -219,6 +226,7 @@ static void build_cb(void *arg, const cl_meta_fsm *s)
         for (uint32_t k = 0; k < 2; k++)
             bytes += (k < m->n_addrs ? cl_meta_member_addr(m, k).len : 0) + 1u;
     }
+    r->index = s->last_index;
     r->t.major = s->major;
     r->t.minor = s->minor;
     r->t.state = s->state;
@@ -236,6 +244,7 @@ static void build_cb(void *arg, const cl_meta_fsm *s)
             continue;
         cl_topo_member *t = &r->t.m[k];
         t->id = m->id;
+        t->raft_id = m->raft_id;
         t->order = m->order;
         t->state = m->state;
         cl_meta_bytes cid = cl_meta_member_cid(m);
@@ -263,24 +272,34 @@ static void build_cb(void *arg, const cl_meta_fsm *s)
 /* republish builds a new topology from the applied state and swaps it in. */
 static void republish(cl_node *n)
 {
+    /* One at a time (the start thread and the metadata thread both call
+     * it), and never older than what is published: on_topology sees the
+     * versions in order. */
+    pthread_mutex_lock(&n->pub_mu);
     topo_ref *r = topo_empty();
-    if (!r)
-        return;
-    build_arg b = { n, r, 0 };
-    cl_meta_read(n->meta, build_cb, &b);
-    if (b.rc) {
-        topo_free(r);
+    if (!r) {
+        pthread_mutex_unlock(&n->pub_mu);
         return;
     }
+    build_arg b = { n, r, 0 };
+    cl_meta_read(n->meta, build_cb, &b);
     pthread_mutex_lock(&n->mu);
     topo_ref *old = n->topo;
-    n->topo = r;
-    n->member = r->t.self >= 0;
-    pthread_cond_broadcast(&n->cv);
+    int stale = b.rc || (old->index && r->index < old->index);
+    if (!stale) {
+        n->topo = r;
+        n->member = r->t.self >= 0;
+        pthread_cond_broadcast(&n->cv);
+    }
     pthread_mutex_unlock(&n->mu);
-    cl_node_topo_release(&old->t);
-    if (n->cfg.on_topology)
-        n->cfg.on_topology(n->cfg.arg, &r->t);
+    if (stale) {
+        topo_free(r);
+    } else {
+        cl_node_topo_release(&old->t);
+        if (n->cfg.on_topology)
+            n->cfg.on_topology(n->cfg.arg, &r->t);  /* n->topo holds a ref; pub_mu keeps it */
+    }
+    pthread_mutex_unlock(&n->pub_mu);
 }
 
 /* ---- metadata subscriber (metadata thread) --------------------------------- */
@@ -368,11 +387,12 @@ static int pend_wait(cl_node *n, pending *p, int rc, uint64_t end, int applied)
 }
 
 /* call_finish completes a cl_node_call with the answer bytes. */
-static void call_finish(cl_node *n, uint64_t req, int status, const uint8_t *p, size_t len)
+static void call_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
+                        const uint8_t *p, size_t len)
 {
     pthread_mutex_lock(&n->mu);
     pending *q = pend_find(n, req);
-    if (q && q->resp && !q->done) {
+    if (q && q->resp && !q->done && cl_meta_uuid_eq(q->to, from)) {
         q->status = status;
         if (!status && len && em_buf_append(q->resp, p, len))
             q->status = EM_NOMEM;
@@ -388,6 +408,11 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
     pending q = { 0 };
     q.resp = resp;
     q.to = to;
+    q.remote = 1;
+    if (tl_transport)
+        return EM_BUSY;             /* it would wait for its own thread */
+    if (len + 8 + CL_NET_HDR > CL_NET_MAX_FRAME_DEFAULT)
+        return EM_TOOBIG;
     em_buf b = EM_BUF_INIT;
     pthread_mutex_lock(&n->mu);
     int up = is_up(n, to);
@@ -408,11 +433,12 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
     return pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
 }
 
-static void pend_finish(cl_node *n, uint64_t req, int status, uint64_t index)
+static void pend_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
+                        uint64_t index)
 {
     pthread_mutex_lock(&n->mu);
     pending *p = pend_find(n, req);
-    if (p) {
+    if (p && !p->resp && cl_meta_uuid_eq(p->to, from)) {
         p->done = 1;
         p->status = status;
         p->index = index;
@@ -441,7 +467,7 @@ static void relay_done(void *arg, int status, const cl_meta_effect *eff)
     em_st32(b + 8, (uint32_t)st);
     em_st64(b + 12, eff ? eff->index : 0);
     if (cl_meta_uuid_eq(r->to, r->n->id))
-        pend_finish(r->n, r->req, st, eff ? eff->index : 0);
+        pend_finish(r->n, r->n->id, r->req, st, eff ? eff->index : 0);
     else
         (void)cl_net_send(r->n->net, r->to.msb, r->to.lsb, CL_NET_MSG_META_RESP, b, sizeof b);
     leave_cb(r->n);
@@ -507,6 +533,9 @@ int cl_node_sync(cl_node *n, uint32_t timeout_ms)
 int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms)
 {
     pending p = { 0 };
+    if (tl_transport)
+        return EM_BUSY;             /* it would wait for its own thread */
+    p.to = n->id;
     pthread_mutex_lock(&n->mu);
     p.req = ++n->next_req;
     p.next = n->pend;
@@ -521,8 +550,16 @@ int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_
     } else {
         cl_meta_uuid lid;
         em_buf b = EM_BUF_INIT;
-        if (!leader_id(n, &lid)) {
-            rc = EM_NOTLEADER;
+        int known = leader_id(n, &lid);
+        pthread_mutex_lock(&n->mu);
+        int up = known && is_up(n, lid);
+        if (up) {
+            p.to = lid;             /* only the leader's answer counts */
+            p.remote = 1;
+        }
+        pthread_mutex_unlock(&n->mu);
+        if (!up) {
+            rc = EM_NOTLEADER;      /* no leader, or no link to it now */
         } else if ((rc = em_buf_put_le64(&b, p.req)) == 0 &&
                    (!len || (rc = em_buf_append(&b, entry, len)) == 0)) {
             rc = cl_net_send(n->net, lid.msb, lid.lsb, CL_NET_MSG_META, b.p, b.len);
@@ -538,9 +575,20 @@ int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_
 
 typedef struct join_ctx {
     cl_node *n;
+    uint64_t key;                 /* its joins_inflight slot */
     size_t   len;
     uint8_t  entry[];
 } join_ctx;
+
+/* joins_done frees the in-flight slot of one join. */
+static void joins_done(cl_node *n, uint64_t key)
+{
+    pthread_mutex_lock(&n->mu);
+    for (int i = 0; i < 8; i++)
+        if (n->joins_inflight[i] == key)
+            n->joins_inflight[i] = 0;
+    pthread_mutex_unlock(&n->mu);
+}
 
 static void join_proposed(void *arg, int status, const cl_meta_effect *eff)
 {
@@ -571,9 +619,7 @@ static void join_added(void *arg, int status, const cl_meta_effect *eff)
      * duplicate id) is as good as added. */
     if (status == 0 || status == EM_INVAL)
         (void)cl_meta_propose(j->n->meta, j->entry, j->len, join_proposed, NULL);
-    pthread_mutex_lock(&j->n->mu);
-    memset(j->n->joins_inflight, 0, sizeof j->n->joins_inflight);
-    pthread_mutex_unlock(&j->n->mu);
+    joins_done(j->n, j->key);
     leave_cb(j->n);
     em_free(j);
 }
@@ -634,15 +680,20 @@ static void leader_join(cl_node *n, const uint8_t *p, size_t len)
         em_buf_free(&b);
     }
     join_ctx *j = em_malloc(sizeof *j + len);
-    if (!j)
+    if (!j) {
+        joins_done(n, key);
         return;
+    }
     j->n = n;
+    j->key = key;
     j->len = len;
     memcpy(j->entry, p, len);
     char addr[CL_META_MAX_ADDR + 1];
     snprintf(addr, sizeof addr, "%.*s", (int)e.u.join.raft_addr.len, e.u.join.raft_addr.p);
-    if (cl_meta_add(n->meta, e.u.join.raft_id, addr, join_added, j) != 0)
+    if (cl_meta_add(n->meta, e.u.join.raft_id, addr, join_added, j) != 0) {
+        joins_done(n, key);
         em_free(j);
+    }
 }
 
 /* ---- transport callbacks (transport thread) -------------------------------- */
@@ -681,8 +732,8 @@ static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
     /* Calls waiting on that member will get no answer over this link. */
     int woke = 0;
     for (pending *q = n->pend; q; q = q->next)
-        if (q->resp && !q->done && q->to.msb == msb && q->to.lsb == lsb) {
-            q->status = EM_CLOSED;
+        if (q->remote && !q->done && q->to.msb == msb && q->to.lsb == lsb) {
+            q->status = q->resp ? EM_CLOSED : EM_LOSTLEADER;
             q->done = 1;
             woke = 1;
         }
@@ -707,6 +758,7 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
     cl_meta_uuid from = { msb, lsb };
     if (!enter(n))
         return;
+    tl_transport = 1;
     switch (type) {
     case CL_NET_MSG_JOIN_REQ:
         if (cl_node_is_leader(n)) {
@@ -743,7 +795,7 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
         break;
     case CL_NET_MSG_META_RESP:
         if (len == 20)
-            pend_finish(n, em_ld64(p), (int32_t)em_ld32(p + 8), em_ld64(p + 12));
+            pend_finish(n, from, em_ld64(p), (int32_t)em_ld32(p + 8), em_ld64(p + 12));
         break;
     case CL_NET_MSG_FWD_REQ:
         if (len >= 8) {
@@ -754,22 +806,27 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
             if (!rc)
                 rc = n->cfg.on_call ? n->cfg.on_call(n->cfg.arg, p + 8, len - 8, &resp)
                                     : EM_UNSUPPORTED;
+            if (!rc && resp.len + CL_NET_HDR > CL_NET_MAX_FRAME_DEFAULT)
+                rc = EM_TOOBIG;     /* an answer the link would not carry */
             if (rc) {
-                resp.len = 12;
-                em_st32(resp.p + 8, (uint32_t)rc);
-            }
-            if (resp.len >= 12)
+                uint8_t e[12];      /* the request id and the error alone */
+                em_st64(e, em_ld64(p));
+                em_st32(e + 8, (uint32_t)rc);
+                (void)cl_net_link_send(l, CL_NET_MSG_FWD_RESP, e, sizeof e);
+            } else {
                 (void)cl_net_link_send(l, CL_NET_MSG_FWD_RESP, resp.p, resp.len);
+            }
             em_buf_free(&resp);
         }
         break;
     case CL_NET_MSG_FWD_RESP:
         if (len >= 12)
-            call_finish(n, em_ld64(p), (int32_t)em_ld32(p + 8), p + 12, len - 12);
+            call_finish(n, from, em_ld64(p), (int32_t)em_ld32(p + 8), p + 12, len - 12);
         break;
     default:
         break;
     }
+    tl_transport = 0;
     leave_cb(n);
 }
 
@@ -809,7 +866,7 @@ static void tick_members(cl_node *n, uint64_t now, int leader)
     for (uint32_t i = 0; i < t->n && k < MAX_TRACKED; i++) {
         if (cl_meta_uuid_eq(t->m[i].id, n->id))
             continue;
-        watch w = { t->m[i].id, 0, now, 0, 0 };
+        watch w = { t->m[i].id, t->m[i].raft_id, now, 0, 0 };
         for (uint32_t j = 0; j < n->nw; j++)
             if (cl_meta_uuid_eq(n->w[j].id, w.id))
                 w = n->w[j];
@@ -825,8 +882,11 @@ static void tick_members(cl_node *n, uint64_t now, int leader)
                     ndial++;
                 w.tried_ms = now;
             }
-            if (leader && !w.failing && now - w.seen_ms >= fd && nfail < 16) {
-                w.failing = 1;
+            /* Proposed again a timeout later if it did not take (the
+             * proposal can fail while leadership moves). */
+            if (leader && now - w.seen_ms >= fd && nfail < 16 &&
+                (!w.failing_ms || now - w.failing_ms >= fd)) {
+                w.failing_ms = now;
                 fail[nfail++] = w.id;
             }
         }
@@ -867,9 +927,10 @@ static void tick_join(cl_node *n, uint64_t now, int leader)
         (void)cl_meta_propose(n->meta, n->join_entry.p, n->join_entry.len, self_proposed, n);
     if (!retry)
         return;
-    if (!nto)
-        for (int i = 0; i < n->nseeds; i++)
-            (void)cl_net_connect(n->net, n->seeds[i].ip, n->seeds[i].port);
+    /* Every seed, every retry, until a member: two joiners linked to each
+     * other must still reach the node that can take them in. */
+    for (int i = 0; i < n->nseeds; i++)
+        (void)cl_net_connect(n->net, n->seeds[i].ip, n->seeds[i].port);
     for (uint32_t i = 0; i < nto; i++)
         (void)cl_net_send(n->net, to[i].msb, to[i].lsb, CL_NET_MSG_JOIN_REQ,
                           n->join_entry.p, n->join_entry.len);
@@ -952,6 +1013,7 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         return EM_NOMEM;
     n->cfg = *cfg;
     pthread_rwlock_init(&n->life, NULL);
+    pthread_mutex_init(&n->pub_mu, NULL);
     pthread_mutex_init(&n->mu, NULL);
     pthread_cond_init(&n->cv, NULL);
     n->topo = topo_empty();
@@ -1051,6 +1113,7 @@ fail:
     em_buf_free(&n->join_entry);
     pthread_cond_destroy(&n->cv);
     pthread_mutex_destroy(&n->mu);
+    pthread_mutex_destroy(&n->pub_mu);
     pthread_rwlock_destroy(&n->life);
     em_free(n);
     return rc;
@@ -1078,10 +1141,11 @@ void cl_node_stop(cl_node *n, int leave)
     pthread_rwlock_unlock(&n->life);
     cl_net_stop(n->net);
     cl_meta_stop(n->meta);
-    topo_free(n->topo);
+    cl_node_topo_release(&n->topo->t);
     em_buf_free(&n->join_entry);
     pthread_cond_destroy(&n->cv);
     pthread_mutex_destroy(&n->mu);
+    pthread_mutex_destroy(&n->pub_mu);
     pthread_rwlock_destroy(&n->life);
     em_free(n);
 }

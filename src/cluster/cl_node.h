@@ -32,6 +32,7 @@ typedef struct cl_node cl_node;
 
 typedef struct cl_topo_member {
     cl_meta_uuid id;
+    uint64_t     raft_id;          /* its server in the metadata group */
     uint64_t     order;
     uint8_t      state;            /* CL_META_JOINING or CL_META_ALIVE */
     const char  *cid;              /* consistent id */
@@ -121,7 +122,9 @@ int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_
 
 /* cl_node_call sends p[0..n) to member `to` (on_call there) and waits for
  * its answer, appended to resp: 0, the remote's error code, EM_CLOSED when
- * no link to it is up (or it went down meanwhile), EM_TIMEOUT. */
+ * no link to it is up (or it went down meanwhile), EM_TIMEOUT, EM_TOOBIG,
+ * EM_BUSY from a transport callback (which would wait for itself).  Only an
+ * answer from `to` itself completes it. */
 int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf *resp,
                  uint32_t timeout_ms);
 

@@ -286,7 +286,11 @@ int pr_cluster_scan_check(pr_conn *c)
         return 0;
     cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
     uint32_t n = t->n;
+    int self = t->self;
     cl_node_topo_release(t);
+    if (self < 0)
+        return pr_fail(c, PR_ST_FAILED, "This node is not a member of the cluster now: use "
+                       "another node");
     if (n <= 1)
         return 0;
     return pr_fail(c, PR_ST_FAILED, "Scan queries over a cluster of %u nodes are not "
@@ -298,7 +302,14 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
 {
     *done = 0;
     cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
-    if (t->n <= 1 || t->self < 0) {
+    if (t->self < 0) {
+        /* Not a member (still joining, or failed by the others): serving
+         * its own store would split the cluster's data. */
+        cl_node_topo_release(t);
+        return pr_fail(c, PR_ST_FAILED, "This node is not a member of the cluster now (it is "
+                       "joining, or the others failed it; restart it to rejoin): use another node");
+    }
+    if (t->n <= 1) {
         cl_node_topo_release(t);
         return 0;
     }

@@ -79,4 +79,22 @@ node_kill 9
 
 node_term 4 && ok "a member exits 0 on SIGTERM" || bad "exit status $? on SIGTERM"
 members_all 3 1 2 3 && ok "a clean stop leaves the topology" || bad "the stopped node is still a member"
+
+# Members that left also leave the metadata group's configuration: with two
+# of three stopped cleanly the last one still has a majority and commits.
+node_term 2; node_term 3
+members_all 1 1 && "$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" create after-leaves >/dev/null &&
+    ok "after two clean leaves the last node still commits (they left the Raft configuration)" ||
+    bad "the last node cannot commit after two clean leaves"
+node_term 1
+
+# Joiners that are each other's seeds and link before the bootstrap node is
+# up still reach it once it is.
+SEEDS3="$(node_ip 11):47100,$(node_ip 12):47100,$(node_ip 13):47100"
+node_start 12 --seeds "$SEEDS3" --failure-detection-timeout 3000 || finish
+node_start 13 --seeds "$SEEDS3" --failure-detection-timeout 3000 || finish
+wait_metric 12 ember_cluster_links 1
+node_start 11 --bootstrap true --seeds "$SEEDS3" --failure-detection-timeout 3000 || finish
+members_all 3 11 12 13 && ok "joiners linked to each other first still join the bootstrap node" ||
+    bad "joiners that linked first never joined"
 finish

@@ -322,11 +322,14 @@ TEST(cl_link_hostile_peers_close_alone)
     int port = cl_net_port(a.net);
 
     static const uint8_t huge[] = { 0xff, 0xff, 0xff, 0x7f, 1, 0 };
+    /* 4 KiB is a fine frame on an up link, but not before the handshake:
+     * an anonymous peer gets nothing that size buffered. */
+    static const uint8_t big_hello[] = { 0x00, 0x10, 0x00, 0x00, CL_NET_MSG_HELLO, 0 };
     static const uint8_t ping_first[] = { 2, 0, 0, 0, CL_NET_MSG_PING, 0 };
     static const uint8_t garbage[] = "GET / HTTP/1.1\r\n\r\n";
-    const uint8_t *inputs[] = { huge, ping_first, garbage };
-    size_t lens[] = { sizeof huge, sizeof ping_first, sizeof garbage - 1 };
-    for (int i = 0; i < 3; i++) {
+    const uint8_t *inputs[] = { huge, ping_first, garbage, big_hello };
+    size_t lens[] = { sizeof huge, sizeof ping_first, sizeof garbage - 1, sizeof big_hello };
+    for (int i = 0; i < 4; i++) {
         int fd = raw_connect(port);
         REQUIRE(fd >= 0);
         CHECK(send(fd, inputs[i], lens[i], 0) == (ssize_t)lens[i]);
