@@ -143,6 +143,11 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         em_free(sc);
         return rc;
     }
+    /* Without a secret nothing after the handshake proves who a peer is. */
+    if (!c->cluster_secret[0] && strncmp(host, "127.", 4) != 0 && strcmp(host, "::1") != 0)
+        EM_WARN("cluster: no cluster_secret set: any process that reaches %s:%d can join the "
+                "cluster or pose as a member; set cluster_secret on every node", host,
+                c->cluster_port);
     EM_INFO("cluster '%s': transport %s:%d, metadata group %s:%d, %s", c->cluster_name, host,
             c->cluster_port, host, c->raft_port,
             c->bootstrap ? "bootstrapping" : "joining through seeds");
