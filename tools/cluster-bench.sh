@@ -1,0 +1,82 @@
+#!/bin/sh
+# cluster-bench.sh - the cluster's timing rows (BENCHMARKS.md "Cluster"): time
+# to form 3 and 5 nodes, to join a 6th, from kill -9 to the new topology, and
+# a forwarded GET/PUT load against a local one.  Real emberd processes on the
+# run's own loopback addresses (tests/chaos/lib.sh), one run; prints a table.
+# FD_MS sets failure_detection_timeout (default 3000).
+cd "$(dirname "$0")/.."
+BUILD=${EMBER_BUILD:-build}
+FD_MS=${FD_MS:-3000}
+. tests/chaos/lib.sh
+chaos_init
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+all_members() {
+    n=$1; shift
+    for i in "$@"; do
+        wait_metric "$i" ember_cluster_members "$n" && wait_metric "$i" ember_cluster_joined 1 || return 1
+    done
+}
+cpu_ticks() {  # utime+stime of the listed pids, in clock ticks
+    t=0
+    for p in "$@"; do
+        set -- $(cut -d' ' -f14,15 "/proc/$p/stat"); t=$((t + $1 + $2))
+    done
+    echo $t
+}
+FL="--failure-detection-timeout $FD_MS --threads 1"
+
+t0=$(now_ms)
+node_start 1 --bootstrap true $FL || finish
+node_start 2 --seeds "$(node_ip 1):47100" $FL || finish
+node_start 3 --seeds "$(node_ip 1):47100" $FL || finish
+all_members 3 1 2 3 || { bad "3 did not form"; finish; }
+form3=$(( $(now_ms) - t0 ))
+t0=$(now_ms)
+node_start 4 --seeds "$(node_ip 1):47100" $FL || finish
+node_start 5 --seeds "$(node_ip 1):47100" $FL || finish
+all_members 5 1 2 3 4 5 || { bad "5 did not form"; finish; }
+grow5=$(( $(now_ms) - t0 ))
+t0=$(now_ms)
+node_start 6 --seeds "$(node_ip 2):47100" $FL || finish
+all_members 6 1 2 3 4 5 6 || { bad "6th did not join"; finish; }
+join6=$(( $(now_ms) - t0 ))
+t0=$(now_ms)
+node_kill 6
+all_members 5 1 2 3 4 5 || { bad "kill -9 not detected"; finish; }
+kill6=$(( $(now_ms) - t0 ))
+node_term 5; node_term 4
+all_members 3 1 2 3 || { bad "leaves"; finish; }
+
+# Load through node 1 of 3 (2/3 of the keys forwarded) against one node.
+P1=$(node_pid 1); P2=$(node_pid 2); P3=$(node_pid 3)
+"$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" create bench >/dev/null
+c0=$(cpu_ticks $P1 $P2 $P3)
+"$BUILD/ember-bench" load --host "$(node_ip 1)" --port "$CHAOS_PORT" --connections 16 \
+    --keys 20000 --mix 90 --duration 4 --warmup 1 --key-type int --label cluster3 --csv \
+    >"$CHAOS_TMP/c3.csv" 2>&1 || bad "cluster load"
+c1=$(cpu_ticks $P1 $P2 $P3)
+node_term 3; node_term 2; node_term 1
+node_start 7 $FL || finish
+P7=$(node_pid 7)
+"$BUILD/ember-cli" -h "$(node_ip 7)" -p "$CHAOS_PORT" create bench >/dev/null
+s0=$(cpu_ticks $P7)
+"$BUILD/ember-bench" load --host "$(node_ip 7)" --port "$CHAOS_PORT" --connections 16 \
+    --keys 20000 --mix 90 --duration 4 --warmup 1 --key-type int --label single --csv \
+    >"$CHAOS_TMP/s1.csv" 2>&1 || bad "single load"
+s1=$(cpu_ticks $P7)
+hz=$(getconf CLK_TCK)
+echo "| measurement | result |"
+echo "|---|---:|"
+echo "| form 3 nodes (start of the first to all joined) | $form3 ms |"
+echo "| grow 3 -> 5 (two joins at once) | $grow5 ms |"
+echo "| join a 6th | $join6 ms |"
+echo "| kill -9 to the new topology on all (failure_detection_timeout $FD_MS ms) | $kill6 ms |"
+echo
+echo "load (ember-bench load, 16 connections, 90% GET, int keys, 4 s):"
+head -1 "$CHAOS_TMP/c3.csv"
+grep -h '^cluster3\|^single' "$CHAOS_TMP/c3.csv" "$CHAOS_TMP/s1.csv"
+ops3=$(grep -h '^cluster3' "$CHAOS_TMP/c3.csv" | cut -d, -f3)
+ops1=$(grep -h '^single' "$CHAOS_TMP/s1.csv" | cut -d, -f3)
+echo "server CPU over the measured run+warm-up, all nodes: cluster $(( (c1 - c0) * 1000 / hz )) ms, single $(( (s1 - s0) * 1000 / hz )) ms"
+ok "cluster bench ran"
+finish
