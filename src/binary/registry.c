@@ -783,7 +783,7 @@ int bin_registry_put(bin_registry *r, const bin_type *t, const bin_type **out)
     const bin_type *res = ts->cur;
     rc = diff(ts, t, &d);
     if (!rc && (!ts->cur || d.new_aff || d.nfl || d.nsl || d.nel)) {
-        bin_type *v;
+        bin_type *v = NULL;     /* set by commit when it returns 0 */
         rc = commit(ts, t, &d, &v);
         if (!rc) {
             pthread_rwlock_wrlock(&r->lock);
