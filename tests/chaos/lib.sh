@@ -59,7 +59,19 @@ chaos_cleanup() {
 
 ok() { PASS=$((PASS + 1)); echo "ok   $1"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL $1"; }
-finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; exit $?; }
+# finish: under a sanitizer build, any report in a node's log is a failure.
+finish() {
+    if [ -n "${EM_SANITIZER:-}" ]; then
+        rep=$(grep -l 'Sanitizer' "$CHAOS_TMP"/n*/emberd.*.log 2>/dev/null)
+        if [ -n "$rep" ]; then
+            bad "sanitizer report in $(echo $rep | tr ' ' ',')"
+            grep -h -A20 'Sanitizer' $rep | head -60
+        else
+            ok "no sanitizer report in any node's log"
+        fi
+    fi
+    echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; exit $?
+}
 
 node_ip() { echo "127.$CHAOS_NET.0.$1"; }
 node_addr() { echo "$(node_ip "$1"):$CHAOS_PORT"; }
