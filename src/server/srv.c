@@ -641,6 +641,8 @@ int srv_start(srv **out, const srv_config *c)
     po.max_cursors = c->max_cursors;
     po.max_depth = c->max_depth;
     po.idle_timeout_ms = c->idle_timeout_ms;
+    snprintf(po.thin_host, sizeof po.thin_host, "%s", c->host);
+    po.thin_port = c->port;
     po.debug_ops = c->debug_ops;
     po.debug_stats = debug_stats;
     po.debug_arg = s;
