@@ -77,6 +77,7 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
     s->opt.password = s->password;
     atomic_store(&s->next_cursor, 1);
     atomic_store(&s->topo_ver, (uint64_t)1 << 32);
+    atomic_store(&s->thin_port, o->thin_port);
     if ((o->cluster && !(s->apply_conn = pr_conn_new(s))) ||
         !(s->sql = sq_engine_new(st, reg))) {
         pr_server_free(s);

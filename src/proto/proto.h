@@ -114,6 +114,10 @@ int  pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *re
                    const pr_options *o);
 void pr_server_free(pr_server *s);
 
+/* pr_server_set_thin_port: the port the server really listens on (after
+ * a start on port 0), for the cluster-group ops. */
+void pr_server_set_thin_port(pr_server *s, int port);
+
 /* pr_server_state: the current cluster state (enum pr_cluster_state). */
 int  pr_server_state(const pr_server *s);
 

@@ -129,11 +129,12 @@ static int view_acquire(pr_conn *c, gview *v)
         memcpy(g->id, o->node_id, 16);
         g->order = 1;
         g->local = 1;
-        snprintf(v->single_cid, sizeof v->single_cid, "%s:%d", o->thin_host, o->thin_port);
+        int port = atomic_load_explicit(&c->srv->thin_port, memory_order_relaxed);
+        snprintf(v->single_cid, sizeof v->single_cid, "%s:%d", o->thin_host, port);
         g->cid = v->single_cid;
         g->cluster_addr = "";
         snprintf(g->host, sizeof g->host, "%s", o->thin_host);
-        g->port = o->thin_port;
+        g->port = port;
         return 0;
     }
     cl_topo *t = cl_node_topo_acquire(o->cluster);
@@ -386,6 +387,11 @@ void pr_cluster_members(pr_server *s, const cl_topo *t)
     h->e[slot].n = t->n;
     h->e[slot].ids = ids;
     pthread_mutex_unlock(&s->hist_mu);
+}
+
+void pr_server_set_thin_port(pr_server *s, int port)
+{
+    atomic_store_explicit(&s->thin_port, port, memory_order_relaxed);
 }
 
 void pr_group_free(pr_server *s)

@@ -45,6 +45,7 @@ struct pr_server {
     struct sq_engine *sql;          /* SQL catalog (proto_sql.c) */
     /* Node sets of recent topology versions (proto_group.c). */
     pthread_mutex_t hist_mu;
+    _Atomic int thin_port;          /* opt.thin_port, or the bound one */
     struct pr_group_hist *hist;
 };
 

@@ -767,6 +767,7 @@ int srv_start(srv **out, const srv_config *c)
         no.cb.before_send = before_send;
     if ((rc = net_server_start(&s->net, &no)) != 0)
         goto fail;
+    pr_server_set_thin_port(s->ps, net_server_port(s->net));
     atomic_store(&s->net_pub, s->net);
     if (c->http) {
         srv_http_options ho = {c->http_host, c->http_port, render_metrics, s,
