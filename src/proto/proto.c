@@ -56,6 +56,14 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
         return EM_NOMEM;
     pthread_mutex_init(&s->state_mu, NULL);
     pthread_mutex_init(&s->hist_mu, NULL);
+    pthread_mutex_init(&s->apply_mu, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->apply_cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     int state = o->state;
     atomic_store(&s->state, state >= PR_STATE_INACTIVE && state <= PR_STATE_ACTIVE_READ_ONLY
                                 ? state : PR_STATE_ACTIVE);
@@ -99,6 +107,8 @@ void pr_server_free(pr_server *s)
     pr_group_free(s);
     pthread_mutex_destroy(&s->state_mu);
     pthread_mutex_destroy(&s->hist_mu);
+    pthread_mutex_destroy(&s->apply_mu);
+    pthread_cond_destroy(&s->apply_cv);
     em_free(s);
 }
 

@@ -46,6 +46,10 @@ struct pr_server {
     /* Node sets of recent topology versions (proto_group.c). */
     pthread_mutex_t hist_mu;
     _Atomic int thin_port;          /* opt.thin_port, or the bound one */
+    /* Broadcast after each entry the metadata group applied here, for
+     * forwarded requests waiting on a cache (pr_cluster_wait_cache). */
+    pthread_mutex_t apply_mu;
+    pthread_cond_t  apply_cv;
     struct pr_group_hist *hist;
 };
 
@@ -209,6 +213,9 @@ int pr_exec_request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out);
  * cluster has confirmed (a cache another node just started); 1 if it did,
  * 0 on a single node or when the cluster could not be asked. */
 int pr_cluster_sync(pr_conn *c);
+/* pr_cluster_wait_cache: on a forwarded request, the cache the origin
+ * already had, once its start applies here (bounded); NULL if it did not. */
+st_cache *pr_cluster_wait_cache(pr_conn *c, int32_t id);
 /* pr_cluster_type_put spreads a registered binary type record (kind 1) or
  * type name (kind 2) to the cluster. */
 int pr_cluster_type_put(pr_conn *c, int kind, int32_t type_id, const uint8_t *p, size_t n);
