@@ -48,6 +48,8 @@ static const char usage_text[] =
     "                            INACTIVE (a persistent emberd starts INACTIVE once)\n"
     "  cluster [CACHE]           nodes (id, consistent id, addresses), topology version\n"
     "                            and state; with CACHE the partitions each node owns\n"
+    "                            (--json adds the thin endpoints clients connect to)\n"
+    "  cluster state [STATE]     the same as state\n"
     "\n"
     "keys and values are typed: int:5 long:5 short:5 byte:5 double:1.5 float:1.5\n"
     "bool:true char:x date:MS uuid:8-4-4-4-12 string:abc (untyped = string)\n"
