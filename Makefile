@@ -4,6 +4,7 @@
 #   make            libember.a, emberd, ember-cli, ember-bench, test binaries
 #   make test       everything, then every suite; last line "N passed, N failed"
 #   make run        emberd in the foreground on 127.0.0.1:10800
+#   make run-cluster 3 nodes in the foreground (tools/cluster.sh run 3)
 #   make asan       unit + integration suites under ASan + UBSan (build/asan)
 #   make replay     the fuzz-corpus replays, built with ASan + UBSan (build/asan)
 #   make tsan       the same under ThreadSanitizer (build/tsan)
@@ -64,7 +65,7 @@ ifneq ($(wildcard tests/stress/chaos.c),)
 BINS += $(BUILD)/ember-chaos
 endif
 
-.PHONY: all deps test run asan tsan bench fuzz clean install replay replay-bins chaos
+.PHONY: all deps test run run-cluster asan tsan bench fuzz clean install replay replay-bins chaos
 all: $(BINS)
 
 $(BUILD)/%.o: %.c
@@ -163,6 +164,12 @@ test: deps
 run: deps
 	@$(MAKE) --no-print-directory $(BUILD)/emberd
 	$(BUILD)/emberd
+
+# 3 local nodes on 127.0.0.1-3 (thin ports 10800-10802) until Ctrl-C; logs in
+# ./ember-cluster.  tools/cluster.sh start/stop does the same in the background.
+run-cluster: deps
+	@$(MAKE) --no-print-directory $(BUILD)/emberd $(BUILD)/ember-cli
+	EMBERD=$(BUILD)/emberd tools/cluster.sh run 3
 
 asan: deps
 	@$(MAKE) --no-print-directory $(ASAN_VARS) all replay-bins

@@ -20,7 +20,8 @@
 
 /* Features ember implements (reference §1.8), as the bitmask bytes. */
 static const uint8_t our_features[PR_FEAT_BYTES] = {
-    (1u << PR_FEAT_USER_ATTRIBUTES) | (1u << PR_FEAT_CLUSTER_STATES),
+    (1u << PR_FEAT_USER_ATTRIBUTES) | (1u << PR_FEAT_CLUSTER_STATES) |
+        (1u << PR_FEAT_CLUSTER_GROUP_GET_NODES_ENDPOINTS) | (1u << PR_FEAT_CLUSTER_GROUPS),
     (1u << (PR_FEAT_BINARY_CONFIGURATION - 8)) | (1u << (PR_FEAT_HEARTBEAT - 8)),
     0, 0
 };
@@ -54,6 +55,15 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
     if (!s)
         return EM_NOMEM;
     pthread_mutex_init(&s->state_mu, NULL);
+    pthread_mutex_init(&s->hist_mu, NULL);
+    pthread_mutex_init(&s->apply_mu, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->apply_cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     int state = o->state;
     atomic_store(&s->state, state >= PR_STATE_INACTIVE && state <= PR_STATE_ACTIVE_READ_ONLY
                                 ? state : PR_STATE_ACTIVE);
@@ -75,6 +85,7 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
     s->opt.password = s->password;
     atomic_store(&s->next_cursor, 1);
     atomic_store(&s->topo_ver, (uint64_t)1 << 32);
+    atomic_store(&s->thin_port, o->thin_port);
     if ((o->cluster && !(s->apply_conn = pr_conn_new(s))) ||
         !(s->sql = sq_engine_new(st, reg))) {
         pr_server_free(s);
@@ -93,7 +104,11 @@ void pr_server_free(pr_server *s)
     em_free(s->password);
     pr_conn_free(s->apply_conn);
     pr_conn_free(s->fwd_conn);
+    pr_group_free(s);
     pthread_mutex_destroy(&s->state_mu);
+    pthread_mutex_destroy(&s->hist_mu);
+    pthread_mutex_destroy(&s->apply_mu);
+    pthread_cond_destroy(&s->apply_cv);
     em_free(s);
 }
 
@@ -623,7 +638,7 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
     case 5000: case 5001: case 5002: case 5003:
         return op_cluster(c, op, r, out);
     case 5100: case 5101: case 5102:
-        return unsupported(c, op, "Cluster group discovery");
+        return pr_op_group(c, op, r, out);
     case 6000:
         return unsupported(c, op, "Compute");
     case 7000: case 7001: case 7002: case 7003:

@@ -94,6 +94,11 @@ typedef struct pr_options {
      * cluster's affinity.  NULL = a single node.  Borrowed. */
     struct cl_node *cluster;
     void    *state_arg;
+    /* thin_host / thin_port: where this node serves thin clients, as the
+     * cluster-group ops (5100-5102) report it on a single node ("" / 0:
+     * not reported).  On a cluster each member's published thin_addr. */
+    char     thin_host[64];
+    int      thin_port;
 } pr_options;
 
 /* pr_options_default fills the defaults listed above (random node id). */
@@ -108,6 +113,10 @@ typedef struct pr_conn pr_conn;
 int  pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg,
                    const pr_options *o);
 void pr_server_free(pr_server *s);
+
+/* pr_server_set_thin_port: the port the server really listens on (after
+ * a start on port 0), for the cluster-group ops. */
+void pr_server_set_thin_port(pr_server *s, int port);
 
 /* pr_server_state: the current cluster state (enum pr_cluster_state). */
 int  pr_server_state(const pr_server *s);
@@ -131,6 +140,12 @@ int  pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp
 /* pr_cluster_topology: the cluster's topology version changed; the next
  * reply on every connection carries AFFINITY_TOPOLOGY_CHANGED (1.4.0+). */
 void pr_cluster_topology(pr_server *s, uint64_t major, uint32_t minor);
+
+struct cl_topo;
+/* pr_cluster_members records which nodes topology t has (metadata thread),
+ * so CLUSTER_GROUP_GET_NODE_ENDPOINTS (5102) can answer what changed since
+ * a recent version; the last PR_GROUP_HISTORY versions are kept. */
+void pr_cluster_members(pr_server *s, const struct cl_topo *t);
 
 /* pr_conn_new / pr_conn_free: per-connection protocol state (handshake,
  * negotiated version and features, cursors, scratch buffers). */

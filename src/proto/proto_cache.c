@@ -29,7 +29,9 @@ int pr_cache_header(pr_conn *c, pr_rd *r, pr_cache_hdr *h)
         return pr_fail(c, PR_ST_FAILED, "Transactions are not supported by ember yet "
                        "(cache operation has the transactional flag)");
     h->cache = st_cache_find(c->srv->st, h->cache_id);
-    if (!h->cache && pr_cluster_sync(c))
+    if (!h->cache && c->forwarded)
+        h->cache = pr_cluster_wait_cache(c, h->cache_id);
+    else if (!h->cache && pr_cluster_sync(c))
         h->cache = st_cache_find(c->srv->st, h->cache_id);
     if (!h->cache)
         return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", h->cache_id);

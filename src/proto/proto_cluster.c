@@ -49,10 +49,43 @@ int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *wh
 
 int pr_cluster_sync(pr_conn *c)
 {
-    /* Never on a forwarded request: it runs on the transport thread, which
-     * is the one that would deliver the leader's answer. */
+    /* Never from a forwarded request: it runs on the transport thread, the
+     * thread that would have to deliver the leader's answer. */
     return c->srv->opt.cluster && !c->forwarded &&
            cl_node_sync(c->srv->opt.cluster, PROPOSE_TIMEOUT_MS) == 0;
+}
+
+/* A key's owner may not have applied a cache start the origin has (the
+ * origin's create returned once it applied there): the entry reaches the
+ * owner through the metadata group, on its own thread, within a heartbeat
+ * or so; the transport thread waits for it, at most FORWARD_CACHE_WAIT_MS. */
+#define FORWARD_CACHE_WAIT_MS 3000
+
+st_cache *pr_cluster_wait_cache(pr_conn *c, int32_t id)
+{
+    pr_server *s = c->srv;
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += FORWARD_CACHE_WAIT_MS / 1000;
+    end.tv_nsec += (long)(FORWARD_CACHE_WAIT_MS % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L) {
+        end.tv_sec++;
+        end.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->apply_mu);
+    st_cache *sc;
+    while (!(sc = st_cache_find(s->st, id)) &&
+           pthread_cond_timedwait(&s->apply_cv, &s->apply_mu, &end) == 0)
+        ;
+    pthread_mutex_unlock(&s->apply_mu);
+    return sc ? sc : st_cache_find(s->st, id);
+}
+
+static void applied(pr_server *s)
+{
+    pthread_mutex_lock(&s->apply_mu);
+    pthread_cond_broadcast(&s->apply_cv);
+    pthread_mutex_unlock(&s->apply_mu);
 }
 
 int pr_cluster_type_put(pr_conn *c, int kind, int32_t type_id, const uint8_t *p, size_t n)
@@ -107,7 +140,7 @@ static int apply_type(pr_server *s, const uint8_t *p, size_t n)
     return rc;
 }
 
-int pr_cluster_apply(pr_server *s, const cl_meta_entry *e)
+static int apply_entry(pr_server *s, const cl_meta_entry *e)
 {
     switch (e->type) {
     case CL_META_E_CACHE_START:
@@ -127,6 +160,13 @@ int pr_cluster_apply(pr_server *s, const cl_meta_entry *e)
     }
 }
 
+int pr_cluster_apply(pr_server *s, const cl_meta_entry *e)
+{
+    int rc = apply_entry(s, e);
+    applied(s);
+    return rc;
+}
+
 int pr_cluster_restore(pr_server *s, const cl_meta_fsm *f)
 {
     int first = 0;
@@ -143,6 +183,7 @@ int pr_cluster_restore(pr_server *s, const cl_meta_fsm *f)
             first = rc;
     }
     int rc = pr_change_state(s, f->state);
+    applied(s);
     return first ? first : rc;
 }
 

@@ -20,6 +20,7 @@
 /* Feature ids of reference §1.8 that ember implements. */
 enum {
     PR_FEAT_USER_ATTRIBUTES = 0, PR_FEAT_CLUSTER_STATES = 2,
+    PR_FEAT_CLUSTER_GROUP_GET_NODES_ENDPOINTS = 3, PR_FEAT_CLUSTER_GROUPS = 4,
     PR_FEAT_BINARY_CONFIGURATION = 8, PR_FEAT_HEARTBEAT = 11
 };
 #define PR_FEAT_BYTES 4             /* feature ids 0..31 are tracked */
@@ -42,6 +43,14 @@ struct pr_server {
     pr_conn *apply_conn;            /* decodes applied entries (metadata thread) */
     pr_conn *fwd_conn;              /* runs forwarded requests (transport thread) */
     struct sq_engine *sql;          /* SQL catalog (proto_sql.c) */
+    /* Node sets of recent topology versions (proto_group.c). */
+    pthread_mutex_t hist_mu;
+    _Atomic int thin_port;          /* opt.thin_port, or the bound one */
+    /* Broadcast after each entry the metadata group applied here, for
+     * forwarded requests waiting on a cache (pr_cluster_wait_cache). */
+    pthread_mutex_t apply_mu;
+    pthread_cond_t  apply_cv;
+    struct pr_group_hist *hist;
 };
 
 typedef struct pr_cursor {
@@ -204,9 +213,21 @@ int pr_exec_request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out);
  * cluster has confirmed (a cache another node just started); 1 if it did,
  * 0 on a single node or when the cluster could not be asked. */
 int pr_cluster_sync(pr_conn *c);
+/* pr_cluster_wait_cache: on a forwarded request, the cache the origin
+ * already had, once its start applies here (bounded); NULL if it did not. */
+st_cache *pr_cluster_wait_cache(pr_conn *c, int32_t id);
 /* pr_cluster_type_put spreads a registered binary type record (kind 1) or
  * type name (kind 2) to the cluster. */
 int pr_cluster_type_put(pr_conn *c, int kind, int32_t type_id, const uint8_t *p, size_t n);
+
+/* ---- cluster groups (proto_group.c) ------------------------------------ */
+
+/* CLUSTER_GROUP_GET_NODE_IDS (5100), _GET_NODE_INFO (5101) and
+ * _GET_NODE_ENDPOINTS (5102). */
+int  pr_op_group(pr_conn *c, int op, pr_rd *r, em_buf *out);
+/* pr_group_free frees the topology history (pr_server_free). */
+void pr_group_free(pr_server *s);
+
 int pr_op_sql(pr_conn *c, pr_rd *r, em_buf *out);               /* 2002 */
 int pr_op_sql_fields(pr_conn *c, pr_rd *r, em_buf *out);        /* 2004 */
 int pr_op_sql_page(pr_conn *c, pr_rd *r, em_buf *out);          /* 2003, 2005 */

@@ -641,6 +641,8 @@ int srv_start(srv **out, const srv_config *c)
     po.max_cursors = c->max_cursors;
     po.max_depth = c->max_depth;
     po.idle_timeout_ms = c->idle_timeout_ms;
+    snprintf(po.thin_host, sizeof po.thin_host, "%s", c->host);
+    po.thin_port = c->port;
     po.debug_ops = c->debug_ops;
     po.debug_stats = debug_stats;
     po.debug_arg = s;
@@ -765,6 +767,7 @@ int srv_start(srv **out, const srv_config *c)
         no.cb.before_send = before_send;
     if ((rc = net_server_start(&s->net, &no)) != 0)
         goto fail;
+    pr_server_set_thin_port(s->ps, net_server_port(s->net));
     atomic_store(&s->net_pub, s->net);
     if (c->http) {
         srv_http_options ho = {c->http_host, c->http_port, render_metrics, s,

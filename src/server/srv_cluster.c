@@ -50,6 +50,7 @@ static void on_topology(void *arg, const cl_topo *t)
     sc->last_major = t->major;
     sc->last_minor = t->minor;
     sc->last_n = t->n;
+    pr_cluster_members(sc->ps, t);
     pr_cluster_topology(sc->ps, t->major, t->minor);
     EM_INFO("cluster topology %llu.%u: %u member%s, state %s%s",
             (unsigned long long)t->major, t->minor, t->n, t->n == 1 ? "" : "s",

@@ -99,6 +99,17 @@ if start_emberd; then
     check bad_command 2 '' -- frobnicate
     check proto_17 0 'string:value' -- --protocol 1.7.0 get people key
     check proto_10 0 'string:value' -- --protocol 1.0.0 get people key
+    check_glob cluster_one 0 'topology 1.0, state ACTIVE, 1 node
+NODE ID*ORDER*CONSISTENT ID*THIN ADDRESS*
+*-*-*-*-*  1 *127.0.0.1:'"$PORT"'*127.0.0.1:'"$PORT"'*(this node)' -- cluster
+    check_glob cluster_json 0 '{"ok":true,"topology":{"major":1,"minor":0},"state":"ACTIVE","nodes":?{"id":"*","consistent_id":"127.0.0.1:'"$PORT"'","addresses":?"127.0.0.1"?,"port":'"$PORT"',"order":1,"local":true}?,"endpoints_version":1,"endpoints":?{"id":"*","port":'"$PORT"',"addresses":?"127.0.0.1"?}?}' -- --json cluster
+    check_glob cluster_cache 0 '*PARTITIONS
+*  1024  (this node)' -- cluster people
+    check_glob cluster_cache_json 0 '*"cache":"people","partition_aware":true,*"partition_count":1024,"partitions":?0,1,2,*,1023?}?*' -- --json cluster people
+    check_glob cluster_no_cache 0 '*cache nosuch: not found*' -- cluster nosuch
+    check cluster_state 0 'ACTIVE' -- cluster state
+    check cluster_too_many 2 '' -- cluster a b
+    check cluster_old_protocol 2 '' -- --protocol 1.4.0 cluster
     check destroy 0 'destroyed' -- destroy people
     check destroy_again 1 '' -- destroy people
     stop_emberd

@@ -153,9 +153,10 @@ TEST(proto_handshake_170_features_and_node_id)
     REQUIRE_OK(pe_open(&e, &o));
     /* features: every bit of bytes 0-2 except USER_ATTRIBUTES (bit 0) */
     CHECK_OK(feed_hex(&e, "10000000 01 0100 0700 0000 02 0c 03000000 feffff"));
-    /* 01 | 0c len=2 {04 09} (CLUSTER_STATES; BINARY_CONFIGURATION, HEARTBEAT) | 0a uuid */
+    /* 01 | 0c len=2 {1c 09} (CLUSTER_STATES, CLUSTER_GROUP_GET_NODES_ENDPOINTS,
+     * CLUSTER_GROUPS; BINARY_CONFIGURATION, HEARTBEAT) | 0a uuid */
     REQUIRE_EQ(e.out.len, 4 + 1 + 5 + 2 + 17);
-    CHECK_MEM(e.out.p + 4, "\x01\x0c\x02\x00\x00\x00\x04\x09\x0a", 9);
+    CHECK_MEM(e.out.p + 4, "\x01\x0c\x02\x00\x00\x00\x1c\x09\x0a", 9);
     CHECK_EQ(e.out.p[13], 0xab);
     pe_close(&e);
 }

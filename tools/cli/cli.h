@@ -49,6 +49,9 @@ typedef struct cli_conn {
     int64_t  rid;
     uint8_t  node_id[16];
     int      has_node_id;
+    int      has_topo;      /* a reply carried AFFINITY_TOPOLOGY_CHANGED */
+    int64_t  topo_major;    /* the last version a reply carried */
+    int32_t  topo_minor;
     em_buf   out;
     em_buf   in;            /* body of the last frame read */
 } cli_conn;
@@ -67,6 +70,20 @@ void cli_close(cli_conn *c);
  * payload (valid until the next call).  CLI_ESERVER fills e->status/msg. */
 int  cli_call(cli_conn *c, int op, const em_buf *payload, const uint8_t **p,
               size_t *n, cli_err *e);
+
+/* cli_report prints a failure (stderr, or JSON on stdout with --json) and
+ * returns the exit code (1 server error, 2 local). */
+int  cli_report(const cli_opts *o, int rc, const cli_err *e);
+
+/* cli_cmd_cluster: `ember-cli cluster [CACHE]` (cli_cluster.c): the nodes
+ * (CLUSTER_GROUP_GET_NODE_IDS / _INFO), topology version and state, and
+ * with a cache the partitions each node owns (CACHE_PARTITIONS).  c must
+ * be a 1.7.0 connection with features CLI_CLUSTER_FEATURES. */
+#define CLI_CLUSTER_FEATURES 0x1c   /* CLUSTER_STATES, _GROUP_GET_NODES_ENDPOINTS, _GROUPS */
+int  cli_cmd_cluster(cli_conn *c, const cli_opts *o, const char *cache);
+
+/* cli_uuid_str formats 16 wire bytes (two LE longs, msb first) as text. */
+void cli_uuid_str(const uint8_t u[16], char out[37]);
 
 /* ---- values (cli_value.c) ---- */
 

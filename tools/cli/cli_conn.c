@@ -423,6 +423,9 @@ int cli_call(cli_conn *c, int op, const em_buf *payload, const uint8_t **p, size
         if (flags & 2) {
             if (len < pos + 12)
                 return fail(e, 0, "malformed reply: topology version");
+            c->has_topo = 1;
+            c->topo_major = (int64_t)em_ld64(q + pos);
+            c->topo_minor = (int32_t)em_ld32(q + pos + 8);
             pos += 12;
         }
         error = flags & 1;

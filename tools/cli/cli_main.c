@@ -2,7 +2,8 @@
  *
  *   ember-cli [options] ping | caches | create NAME | destroy NAME |
  *             put CACHE KEY VALUE | get CACHE KEY | remove CACHE KEY |
- *             size CACHE | stats | state [ACTIVE|ACTIVE_READ_ONLY|INACTIVE]
+ *             size CACHE | stats | state [ACTIVE|ACTIVE_READ_ONLY|INACTIVE] |
+ *             cluster [CACHE]
  *
  * Exit codes: 0 success, 1 the server answered with an error, 2 usage,
  * connection or protocol errors.  Op layouts: ignite-thin-protocol.md §2.3-2.4.
@@ -45,6 +46,10 @@ static const char usage_text[] =
     "  stats                     server version, node id, caches and their sizes\n"
     "  state [STATE]             cluster state, or set it: ACTIVE, ACTIVE_READ_ONLY,\n"
     "                            INACTIVE (a persistent emberd starts INACTIVE once)\n"
+    "  cluster [CACHE]           nodes (id, consistent id, addresses), topology version\n"
+    "                            and state; with CACHE the partitions each node owns\n"
+    "                            (--json adds the thin endpoints clients connect to)\n"
+    "  cluster state [STATE]     the same as state\n"
     "\n"
     "keys and values are typed: int:5 long:5 short:5 byte:5 double:1.5 float:1.5\n"
     "bool:true char:x date:MS uuid:8-4-4-4-12 string:abc (untyped = string)\n"
@@ -116,6 +121,18 @@ static int report(const cli_opts *o, int rc, const cli_err *e)
         fprintf(stderr, "ember-cli: %s\n", e->msg);
     }
     return rc == CLI_ESERVER ? 1 : 2;
+}
+
+int cli_report(const cli_opts *o, int rc, const cli_err *e)
+{
+    return report(o, rc, e);
+}
+
+void cli_uuid_str(const uint8_t u[16], char out[37])
+{
+    uint64_t hi = em_ld64(u), lo = em_ld64(u + 8);
+    snprintf(out, 37, "%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%012" PRIx64,
+             hi >> 32, (hi >> 16) & 0xffff, hi & 0xffff, lo >> 48, lo & UINT64_C(0xffffffffffff));
 }
 
 static int bad_reply(const cli_opts *o, const char *what)
@@ -309,12 +326,8 @@ static int cmd_stats(cli_conn *c, const cli_opts *o)
         goto out;
     }
     char node[40] = "";
-    if (c->has_node_id) {
-        const uint8_t *u = c->node_id;   /* two LE longs: msb, lsb */
-        uint64_t hi = em_ld64(u), lo = em_ld64(u + 8);
-        snprintf(node, sizeof node, "%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%012" PRIx64,
-                 hi >> 32, (hi >> 16) & 0xffff, hi & 0xffff, lo >> 48, lo & UINT64_C(0xffffffffffff));
-    }
+    if (c->has_node_id)
+        cli_uuid_str(c->node_id, node);
     em_buf out = EM_BUF_INIT;
     char tmp[160];
     int k;
@@ -553,9 +566,16 @@ int main(int argc, char **argv)
     const char *cmd = argv[optind];
     char **args = argv + optind + 1;
     int nargs = argc - optind - 1;
+    if (!strcmp(cmd, "cluster") && nargs >= 1 && !strcmp(args[0], "state")) {
+        /* `cluster state [STATE]` is `state [STATE]`. */
+        cmd = "state";
+        args++;
+        nargs--;
+    }
     static const struct { const char *name; int nargs; } cmds[] = {
         {"ping", 0}, {"caches", 0}, {"create", 1}, {"destroy", 1}, {"put", 3},
         {"get", 2},  {"remove", 2}, {"size", 1},   {"stats", 0},  {"state", -1},
+        {"cluster", -1},
     };
     int known = -1;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
@@ -573,6 +593,13 @@ int main(int argc, char **argv)
         return usage_error("%s", m);
     }
 
+    if (!strcmp(cmd, "cluster")) {
+        o.features = CLI_CLUSTER_FEATURES;
+        if (!o.ver_pinned)
+            o.ver = CLI_VER(1, 7, 0);
+        else if (o.ver < CLI_VER(1, 7, 0))
+            return usage_error("%s", "'cluster' needs protocol 1.7.0 (cluster-group features)");
+    }
     if (!strcmp(cmd, "state")) {
         /* The state's name needs CLUSTER_STATES, a 1.7.0 feature. */
         o.features = FEAT_CLUSTER_STATES;
@@ -619,6 +646,8 @@ int main(int argc, char **argv)
         }
     } else if (!strcmp(cmd, "state"))
         ret = cmd_state(&c, &o, nargs ? args[0] : NULL);
+    else if (!strcmp(cmd, "cluster"))
+        ret = cli_cmd_cluster(&c, &o, nargs ? args[0] : NULL);
     else
         ret = cmd_stats(&c, &o);
     cli_close(&c);
