@@ -620,6 +620,30 @@ void tc_rd_str(tc_rd *d, char *out, size_t cap)
 
 /* ---- whole operations --------------------------------------------------- */
 
+int tc_op(tc_conn *c, int op, const em_buf *body, tc_reply *r)
+{
+    em_buf b = EM_BUF_INIT;
+    tc_req_begin(c, &b, op);
+    if (body)
+        tc_put_bytes(&b, body->p, body->len);
+    tc_req_end(&b);
+    int rc = tc_call(c, &b, r);
+    em_buf_free(&b);
+    return rc ? rc : r->status;
+}
+
+int tc_open_features(tc_conn *c, int port, uint8_t features)
+{
+    int rc = tc_connect(c, port);
+    if (rc)
+        return rc;
+    rc = tc_handshake(c, 1, 7, 0, &features, 1);
+    if (rc == 1)
+        return 0;
+    tc_close(c);
+    return rc ? rc : EM_PROTO;
+}
+
 int tc_activate(tc_conn *c)
 {
     em_buf b = EM_BUF_INIT;

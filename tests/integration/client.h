@@ -168,6 +168,13 @@ void tc_rd_str(tc_rd *d, char *out, size_t cap);
 
 /* ---- whole operations used by many tests ---------------------------------- */
 
+/* tc_op sends op with body (may be NULL) and fills *r: the reply status,
+ * or a negative code when no reply came. */
+int tc_op(tc_conn *c, int op, const em_buf *body, tc_reply *r);
+/* tc_open_features: connect and handshake at 1.7.0 asking for the feature
+ * bits in `features` (ids 0-7); 0 once accepted. */
+int tc_open_features(tc_conn *c, int port, uint8_t features);
+
 /* tc_activate: CHANGE_STATE (5001) to ACTIVE, for a persistent emberd's
  * first start (it starts INACTIVE, as Ignite does).  0 or negative / status. */
 int tc_activate(tc_conn *c);

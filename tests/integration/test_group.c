@@ -15,32 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static int call(tc_conn *c, int op, const em_buf *body, tc_reply *r)
-{
-    em_buf b = EM_BUF_INIT;
-    tc_req_begin(c, &b, op);
-    if (body)
-        tc_put_bytes(&b, body->p, body->len);
-    tc_req_end(&b);
-    int rc = tc_call(c, &b, r);
-    em_buf_free(&b);
-    return rc ? rc : r->status;
-}
-
-/* open17: 1.7.0 with CLUSTER_GROUP_GET_NODES_ENDPOINTS (3) and
- * CLUSTER_GROUPS (4) asked for. */
-static int open17(tc_conn *c, int port)
-{
-    uint8_t f[1] = {0x18};
-    int rc = tc_connect(c, port);
-    if (rc)
-        return rc;
-    rc = tc_handshake(c, 1, 7, 0, f, 1);
-    if (rc == 1)
-        return 0;
-    tc_close(c);
-    return rc ? rc : EM_PROTO;
-}
+/* open17: 1.7.0 asking for CLUSTER_GROUP_GET_NODES_ENDPOINTS (3) and CLUSTER_GROUPS (4). */
+static int open17(tc_conn *c, int port) { return tc_open_features(c, port, 0x18); }
 
 TEST(group_features_offered)
 {
@@ -67,7 +43,7 @@ TEST(group_node_ids_and_projections)
     /* No projection, any version older than the current (1). */
     tc_put_i64(&b, -1);
     tc_put_i32(&b, 0);
-    REQUIRE_EQ(call(&c, 5100, &b, &r), 0);
+    REQUIRE_EQ(tc_op(&c, 5100, &b, &r), 0);
     REQUIRE_EQ(r.n, 1u + 8 + 4 + 16);
     tc_rd d = tc_rd_of(&r);
     CHECK_EQ(tc_rd_u8(&d), 1);
@@ -79,7 +55,7 @@ TEST(group_node_ids_and_projections)
     em_buf_reset(&b);
     tc_put_i64(&b, 1);
     tc_put_i32(&b, 0);
-    REQUIRE_EQ(call(&c, 5100, &b, &r), 0);
+    REQUIRE_EQ(tc_op(&c, 5100, &b, &r), 0);
     CHECK_EQ(r.n, 1u);
     CHECK_EQ(r.p[0], 0);
 
@@ -90,7 +66,7 @@ TEST(group_node_ids_and_projections)
         tc_put_i32(&b, 1);
         tc_put_i16(&b, 2);
         tc_put_u8(&b, (uint8_t)srv);
-        REQUIRE_EQ(call(&c, 5100, &b, &r), 0);
+        REQUIRE_EQ(tc_op(&c, 5100, &b, &r), 0);
         d = tc_rd_of(&r);
         CHECK_EQ(tc_rd_u8(&d), 1);
         tc_rd_i64(&d);
@@ -115,7 +91,7 @@ TEST(group_node_ids_and_projections)
             tc_v_str(&b, at[i].val);
         else
             tc_v_null(&b);
-        REQUIRE_EQ(call(&c, 5100, &b, &r), 0);
+        REQUIRE_EQ(tc_op(&c, 5100, &b, &r), 0);
         d = tc_rd_of(&r);
         CHECK_EQ(tc_rd_u8(&d), 1);
         tc_rd_i64(&d);
@@ -127,18 +103,18 @@ TEST(group_node_ids_and_projections)
     tc_put_i64(&b, 0);
     tc_put_i32(&b, 1);
     tc_put_i16(&b, 7);
-    CHECK_EQ(call(&c, 5100, &b, &r), 1);
+    CHECK_EQ(tc_op(&c, 5100, &b, &r), 1);
     CHECK(strstr(r.msg, "Unknown code: 7") != NULL);
     em_buf_reset(&b);
     tc_put_i64(&b, 0);
     tc_put_i32(&b, 0x7fffffff);
-    CHECK_EQ(call(&c, 5100, &b, &r), 1);
+    CHECK_EQ(tc_op(&c, 5100, &b, &r), 1);
     CHECK(strstr(r.msg, "projection") != NULL);
     em_buf_reset(&b);
     tc_put_i64(&b, 0);
     tc_put_i32(&b, 1);
     tc_put_i16(&b, 1);
-    CHECK_EQ(call(&c, 5100, &b, &r), 1);
+    CHECK_EQ(tc_op(&c, 5100, &b, &r), 1);
 
     em_buf_free(&b);
     CHECK_OK(tc_sanity(s.port));
@@ -176,7 +152,7 @@ TEST(group_node_info)
     memset(other, 0x5a, 16);
     tc_put_bytes(&b, other, 16);
     tc_put_bytes(&b, c.node_id, 16);
-    REQUIRE_EQ(call(&c, 5101, &b, &r), 0);
+    REQUIRE_EQ(tc_op(&c, 5101, &b, &r), 0);
     tc_rd d = tc_rd_of(&r);
     REQUIRE_EQ(tc_rd_i32(&d), 1);
     CHECK_EQ(tc_rd_u8(&d), 10);
@@ -229,17 +205,17 @@ TEST(group_node_info)
     em_buf_reset(&b);
     tc_put_i32(&b, 1);
     tc_put_bytes(&b, other, 16);
-    REQUIRE_EQ(call(&c, 5101, &b, &r), 0);
+    REQUIRE_EQ(tc_op(&c, 5101, &b, &r), 0);
     CHECK_EQ(r.n, 4u);
     CHECK_EQ(em_ld32(r.p), 0u);
     em_buf_reset(&b);
     tc_put_i32(&b, 1 << 30);
     tc_put_bytes(&b, other, 16);
-    CHECK_EQ(call(&c, 5101, &b, &r), 1);
+    CHECK_EQ(tc_op(&c, 5101, &b, &r), 1);
     CHECK(strstr(r.msg, "count") != NULL);
     em_buf_reset(&b);
     tc_put_i32(&b, -1);
-    CHECK_EQ(call(&c, 5101, &b, &r), 1);
+    CHECK_EQ(tc_op(&c, 5101, &b, &r), 1);
 
     em_buf_free(&b);
     tc_close(&c);
@@ -258,7 +234,7 @@ TEST(group_node_endpoints)
     /* Every node. */
     tc_put_i64(&b, -1);
     tc_put_i64(&b, -1);
-    REQUIRE_EQ(call(&c, 5102, &b, &r), 0);
+    REQUIRE_EQ(tc_op(&c, 5102, &b, &r), 0);
     tc_rd d = tc_rd_of(&r);
     CHECK_EQ(tc_rd_i64(&d), 1);
     REQUIRE_EQ(tc_rd_i32(&d), 1);
@@ -278,7 +254,7 @@ TEST(group_node_endpoints)
     em_buf_reset(&b);
     tc_put_i64(&b, 1);
     tc_put_i64(&b, -1);
-    REQUIRE_EQ(call(&c, 5102, &b, &r), 0);
+    REQUIRE_EQ(tc_op(&c, 5102, &b, &r), 0);
     CHECK_EQ(r.n, 16u);
     d = tc_rd_of(&r);
     CHECK_EQ(tc_rd_i64(&d), 1);
@@ -291,13 +267,13 @@ TEST(group_node_endpoints)
         em_buf_reset(&b);
         tc_put_i64(&b, bad[i][0]);
         tc_put_i64(&b, bad[i][1]);
-        CHECK_EQ(call(&c, 5102, &b, &r), 1);
+        CHECK_EQ(tc_op(&c, 5102, &b, &r), 1);
         CHECK(strstr(r.msg, "Topology history not found") != NULL);
     }
     /* Truncated. */
     em_buf_reset(&b);
     tc_put_i64(&b, -1);
-    CHECK_EQ(call(&c, 5102, &b, &r), 1);
+    CHECK_EQ(tc_op(&c, 5102, &b, &r), 1);
 
     em_buf_free(&b);
     CHECK_OK(tc_sanity(s.port));

@@ -23,38 +23,13 @@
     "that the cluster is considered inactive by default if Ignite Persistent Store is used to " \
     "let all the nodes join the cluster. To activate the cluster call Ignite.active(true)."
 
-/* call sends op with body (may be NULL) and fills *r; the reply status, or a
- * negative code when no reply came. */
-static int call(tc_conn *c, int op, const em_buf *body, tc_reply *r)
-{
-    em_buf b = EM_BUF_INIT;
-    tc_req_begin(c, &b, op);
-    if (body)
-        tc_put_bytes(&b, body->p, body->len);
-    tc_req_end(&b);
-    int rc = tc_call(c, &b, r);
-    em_buf_free(&b);
-    return rc ? rc : r->status;
-}
-
-/* open17: handshake at 1.7.0 with the CLUSTER_STATES feature (bit 2). */
-static int open17(tc_conn *c, int port)
-{
-    uint8_t f[1] = {0x04};
-    int rc = tc_connect(c, port);
-    if (rc)
-        return rc;
-    rc = tc_handshake(c, 1, 7, 0, f, 1);
-    if (rc == 1)
-        return 0;
-    tc_close(c);
-    return rc ? rc : EM_PROTO;
-}
+/* open17: 1.7.0 asking for CLUSTER_STATES (2). */
+static int open17(tc_conn *c, int port) { return tc_open_features(c, port, 0x04); }
 
 static int get_state(tc_conn *c)
 {
     tc_reply r;
-    int rc = call(c, 5000, NULL, &r);
+    int rc = tc_op(c, 5000, NULL, &r);
     if (rc)
         return rc < 0 ? rc : -1000 - rc;
     return r.n == 1 ? r.p[0] : -1;
@@ -65,7 +40,7 @@ static int set_state(tc_conn *c, int st)
     em_buf b = EM_BUF_INIT;
     tc_put_u8(&b, (uint8_t)st);
     tc_reply r;
-    int rc = call(c, 5001, &b, &r);
+    int rc = tc_op(c, 5001, &b, &r);
     em_buf_free(&b);
     return rc;
 }
@@ -83,7 +58,7 @@ static int kv_op(tc_conn *c, int op, const char *cache, int32_t key, const char 
         tc_v_str(&b, val);
     if (extra)
         tc_put_bytes(&b, extra->p, extra->len);
-    int rc = call(c, op, &b, r);
+    int rc = tc_op(c, op, &b, r);
     em_buf_free(&b);
     return rc;
 }
@@ -104,7 +79,7 @@ static int create_cfg(tc_conn *c, const char *name, const char *region, tc_reply
     tc_put_i16(&v, 0);
     tc_v_str(&v, name);
     em_st32(v.p, (uint32_t)(v.len - 4));
-    int rc = call(c, 1053, &v, r);
+    int rc = tc_op(c, 1053, &v, r);
     em_buf_free(&v);
     return rc;
 }
@@ -114,7 +89,7 @@ static int goc(tc_conn *c, const char *name, tc_reply *r)
 {
     em_buf b = EM_BUF_INIT;
     tc_v_str(&b, name);
-    int rc = call(c, 1052, &b, r);
+    int rc = tc_op(c, 1052, &b, r);
     em_buf_free(&b);
     return rc;
 }
@@ -125,7 +100,7 @@ static int wal_op(tc_conn *c, int op, const char *cache, int en, tc_reply *r)
     tc_v_str(&b, cache);
     if (op == 5002)
         tc_put_u8(&b, (uint8_t)en);
-    int rc = call(c, op, &b, r);
+    int rc = tc_op(c, op, &b, r);
     em_buf_free(&b);
     return rc;
 }
@@ -290,7 +265,7 @@ TEST(state_read_only_refuses_writes)
     tc_put_i32(&scan, -1);
     tc_put_u8(&scan, 0);
     CHECK_EQ(kv_op(&c, 2000, "ro", NOKEY, NULL, &scan, &R), 0);
-    CHECK_EQ(call(&c, 1050, NULL, &R), 0);                     /* GET_NAMES */
+    CHECK_EQ(tc_op(&c, 1050, NULL, &R), 0);                     /* GET_NAMES */
 
     /* every modifying op is refused, and changes nothing */
     em_buf kv = EM_BUF_INIT;                                   /* PUT_ALL: 1 pair */
@@ -360,12 +335,12 @@ TEST(state_inactive_refuses_cache_ops)
     tc_put_i32(&m, 0);
     EXPECT_REFUSED(kv_op(&c, 1020, "in", NOKEY, NULL, &m, &R), INACTIVE_MSG);
     em_buf_free(&m);
-    EXPECT_REFUSED(call(&c, 1050, NULL, &R), INACTIVE_MSG);
+    EXPECT_REFUSED(tc_op(&c, 1050, NULL, &R), INACTIVE_MSG);
     EXPECT_REFUSED(goc(&c, "other", &R), INACTIVE_MSG);
     EXPECT_REFUSED(create_cfg(&c, "other", NULL, &R), INACTIVE_MSG);
     em_buf id = EM_BUF_INIT;
     tc_put_i32(&id, tc_cache_id("in"));
-    EXPECT_REFUSED(call(&c, 1056, &id, &R), INACTIVE_MSG);    /* DESTROY */
+    EXPECT_REFUSED(tc_op(&c, 1056, &id, &R), INACTIVE_MSG);    /* DESTROY */
     em_buf_free(&id);
     /* cluster and binary-type ops still answer */
     CHECK_EQ(get_state(&c), 0);
