@@ -197,6 +197,11 @@ typedef struct st_update {
     const uint8_t *val; uint32_t vlen;     /* stored value (PUT) */
     int64_t expire_at_ms;                  /* wall-clock ms, 0 = never */
     const st_cache_config *cfg;            /* CACHE_CREATE */
+    /* cntr: the partition's update counter once this update is applied
+     * (PUT/REMOVE/CLEAR of one partition).  The store sets it for the
+     * observer; st_apply raises the partition's counter to it (0: advance
+     * by one, as a live write would). */
+    uint64_t cntr;
 } st_update;
 typedef int (*st_observer_fn)(void *arg, const st_update *u);
 void st_set_observer(st_store *s, st_observer_fn fn, void *arg);
@@ -222,6 +227,13 @@ int         st_region_in_memory(const st_store *s, const char *region);
  * entries are invisible at once anyway; writes also reclaim a few per op.
  * Returns how many entries it reclaimed. */
 int st_expire_tick(st_store *s, uint32_t budget);
+
+/* st_part_info: partition part's update counter and entry count (read
+ * without its lock: a moment's values).  EM_RANGE for a partition out of
+ * range, EM_NOCACHE after a destroy. */
+int st_part_info(st_cache *c, uint32_t part, uint64_t *cntr, uint64_t *size);
+/* st_cache_parts: the cache's partition count. */
+uint32_t st_cache_parts(const st_cache *c);
 
 /* st_cache_destroyed: nonzero once the cache was destroyed (its pointer stays
  * valid until st_close; every operation on it returns EM_NOCACHE). */

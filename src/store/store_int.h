@@ -56,7 +56,11 @@ typedef struct st_slot {
  * load + store, no lock prefix), read lock-free by stats (relaxed). */
 typedef struct st_pstats {
     _Atomic uint64_t entries, mem, evictions, expirations, removals;
-    uint64_t pad_[2];
+    /* upd: the partition's update counter (reference/cluster.md §3.5):
+     * every applied write advances it under the partition lock; the
+     * exchange reads it without the lock. */
+    _Atomic uint64_t upd;
+    uint64_t pad_[1];
 } st_pstats;
 
 /* st_lock: a 4-byte mutex (Drepper's futex mutex: 0 free, 1 locked, 2

@@ -362,19 +362,60 @@ static inline __attribute__((always_inline)) uint32_t lookup(st_cache *c, st_par
     return i;
 }
 
-static inline int notify(st_cache *c, const st_update *u)
+/* advance: a write applied to p with nobody to tell moves its counter. */
+static inline void advance(st_part *p)
 {
-    return st_observe(c->store, u);
+    ST_BUMP(p->st.upd, 1);
+}
+
+/* notify tells the observer of an update of partition u->partition with the
+ * counter it gives the partition, which advances only if the observer takes
+ * it (a write the log refused did not happen). */
+static inline int notify(st_cache *c, st_update *u)
+{
+    st_part *p = &c->parts[u->partition];
+    u->cntr = atomic_load_explicit(&p->st.upd, memory_order_relaxed) + 1;
+    int rc = st_observe(c->store, u);
+    if (!rc)
+        atomic_store_explicit(&p->st.upd, u->cntr, memory_order_relaxed);
+    return rc;
 }
 
 static int notify_remove(st_cache *c, uint32_t pi, const st_entry *e)
 {
-    if (!st_has_observer(c->store))
+    if (!st_has_observer(c->store)) {
+        advance(&c->parts[pi]);
         return 0;
+    }
     st_update u = {.kind = ST_UPD_REMOVE, .cache_id = c->id, .partition = pi,
                    .key = e->data, .klen = e->klen};
     return notify(c, &u);
 }
+
+/* replayed: a write replayed (or received) with the counter its origin gave
+ * it raises the partition's counter to that; without one it advances. */
+static inline void replayed(st_part *p, uint64_t cntr)
+{
+    uint64_t cur = atomic_load_explicit(&p->st.upd, memory_order_relaxed);
+    if (!cntr)
+        cntr = cur + 1;
+    if (cntr > cur)
+        atomic_store_explicit(&p->st.upd, cntr, memory_order_relaxed);
+}
+
+int st_part_info(st_cache *c, uint32_t part, uint64_t *cntr, uint64_t *size)
+{
+    if (part >= c->nparts)
+        return EM_RANGE;
+    st_part *p = &c->parts[part];
+    if (st_cache_destroyed(c))
+        return EM_NOCACHE;
+    *cntr = atomic_load_explicit(&p->st.upd, memory_order_relaxed);
+    *size = atomic_load_explicit(&p->st.entries, memory_order_relaxed);
+    return 0;
+}
+
+uint32_t st_cache_parts(const st_cache *c) { return c->nparts; }
 
 /* ---- eviction --------------------------------------------------------- */
 
@@ -453,6 +494,7 @@ typedef struct wreq {
     int notify;                  /* 0 for WAL replay */
     int has_abs;                 /* replay: absolute deadline below */
     int64_t abs_at;
+    uint64_t cntr;               /* replay: the update's counter (0 = none) */
     const uint8_t *expect; size_t elen;
     em_buf *out;                 /* previous/existing value, or NULL */
     int *found;
@@ -542,6 +584,8 @@ retry:
             entry_drop(c, p, i);
             ST_BUMP(p->st.expirations, 1);
         }
+        if (!w->notify)
+            replayed(p, w->cntr);
         if (w->done)
             *w->done = 1;
         goto out;
@@ -628,6 +672,12 @@ retry:
             set_expire(p, ne, at);
     }
 #undef PUT_UPDATE
+    if (!observe) {
+        if (w->notify)
+            advance(p);
+        else
+            replayed(p, w->cntr);
+    }
     ST_BUMP(p->puts, 1);
     if (w->done)
         *w->done = 1;
@@ -727,7 +777,8 @@ int st_apply_put(st_cache *c, const st_update *u)
     kprep x;
     int rc = key_prep(c, NULL, u->key, u->klen, &x);
     if (!rc) {
-        wreq w = {.mode = W_ALWAYS, .has_abs = 1, .abs_at = u->expire_at_ms};
+        wreq w = {.mode = W_ALWAYS, .has_abs = 1, .abs_at = u->expire_at_ms,
+                  .cntr = u->cntr};
         rc = do_write(c, &x, u->val, u->vlen, &w);
     }
     buf_drop(&x.own);
@@ -990,6 +1041,7 @@ int st_apply_remove(st_cache *c, const st_update *u)
                 entry_drop(c, p, i);
                 ST_BUMP(p->st.removals, 1);
             }
+            replayed(p, u->cntr);
         }
         st_lock_release(&p->lock);
     }
@@ -1008,6 +1060,8 @@ int st_clear_part(st_cache *c, uint32_t pi, int notify_obs)
         if (notify_obs && st_has_observer(c->store)) {
             st_update u = {.kind = ST_UPD_CLEAR, .cache_id = c->id, .partition = pi};
             rc = notify(c, &u);
+        } else {
+            advance(p);
         }
         if (!rc) {
             ST_BUMP(p->st.removals, p->count);

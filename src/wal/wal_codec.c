@@ -36,6 +36,8 @@
  *                 uint32 = varint, string = varint (len+1, 0 = NULL) | bytes | NUL,
  *                 bytes = varint (len+1, 0 = NULL) | bytes
  *   CLEAR, CACHE_DESTROY: no rows.
+ * The row id's high half carries the partition's update counter after the
+ * update (st_update.cntr; 0 in records written before counters existed).
  */
 #include "wal/wal.h"
 
@@ -477,6 +479,7 @@ int wal_encode_update(em_buf *out, const st_update *u, int64_t ts)
     memset(&r, 0, sizeof r);
     r.timestamp = ts;
     r.schema_version = 1;
+    r.id.msb = u->cntr;        /* the partition's update counter (row id, high half) */
     uint64_t exp = u->expire_at_ms > 0 ? (uint64_t)u->expire_at_ms : 0;
     uint64_t plen;
     switch (u->kind) {
@@ -543,6 +546,7 @@ int wal_decode_update(const wal_cmd *c, st_update *u, st_cache_config *cfg)
     if (!wal_cmd_next_row(c, &pos, &r))
         return EM_TRUNCATED;
     const uint8_t *p = r.payload, *end = r.payload + r.len;
+    u->cntr = r.id.msb;
     if (c->op == ST_UPD_CACHE_CREATE) {
         int rc = cfg_get(p, end, cfg);
         if (rc)
