@@ -6,7 +6,7 @@
  *
  *   offset size  field
  *   0      4     magic "EMMS"
- *   4      2     version, 1
+ *   4      2     version, 2 (1: without owner tables)
  *   6      2     reserved, 0
  *   8      8     body length n (<= CL_META_MAX_SNAPSHOT)
  *   16     4     CRC-32C of the body
@@ -19,6 +19,7 @@
  *     u32 n_baseline | u32 raw_len | raw (the BASELINE_SET list)
  *     u32 n_caches, each: i32 id | u32 len | bytes     (ids strictly increasing)
  *     u32 n_types, each: i32 id | u32 len | bytes      (ids strictly increasing)
+ *     u32 n_owners, each: i32 group | u32 len | table  (version 2; ids increasing)
  *
  * Apply is all-or-nothing: every allocation an entry needs is made before
  * the state is touched, so EM_NOMEM leaves the state as it was.
@@ -35,7 +36,7 @@
 #define ENTRY_VER   1
 #define SNAP_HDR    24
 #define SNAP_MAGIC  0x534d4d45u     /* "EMMS" little-endian */
-#define SNAP_VER    1
+#define SNAP_VER    2
 
 const char *cl_meta_entry_name(int type)
 {
@@ -254,6 +255,15 @@ int cl_meta_entry_decode(const uint8_t *p, size_t n, cl_meta_entry *e)
         e->u.exch.major = rd_u64(&r);
         e->u.exch.minor = rd_u32(&r);
         break;
+    case CL_META_E_OWNERS_SET: {
+        int rc = cl_meta_owners_check(r.p, r.n, &e->u.owners.exch, &e->u.owners.ngroups,
+                                      &e->u.owners.raw);
+        if (rc)
+            rd_fail(&r, rc);
+        else
+            r.off = r.n;
+        break;
+    }
     default:
         e->type = 0;
         return EM_BADTYPE;
@@ -447,6 +457,9 @@ void cl_meta_fsm_free(cl_meta_fsm *f)
         em_free(f->caches[i].p);
     for (uint32_t i = 0; i < f->n_types; i++)
         em_free(f->types[i].p);
+    for (uint32_t i = 0; i < f->n_owners; i++)
+        em_free(f->owners[i].p);
+    em_free(f->owners);
     em_free(f->members);
     em_free(f->caches);
     em_free(f->types);
@@ -683,6 +696,7 @@ static int apply_cache_stop(cl_meta_fsm *f, int32_t id, int *changed)
             (f->n_caches - (uint32_t)at - 1) * sizeof *f->caches);
     f->n_caches--;
     f->minor++;
+    cl_meta_owners_drop(f, id);
     *changed = 1;
     return 0;
 }
@@ -784,6 +798,9 @@ int cl_meta_fsm_apply(cl_meta_fsm *f, uint64_t index, const uint8_t *p, size_t n
             status = apply_exch(f, e->u.exch.id, e->u.exch.major, e->u.exch.minor,
                                 &changed);
             break;
+        case CL_META_E_OWNERS_SET:
+            status = cl_meta_owners_apply(f, e->u.owners.ngroups, e->u.owners.raw, &changed);
+            break;
         }
         if (status == EM_NOMEM)
             return EM_NOMEM;
@@ -819,6 +836,9 @@ static size_t snap_body_size(const cl_meta_fsm *f)
     k += 4;
     for (uint32_t i = 0; i < f->n_types; i++)
         k += 8 + f->types[i].len;
+    k += 4;
+    for (uint32_t i = 0; i < f->n_owners; i++)
+        k += 8 + f->owners[i].len;
     return k;
 }
 
@@ -866,6 +886,12 @@ int cl_meta_fsm_snapshot(const cl_meta_fsm *f, em_buf *out)
         w_u32(out, (uint32_t)f->types[i].id);
         w_u32(out, f->types[i].len);
         w_raw(out, f->types[i].p, f->types[i].len);
+    }
+    w_u32(out, f->n_owners);
+    for (uint32_t i = 0; i < f->n_owners; i++) {
+        w_u32(out, (uint32_t)f->owners[i].id);
+        w_u32(out, f->owners[i].len);
+        w_raw(out, f->owners[i].p, f->owners[i].len);
     }
     uint8_t *h = out->p + start;
     body = out->len - start - SNAP_HDR;     /* equals the reservation */
@@ -982,7 +1008,7 @@ static int snap_members(rd *r, cl_meta_fsm *t)
     return 0;
 }
 
-static int snap_decode(rd *r, cl_meta_fsm *t)
+static int snap_decode(rd *r, cl_meta_fsm *t, int ver)
 {
     int rc;
     t->last_index = rd_u64(r);
@@ -1032,18 +1058,25 @@ static int snap_decode(rd *r, cl_meta_fsm *t)
         return rc;
     if ((rc = rd_blobs(r, &t->types, &t->n_types, &t->cap_types, CL_META_MAX_TYPES)))
         return rc;
+    if (ver >= 2) {
+        if ((rc = rd_blobs(r, &t->owners, &t->n_owners, &t->cap_owners, CL_META_MAX_CACHES)))
+            return rc;
+        for (uint32_t i = 0; i < t->n_owners && !r->err; i++)
+            if ((rc = cl_meta_owners_table_check(t->owners[i].p, t->owners[i].len)) != 0)
+                rd_fail(r, rc);
+    }
     if (!r->err && r->off != r->n)
         rd_fail(r, EM_TRAILING);
     return 0;
 }
 
 /* restore_body decodes into a fresh state and swaps it in only when whole. */
-static int restore_body(cl_meta_fsm *f, const uint8_t *p, size_t n)
+static int restore_body(cl_meta_fsm *f, const uint8_t *p, size_t n, int ver)
 {
     cl_meta_fsm t;
     cl_meta_fsm_init(&t);
     rd r = { p, n, 0, 0 };
-    int rc = snap_decode(&r, &t);
+    int rc = snap_decode(&r, &t, ver);
     if (!rc)
         rc = r.err;
     if (rc) {
@@ -1059,7 +1092,8 @@ int cl_meta_fsm_restore(cl_meta_fsm *f, const uint8_t *p, size_t n)
 {
     if (n < SNAP_HDR)
         return EM_TRUNCATED;
-    if (em_ld32(p) != SNAP_MAGIC || em_ld16(p + 4) != SNAP_VER ||
+    int ver = em_ld16(p + 4);
+    if (em_ld32(p) != SNAP_MAGIC || ver < 1 || ver > SNAP_VER ||
         em_ld16(p + 6) != 0 || em_ld32(p + 20) != 0)
         return EM_CORRUPT;
     uint64_t body = em_ld64(p + 8);
@@ -1071,6 +1105,6 @@ int cl_meta_fsm_restore(cl_meta_fsm *f, const uint8_t *p, size_t n)
         return EM_TRAILING;
     if (em_crc32c(0, p + SNAP_HDR, body) != em_ld32(p + 16))
         return EM_CORRUPT;
-    return restore_body(f, p + SNAP_HDR, (size_t)body);
+    return restore_body(f, p + SNAP_HDR, (size_t)body, ver);
 }
 

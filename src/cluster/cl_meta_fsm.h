@@ -32,6 +32,11 @@
  *                 Ignite's ClusterState ordinals)
  *   VOTERS_SET    u8 n (<= CL_META_MAX_VOTERS) | n x uuid
  *   EXCH_DONE     u64 exchange_id | u64 major | u32 minor
+ *   OWNERS_SET    u64 exchange_id | u32 g (<= CL_META_MAX_CACHES) | g x group:
+ *                 i32 group | u32 parts (1..CL_META_MAX_PARTS) | u32 k (<= parts) |
+ *                 k x { u32 partition (ascending, < parts) | u8 flags
+ *                 (CL_META_OWN_LOST) | u8 n (<= CL_META_MAX_OWNERS) | n x u64
+ *                 member order (its join's log index), primary first }
  *
  * Effects (cluster.md §3.2; every entry is idempotent: applying it again
  * changes nothing and bumps nothing):
@@ -47,6 +52,12 @@
  *   TYPE_PUT, VOTERS_SET      no version change (not topology)
  *   EXCH_DONE                 records the exchange id (must grow); JOINING members
  *                             that joined at or before its major become ALIVE
+ *   OWNERS_SET                the exchange's decision (cl_meta_owners.c): each
+ *                             named partition of each group gets those owners and
+ *                             flags; a group's table starts with no owners (or
+ *                             starts over when parts differs); groups of caches
+ *                             not started are skipped; no version change.
+ *                             CACHE_STOP drops the group's table.
  *
  * An entry that is malformed or refused is still "applied" (the log index
  * advances and every node refuses it alike); the refusal is reported in
@@ -72,6 +83,9 @@
 #define CL_META_MAX_CACHES     65536u
 #define CL_META_MAX_TYPES      65536u
 #define CL_META_MAX_SNAPSHOT   (1ull << 32)
+#define CL_META_MAX_PARTS      65536u
+#define CL_META_MAX_OWNERS     255u
+#define CL_META_OWN_LOST       1u               /* OWNERS_SET flag: every owner is gone */
 
 /* Entry types, named once (X(name, code)). */
 #define CL_META_ENTRIES(X) \
@@ -84,7 +98,8 @@
     X(BASELINE_SET, 7)     \
     X(STATE_SET,    8)     \
     X(VOTERS_SET,   9)     \
-    X(EXCH_DONE,    10)
+    X(EXCH_DONE,    10)    \
+    X(OWNERS_SET,   11)
 
 enum {
 #define CL_META_E_ENUM_(name, code) CL_META_E_##name = (code),
@@ -127,6 +142,7 @@ typedef struct cl_meta_entry {
         uint8_t state;                                          /* STATE_SET */
         struct { uint32_t n; cl_meta_uuid id[CL_META_MAX_VOTERS]; } voters;
         struct { uint64_t id, major; uint32_t minor; } exch;    /* EXCH_DONE */
+        struct { uint64_t exch; uint32_t ngroups; cl_meta_bytes raw; } owners; /* OWNERS_SET */
     } u;
 } cl_meta_entry;
 
@@ -192,6 +208,8 @@ typedef struct cl_meta_fsm {
     uint32_t        n_caches, cap_caches;
     cl_meta_blob   *types;
     uint32_t        n_types, cap_types;
+    cl_meta_blob   *owners;        /* per group (id = group id): its owner table */
+    uint32_t        n_owners, cap_owners;
 } cl_meta_fsm;
 
 /* cl_meta_effect: what applying one entry did. */
@@ -228,6 +246,44 @@ int cl_meta_fsm_restore(cl_meta_fsm *f, const uint8_t *p, size_t n);
 const cl_meta_member *cl_meta_fsm_member(const cl_meta_fsm *f, cl_meta_uuid id);
 const cl_meta_blob   *cl_meta_fsm_cache(const cl_meta_fsm *f, int32_t cache_id);
 const cl_meta_blob   *cl_meta_fsm_type(const cl_meta_fsm *f, int32_t type_id);
+
+/* ---- owner tables (cl_meta_owners.c) ----
+ *
+ * A table: u32 parts | parts x { u8 flags | u8 n | n x u64 member order }.
+ * cl_meta_fsm_owners: the group's table (NULL before its first decision). */
+const cl_meta_blob *cl_meta_fsm_owners(const cl_meta_fsm *f, int32_t grp);
+uint32_t cl_meta_owners_parts(const cl_meta_blob *t);
+typedef struct cl_meta_part_owners { uint8_t flags, n; const uint8_t *order; } cl_meta_part_owners;
+/* cl_meta_owners_next walks a table a partition at a time: *off starts at 0;
+ * 1 with *o filled, 0 after the last. */
+int cl_meta_owners_next(const cl_meta_blob *t, uint32_t *off, cl_meta_part_owners *o);
+static inline uint64_t cl_meta_owner_at(const cl_meta_part_owners *o, uint32_t i)
+{
+    return em_ld64(o->order + 8u * i);
+}
+
+/* Building an OWNERS_SET entry: begin, then per group a group call followed
+ * by its partitions in ascending order, then end.  _size is the entry's size
+ * so far (a caller splits a large decision into several entries). */
+typedef struct cl_meta_owners_enc {
+    em_buf  *out;
+    size_t   at, grp_at;
+    uint32_t ngroups, parts, nparts;
+    int64_t  last_part;
+} cl_meta_owners_enc;
+int    cl_meta_enc_owners_begin(cl_meta_owners_enc *e, em_buf *out, uint64_t exch_id);
+int    cl_meta_enc_owners_group(cl_meta_owners_enc *e, int32_t grp, uint32_t parts);
+int    cl_meta_enc_owners_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags,
+                               const uint64_t *order, uint32_t n);
+size_t cl_meta_enc_owners_size(const cl_meta_owners_enc *e);
+int    cl_meta_enc_owners_end(cl_meta_owners_enc *e);
+
+/* Used by cl_meta_fsm.c. */
+int  cl_meta_owners_check(const uint8_t *body, size_t n, uint64_t *exch_id, uint32_t *ngroups,
+                          cl_meta_bytes *raw);
+int  cl_meta_owners_table_check(const uint8_t *p, size_t n);
+int  cl_meta_owners_apply(cl_meta_fsm *f, uint32_t ngroups, cl_meta_bytes raw, int *changed);
+void cl_meta_owners_drop(cl_meta_fsm *f, int32_t grp);
 
 /* Member strings. */
 static inline cl_meta_bytes cl_meta_member_cid(const cl_meta_member *m)

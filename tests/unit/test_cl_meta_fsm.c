@@ -333,7 +333,135 @@ static void build_rich(cl_meta_fsm *f)
     CHECK_OK(apply_buf(f, 200, &b, NULL));
     CHECK_OK(cl_meta_enc_type_put(&b, 9, "T9", 2));
     CHECK_OK(apply_buf(f, 201, &b, NULL));
+    cl_meta_owners_enc oe;
+    uint64_t ord[2] = { 100, 101 };
+    CHECK_OK(cl_meta_enc_owners_begin(&oe, &b, 7));
+    CHECK_OK(cl_meta_enc_owners_group(&oe, -5, 4));
+    CHECK_OK(cl_meta_enc_owners_part(&oe, 1, 0, ord, 2));
+    CHECK_OK(cl_meta_enc_owners_part(&oe, 3, CL_META_OWN_LOST, NULL, 0));
+    CHECK_OK(cl_meta_enc_owners_end(&oe));
+    CHECK_OK(apply_buf(f, 202, &b, NULL));
+    CHECK_EQ(f->n_owners, 1);
     em_buf_free(&b);
+}
+
+/* owners_of reads partition part of a table: flags, count, first order. */
+static void owners_of(const cl_meta_blob *t, uint32_t part, uint8_t *flags, uint8_t *n,
+                      uint64_t *first)
+{
+    uint32_t off = 0, i = 0;
+    cl_meta_part_owners o;
+    *flags = *n = 0xff;
+    *first = 0;
+    while (cl_meta_owners_next(t, &off, &o))
+        if (i++ == part) {
+            *flags = o.flags;
+            *n = o.n;
+            *first = o.n ? cl_meta_owner_at(&o, 0) : 0;
+            return;
+        }
+}
+
+TEST(cl_meta_fsm_owners_set)
+{
+    cl_meta_fsm f;
+    cl_meta_fsm_init(&f);
+    em_buf b = EM_BUF_INIT;
+    cl_meta_effect eff;
+    REQUIRE_OK(cl_meta_enc_cache_start(&b, 42, "cfg", 3));
+    REQUIRE_OK(apply_buf(&f, 1, &b, &eff));
+    uint32_t minor = f.minor;
+
+    /* First decision: partitions 0 and 2 of 3 get owners; 1 has none. */
+    cl_meta_owners_enc oe;
+    uint64_t a[3] = { 10, 20, 30 };
+    REQUIRE_OK(cl_meta_enc_owners_begin(&oe, &b, 1));
+    REQUIRE_OK(cl_meta_enc_owners_group(&oe, 42, 3));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 0, 0, a, 2));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 2, 0, a + 1, 2));
+    CHECK_EQ(cl_meta_enc_owners_part(&oe, 2, 0, a, 1), EM_RANGE);    /* not ascending */
+    CHECK_EQ(cl_meta_enc_owners_part(&oe, 3, 0, a, 1), EM_RANGE);    /* out of range */
+    REQUIRE_OK(cl_meta_enc_owners_group(&oe, 77, 8));                 /* no such cache */
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 5, 0, a, 1));
+    REQUIRE_OK(cl_meta_enc_owners_end(&oe));
+    REQUIRE_OK(apply_buf(&f, 2, &b, &eff));
+    CHECK_EQ(eff.status, 0);
+    CHECK_EQ(eff.changed, 1);
+    CHECK_EQ(f.minor, minor);                   /* a decision is not a new version */
+    CHECK(cl_meta_fsm_owners(&f, 77) == NULL);
+    const cl_meta_blob *t = cl_meta_fsm_owners(&f, 42);
+    REQUIRE(t != NULL);
+    CHECK_EQ(cl_meta_owners_parts(t), 3);
+    uint8_t fl, n;
+    uint64_t first;
+    owners_of(t, 0, &fl, &n, &first);
+    CHECK(fl == 0 && n == 2 && first == 10);
+    owners_of(t, 1, &fl, &n, &first);
+    CHECK(fl == 0 && n == 0);
+    owners_of(t, 2, &fl, &n, &first);
+    CHECK(fl == 0 && n == 2 && first == 20);
+
+    /* A patch: partition 0 lost, partition 1 gains one owner, 2 kept. */
+    REQUIRE_OK(cl_meta_enc_owners_begin(&oe, &b, 2));
+    REQUIRE_OK(cl_meta_enc_owners_group(&oe, 42, 3));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 0, CL_META_OWN_LOST, NULL, 0));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 1, 0, a + 2, 1));
+    REQUIRE_OK(cl_meta_enc_owners_end(&oe));
+    em_buf again = EM_BUF_INIT;
+    REQUIRE_OK(em_buf_append(&again, b.p, b.len));
+    REQUIRE_OK(apply_buf(&f, 3, &b, &eff));
+    CHECK_EQ(eff.changed, 1);
+    t = cl_meta_fsm_owners(&f, 42);
+    owners_of(t, 0, &fl, &n, &first);
+    CHECK(fl == CL_META_OWN_LOST && n == 0);
+    owners_of(t, 1, &fl, &n, &first);
+    CHECK(fl == 0 && n == 1 && first == 30);
+    owners_of(t, 2, &fl, &n, &first);
+    CHECK(fl == 0 && n == 2 && first == 20);
+    /* The same decision again changes nothing. */
+    REQUIRE_OK(apply_buf(&f, 4, &again, &eff));
+    CHECK_EQ(eff.changed, 0);
+
+    /* Snapshot round trip keeps the table. */
+    em_buf s1 = EM_BUF_INIT;
+    snap(&f, &s1);
+    cl_meta_fsm g;
+    cl_meta_fsm_init(&g);
+    REQUIRE_OK(cl_meta_fsm_restore(&g, s1.p, s1.len));
+    CHECK(same_state(&f, &g, 0));
+    cl_meta_fsm_free(&g);
+
+    /* Malformed entries are refused alike: a partition count of 0, counts
+     * past the bytes, a flag that does not exist. */
+    REQUIRE_OK(cl_meta_enc_owners_begin(&oe, &b, 3));
+    REQUIRE_OK(cl_meta_enc_owners_group(&oe, 42, 3));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 1, 0, a, 1));
+    REQUIRE_OK(cl_meta_enc_owners_end(&oe));
+    em_buf bad = EM_BUF_INIT;
+    REQUIRE_OK(em_buf_append(&bad, b.p, b.len));
+    bad.p[8 + 12 + 4] = 0;                                  /* parts = 0 */
+    bad.p[8 + 12 + 5] = 0;
+    cl_meta_entry e;
+    CHECK_EQ(cl_meta_entry_decode(bad.p, bad.len, &e), EM_RANGE);
+    memcpy(bad.p, b.p, b.len);
+    bad.p[8 + 12 + 12 + 4] = 4;                             /* unknown flag */
+    CHECK_EQ(cl_meta_entry_decode(bad.p, bad.len, &e), EM_INVAL);
+    memcpy(bad.p, b.p, b.len);
+    bad.p[8 + 12 + 12 + 5] = 9;                             /* 9 owners, bytes for 1 */
+    CHECK(cl_meta_entry_decode(bad.p, bad.len, &e) != 0);
+    for (size_t cut = 0; cut < b.len; cut++)
+        CHECK(cl_meta_entry_decode(b.p, cut, &e) != 0);
+    em_buf_free(&bad);
+
+    /* Stopping the cache drops its table. */
+    em_buf_reset(&b);
+    REQUIRE_OK(cl_meta_enc_cache_stop(&b, 42));
+    REQUIRE_OK(apply_buf(&f, 5, &b, &eff));
+    CHECK(cl_meta_fsm_owners(&f, 42) == NULL);
+    em_buf_free(&b);
+    em_buf_free(&again);
+    em_buf_free(&s1);
+    cl_meta_fsm_free(&f);
 }
 
 TEST(cl_meta_fsm_snapshot_round_trip)
