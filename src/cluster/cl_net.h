@@ -61,6 +61,8 @@
     X(META_RESP,    19)         \
     X(PME_SINGLE,   32)         \
     X(PME_FULL,     33)         \
+    X(PME_SREQ,     34)         \
+    X(PME_FREQ,     35)         \
     X(REPL_UPDATE,  48)         \
     X(REPL_ACK,     49)         \
     X(FWD_REQ,      64)         \

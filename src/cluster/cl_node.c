@@ -59,9 +59,24 @@ typedef struct pending {
 
 typedef struct seed { char ip[64]; int port; } seed;
 
+/* A group's committed owners, resolved to member indices of the snapshot
+ * (owners no longer members are left out, and the partition marked). */
+#define GRP_DROPPED 0x80u
+typedef struct topo_grp {
+    int32_t   grp;
+    uint32_t  parts;
+    uint32_t *off;                /* parts + 1: partition p's owners are idx[off[p]..off[p+1]) */
+    uint16_t *idx;
+    uint8_t  *flags;              /* CL_META_OWN_* per partition */
+} topo_grp;
+
 struct cl_topo_ref {
     cl_topo  t;
     uint64_t index;               /* the metadata log index it was built at */
+    uint64_t last_exch;           /* the last exchange committed then */
+    topo_grp *grp;                /* by group id, ascending */
+    uint32_t ngrp;
+    _Atomic uint64_t *live;       /* the node's count of live snapshots */
     _Atomic int refs;
     pthread_mutex_t mu;           /* affinity cache */
     struct aff_cache { uint32_t parts, backups; cl_aff_table tab; struct aff_cache *next; } *aff;
@@ -107,10 +122,14 @@ struct cl_node {
     uint64_t      next_req;
     _Atomic int   stopping;
     _Atomic int   ready;          /* set once net and meta are both up */
+    _Atomic(cl_node_frame_fn) frame_fn;
+    _Atomic(void *) frame_arg;
+    _Atomic uint64_t live_topos;  /* topology snapshots not yet freed */
     int           was_leader;
 };
 
 static int  is_up(const cl_node *n, cl_meta_uuid id);
+static int  leader_id(cl_node *n, cl_meta_uuid *out);
 
 /* tl_transport: set while this thread runs a transport callback, where a
  * wait for a peer's answer would wait for this very thread. */
@@ -132,14 +151,24 @@ static void leave_cb(cl_node *n) { pthread_rwlock_unlock(&n->life); }
 
 /* ---- topology snapshots ------------------------------------------------------ */
 
+static _Atomic uint64_t *live_counter(topo_ref *r) { return r->live; }
+
 static void topo_free(topo_ref *r)
 {
+    if (r->live)
+        atomic_fetch_sub(live_counter(r), 1);
     while (r->aff) {
         struct aff_cache *a = r->aff;
         r->aff = a->next;
         cl_aff_free(&a->tab);
         em_free(a);
     }
+    for (uint32_t i = 0; i < r->ngrp; i++) {
+        em_free(r->grp[i].off);
+        em_free(r->grp[i].idx);
+        em_free(r->grp[i].flags);
+    }
+    em_free(r->grp);
     pthread_mutex_destroy(&r->mu);
     em_free(r->str);
     em_free(r->t.m);
@@ -195,6 +224,182 @@ const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backup
     }
     pthread_mutex_unlock(&r->mu);
     return a ? &a->tab : NULL;
+}
+
+static const topo_grp *topo_group(const topo_ref *r, int32_t grp)
+{
+    uint32_t lo = 0, hi = r->ngrp;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->grp[mid].grp == grp)
+            return &r->grp[mid];
+        if (r->grp[mid].grp < grp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+int cl_topo_has_owners(cl_topo *t, int32_t grp, uint32_t parts)
+{
+    const topo_grp *g = topo_group((topo_ref *)t, grp);
+    return g && g->parts == parts;
+}
+
+uint32_t cl_topo_owners(cl_topo *t, int32_t grp, uint32_t parts, uint32_t backups,
+                        int replicated, uint32_t part, uint32_t *idx, uint32_t max)
+{
+    if (part >= parts || !t->n)
+        return 0;
+    const topo_grp *g = topo_group((topo_ref *)t, grp);
+    if (g && g->parts == parts) {
+        uint32_t k = 0;
+        for (uint32_t i = g->off[part]; i < g->off[part + 1] && k < max; i++)
+            idx[k++] = g->idx[i];
+        return k;
+    }
+    /* No decision yet (a cache the exchange has not seen): its ideal owners. */
+    if (replicated) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < t->n && k < max; i++)
+            idx[k++] = i;
+        return k;
+    }
+    const cl_aff_table *a = cl_topo_affinity(t, parts, backups);
+    if (!a)
+        return 0;
+    const uint16_t *row = cl_aff_owners(a, part);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < a->copies && k < max; i++)
+        idx[k++] = row[i];
+    return k;
+}
+
+int cl_topo_part_lost(cl_topo *t, int32_t grp, uint32_t part)
+{
+    const topo_grp *g = topo_group((topo_ref *)t, grp);
+    return g && part < g->parts && (g->flags[part] & CL_META_OWN_LOST);
+}
+
+int cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part)
+{
+    const topo_grp *g = topo_group((topo_ref *)t, grp);
+    return g && part < g->parts && (g->flags[part] & GRP_DROPPED);
+}
+
+uint64_t cl_topo_last_exchange(const cl_topo *t) { return ((const topo_ref *)t)->last_exch; }
+uint64_t cl_topo_index(const cl_topo *t) { return ((const topo_ref *)t)->index; }
+
+void cl_node_set_frame_hook(cl_node *n, cl_node_frame_fn fn, void *arg)
+{
+    atomic_store_explicit(&n->frame_arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&n->frame_fn, fn, memory_order_release);
+}
+
+int cl_node_send(cl_node *n, cl_meta_uuid to, uint16_t type, const void *p, size_t len)
+{
+    if (!enter(n))
+        return EM_CLOSED;
+    int rc = cl_net_send(n->net, to.msb, to.lsb, type, p, len);
+    leave_cb(n);
+    return rc;
+}
+
+int cl_node_leader(cl_node *n, cl_meta_uuid *out)
+{
+    return leader_id(n, out) ? 0 : EM_NOTLEADER;
+}
+
+int cl_node_release_wait(cl_node *n, uint32_t timeout_ms)
+{
+    uint64_t end = em_now_ms() + timeout_ms;
+    /* The current snapshot is one; any other is held by a request mapped
+     * on an older topology.  Polled: requests hold snapshots for
+     * microseconds, and this runs once per exchange. */
+    while (atomic_load(&n->live_topos) > 1) {
+        if (em_now_ms() >= end || atomic_load(&n->stopping))
+            return EM_TIMEOUT;
+        struct timespec ts = { 0, 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+int cl_node_topo_wait(cl_node *n, uint64_t index, uint32_t timeout_ms)
+{
+    struct timespec ts;
+    timespec_in(&ts, timeout_ms);
+    int rc = 0;
+    pthread_mutex_lock(&n->mu);
+    while (n->topo->index <= index && !atomic_load(&n->stopping) && rc == 0)
+        rc = pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+    int ok = n->topo->index > index;
+    pthread_mutex_unlock(&n->mu);
+    return ok ? 0 : EM_TIMEOUT;
+}
+
+/* member_by_order: the snapshot's index of the member with that join order
+ * (members are kept in join order), or -1. */
+static int member_by_order(const cl_topo *t, uint64_t order)
+{
+    uint32_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (t->m[mid].order == order)
+            return (int)mid;
+        if (t->m[mid].order < order)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* build_groups resolves the state's owner tables against the members. */
+static int build_groups(topo_ref *r, const cl_meta_fsm *s)
+{
+    if (!s->n_owners)
+        return 0;
+    r->grp = em_calloc(s->n_owners, sizeof *r->grp);
+    if (!r->grp)
+        return EM_NOMEM;
+    for (uint32_t gi = 0; gi < s->n_owners; gi++) {
+        const cl_meta_blob *b = &s->owners[gi];
+        topo_grp *g = &r->grp[r->ngrp++];
+        g->grp = b->id;
+        g->parts = cl_meta_owners_parts(b);
+        size_t total = 0;
+        uint32_t off = 0;
+        cl_meta_part_owners o;
+        while (cl_meta_owners_next(b, &off, &o))
+            total += o.n;
+        g->off = em_malloc(sizeof *g->off * (g->parts + 1u));
+        g->flags = em_malloc(g->parts);
+        g->idx = em_malloc(sizeof *g->idx * (total ? total : 1));
+        if (!g->off || !g->flags || !g->idx)
+            return EM_NOMEM;
+        off = 0;
+        uint32_t p = 0, k = 0;
+        while (p < g->parts && cl_meta_owners_next(b, &off, &o)) {
+            g->off[p] = k;
+            g->flags[p] = o.flags;
+            for (uint32_t i = 0; i < o.n; i++) {
+                int m = member_by_order(&r->t, cl_meta_owner_at(&o, i));
+                if (m >= 0)
+                    g->idx[k++] = (uint16_t)m;
+                else
+                    g->flags[p] |= GRP_DROPPED;
+            }
+            p++;
+        }
+        for (; p <= g->parts; p++) {
+            g->off[p] = k;
+            if (p < g->parts)
+                g->flags[p] = 0;
+        }
+    }
+    return 0;
 }
 
 static topo_ref *topo_empty(void)
@@ -267,6 +472,9 @@ static void build_cb(void *arg, const cl_meta_fsm *s)
         k++;
     }
     r->t.n = live;
+    r->last_exch = s->last_exch;
+    if (build_groups(r, s))
+        b->rc = EM_NOMEM;
 }
 
 /* republish builds a new topology from the applied state and swaps it in. */
@@ -283,6 +491,8 @@ static void republish(cl_node *n)
     }
     build_arg b = { n, r, 0 };
     cl_meta_read(n->meta, build_cb, &b);
+    r->live = &n->live_topos;
+    atomic_fetch_add(&n->live_topos, 1);
     pthread_mutex_lock(&n->mu);
     topo_ref *old = n->topo;
     int stale = b.rc || (old->index && r->index < old->index);
@@ -823,8 +1033,13 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
         if (len >= 12)
             call_finish(n, from, em_ld64(p), (int32_t)em_ld32(p + 8), p + 12, len - 12);
         break;
-    default:
+    default: {
+        /* Frames of the modules built on the node (the exchange, ...). */
+        cl_node_frame_fn fn = atomic_load_explicit(&n->frame_fn, memory_order_acquire);
+        if (fn)
+            fn(atomic_load_explicit(&n->frame_arg, memory_order_relaxed), from, type, p, len);
         break;
+    }
     }
     tl_transport = 0;
     leave_cb(n);

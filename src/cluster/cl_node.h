@@ -104,6 +104,43 @@ void     cl_node_topo_release(cl_topo *t);
  * or out of memory.  Valid while t is held. */
 const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backups);
 
+/* cl_topo_owners: the owners of partition part of cache group grp on t,
+ * primary first, as indices into t->m; returns how many (at most max).  The
+ * exchange's committed owners when the group has them (0: none of them is a
+ * member any more, or the partition is lost); before the group's first
+ * exchange, its ideal owners (every member when replicated). */
+uint32_t cl_topo_owners(cl_topo *t, int32_t grp, uint32_t parts, uint32_t backups,
+                        int replicated, uint32_t part, uint32_t *idx, uint32_t max);
+/* cl_topo_has_owners: 1 when the group has committed owners on t. */
+int      cl_topo_has_owners(cl_topo *t, int32_t grp, uint32_t parts);
+/* cl_topo_part_lost: 1 when the exchange declared the partition lost. */
+int      cl_topo_part_lost(cl_topo *t, int32_t grp, uint32_t part);
+/* cl_topo_index: the metadata log index t was built at. */
+uint64_t cl_topo_index(const cl_topo *t);
+/* cl_node_topo_wait waits (bounded) until a topology built after index is
+ * published: 0 or EM_TIMEOUT.  Not on the transport or metadata thread. */
+int      cl_node_topo_wait(cl_node *n, uint64_t index, uint32_t timeout_ms);
+
+/* Modules built on the node (the exchange) get the frames whose types the
+ * node does not handle itself, on the transport thread (from: the sender). */
+typedef void (*cl_node_frame_fn)(void *arg, cl_meta_uuid from, uint16_t type,
+                                 const uint8_t *p, size_t n);
+void cl_node_set_frame_hook(cl_node *n, cl_node_frame_fn fn, void *arg);
+/* cl_node_send queues one frame for member `to` (see cl_net_send). */
+int  cl_node_send(cl_node *n, cl_meta_uuid to, uint16_t type, const void *p, size_t len);
+/* cl_node_leader: the leader's node id when known: 0 or EM_NOTLEADER. */
+int  cl_node_leader(cl_node *n, cl_meta_uuid *out);
+/* cl_node_release_wait waits (bounded) until no request holds a topology
+ * older than the current one: 0 or EM_TIMEOUT. */
+int  cl_node_release_wait(cl_node *n, uint32_t timeout_ms);
+
+/* cl_topo_part_dropped: 1 when some committed owner of the partition is no
+ * longer a member (the next exchange decides again). */
+int      cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part);
+
+/* cl_topo_last_exchange: the id of the last exchange committed on t. */
+uint64_t cl_topo_last_exchange(const cl_topo *t);
+
 /* cl_node_id: this node's id. */
 cl_meta_uuid cl_node_id(const cl_node *n);
 

@@ -20,6 +20,7 @@
 #include "binary/binary.h"
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_node.h"
+#include "util/clock.h"
 #include "util/mem.h"
 
 #define PROPOSE_TIMEOUT_MS 30000
@@ -216,21 +217,67 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
 
 #define FORWARD_TIMEOUT_MS 10000
 
-/* owner_of: the member index owning key k (validated bytes) of cache sc. */
-static int owner_of(pr_conn *c, cl_topo *t, st_cache *sc, const uint8_t *k, size_t kl,
+/* Ignite's PartitionLossPolicy ordinals. */
+enum { LOSS_READ_ONLY_SAFE = 0, LOSS_READ_ONLY_ALL = 1, LOSS_READ_WRITE_SAFE = 2,
+       LOSS_READ_WRITE_ALL = 3, LOSS_IGNORE = 4 };
+
+#define OWNER_NONE   (-3)        /* no owner now: the exchange is deciding one */
+#define OWNER_LOCAL  (-4)        /* a lost partition the policy lets this node serve */
+#define OWNER_WAIT_MS 3000
+
+static int is_read(int op)
+{
+    return op == 1000 || op == 1003 || op == 1011 || op == 1012 || op == 1021;
+}
+
+/* lost_refusal: the error Ignite gives for an operation on a lost partition
+ * (GridDhtTopologyFutureAdapter's validation), or 0 when the cache's policy
+ * lets it through. */
+static int lost_refusal(pr_conn *c, st_cache *sc, int op, uint32_t part)
+{
+    const st_cache_config *g = st_cache_cfg(sc);
+    int plc = g->partition_loss_policy;
+    if (!is_read(op)) {
+        if (plc == LOSS_READ_ONLY_SAFE || plc == LOSS_READ_ONLY_ALL)
+            return pr_fail(c, PR_ST_FAILED, "Failed to write to cache (cache is moved to a "
+                           "read-only state): %s", g->name);
+        if (plc != LOSS_READ_WRITE_SAFE)
+            return 0;
+    } else if (plc != LOSS_READ_ONLY_SAFE && plc != LOSS_READ_WRITE_SAFE) {
+        return 0;
+    }
+    return pr_fail(c, PR_ST_FAILED, "Failed to execute the cache operation (all partition "
+                   "owners have left the grid, partition data has been lost) [cacheName=%s, "
+                   "partition=%u] (once owners are back: ember-cli cluster reset-lost %s)",
+                   g->name, part, g->name);
+}
+
+/* owner_of: the member index owning key k (validated bytes) of cache sc,
+ * OWNER_NONE, or OWNER_LOCAL; a lost partition the policy refuses is a
+ * reply already (PR_ST_FAILED). */
+static int owner_of(pr_conn *c, cl_topo *t, st_cache *sc, int op, const uint8_t *k, size_t kl,
                     int *owner)
 {
     const st_cache_config *g = st_cache_cfg(sc);
     uint32_t parts = g->partitions ? g->partitions : 1024;
-    const cl_aff_table *a = cl_topo_affinity(t, parts, 0);
-    if (!a)
-        return EM_NOMEM;
     bin_key bk;
     em_buf_reset(&c->tmp);
     int rc = bin_key_prepare(k, kl, &c->tmp, &bk);
     if (rc)
         return rc;
-    *owner = cl_aff_owners(a, bin_partition(bk.hash, parts))[0];
+    uint32_t part = bin_partition(bk.hash, parts);
+    int32_t id = st_cache_id(sc);
+    if (cl_topo_part_lost(t, id, part)) {
+        if ((rc = lost_refusal(c, sc, op, part)) != 0)
+            return rc;
+        *owner = OWNER_LOCAL;
+        return 0;
+    }
+    uint32_t o;
+    if (!cl_topo_owners(t, id, parts, (uint32_t)g->backups, g->cache_mode == 1, part, &o, 1))
+        *owner = OWNER_NONE;
+    else
+        *owner = (int)o;
     return 0;
 }
 
@@ -369,8 +416,14 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
             break;
         int o;
-        if ((rc = owner_of(c, t, sc, p, len, &o)) != 0)
+        if ((rc = owner_of(c, t, sc, op, p, len, &o)) != 0)
             break;
+        if (o == OWNER_LOCAL)
+            o = t->self;
+        if (o == OWNER_NONE) {
+            owner = OWNER_NONE;
+            break;
+        }
         if (owner >= 0 && o != owner)
             owner = -2;
         else if (owner == -1)
@@ -386,7 +439,24 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
     }
     if (rc) {
         cl_node_topo_release(t);
-        return rc == EM_NOMEM ? rc : pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
+        if (rc == EM_NOMEM || rc == PR_ST_FAILED)
+            return rc;
+        return pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
+    }
+    if (owner == OWNER_NONE) {
+        /* Every owner left and the exchange has not committed new ones
+         * yet: wait for the next topology (bounded), then map again. */
+        uint64_t seen = cl_topo_index(t);
+        cl_node_topo_release(t);
+        if (c->route_waited_ms >= OWNER_WAIT_MS)
+            return pr_fail(c, PR_ST_FAILED, "No node owns this key's partition now (the "
+                           "cluster is deciding new owners); retry");
+        uint64_t t0 = em_now_ms();
+        (void)cl_node_topo_wait(c->srv->opt.cluster, seen, OWNER_WAIT_MS - c->route_waited_ms);
+        c->route_waited_ms += (uint32_t)(em_now_ms() - t0) + 1;
+        rc = pr_cluster_route(c, op, sc, kp, kend, nkeys, pairs, out, done);
+        c->route_waited_ms = 0;
+        return rc;
     }
     if (owner == -2) {
         cl_node_topo_release(t);

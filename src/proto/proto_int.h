@@ -69,6 +69,7 @@ struct pr_conn {
     size_t     req_len;
     int        forwarded;           /* runs requests other members sent: never routes */
     int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
+    uint32_t   route_waited_ms;     /* this request's waits for a new owner */
     pr_cursor *cur;
     uint32_t   ncur, capcur;
     em_buf     kscratch, vscratch, escratch, tmp;

@@ -184,16 +184,26 @@ static uint32_t cache_parts(const st_cache_config *g)
 /* put_nodes appends the group's owners on a cluster: every member that is
  * the primary of some partition, with those partitions (the affinity every
  * member computes alike from the topology t). */
-static int put_nodes(cl_topo *t, uint32_t parts, em_buf *out)
+/* put_nodes lists each partition under its primary: the exchange's
+ * committed one, else (no decision yet, or no owner left) the ideal one. */
+static int put_nodes(cl_topo *t, int32_t grp, uint32_t parts, em_buf *out)
 {
     const cl_aff_table *a = cl_topo_affinity(t, parts, 0);
     if (!a)
         return EM_NOMEM;
     uint32_t *cnt = em_calloc(t->n, sizeof *cnt);
-    if (!cnt)
+    uint16_t *prim = em_malloc(sizeof *prim * parts);
+    if (!cnt || !prim) {
+        em_free(cnt);
+        em_free(prim);
         return EM_NOMEM;
-    for (uint32_t p = 0; p < parts; p++)
-        cnt[cl_aff_owners(a, p)[0]]++;
+    }
+    for (uint32_t p = 0; p < parts; p++) {
+        uint32_t o;
+        prim[p] = cl_topo_owners(t, grp, parts, 0, 0, p, &o, 1) ? (uint16_t)o
+                                                                 : cl_aff_owners(a, p)[0];
+        cnt[prim[p]]++;
+    }
     uint32_t nodes = 0;
     for (uint32_t i = 0; i < t->n; i++)
         nodes += cnt[i] != 0;
@@ -208,12 +218,13 @@ static int put_nodes(cl_topo *t, uint32_t parts, em_buf *out)
             break;
         }
         for (uint32_t p = 0; p < parts; p++)
-            if (cl_aff_owners(a, p)[0] == i) {
+            if (prim[p] == i) {
                 em_st32(out->p + out->len, p);
                 out->len += 4;
             }
     }
     em_free(cnt);
+    em_free(prim);
     return rc;
 }
 
@@ -230,7 +241,7 @@ static int put_group(pr_conn *c, st_cache *const *sc, const uint32_t *pos, uint3
             return EM_NOMEM;
     }
     if (t && t->n)
-        return put_nodes(t, parts, out);
+        return put_nodes(t, st_cache_id(sc[pos[0]]), parts, out);
     if (em_buf_put_le32(out, 1) || em_buf_put_u8(out, BIN_UUID) ||
         em_buf_append(out, c->srv->opt.node_id, 16) || em_buf_put_le32(out, parts) ||
         em_buf_reserve(out, (size_t)parts * 4))
@@ -245,7 +256,9 @@ static int put_group(pr_conn *c, st_cache *const *sc, const uint32_t *pos, uint3
 /* Per request scratch of pr_op_partitions, one allocation: n caches, n
  * group numbers (or a SKIP/OTHER mark) then per group its partition count,
  * size and start in `order`, the positions sorted by group (stable), and two
- * hash tables of 2^k >= 2n slots: cache ids seen, partition count -> group. */
+ * hash tables of 2^k >= 2n slots: cache ids seen, partition count -> group.
+ * Caches whose owners the exchange decided each form their own group; the
+ * others share one group per partition count (their ideal affinity). */
 #define PT_SKIP  UINT32_MAX
 #define PT_OTHER (UINT32_MAX - 1)
 
@@ -324,6 +337,13 @@ int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out)
             continue;
         }
         uint32_t parts = cache_parts(g);
+        if (t && t->n && cl_topo_has_owners(t, id, parts)) {
+            /* Owners decided by the exchange: this cache's own group. */
+            gparts[ngroups] = parts;
+            gsize[ngroups] = 1;
+            grp[i] = ngroups++;
+            continue;
+        }
         h = (uint32_t)em_mix64(parts) & (cap - 1);
         while (gmap[h] && gparts[gmap[h] - 1] != parts)
             h = (h + 1) & (cap - 1);

@@ -67,7 +67,7 @@ void st_cache_config_init(st_cache_config *c)
     c->rebalance_batch_size = 524288;
     c->rebalance_batches_prefetch_count = 2;
     c->max_concurrent_async_ops = 500;
-    c->partition_loss_policy = 4;
+    c->partition_loss_policy = 2;     /* READ_WRITE_SAFE (Ignite: IGNORE), see docs/operations.md */
     c->eager_ttl = 1;
     c->expiry = ST_EXPIRY_ETERNAL;
     c->partitions = 1024;

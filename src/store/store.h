@@ -57,7 +57,7 @@ typedef struct st_cache_config {
     char    *group_name;
     int64_t  default_lock_timeout;
     int32_t  max_concurrent_async_ops;   /* default 500 */
-    int32_t  partition_loss_policy;      /* default 4 IGNORE */
+    int32_t  partition_loss_policy;      /* ember default 2 READ_WRITE_SAFE (Ignite: 4 IGNORE) */
     uint8_t  eager_ttl;             /* default 1 */
     uint8_t  statistics_enabled;
     uint8_t  has_expiry;            /* property 407 present */

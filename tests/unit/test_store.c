@@ -78,7 +78,7 @@ TEST(store_config_defaults)
     CHECK_EQ(c.write_sync_mode, 2);
     CHECK_EQ(c.partitions, 1024);
     CHECK_EQ(c.max_query_iterators, 1024);
-    CHECK_EQ(c.partition_loss_policy, 4);
+    CHECK_EQ(c.partition_loss_policy, 2);
     CHECK_EQ(c.rebalance_batch_size, 524288);
     CHECK_EQ(c.sql_index_inline_max_size, -1);
     CHECK_EQ(c.expiry.create_ms, -1);

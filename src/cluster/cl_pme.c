@@ -1,0 +1,868 @@
+/* cl_pme.c - the partition map exchange driver (protocol in cl_pme.h).
+ *
+ * One thread per node runs the exchange's slow steps: answering a single
+ * request (after the partition release wait), and on the coordinator the
+ * whole exchange (collect, decide, commit, broadcast).  The transport thread
+ * only files what arrives: a single request, a single message (inflated and
+ * checked there, into the collecting slot of its sender), a full map.
+ *
+ * Threads: transport (on_frame), exchange (run), workers (reset_lost,
+ * stats).  mu guards everything below it in struct cl_pme.
+ */
+#include "cluster/cl_pme.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster/cl_net.h"
+#include "cluster/cl_zip.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define ENTRY_SPLIT     (512u << 10)   /* decision entries stay well under the log's bound */
+#define PROPOSE_MS      10000
+#define FREQ_EVERY_MS   500
+#define MAX_OWNERS      256
+
+typedef struct slot {
+    cl_meta_uuid node;
+    int          have;
+    em_buf       raw;                  /* the inflated single message */
+} slot;
+
+struct cl_pme {
+    cl_node   *node;
+    cl_pme_cfg cfg;
+    pthread_t  th;
+    int        started;
+    cl_zip    *zip_tx;                 /* exchange thread */
+    cl_zip    *zip_rx;                 /* transport thread */
+    em_buf     rx;                     /* transport thread: inflation scratch */
+
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    int        stop, kicked;
+    int        sreq;                   /* a single request to answer */
+    uint64_t   sreq_exch;
+    cl_meta_uuid sreq_from;
+    uint64_t   coll_exch;              /* the exchange collecting singles (0: none) */
+    slot      *slots;
+    uint32_t   nslots;
+    em_buf     map;                    /* the full map held here, encoded */
+    em_buf     map_z;                  /* the same, compressed (answers PME_FREQ) */
+    uint64_t   map_exch, map_hash, lost;
+    uint64_t   exchanges, last_ms, bad;
+};
+
+static void lock(cl_pme *p) { pthread_mutex_lock(&p->mu); }
+static void unlock(cl_pme *p) { pthread_mutex_unlock(&p->mu); }
+
+static uint64_t exch_of(const cl_topo *t) { return t->major << 32 | t->minor; }
+
+static uint64_t map_hash(const uint8_t *b, size_t n)
+{
+    /* Two CRCs over the halves' interleaving would do; one CRC-32C per
+     * half, mixed, is cheap and enough to tell maps apart in tests. */
+    uint32_t a = em_crc32c(0, b, n / 2), c = em_crc32c(0x9e3779b9u, b + n / 2, n - n / 2);
+    return em_mix64((uint64_t)a << 32 | c);
+}
+
+/* ---- what the upper layers know ---- */
+
+/* groups_get: the started groups, in a fresh array (*n of them). */
+static cl_pme_group *groups_get(cl_pme *p, uint32_t *n)
+{
+    uint32_t cap = 64;
+    for (;;) {
+        cl_pme_group *g = em_malloc(sizeof *g * cap);
+        if (!g)
+            return NULL;
+        uint32_t k = p->cfg.groups(p->cfg.arg, g, cap);
+        if (k <= cap) {
+            *n = k;
+            return g;
+        }
+        em_free(g);
+        cap = k;
+    }
+}
+
+static int is_owner(const uint32_t *o, uint32_t n, uint32_t who)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (o[i] == who)
+            return 1;
+    return 0;
+}
+
+/* ideal: the group's ideal owners of part on t (primary first). */
+static uint32_t ideal(cl_topo *t, const cl_pme_group *g, uint32_t part, uint32_t *o)
+{
+    if (g->replicated) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < t->n && k < MAX_OWNERS; i++)
+            o[k++] = i;
+        return k;
+    }
+    const cl_aff_table *a = cl_topo_affinity(t, g->parts, g->backups);
+    if (!a)
+        return 0;
+    const uint16_t *row = cl_aff_owners(a, part);
+    for (uint32_t i = 0; i < a->copies; i++)
+        o[i] = row[i];
+    return a->copies;
+}
+
+/* ---- the single message ---- */
+
+static int build_single(cl_pme *p, cl_topo *t, uint64_t exch, em_buf *out)
+{
+    uint32_t ng = 0;
+    cl_pme_group *g = groups_get(p, &ng);
+    if (!g)
+        return EM_NOMEM;
+    cl_psingle_group *sg = em_calloc(ng ? ng : 1, sizeof *sg);
+    cl_psingle_part **parts = em_calloc(ng ? ng : 1, sizeof *parts);
+    int rc = sg && parts ? 0 : EM_NOMEM;
+    uint32_t own[MAX_OWNERS];
+    for (uint32_t i = 0; i < ng && !rc; i++) {
+        parts[i] = em_malloc(sizeof **parts * g[i].parts);
+        if (!parts[i]) {
+            rc = EM_NOMEM;
+            break;
+        }
+        uint32_t k = 0;
+        for (uint32_t part = 0; part < g[i].parts; part++) {
+            uint64_t cntr = 0, size = 0;
+            if (p->cfg.part_info(p->cfg.arg, g[i].grp, part, &cntr, &size))
+                break;
+            uint32_t no = cl_topo_owners(t, g[i].grp, g[i].parts, g[i].backups,
+                                         g[i].replicated, part, own, MAX_OWNERS);
+            uint8_t st;
+            if (t->self >= 0 && is_owner(own, no, (uint32_t)t->self))
+                st = CL_PS_OWNING;
+            else if (cl_topo_part_lost(t, g[i].grp, part) && size)
+                st = CL_PS_LOST;
+            else if (size)
+                st = CL_PS_RENTING;      /* data here it no longer owns */
+            else
+                continue;
+            parts[i][k++] = (cl_psingle_part){ part, st, cntr, 0, size, 0 };
+        }
+        sg[i] = (cl_psingle_group){ g[i].grp, g[i].parts, k, parts[i], NULL };
+    }
+    if (!rc) {
+        cl_psingle s = { exch, cl_node_id(p->node), ng, sg };
+        em_buf_reset(out);
+        rc = cl_psingle_encode(out, &s);
+    }
+    for (uint32_t i = 0; parts && i < ng; i++)
+        em_free(parts[i]);
+    em_free(parts);
+    em_free(sg);
+    em_free(g);
+    return rc;
+}
+
+static void answer_sreq(cl_pme *p, uint64_t exch, cl_meta_uuid to)
+{
+    /* Partition release: requests mapped on the old topology finish first,
+     * so the counters reported include every write they made. */
+    /* This node may not have applied the change the exchange is for. */
+    cl_topo *t = cl_node_topo_acquire(p->node);
+    for (int i = 0; i < 50 && exch_of(t) < exch && !p->stop; i++) {
+        uint64_t idx = cl_topo_index(t);
+        cl_node_topo_release(t);
+        (void)cl_node_topo_wait(p->node, idx, 20);
+        t = cl_node_topo_acquire(p->node);
+    }
+    cl_node_topo_release(t);
+    if (cl_node_release_wait(p->node, p->cfg.release_ms))
+        EM_WARN("exchange %llu: requests on an older topology still running after %u ms; "
+                "reporting anyway", (unsigned long long)exch, p->cfg.release_ms);
+    t = cl_node_topo_acquire(p->node);
+    em_buf raw = EM_BUF_INIT, msg = EM_BUF_INIT;
+    int rc = build_single(p, t, exch, &raw);
+    cl_node_topo_release(t);
+    uint8_t h[8];
+    em_st64(h, exch);
+    if (!rc)
+        rc = em_buf_append(&msg, h, 8);
+    if (!rc)
+        rc = cl_zip_deflate(p->zip_tx, &msg, raw.p, raw.len);
+    if (!rc)
+        rc = cl_node_send(p->node, to, CL_NET_MSG_PME_SINGLE, msg.p, msg.len);
+    if (rc)
+        EM_WARN("exchange %llu: cannot send this node's single message: %s",
+                (unsigned long long)exch, em_strerror(rc));
+    em_buf_free(&raw);
+    em_buf_free(&msg);
+}
+
+/* ---- frames (transport thread) ---- */
+
+static void refuse(cl_pme *p, const char *what, const char *why)
+{
+    lock(p);
+    p->bad++;
+    unlock(p);
+    EM_WARN("exchange: refused a %s: %s", what, why);
+}
+
+static void take_single(cl_pme *p, cl_meta_uuid from, const uint8_t *b, size_t n)
+{
+    uint64_t exch = em_ld64(b);
+    lock(p);
+    int want = exch == p->coll_exch && exch != 0;
+    unlock(p);
+    if (!want)
+        return;                     /* late: an exchange that is over */
+    char why[160] = "";
+    int rc = cl_zip_inflate(p->zip_rx, b + 8, n - 8, &p->rx, why, sizeof why);
+    if (rc) {
+        refuse(p, "single message", why[0] ? why : em_strerror(rc));
+        return;
+    }
+    cl_psingle s;
+    uint32_t cap = cl_psingle_peek_groups(p->rx.p, p->rx.len);
+    cl_psingle_group *g = em_malloc(sizeof *g * (cap ? cap : 1));
+    if (!g)
+        return;
+    s.g = g;
+    rc = cl_psingle_decode(p->rx.p, p->rx.len, &s, cap);
+    em_free(g);
+    if (rc || s.exch_id != exch || !cl_meta_uuid_eq(s.node, from)) {
+        refuse(p, "single message", rc ? em_strerror(rc) : "not the sender's or not this exchange's");
+        return;
+    }
+    lock(p);
+    for (uint32_t i = 0; i < p->nslots && exch == p->coll_exch; i++)
+        if (cl_meta_uuid_eq(p->slots[i].node, from) && !p->slots[i].have) {
+            em_buf_reset(&p->slots[i].raw);
+            if (em_buf_append(&p->slots[i].raw, p->rx.p, p->rx.len) == 0)
+                p->slots[i].have = 1;
+            pthread_cond_broadcast(&p->cv);
+        }
+    unlock(p);
+}
+
+/* install: a full map (encoded bytes, checked) becomes this node's. */
+static void install(cl_pme *p, const uint8_t *map, size_t n, const uint8_t *z, size_t zn,
+                    uint64_t exch, uint64_t lost)
+{
+    lock(p);
+    if (exch > p->map_exch) {
+        em_buf_reset(&p->map);
+        em_buf_reset(&p->map_z);
+        if (em_buf_append(&p->map, map, n) == 0 && em_buf_append(&p->map_z, z, zn) == 0) {
+            p->map_exch = exch;
+            p->map_hash = map_hash(map, n);
+            p->lost = lost;
+        }
+    }
+    unlock(p);
+}
+
+static uint64_t count_lost(const cl_pmap *m)
+{
+    uint64_t lost = 0;
+    for (uint32_t g = 0; g < m->ngroups; g++)
+        for (uint32_t part = 0; part < m->g[g].parts; part++)
+            for (uint32_t i = 0; i < m->nodes; i++)
+                if (cl_pmap_state(m, &m->g[g], i, part) == CL_PS_LOST) {
+                    lost++;
+                    break;
+                }
+    return lost;
+}
+
+static void take_full(cl_pme *p, const uint8_t *b, size_t n)
+{
+    char why[160] = "";
+    int rc = cl_zip_inflate(p->zip_rx, b, n, &p->rx, why, sizeof why);
+    if (rc) {
+        refuse(p, "full map", why[0] ? why : em_strerror(rc));
+        return;
+    }
+    uint32_t cap = cl_pmap_peek_groups(p->rx.p, p->rx.len);
+    cl_pmap m;
+    cl_pmap_group *g = em_malloc(sizeof *g * (cap ? cap : 1));
+    if (!g)
+        return;
+    m.g = g;
+    rc = cl_pmap_decode(p->rx.p, p->rx.len, &m, cap);
+    if (rc) {
+        em_free(g);
+        refuse(p, "full map", em_strerror(rc));
+        return;
+    }
+    uint64_t lost = count_lost(&m);
+    em_free(g);
+    install(p, p->rx.p, p->rx.len, b, n, m.exch_id, lost);
+}
+
+static void on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *b, size_t n)
+{
+    cl_pme *p = arg;
+    switch (type) {
+    case CL_NET_MSG_PME_SREQ:
+        if (n != 8)
+            { refuse(p, "single request", "bad length"); return; }
+        lock(p);
+        p->sreq = 1;
+        p->sreq_exch = em_ld64(b);
+        p->sreq_from = from;
+        pthread_cond_broadcast(&p->cv);
+        unlock(p);
+        break;
+    case CL_NET_MSG_PME_SINGLE:
+        if (n < 12)
+            { refuse(p, "single message", "too short"); return; }
+        take_single(p, from, b, n);
+        break;
+    case CL_NET_MSG_PME_FULL:
+        take_full(p, b, n);
+        break;
+    case CL_NET_MSG_PME_FREQ:
+        if (n != 8)
+            { refuse(p, "map request", "bad length"); return; }
+        lock(p);
+        if (p->map_exch > em_ld64(b) && p->map_z.len && cl_node_is_leader(p->node))
+            (void)cl_node_send(p->node, from, CL_NET_MSG_PME_FULL, p->map_z.p, p->map_z.len);
+        unlock(p);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- the coordinator ---- */
+
+/* single_view: the decoded singles, one per member slot (NULL = none). */
+typedef struct sview { cl_psingle s; int ok; } sview;
+
+static int part_cmp(const uint8_t *raw, uint32_t k, uint32_t part, cl_psingle_part *out)
+{
+    uint32_t lo = 0, hi = k;
+    cl_psingle_group g = { 0, 0, k, NULL, raw };
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        cl_psingle_part x = cl_psingle_part_at(&g, mid);
+        if (x.part == part) {
+            *out = x;
+            return 1;
+        }
+        if (x.part < part)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+/* reported: what member i said of (grp, part): 1 and *out, or 0. */
+static int reported(const sview *v, uint32_t i, int32_t grp, uint32_t part, cl_psingle_part *out)
+{
+    if (!v[i].ok)
+        return 0;
+    const cl_psingle *s = &v[i].s;
+    for (uint32_t g = 0; g < s->ngroups; g++)
+        if (s->g[g].grp == grp)
+            return part_cmp(s->g[g].raw, s->g[g].k, part, out);
+    return 0;
+}
+
+static int propose(cl_pme *p, em_buf *e)
+{
+    int rc = cl_node_propose(p->node, e->p, e->len, PROPOSE_MS);
+    em_buf_reset(e);
+    return rc;
+}
+
+/* decide appends the decision for every group and commits it; 0 or why not. */
+static int decide(cl_pme *p, cl_topo *t, const cl_pme_group *g, uint32_t ng, const sview *v,
+                  uint64_t exch)
+{
+    em_buf e = EM_BUF_INIT;
+    cl_meta_owners_enc enc;
+    uint32_t own[MAX_OWNERS];
+    uint64_t ord[MAX_OWNERS];
+    int rc = cl_meta_enc_owners_begin(&enc, &e, exch);
+    int any = 0;
+    for (uint32_t gi = 0; gi < ng && !rc; gi++) {
+        const cl_pme_group *gr = &g[gi];
+        int fresh = !cl_topo_has_owners(t, gr->grp, gr->parts);
+        int opened = 0;
+        for (uint32_t part = 0; part < gr->parts && !rc; part++) {
+            uint32_t n;
+            uint8_t flags = 0;
+            if (fresh) {
+                n = ideal(t, gr, part, own);
+            } else if (cl_topo_part_lost(t, gr->grp, part) ||
+                       !cl_topo_part_dropped(t, gr->grp, part)) {
+                continue;                 /* unchanged */
+            } else {
+                n = cl_topo_owners(t, gr->grp, gr->parts, gr->backups, gr->replicated, part,
+                                   own, MAX_OWNERS);
+                if (n == 0 && gr->loss_policy == 4) {
+                    n = ideal(t, gr, part, own);      /* IGNORE: start over, empty */
+                } else if (n == 0) {
+                    flags = CL_META_OWN_LOST;
+                } else {
+                    /* The new primary: the owner with the highest counter
+                     * (it holds every write the others hold); ties keep the
+                     * committed order. */
+                    uint32_t best = 0;
+                    uint64_t best_c = 0;
+                    for (uint32_t i = 0; i < n; i++) {
+                        cl_psingle_part x;
+                        uint64_t c = reported(v, own[i], gr->grp, part, &x) ? x.cntr : 0;
+                        if (i == 0 || c > best_c) {
+                            best = i;
+                            best_c = c;
+                        }
+                    }
+                    uint32_t b = own[best];
+                    memmove(own + 1, own, best * sizeof *own);
+                    own[0] = b;
+                }
+            }
+            if (!opened) {
+                if (cl_meta_enc_owners_size(&enc) > ENTRY_SPLIT) {
+                    if (!(rc = cl_meta_enc_owners_end(&enc)))
+                        rc = propose(p, &e);
+                    if (!rc)
+                        rc = cl_meta_enc_owners_begin(&enc, &e, exch);
+                }
+                if (!rc)
+                    rc = cl_meta_enc_owners_group(&enc, gr->grp, gr->parts);
+                opened = 1;
+                any = 1;
+            }
+            for (uint32_t i = 0; i < n; i++)
+                ord[i] = t->m[own[i]].order;
+            if (!rc)
+                rc = cl_meta_enc_owners_part(&enc, part, flags, ord, n);
+        }
+    }
+    if (!rc && any && !(rc = cl_meta_enc_owners_end(&enc)))
+        rc = propose(p, &e);
+    em_buf_reset(&e);
+    if (!rc)
+        rc = cl_meta_enc_exch(&e, exch, t->major, t->minor);
+    if (!rc)
+        rc = propose(p, &e);
+    em_buf_free(&e);
+    return rc;
+}
+
+/* full_map builds the map of the committed exchange on t (which has it). */
+static int full_map(cl_topo *t, const cl_pme_group *g, uint32_t ng, const sview *v,
+                    const uint32_t *slot_of, uint64_t exch, em_buf *out)
+{
+    cl_meta_uuid *ids = em_malloc(sizeof *ids * (t->n ? t->n : 1));
+    cl_pmap_group *mg = em_calloc(ng ? ng : 1, sizeof *mg);
+    uint8_t **st = em_calloc(ng ? ng : 1, sizeof *st);
+    uint64_t **cs = em_calloc(ng ? ng : 1, sizeof *cs);
+    cl_pmap_diff **df = em_calloc(ng ? ng : 1, sizeof *df);
+    int rc = ids && mg && st && cs && df ? 0 : EM_NOMEM;
+    for (uint32_t i = 0; i < t->n && !rc; i++)
+        ids[i] = t->m[i].id;
+    uint32_t own[MAX_OWNERS], idl[MAX_OWNERS];
+    for (uint32_t gi = 0; gi < ng && !rc; gi++) {
+        const cl_pme_group *gr = &g[gi];
+        uint32_t P = gr->parts;
+        st[gi] = em_malloc((size_t)t->n * P);
+        cs[gi] = em_malloc(sizeof **cs * 2 * P);
+        df[gi] = em_malloc(sizeof **df * ((size_t)t->n * P + 1));
+        if (!st[gi] || !cs[gi] || !df[gi]) {
+            rc = EM_NOMEM;
+            break;
+        }
+        memset(st[gi], CL_PS_NONE, (size_t)t->n * P);
+        uint32_t nd = 0;
+        for (uint32_t part = 0; part < P; part++) {
+            uint32_t n = cl_topo_owners(t, gr->grp, P, gr->backups, gr->replicated, part, own,
+                                        MAX_OWNERS);
+            uint32_t ni = ideal(t, gr, part, idl);
+            int lost = cl_topo_part_lost(t, gr->grp, part);
+            for (uint32_t i = 0; i < ni; i++)
+                st[gi][(size_t)idl[i] * P + part] = lost ? CL_PS_LOST : CL_PS_MOVING;
+            uint64_t maxc = 0, size = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                st[gi][(size_t)own[i] * P + part] = CL_PS_OWNING;
+                cl_psingle_part x;
+                if (reported(v, slot_of[own[i]], gr->grp, part, &x)) {
+                    if (x.cntr > maxc)
+                        maxc = x.cntr;
+                    if (i == 0)
+                        size = x.size;
+                }
+            }
+            for (uint32_t i = 0; i < n; i++) {
+                cl_psingle_part x;
+                uint64_t c = reported(v, slot_of[own[i]], gr->grp, part, &x) ? x.cntr : 0;
+                if (c != maxc)
+                    df[gi][nd++] = (cl_pmap_diff){ own[i], part, c };
+            }
+            cs[gi][part] = maxc;
+            cs[gi][P + part] = size;
+        }
+        mg[gi] = (cl_pmap_group){ gr->grp, P, nd, st[gi], cs[gi], cs[gi] + P, df[gi] };
+    }
+    if (!rc) {
+        cl_pmap m = { exch, t->major, t->minor, t->n, ids, NULL, ng, mg };
+        em_buf_reset(out);
+        rc = cl_pmap_encode(out, &m);
+    }
+    for (uint32_t gi = 0; gi < ng; gi++) {
+        if (st)
+            em_free(st[gi]);
+        if (cs)
+            em_free(cs[gi]);
+        if (df)
+            em_free(df[gi]);
+    }
+    em_free(st);
+    em_free(cs);
+    em_free(df);
+    em_free(mg);
+    em_free(ids);
+    return rc;
+}
+
+/* collect waits for every member's single (bounded); 0 when the topology
+ * is still t's, EM_AGAIN when a newer one arrived meanwhile. */
+static int collect(cl_pme *p, cl_topo *t)
+{
+    uint64_t end = em_now_ms() + p->cfg.collect_ms;
+    lock(p);
+    for (;;) {
+        uint32_t have = 0;
+        for (uint32_t i = 0; i < p->nslots; i++)
+            have += (uint32_t)p->slots[i].have;
+        if (have == p->nslots || p->stop)
+            break;
+        cl_topo *now = cl_node_topo_acquire(p->node);
+        int newer = exch_of(now) != exch_of(t) || cl_topo_index(now) < cl_topo_index(t);
+        cl_node_topo_release(now);
+        if (newer) {
+            unlock(p);
+            return EM_AGAIN;
+        }
+        uint64_t left = end > em_now_ms() ? end - em_now_ms() : 0;
+        if (!left) {
+            EM_WARN("exchange %llu: %u of %u members answered within %u ms; deciding "
+                    "without the others", (unsigned long long)exch_of(t), have, p->nslots,
+                    p->cfg.collect_ms);
+            break;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (left < 20 ? left : 20) * 1000000ull;
+        ts.tv_sec += (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    }
+    unlock(p);
+    return 0;
+}
+
+static void coordinate(cl_pme *p, cl_topo *t)
+{
+    uint64_t exch = exch_of(t), t0 = em_now_ms();
+    /* Slots: one per member, this node's filled locally. */
+    lock(p);
+    for (uint32_t i = 0; i < p->nslots; i++)
+        em_buf_free(&p->slots[i].raw);
+    em_free(p->slots);
+    p->slots = em_calloc(t->n, sizeof *p->slots);
+    p->nslots = p->slots ? t->n : 0;
+    for (uint32_t i = 0; i < p->nslots; i++)
+        p->slots[i].node = t->m[i].id;
+    p->coll_exch = exch;
+    unlock(p);
+    if (!p->nslots)
+        return;
+    uint8_t h[8];
+    em_st64(h, exch);
+    for (uint32_t i = 0; i < t->n; i++)
+        if ((int)i != t->self)
+            (void)cl_node_send(p->node, t->m[i].id, CL_NET_MSG_PME_SREQ, h, 8);
+    em_buf own = EM_BUF_INIT;
+    (void)cl_node_release_wait(p->node, p->cfg.release_ms);
+    int rc = build_single(p, t, exch, &own);
+    lock(p);
+    if (!rc) {
+        p->slots[t->self].raw = own;
+        p->slots[t->self].have = 1;
+    } else {
+        em_buf_free(&own);
+    }
+    unlock(p);
+    if (rc || collect(p, t))
+        goto done;
+
+    /* Decode the singles (the slots are this thread's now: coll_exch stops
+     * the transport from touching them once cleared). */
+    lock(p);
+    p->coll_exch = 0;
+    unlock(p);
+    uint32_t ng = 0;
+    cl_pme_group *g = groups_get(p, &ng);
+    sview *v = em_calloc(t->n, sizeof *v);
+    uint32_t *slot_of = em_malloc(sizeof *slot_of * t->n);
+    if (!g || !v || !slot_of) {
+        rc = EM_NOMEM;
+    } else {
+        for (uint32_t i = 0; i < t->n; i++) {
+            slot_of[i] = i;
+            if (!p->slots[i].have)
+                continue;
+            uint32_t cap = cl_psingle_peek_groups(p->slots[i].raw.p, p->slots[i].raw.len);
+            v[i].s.g = em_malloc(sizeof *v[i].s.g * (cap ? cap : 1));
+            v[i].ok = v[i].s.g && cl_psingle_decode(p->slots[i].raw.p, p->slots[i].raw.len,
+                                                    &v[i].s, cap) == 0;
+        }
+        rc = decide(p, t, g, ng, v, exch);
+    }
+    if (!rc) {
+        /* The committed decision is on a newer snapshot: wait for it. */
+        cl_topo *t2 = cl_node_topo_acquire(p->node);
+        while (cl_topo_last_exchange(t2) < exch && !p->stop) {
+            uint64_t idx = cl_topo_index(t2);
+            cl_node_topo_release(t2);
+            if (cl_node_topo_wait(p->node, idx, 1000)) {
+                t2 = NULL;
+                rc = EM_TIMEOUT;
+                break;
+            }
+            t2 = cl_node_topo_acquire(p->node);
+        }
+        if (t2 && !rc && t2->n == t->n) {
+            em_buf map = EM_BUF_INIT, z = EM_BUF_INIT;
+            for (uint32_t i = 0; i < t2->n; i++)
+                slot_of[i] = cl_meta_uuid_eq(t2->m[i].id, t->m[i].id) ? i : t->n;
+            /* slot_of beyond t->n reads as "no single": v has t->n entries. */
+            sview *v2 = em_calloc(t->n + 1u, sizeof *v2);
+            if (v2) {
+                memcpy(v2, v, sizeof *v * t->n);
+                rc = full_map(t2, g, ng, v2, slot_of, exch, &map);
+                em_free(v2);
+            } else {
+                rc = EM_NOMEM;
+            }
+            if (!rc)
+                rc = cl_zip_deflate(p->zip_tx, &z, map.p, map.len);
+            if (!rc) {
+                for (uint32_t i = 0; i < t2->n; i++)
+                    if ((int)i != t2->self)
+                        (void)cl_node_send(p->node, t2->m[i].id, CL_NET_MSG_PME_FULL, z.p, z.len);
+                cl_pmap m;
+                uint32_t cap = cl_pmap_peek_groups(map.p, map.len);
+                m.g = em_malloc(sizeof *m.g * (cap ? cap : 1));
+                uint64_t lost = m.g && cl_pmap_decode(map.p, map.len, &m, cap) == 0
+                                ? count_lost(&m) : 0;
+                em_free(m.g);
+                install(p, map.p, map.len, z.p, z.len, exch, lost);
+            }
+            em_buf_free(&map);
+            em_buf_free(&z);
+        }
+        if (t2)
+            cl_node_topo_release(t2);
+    }
+    for (uint32_t i = 0; v && i < t->n; i++)
+        em_free(v[i].s.g);
+    em_free(v);
+    em_free(slot_of);
+    em_free(g);
+    if (!rc) {
+        lock(p);
+        p->exchanges++;
+        p->last_ms = em_now_ms() - t0;
+        unlock(p);
+        EM_INFO("exchange %llu (topology %llu.%u, %u members) done in %llu ms",
+                (unsigned long long)exch, (unsigned long long)t->major, t->minor, t->n,
+                (unsigned long long)(em_now_ms() - t0));
+    } else if (rc != EM_NOTLEADER) {
+        EM_WARN("exchange %llu failed: %s", (unsigned long long)exch, em_strerror(rc));
+    }
+done:
+    lock(p);
+    p->coll_exch = 0;
+    unlock(p);
+}
+
+/* ---- the thread ---- */
+
+static void *run(void *arg)
+{
+    cl_pme *p = arg;
+    uint64_t last_freq = 0;
+    for (;;) {
+        lock(p);
+        if (!p->stop && !p->kicked && !p->sreq) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        }
+        if (p->stop) {
+            unlock(p);
+            break;
+        }
+        p->kicked = 0;
+        int sreq = p->sreq;
+        uint64_t sreq_exch = p->sreq_exch;
+        cl_meta_uuid from = p->sreq_from;
+        p->sreq = 0;
+        uint64_t have = p->map_exch;
+        unlock(p);
+        if (sreq)
+            answer_sreq(p, sreq_exch, from);
+        cl_topo *t = cl_node_topo_acquire(p->node);
+        int leader = cl_node_is_leader(p->node);
+        if (leader && t->self >= 0 && t->n && exch_of(t) > cl_topo_last_exchange(t)) {
+            coordinate(p, t);
+        } else if (!leader && t->self >= 0 && have < cl_topo_last_exchange(t) &&
+                   em_now_ms() - last_freq >= FREQ_EVERY_MS) {
+            cl_meta_uuid lid;
+            if (cl_node_leader(p->node, &lid) == 0) {
+                uint8_t h[8];
+                em_st64(h, have);
+                (void)cl_node_send(p->node, lid, CL_NET_MSG_PME_FREQ, h, 8);
+            }
+            last_freq = em_now_ms();
+        }
+        cl_node_topo_release(t);
+    }
+    return NULL;
+}
+
+int cl_pme_start(cl_pme **out, cl_node *node, const cl_pme_cfg *cfg)
+{
+    *out = NULL;
+    cl_pme *p = em_calloc(1, sizeof *p);
+    if (!p)
+        return EM_NOMEM;
+    p->node = node;
+    p->cfg = *cfg;
+    if (!p->cfg.collect_ms)
+        p->cfg.collect_ms = 5000;
+    if (!p->cfg.release_ms)
+        p->cfg.release_ms = 2000;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    int rc = cl_zip_new(&p->zip_tx, CL_ZIP_LEVEL);
+    if (!rc)
+        rc = cl_zip_new(&p->zip_rx, CL_ZIP_LEVEL);
+    if (!rc && pthread_create(&p->th, NULL, run, p) != 0)
+        rc = EM_NOMEM;
+    if (rc) {
+        cl_pme_stop(p);
+        return rc;
+    }
+    p->started = 1;
+    cl_node_set_frame_hook(node, on_frame, p);
+    *out = p;
+    return 0;
+}
+
+void cl_pme_stop(cl_pme *p)
+{
+    if (!p)
+        return;
+    cl_node_set_frame_hook(p->node, NULL, NULL);
+    lock(p);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    unlock(p);
+    if (p->started)
+        pthread_join(p->th, NULL);
+    for (uint32_t i = 0; i < p->nslots; i++)
+        em_buf_free(&p->slots[i].raw);
+    em_free(p->slots);
+    em_buf_free(&p->map);
+    em_buf_free(&p->map_z);
+    em_buf_free(&p->rx);
+    cl_zip_free(p->zip_tx);
+    cl_zip_free(p->zip_rx);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    em_free(p);
+}
+
+void cl_pme_kick(cl_pme *p)
+{
+    lock(p);
+    p->kicked = 1;
+    pthread_cond_broadcast(&p->cv);
+    unlock(p);
+}
+
+int cl_pme_reset_lost(cl_pme *p, int32_t grp, uint32_t *reset)
+{
+    *reset = 0;
+    uint32_t ng = 0;
+    cl_pme_group *g = groups_get(p, &ng);
+    if (!g)
+        return EM_NOMEM;
+    const cl_pme_group *gr = NULL;
+    for (uint32_t i = 0; i < ng; i++)
+        if (g[i].grp == grp)
+            gr = &g[i];
+    if (!gr) {
+        em_free(g);
+        return EM_NOCACHE;
+    }
+    cl_topo *t = cl_node_topo_acquire(p->node);
+    em_buf e = EM_BUF_INIT;
+    cl_meta_owners_enc enc;
+    uint32_t own[MAX_OWNERS];
+    uint64_t ord[MAX_OWNERS];
+    int rc = cl_meta_enc_owners_begin(&enc, &e, cl_topo_last_exchange(t));
+    if (!rc)
+        rc = cl_meta_enc_owners_group(&enc, gr->grp, gr->parts);
+    for (uint32_t part = 0; part < gr->parts && !rc; part++) {
+        if (!cl_topo_part_lost(t, gr->grp, part))
+            continue;
+        uint32_t n = ideal(t, gr, part, own);
+        for (uint32_t i = 0; i < n; i++)
+            ord[i] = t->m[own[i]].order;
+        rc = cl_meta_enc_owners_part(&enc, part, 0, ord, n);
+        (*reset)++;
+    }
+    cl_node_topo_release(t);
+    if (!rc && *reset && !(rc = cl_meta_enc_owners_end(&enc)))
+        rc = cl_node_propose(p->node, e.p, e.len, PROPOSE_MS);
+    em_buf_free(&e);
+    em_free(g);
+    if (!rc && *reset)
+        EM_INFO("exchange: %u lost partitions of group %d reset", *reset, grp);
+    return rc;
+}
+
+void cl_pme_stats_get(cl_pme *p, cl_pme_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    lock(p);
+    s->exchanges = p->exchanges;
+    s->last_ms = p->last_ms;
+    s->map_exch = p->map_exch;
+    s->map_hash = p->map_hash;
+    s->map_bytes = p->map.len;
+    s->map_zbytes = p->map_z.len;
+    s->lost = p->lost;
+    s->bad_frames = p->bad;
+    unlock(p);
+}

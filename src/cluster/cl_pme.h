@@ -1,0 +1,82 @@
+/* cl_pme.h - the partition map exchange (reference/cluster.md §3.5).
+ *
+ * On every new topology version (a member joined, left or failed; a cache
+ * started or stopped; the state changed) the leader of the metadata group,
+ * the coordinator, runs one exchange:
+ *
+ *   1. it asks every member for its single message (PME_SREQ: u64 exchange
+ *      id); a member first waits until no request mapped on an older
+ *      topology is still running (bounded), then answers PME_SINGLE
+ *      (u64 exchange id | the single message, compressed: cl_zip.h);
+ *   2. it merges them with the committed owner tables and decides: a new
+ *      group gets its ideal owners; a partition whose owners all left is
+ *      LOST (or, under the IGNORE policy, gets its ideal owners afresh);
+ *      when a primary left, the surviving owner with the highest update
+ *      counter becomes primary (ties: the old order);
+ *   3. it commits only the decision (OWNERS_SET entries, changed partitions
+ *      only, then EXCH_DONE) through the metadata group, so routing on every
+ *      node changes with the log, and
+ *   4. broadcasts the full map (PME_FULL: the map, compressed) to every
+ *      member; a member whose map is older than the last committed exchange
+ *      asks the leader for it (PME_FREQ: u64 the exchange id it has).
+ *
+ * A newer topology while an exchange runs abandons it (the next one covers
+ * both).  A member that does not answer within the collect timeout is left
+ * out of the map (its committed ownership stands until the group fails it).
+ */
+#ifndef EM_CL_PME_H
+#define EM_CL_PME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster/cl_node.h"
+#include "cluster/cl_pmap.h"
+
+/* What this node's upper layers know of one cache group. */
+typedef struct cl_pme_group {
+    int32_t  grp;            /* group id (ember: the cache id) */
+    uint32_t parts;
+    uint32_t backups;
+    uint8_t  replicated;
+    uint8_t  loss_policy;    /* Ignite's PartitionLossPolicy ordinal */
+} cl_pme_group;
+
+typedef struct cl_pme_cfg {
+    void *arg;
+    /* groups: the started caches, up to cap of them into out; returns how
+     * many there are (call again with more room when that is above cap). */
+    uint32_t (*groups)(void *arg, cl_pme_group *out, uint32_t cap);
+    /* part_info: a local partition's update counter and entry count; 0 or
+     * an error (the group is gone here). */
+    int (*part_info)(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t *size);
+    uint32_t collect_ms;     /* how long the coordinator waits for singles; 0 = 5000 */
+    uint32_t release_ms;     /* bound on the partition release wait; 0 = 2000 */
+} cl_pme_cfg;
+
+typedef struct cl_pme cl_pme;
+
+int  cl_pme_start(cl_pme **out, cl_node *node, const cl_pme_cfg *cfg);
+void cl_pme_stop(cl_pme *p);
+
+/* cl_pme_kick: a new topology was published (any thread). */
+void cl_pme_kick(cl_pme *p);
+
+/* cl_pme_reset_lost: the group's lost partitions get the current members
+ * that ideally own them, empty (Ignite's resetLostPartitions), through the
+ * metadata group.  0, EM_NOCACHE (no such group), EM_NOTLEADER, EM_TIMEOUT.
+ * *reset gets how many partitions came back.  Not on the transport thread. */
+int  cl_pme_reset_lost(cl_pme *p, int32_t grp, uint32_t *reset);
+
+typedef struct cl_pme_stats {
+    uint64_t exchanges;          /* exchanges this node coordinated */
+    uint64_t last_ms;            /* the last one's duration */
+    uint64_t map_exch;           /* the exchange id of the full map held here */
+    uint64_t map_hash;           /* a hash of that map (equal maps, equal hashes) */
+    uint64_t map_bytes, map_zbytes;  /* its size encoded and compressed */
+    uint64_t lost;               /* partitions the map says are lost */
+    uint64_t bad_frames;         /* exchange frames refused */
+} cl_pme_stats;
+void cl_pme_stats_get(cl_pme *p, cl_pme_stats *s);
+
+#endif
