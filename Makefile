@@ -24,8 +24,19 @@ endif
 CFLAGS  += $(CFLAGS_BASE)
 LDFLAGS += $(SAN)
 LDLIBS  += -lpthread -lm $(EXTRA_LIBS)
+# The DEFLATE codec of the exchange's compressed messages (src/cluster/cl_zip.c
+# says why libdeflate is the default): CL_ZIP=zlib builds the streaming zlib one.
+CL_ZIP ?= libdeflate
+ifeq ($(CL_ZIP),zlib)
+ZIP_DEF := -DCL_ZIP_ZLIB
+ZIP_LIB := -lz
+else
+ZIP_DEF :=
+ZIP_LIB := -ldeflate
+endif
+CFLAGS  += $(ZIP_DEF)
 # Libraries from Debian used by the server layers (tools/deps.sh installs them).
-EXTRA_LIBS ?= -linih -lssl -lcrypto -lraft -luv -lsqlite3
+EXTRA_LIBS ?= -linih -lssl -lcrypto -lraft -luv -lsqlite3 $(ZIP_LIB)
 
 LIB_DIRS  := util binary store wal net sql proto cluster
 LIB_SRC   := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) \
@@ -117,7 +128,7 @@ replay:
 # crash in FUZZ_BUILD/artifacts/<name>/ (turn it into a regression file in
 # tests/fuzz/corpus/<name>/).  `make test` runs the same script briefly.
 FUZZ_BUILD ?= build/fuzz
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Iinclude -fno-omit-frame-pointer \
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Iinclude $(ZIP_DEF) -fno-omit-frame-pointer \
                -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_SECONDS ?= 60

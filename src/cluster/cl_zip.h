@@ -42,13 +42,21 @@ int cl_zip_deflate(cl_zip *z, em_buf *out, const uint8_t *p, size_t n);
 
 /* cl_zip_inflate checks the compressed form at p[0..n) (the whole of it:
  * trailing bytes are an error) and inflates it into out, which is reset and
- * sized to exactly dataSize.  Chunks are read where they lie in p.  0, or
- * EM_TRUNCATED (ends early), EM_TRAILING (bytes after the end, or DEFLATE
- * data past dataSize), EM_BADLEN (dataSize over the ratio bound, a chunk
- * length of 0 or over CL_ZIP_CHUNK), EM_CORRUPT (not DEFLATE), EM_NOMEM;
- * why (may be NULL) gets a line for the log. */
+ * sized to exactly dataSize.  Chunks are read where they lie in p.  The
+ * framing is checked whole before any inflating or allocation.  0, or
+ * EM_TRUNCATED (ends early: before the final flag, inside a chunk, or a
+ * DEFLATE stream that yields fewer than dataSize bytes or - zlib - stops
+ * unfinished), EM_TRAILING (bytes after the final flag, DEFLATE output past
+ * dataSize, or chunk bytes after the DEFLATE stream's end), EM_RANGE
+ * (dataSize over the ratio bound), EM_BADLEN (a chunk length of 0 or over
+ * CL_ZIP_CHUNK), EM_PROTO (a chunk flag other than 0 or 1), EM_CORRUPT (bad
+ * DEFLATE data; libdeflate also reports a DEFLATE stream cut short so),
+ * EM_NOMEM; why (may be NULL) gets a line for the log. */
 int cl_zip_inflate(cl_zip *z, const uint8_t *p, size_t n, em_buf *out, char *why,
                    size_t why_len);
+
+/* cl_zip_codec: the codec compiled in ("libdeflate 1.14", "zlib 1.2.13"). */
+const char *cl_zip_codec(void);
 
 /* cl_zip_data_size: the dataSize a stream announces (0 if under 4 bytes). */
 uint32_t cl_zip_data_size(const uint8_t *p, size_t n);

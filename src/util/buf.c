@@ -25,3 +25,18 @@ int em_buf_grow(em_buf *b, size_t extra)
     b->cap = cap;
     return 0;
 }
+
+int em_buf_grow_exact(em_buf *b, size_t extra)
+{
+    if (extra > SIZE_MAX / 2 - b->len)
+        return EM_NOMEM;
+    size_t need = b->len + extra;
+    if (need <= b->cap)
+        return 0;
+    uint8_t *p = em_realloc(b->p, need ? need : 1);
+    if (!p)
+        return EM_NOMEM;
+    b->p = p;
+    b->cap = need;
+    return 0;
+}

@@ -30,6 +30,15 @@ static inline int em_buf_reserve(em_buf *b, size_t extra)
     return (b->cap - b->len >= extra) ? 0 : em_buf_grow(b, extra);
 }
 
+/* em_buf_grow_exact makes the capacity exactly len + extra (no doubling):
+ * for one write whose size is known, e.g. an encoded message. */
+int  em_buf_grow_exact(em_buf *b, size_t extra);
+
+static inline int em_buf_reserve_exact(em_buf *b, size_t extra)
+{
+    return (b->cap - b->len >= extra) ? 0 : em_buf_grow_exact(b, extra);
+}
+
 static inline int em_buf_append(em_buf *b, const void *p, size_t n)
 {
     int rc = em_buf_reserve(b, n);
