@@ -311,13 +311,18 @@ int cl_node_leader(cl_node *n, cl_meta_uuid *out)
     return leader_id(n, out) ? 0 : EM_NOTLEADER;
 }
 
-int cl_node_release_wait(cl_node *n, uint32_t timeout_ms)
+int cl_node_release_wait(cl_node *n, const cl_topo *held, uint32_t timeout_ms)
 {
     uint64_t end = em_now_ms() + timeout_ms;
     /* The current snapshot is one; any other is held by a request mapped
      * on an older topology.  Polled: requests hold snapshots for
      * microseconds, and this runs once per exchange. */
-    while (atomic_load(&n->live_topos) > 1) {
+    for (;;) {
+        pthread_mutex_lock(&n->mu);
+        uint64_t allowed = 1 + (held && &n->topo->t != held);
+        pthread_mutex_unlock(&n->mu);
+        if (atomic_load(&n->live_topos) <= allowed)
+            break;
         if (em_now_ms() >= end || atomic_load(&n->stopping))
             return EM_TIMEOUT;
         struct timespec ts = { 0, 1000000L };

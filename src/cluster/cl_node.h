@@ -131,8 +131,9 @@ int  cl_node_send(cl_node *n, cl_meta_uuid to, uint16_t type, const void *p, siz
 /* cl_node_leader: the leader's node id when known: 0 or EM_NOTLEADER. */
 int  cl_node_leader(cl_node *n, cl_meta_uuid *out);
 /* cl_node_release_wait waits (bounded) until no request holds a topology
- * older than the current one: 0 or EM_TIMEOUT. */
-int  cl_node_release_wait(cl_node *n, uint32_t timeout_ms);
+ * older than the current one (held: one the caller holds itself, or NULL):
+ * 0 or EM_TIMEOUT. */
+int  cl_node_release_wait(cl_node *n, const cl_topo *held, uint32_t timeout_ms);
 
 /* cl_topo_part_dropped: 1 when some committed owner of the partition is no
  * longer a member (the next exchange decides again). */

@@ -173,19 +173,14 @@ static void answer_sreq(cl_pme *p, uint64_t exch, cl_meta_uuid to)
 {
     /* Partition release: requests mapped on the old topology finish first,
      * so the counters reported include every write they made. */
-    /* This node may not have applied the change the exchange is for. */
-    cl_topo *t = cl_node_topo_acquire(p->node);
-    for (int i = 0; i < 50 && exch_of(t) < exch && !p->stop; i++) {
-        uint64_t idx = cl_topo_index(t);
-        cl_node_topo_release(t);
-        (void)cl_node_topo_wait(p->node, idx, 20);
-        t = cl_node_topo_acquire(p->node);
-    }
-    cl_node_topo_release(t);
-    if (cl_node_release_wait(p->node, p->cfg.release_ms))
+    /* This node may not have applied the change the exchange is for yet (a
+     * follower learns of a commit with the leader's next message): it does
+     * not wait for it, since what it reports - its partitions' states under
+     * the committed owners, and their counters - does not depend on it. */
+    if (cl_node_release_wait(p->node, NULL, p->cfg.release_ms))
         EM_WARN("exchange %llu: requests on an older topology still running after %u ms; "
                 "reporting anyway", (unsigned long long)exch, p->cfg.release_ms);
-    t = cl_node_topo_acquire(p->node);
+    cl_topo *t = cl_node_topo_acquire(p->node);
     em_buf raw = EM_BUF_INIT, msg = EM_BUF_INIT;
     int rc = build_single(p, t, exch, &raw);
     cl_node_topo_release(t);
@@ -595,7 +590,7 @@ static void coordinate(cl_pme *p, cl_topo *t)
         if ((int)i != t->self)
             (void)cl_node_send(p->node, t->m[i].id, CL_NET_MSG_PME_SREQ, h, 8);
     em_buf own = EM_BUF_INIT;
-    (void)cl_node_release_wait(p->node, p->cfg.release_ms);
+    (void)cl_node_release_wait(p->node, t, p->cfg.release_ms);
     int rc = build_single(p, t, exch, &own);
     lock(p);
     if (!rc) {
@@ -607,6 +602,7 @@ static void coordinate(cl_pme *p, cl_topo *t)
     unlock(p);
     if (rc || collect(p, t))
         goto done;
+    uint64_t t_coll = em_now_ms();
 
     /* Decode the singles (the slots are this thread's now: coll_exch stops
      * the transport from touching them once cleared). */
@@ -631,6 +627,7 @@ static void coordinate(cl_pme *p, cl_topo *t)
         }
         rc = decide(p, t, g, ng, v, exch);
     }
+    uint64_t t_dec = em_now_ms();
     if (!rc) {
         /* The committed decision is on a newer snapshot: wait for it. */
         cl_topo *t2 = cl_node_topo_acquire(p->node);
@@ -687,9 +684,11 @@ static void coordinate(cl_pme *p, cl_topo *t)
         p->exchanges++;
         p->last_ms = em_now_ms() - t0;
         unlock(p);
-        EM_INFO("exchange %llu (topology %llu.%u, %u members) done in %llu ms",
-                (unsigned long long)exch, (unsigned long long)t->major, t->minor, t->n,
-                (unsigned long long)(em_now_ms() - t0));
+        EM_INFO("exchange %llu (topology %llu.%u, %u members) done in %llu ms (collect %llu, "
+                "commit %llu, map %llu)", (unsigned long long)exch,
+                (unsigned long long)t->major, t->minor, t->n,
+                (unsigned long long)(em_now_ms() - t0), (unsigned long long)(t_coll - t0),
+                (unsigned long long)(t_dec - t_coll), (unsigned long long)(em_now_ms() - t_dec));
     } else if (rc != EM_NOTLEADER) {
         EM_WARN("exchange %llu failed: %s", (unsigned long long)exch, em_strerror(rc));
     }

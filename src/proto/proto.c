@@ -649,6 +649,8 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
         if (!c->srv->opt.debug_ops)
             break;
         return op_debug_stats(c, out);
+    case PR_OP_RESET_LOST:
+        return pr_op_reset_lost(c, r, out);
     default:
         if (op >= 1000 && op <= 1021)
             return pr_op_cache(c, op, r, out);

@@ -50,6 +50,9 @@ enum pr_cluster_state {
  * Tests read it before and after a run of requests: equal allocation
  * counts mean the requests allocated nothing. */
 #define PR_OP_DEBUG_STATS 32000
+/* ember's own op: string cache name -> int partitions reset (Ignite's
+ * resetLostPartitions, which thin clients lack; ember-cli cluster reset-lost). */
+#define PR_OP_RESET_LOST  32100
 
 /* pr_auth_fn checks handshake credentials (user NULL when none were sent):
  * 0 = accept, EM_AUTH = wrong, EM_TOOMANY = refused by a failure limiter.
@@ -124,6 +127,18 @@ int  pr_server_state(const pr_server *s);
 /* pr_server_set_cluster makes s a cluster member's (see pr_options.cluster);
  * before connections are served.  0 or EM_NOMEM. */
 int  pr_server_set_cluster(pr_server *s, struct cl_node *node);
+
+/* The partition map exchange's view of this node's caches (cl_pme_cfg):
+ * pr_cluster_groups lists the started PARTITIONED and REPLICATED caches as
+ * groups (up to cap into out; returns how many there are);
+ * pr_cluster_part_info reads one partition's counter and size. */
+struct cl_pme_group;
+struct cl_pme;
+uint32_t pr_cluster_groups(pr_server *s, struct cl_pme_group *out, uint32_t cap);
+int      pr_cluster_part_info(pr_server *s, int32_t grp, uint32_t part, uint64_t *cntr,
+                              uint64_t *size);
+/* pr_server_set_pme: the exchange, for reset-lost (PR_OP_RESET_LOST). */
+void     pr_server_set_pme(pr_server *s, struct cl_pme *pme);
 
 /* pr_cluster_apply makes an entry the metadata group applied take effect on
  * this node (a cache started or stopped, a binary type, a state change);

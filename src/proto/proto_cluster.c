@@ -20,7 +20,9 @@
 #include "binary/binary.h"
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_node.h"
+#include "cluster/cl_pme.h"
 #include "util/clock.h"
+#include "util/hash.h"
 #include "util/mem.h"
 
 #define PROPOSE_TIMEOUT_MS 30000
@@ -487,4 +489,61 @@ int pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp)
 void pr_cluster_topology(pr_server *s, uint64_t major, uint32_t minor)
 {
     atomic_store_explicit(&s->topo_ver, major << 32 | minor, memory_order_relaxed);
+}
+
+/* ---- the exchange's view of this node ---- */
+
+typedef struct groups_ctx { cl_pme_group *out; uint32_t cap, n; } groups_ctx;
+
+static void group_one(void *arg, st_cache *sc)
+{
+    groups_ctx *g = arg;
+    const st_cache_config *cfg = st_cache_cfg(sc);
+    if (st_cache_destroyed(sc) || (cfg->cache_mode != 1 && cfg->cache_mode != 2))
+        return;
+    if (g->n < g->cap)
+        g->out[g->n] = (cl_pme_group){
+            .grp = st_cache_id(sc), .parts = st_cache_parts(sc),
+            .backups = cfg->backups > 0 ? (uint32_t)cfg->backups : 0,
+            .replicated = cfg->cache_mode == 1,
+            .loss_policy = (uint8_t)cfg->partition_loss_policy };
+    g->n++;
+}
+
+uint32_t pr_cluster_groups(pr_server *s, cl_pme_group *out, uint32_t cap)
+{
+    groups_ctx g = { out, cap, 0 };
+    st_cache_each(s->st, group_one, &g);
+    return g.n;
+}
+
+int pr_cluster_part_info(pr_server *s, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t *size)
+{
+    st_cache *sc = st_cache_find(s->st, grp);
+    return sc ? st_part_info(sc, part, cntr, size) : EM_NOCACHE;
+}
+
+void pr_server_set_pme(pr_server *s, cl_pme *pme) { s->pme = pme; }
+
+int pr_op_reset_lost(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    const uint8_t *name;
+    size_t nl;
+    if (pr_rd_str(c, r, &name, &nl) || !name)
+        return pr_bad_request(c, EM_TRUNCATED);
+    if (!c->srv->pme)
+        return pr_fail(c, PR_ST_FAILED, "This node is not a cluster member: no partitions are "
+                       "ever lost on a single node");
+    int32_t id = em_hash_java_str(name, nl);
+    uint32_t reset = 0;
+    int rc = cl_pme_reset_lost(c->srv->pme, id, &reset);
+    if (rc == EM_NOCACHE)
+        return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [name=%.*s]", (int)nl,
+                       (const char *)name);
+    if (rc == EM_NOMEM)
+        return rc;
+    if (rc)
+        return pr_fail(c, PR_ST_FAILED, "Resetting the lost partitions failed: %s",
+                       em_strerror(rc));
+    return em_buf_put_le32(out, reset);
 }

@@ -27,6 +27,7 @@ enum {
 
 struct pr_server {
     struct st_store *st;
+    struct cl_pme   *pme;          /* the exchange, on a cluster member */
     struct bin_registry *reg;
     pr_options opt;
     char *username, *password;
@@ -186,6 +187,7 @@ void pr_cursors_close(pr_conn *c);
 int pr_op_config(pr_conn *c, int op, pr_rd *r, em_buf *out);    /* 1050-1056 */
 int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out);    /* 3000-3004 */
 int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out);        /* 1101 */
+int pr_op_reset_lost(pr_conn *c, pr_rd *r, em_buf *out);        /* PR_OP_RESET_LOST */
 
 /* ---- cluster (proto_cluster.c) ----------------------------------------- */
 

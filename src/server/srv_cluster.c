@@ -7,6 +7,7 @@
 #include "server/srv_cluster.h"
 
 #include <ftw.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_node.h"
+#include "cluster/cl_pme.h"
 #include "proto/proto.h"
 #include "server/srv.h"
 #include "util/err.h"
@@ -22,6 +24,7 @@
 
 struct srv_cluster {
     cl_node *node;
+    _Atomic(cl_pme *) pme;
     pr_server *ps;
     int     (*durable)(void *arg);  /* wait for the WAL's group commit, or NULL */
     void     *durable_arg;
@@ -45,6 +48,9 @@ static const char *state_name(int st)
 static void on_topology(void *arg, const cl_topo *t)
 {
     srv_cluster *sc = arg;
+    cl_pme *pme = atomic_load(&sc->pme);
+    if (pme)
+        cl_pme_kick(pme);
     if (t->major == sc->last_major && t->minor == sc->last_minor && t->n == sc->last_n)
         return;
     sc->last_major = t->major;
@@ -86,6 +92,17 @@ static int on_call(void *arg, const uint8_t *p, size_t n, em_buf *resp)
     if (!rc && sc->durable)
         rc = sc->durable(sc->durable_arg);
     return rc;
+}
+
+/* The exchange's view of this node's caches. */
+static uint32_t pme_groups(void *arg, cl_pme_group *out, uint32_t cap)
+{
+    return pr_cluster_groups(arg, out, cap);
+}
+
+static int pme_part_info(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t *size)
+{
+    return pr_cluster_part_info(arg, grp, part, cntr, size);
 }
 
 /* on_refused: a peer refused in its handshake, or one that refused us. */
@@ -144,6 +161,19 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         em_free(sc);
         return rc;
     }
+    cl_pme_cfg pc = { .arg = ps, .groups = pme_groups, .part_info = pme_part_info };
+    cl_pme *pme = NULL;
+    if ((rc = cl_pme_start(&pme, sc->node, &pc)) != 0) {
+        EM_ERROR("cluster: cannot start the partition map exchange: %s", em_strerror(rc));
+        cl_node_stop(sc->node, 1);
+        if (sc->tmpdir[0])
+            nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        em_free(sc);
+        return rc;
+    }
+    pr_server_set_pme(ps, pme);
+    atomic_store(&sc->pme, pme);
+    cl_pme_kick(pme);
     /* Without a secret nothing after the handshake proves who a peer is. */
     if (!c->cluster_secret[0] && strncmp(host, "127.", 4) != 0 && strcmp(host, "::1") != 0)
         EM_WARN("cluster: no cluster_secret set: any process that reaches %s:%d can join the "
@@ -160,6 +190,9 @@ void srv_cluster_stop(srv_cluster *sc)
 {
     if (!sc)
         return;
+    cl_pme *pme = atomic_exchange(&sc->pme, NULL);
+    pr_server_set_pme(sc->ps, NULL);
+    cl_pme_stop(pme);
     cl_node_stop(sc->node, 1);
     if (sc->tmpdir[0])
         nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
@@ -173,7 +206,7 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
     if (!sc)
         return 0;
     cl_topo *t = cl_node_topo_acquire(sc->node);
-    char line[1024];
+    char line[2560];
     int n = snprintf(line, sizeof line,
                      "# TYPE ember_cluster_members gauge\nember_cluster_members %u\n"
                      "# TYPE ember_cluster_topology_major gauge\nember_cluster_topology_major %llu\n"
@@ -190,5 +223,24 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                   "# TYPE ember_cluster_links gauge\nember_cluster_links %u\n"
                   "# TYPE ember_cluster_links_refused counter\nember_cluster_links_refused %llu\n",
                   up, (unsigned long long)refused);
+    cl_pme *pme = atomic_load(&sc->pme);
+    if (pme) {
+        cl_pme_stats ps;
+        cl_pme_stats_get(pme, &ps);
+        n += snprintf(line + n, sizeof line - (size_t)n,
+                      "# TYPE ember_pme_exchanges counter\nember_pme_exchanges %llu\n"
+                      "# TYPE ember_pme_last_exchange_ms gauge\nember_pme_last_exchange_ms %llu\n"
+                      "# TYPE ember_pme_map_exchange gauge\nember_pme_map_exchange %llu\n"
+                      "# TYPE ember_pme_map_hash gauge\nember_pme_map_hash %llu\n"
+                      "# TYPE ember_pme_map_bytes gauge\nember_pme_map_bytes %llu\n"
+                      "# TYPE ember_pme_map_compressed_bytes gauge\n"
+                      "ember_pme_map_compressed_bytes %llu\n"
+                      "# TYPE ember_pme_lost_partitions gauge\nember_pme_lost_partitions %llu\n"
+                      "# TYPE ember_pme_bad_frames counter\nember_pme_bad_frames %llu\n",
+                      (unsigned long long)ps.exchanges, (unsigned long long)ps.last_ms,
+                      (unsigned long long)ps.map_exch, (unsigned long long)ps.map_hash,
+                      (unsigned long long)ps.map_bytes, (unsigned long long)ps.map_zbytes,
+                      (unsigned long long)ps.lost, (unsigned long long)ps.bad_frames);
+    }
     return em_buf_append(out, line, (size_t)n);
 }

@@ -50,6 +50,8 @@ static const char usage_text[] =
     "                            and state; with CACHE the partitions each node owns\n"
     "                            (--json adds the thin endpoints clients connect to)\n"
     "  cluster state [STATE]     the same as state\n"
+    "  cluster reset-lost CACHE  bring the cache's lost partitions back (empty) on the\n"
+    "                            current members (Ignite's resetLostPartitions)\n"
     "\n"
     "keys and values are typed: int:5 long:5 short:5 byte:5 double:1.5 float:1.5\n"
     "bool:true char:x date:MS uuid:8-4-4-4-12 string:abc (untyped = string)\n"
@@ -432,6 +434,31 @@ static int cmd_cache_name_op(cli_conn *c, const cli_opts *o, int op, const char 
     return 0;
 }
 
+/* cmd_reset_lost: ember's RESET_LOST op (32100): name -> partitions reset. */
+static int cmd_reset_lost(cli_conn *c, const cli_opts *o, const char *name)
+{
+    size_t n = strlen(name);
+    if (!cli_utf8_valid((const uint8_t *)name, n) || n == 0)
+        return usage_error("bad cache name '%s'", name);
+    em_buf b = EM_BUF_INIT;
+    cli_put_str(&b, name, n);
+    const uint8_t *p;
+    size_t pn;
+    cli_err e;
+    int rc = cli_call(c, 32100, &b, &p, &pn, &e);
+    em_buf_free(&b);
+    if (rc)
+        return report(o, rc, &e);
+    if (pn != 4)
+        return bad_reply(o, "unexpected payload");
+    uint32_t k = em_ld32(p);
+    if (o->json)
+        printf("{\"ok\":true,\"reset\":%u}\n", k);
+    else
+        printf("%u lost partition%s reset\n", k, k == 1 ? "" : "s");
+    return 0;
+}
+
 /* cmd_kv runs put / get / remove. */
 static int cmd_kv(cli_conn *c, const cli_opts *o, int op, char **args)
 {
@@ -566,6 +593,11 @@ int main(int argc, char **argv)
     const char *cmd = argv[optind];
     char **args = argv + optind + 1;
     int nargs = argc - optind - 1;
+    if (!strcmp(cmd, "cluster") && nargs == 2 && !strcmp(args[0], "reset-lost")) {
+        cmd = "reset-lost";
+        args++;
+        nargs--;
+    }
     if (!strcmp(cmd, "cluster") && nargs >= 1 && !strcmp(args[0], "state")) {
         /* `cluster state [STATE]` is `state [STATE]`. */
         cmd = "state";
@@ -575,7 +607,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int nargs; } cmds[] = {
         {"ping", 0}, {"caches", 0}, {"create", 1}, {"destroy", 1}, {"put", 3},
         {"get", 2},  {"remove", 2}, {"size", 1},   {"stats", 0},  {"state", -1},
-        {"cluster", -1},
+        {"cluster", -1}, {"reset-lost", 1},
     };
     int known = -1;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
@@ -648,6 +680,8 @@ int main(int argc, char **argv)
         ret = cmd_state(&c, &o, nargs ? args[0] : NULL);
     else if (!strcmp(cmd, "cluster"))
         ret = cli_cmd_cluster(&c, &o, nargs ? args[0] : NULL);
+    else if (!strcmp(cmd, "reset-lost"))
+        ret = cmd_reset_lost(&c, &o, args[0]);
     else
         ret = cmd_stats(&c, &o);
     cli_close(&c);
