@@ -360,6 +360,18 @@ static int part_cmp(const uint8_t *raw, uint32_t k, uint32_t part, cl_psingle_pa
     return 0;
 }
 
+/* single_group: member i's group grp in its single message, or NULL. */
+static const cl_psingle_group *single_group(const sview *v, uint32_t i, int32_t grp)
+{
+    if (!v[i].ok)
+        return NULL;
+    const cl_psingle *s = &v[i].s;
+    for (uint32_t g = 0; g < s->ngroups; g++)
+        if (s->g[g].grp == grp)
+            return &s->g[g];
+    return NULL;
+}
+
 /* reported: what member i said of (grp, part): 1 and *out, or 0. */
 static int reported(const sview *v, uint32_t i, int32_t grp, uint32_t part, cl_psingle_part *out)
 {
@@ -465,7 +477,8 @@ static int full_map(cl_topo *t, const cl_pme_group *g, uint32_t ng, const sview 
     uint8_t **st = em_calloc(ng ? ng : 1, sizeof *st);
     uint64_t **cs = em_calloc(ng ? ng : 1, sizeof *cs);
     cl_pmap_diff **df = em_calloc(ng ? ng : 1, sizeof *df);
-    int rc = ids && mg && st && cs && df ? 0 : EM_NOMEM;
+    const cl_psingle_group **sg = em_calloc(t->n ? t->n : 1, sizeof *sg);
+    int rc = ids && mg && st && cs && df && sg ? 0 : EM_NOMEM;
     for (uint32_t i = 0; i < t->n && !rc; i++)
         ids[i] = t->m[i].id;
     uint32_t own[MAX_OWNERS], idl[MAX_OWNERS];
@@ -480,11 +493,22 @@ static int full_map(cl_topo *t, const cl_pme_group *g, uint32_t ng, const sview 
             break;
         }
         memset(st[gi], CL_PS_NONE, (size_t)t->n * P);
+        /* Each member's part of this group, found once (not per partition). */
+        for (uint32_t i = 0; i < t->n; i++)
+            sg[i] = single_group(v, slot_of[i], gr->grp);
+        const cl_aff_table *aff = gr->replicated ? NULL : cl_topo_affinity(t, P, gr->backups);
         uint32_t nd = 0;
         for (uint32_t part = 0; part < P; part++) {
             uint32_t n = cl_topo_owners(t, gr->grp, P, gr->backups, gr->replicated, part, own,
                                         MAX_OWNERS);
-            uint32_t ni = ideal(t, gr, part, idl);
+            uint32_t ni = 0;
+            if (aff) {
+                const uint16_t *row = cl_aff_owners(aff, part);
+                for (; ni < aff->copies; ni++)
+                    idl[ni] = row[ni];
+            } else if (gr->replicated) {
+                ni = ideal(t, gr, part, idl);
+            }
             int lost = cl_topo_part_lost(t, gr->grp, part);
             for (uint32_t i = 0; i < ni; i++)
                 st[gi][(size_t)idl[i] * P + part] = lost ? CL_PS_LOST : CL_PS_MOVING;
@@ -492,7 +516,7 @@ static int full_map(cl_topo *t, const cl_pme_group *g, uint32_t ng, const sview 
             for (uint32_t i = 0; i < n; i++) {
                 st[gi][(size_t)own[i] * P + part] = CL_PS_OWNING;
                 cl_psingle_part x;
-                if (reported(v, slot_of[own[i]], gr->grp, part, &x)) {
+                if (sg[own[i]] && part_cmp(sg[own[i]]->raw, sg[own[i]]->k, part, &x)) {
                     if (x.cntr > maxc)
                         maxc = x.cntr;
                     if (i == 0)
@@ -501,7 +525,8 @@ static int full_map(cl_topo *t, const cl_pme_group *g, uint32_t ng, const sview 
             }
             for (uint32_t i = 0; i < n; i++) {
                 cl_psingle_part x;
-                uint64_t c = reported(v, slot_of[own[i]], gr->grp, part, &x) ? x.cntr : 0;
+                uint64_t c = sg[own[i]] && part_cmp(sg[own[i]]->raw, sg[own[i]]->k, part, &x)
+                             ? x.cntr : 0;
                 if (c != maxc)
                     df[gi][nd++] = (cl_pmap_diff){ own[i], part, c };
             }
@@ -526,6 +551,7 @@ static int full_map(cl_topo *t, const cl_pme_group *g, uint32_t ng, const sview 
     em_free(st);
     em_free(cs);
     em_free(df);
+    em_free(sg);
     em_free(mg);
     em_free(ids);
     return rc;
