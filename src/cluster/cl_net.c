@@ -40,6 +40,7 @@ struct cl_net_link {
     uint8_t   outgoing;
     uint8_t   sent_hello;
     uint8_t   in_data;           /* inside cb_data: the loop sends after it */
+    uint8_t   close_req;         /* cl_net_link_close from on_frame: close after it */
     uint8_t   nonce[CL_NET_NONCE];
     uint64_t  peer_msb, peer_lsb;
     uint64_t  peer_major;
@@ -390,6 +391,8 @@ static int cb_data(void *arg, net_conn *c, void *state, const uint8_t *p, size_t
             rc = refuse(l, "handshake frame on an up link");
         } else if (f.type != CL_NET_MSG_PING && net->o.on_frame) {
             net->o.on_frame(net->o.arg, l, f.type, f.payload, f.len);
+            if (l->close_req)
+                rc = EM_PROTO;          /* the link closes once cb_data returns */
         }
         if (rc)
             break;
@@ -523,6 +526,15 @@ int cl_net_link_outgoing(const cl_net_link *l) { return l->outgoing; }
 void cl_net_link_addr(const cl_net_link *l, char *buf, size_t len)
 {
     net_conn_peer(l->conn, buf, len);
+}
+
+void cl_net_link_close(cl_net_link *l, const char *why)
+{
+    snprintf(l->why, sizeof l->why, "%s", why);
+    if (l->in_data)
+        l->close_req = 1;       /* the connection must outlive cb_data */
+    else
+        net_conn_close(l->conn);
 }
 
 void cl_net_stats_get(const cl_net *n, cl_net_stats *s)

@@ -1041,8 +1041,9 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
     default: {
         /* Frames of the modules built on the node (the exchange, ...). */
         cl_node_frame_fn fn = atomic_load_explicit(&n->frame_fn, memory_order_acquire);
-        if (fn)
-            fn(atomic_load_explicit(&n->frame_arg, memory_order_relaxed), from, type, p, len);
+        if (fn && fn(atomic_load_explicit(&n->frame_arg, memory_order_relaxed), from, type, p,
+                     len))
+            cl_net_link_close(l, "malformed exchange frame");
         break;
     }
     }

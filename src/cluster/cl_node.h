@@ -122,9 +122,11 @@ uint64_t cl_topo_index(const cl_topo *t);
 int      cl_node_topo_wait(cl_node *n, uint64_t index, uint32_t timeout_ms);
 
 /* Modules built on the node (the exchange) get the frames whose types the
- * node does not handle itself, on the transport thread (from: the sender). */
-typedef void (*cl_node_frame_fn)(void *arg, cl_meta_uuid from, uint16_t type,
-                                 const uint8_t *p, size_t n);
+ * node does not handle itself, on the transport thread (from: the sender);
+ * a nonzero return closes the link the frame came on (a malformed frame:
+ * that link, nothing else). */
+typedef int (*cl_node_frame_fn)(void *arg, cl_meta_uuid from, uint16_t type,
+                                const uint8_t *p, size_t n);
 void cl_node_set_frame_hook(cl_node *n, cl_node_frame_fn fn, void *arg);
 /* cl_node_send queues one frame for member `to` (see cl_net_send). */
 int  cl_node_send(cl_node *n, cl_meta_uuid to, uint16_t type, const void *p, size_t len);

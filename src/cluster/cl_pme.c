@@ -152,7 +152,10 @@ static int build_single(cl_pme *p, cl_topo *t, uint64_t exch, em_buf *out)
                 st = CL_PS_RENTING;      /* data here it no longer owns */
             else
                 continue;
-            parts[i][k++] = (cl_psingle_part){ part, st, cntr, 0, size, 0 };
+            /* Initial counter 0: a partition starts empty where it is
+             * created, and ember moves none yet.  History: none replayable
+             * below the current counter (no historical rebalance yet). */
+            parts[i][k++] = (cl_psingle_part){ part, st, cntr, 0, size, cntr };
         }
         sg[i] = (cl_psingle_group){ g[i].grp, g[i].parts, k, parts[i], NULL };
     }
@@ -201,40 +204,40 @@ static void answer_sreq(cl_pme *p, uint64_t exch, cl_meta_uuid to)
 
 /* ---- frames (transport thread) ---- */
 
-static void refuse(cl_pme *p, const char *what, const char *why)
+/* refuse: a malformed exchange frame is logged and counted; the caller
+ * returns nonzero so the node closes that link. */
+static int refuse(cl_pme *p, const char *what, const char *why)
 {
     lock(p);
     p->bad++;
     unlock(p);
-    EM_WARN("exchange: refused a %s: %s", what, why);
+    EM_WARN("exchange: refused a %s (closing the link): %s", what, why);
+    return EM_PROTO;
 }
 
-static void take_single(cl_pme *p, cl_meta_uuid from, const uint8_t *b, size_t n)
+static int take_single(cl_pme *p, cl_meta_uuid from, const uint8_t *b, size_t n)
 {
     uint64_t exch = em_ld64(b);
     lock(p);
     int want = exch == p->coll_exch && exch != 0;
     unlock(p);
     if (!want)
-        return;                     /* late: an exchange that is over */
+        return 0;                   /* late: an exchange that is over */
     char why[160] = "";
     int rc = cl_zip_inflate(p->zip_rx, b + 8, n - 8, &p->rx, why, sizeof why);
-    if (rc) {
-        refuse(p, "single message", why[0] ? why : em_strerror(rc));
-        return;
-    }
+    if (rc)
+        return refuse(p, "single message", why[0] ? why : em_strerror(rc));
     cl_psingle s;
     uint32_t cap = cl_psingle_peek_groups(p->rx.p, p->rx.len);
     cl_psingle_group *g = em_malloc(sizeof *g * (cap ? cap : 1));
     if (!g)
-        return;
+        return 0;
     s.g = g;
     rc = cl_psingle_decode(p->rx.p, p->rx.len, &s, cap);
     em_free(g);
-    if (rc || s.exch_id != exch || !cl_meta_uuid_eq(s.node, from)) {
-        refuse(p, "single message", rc ? em_strerror(rc) : "not the sender's or not this exchange's");
-        return;
-    }
+    if (rc || s.exch_id != exch || !cl_meta_uuid_eq(s.node, from))
+        return refuse(p, "single message",
+                      rc ? em_strerror(rc) : "not the sender's or not this exchange's");
     lock(p);
     for (uint32_t i = 0; i < p->nslots && exch == p->coll_exch; i++)
         if (cl_meta_uuid_eq(p->slots[i].node, from) && !p->slots[i].have) {
@@ -244,6 +247,7 @@ static void take_single(cl_pme *p, cl_meta_uuid from, const uint8_t *b, size_t n
             pthread_cond_broadcast(&p->cv);
         }
     unlock(p);
+    return 0;
 }
 
 /* install: a full map (encoded bytes, checked) becomes this node's. */
@@ -276,38 +280,36 @@ static uint64_t count_lost(const cl_pmap *m)
     return lost;
 }
 
-static void take_full(cl_pme *p, const uint8_t *b, size_t n)
+static int take_full(cl_pme *p, const uint8_t *b, size_t n)
 {
     char why[160] = "";
     int rc = cl_zip_inflate(p->zip_rx, b, n, &p->rx, why, sizeof why);
-    if (rc) {
-        refuse(p, "full map", why[0] ? why : em_strerror(rc));
-        return;
-    }
+    if (rc)
+        return refuse(p, "full map", why[0] ? why : em_strerror(rc));
     uint32_t cap = cl_pmap_peek_groups(p->rx.p, p->rx.len);
     cl_pmap m;
     cl_pmap_group *g = em_malloc(sizeof *g * (cap ? cap : 1));
     if (!g)
-        return;
+        return 0;
     m.g = g;
     rc = cl_pmap_decode(p->rx.p, p->rx.len, &m, cap);
     if (rc) {
         em_free(g);
-        refuse(p, "full map", em_strerror(rc));
-        return;
+        return refuse(p, "full map", em_strerror(rc));
     }
     uint64_t lost = count_lost(&m);
     em_free(g);
     install(p, p->rx.p, p->rx.len, b, n, m.exch_id, lost);
+    return 0;
 }
 
-static void on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *b, size_t n)
+static int on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *b, size_t n)
 {
     cl_pme *p = arg;
     switch (type) {
     case CL_NET_MSG_PME_SREQ:
         if (n != 8)
-            { refuse(p, "single request", "bad length"); return; }
+            return refuse(p, "single request", "bad length");
         lock(p);
         p->sreq = 1;
         p->sreq_exch = em_ld64(b);
@@ -317,15 +319,13 @@ static void on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t 
         break;
     case CL_NET_MSG_PME_SINGLE:
         if (n < 12)
-            { refuse(p, "single message", "too short"); return; }
-        take_single(p, from, b, n);
-        break;
+            return refuse(p, "single message", "too short");
+        return take_single(p, from, b, n);
     case CL_NET_MSG_PME_FULL:
-        take_full(p, b, n);
-        break;
+        return take_full(p, b, n);
     case CL_NET_MSG_PME_FREQ:
         if (n != 8)
-            { refuse(p, "map request", "bad length"); return; }
+            return refuse(p, "map request", "bad length");
         lock(p);
         if (p->map_exch > em_ld64(b) && p->map_z.len && cl_node_is_leader(p->node))
             (void)cl_node_send(p->node, from, CL_NET_MSG_PME_FULL, p->map_z.p, p->map_z.len);
@@ -334,6 +334,7 @@ static void on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t 
     default:
         break;
     }
+    return 0;
 }
 
 /* ---- the coordinator ---- */
