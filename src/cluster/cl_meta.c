@@ -106,7 +106,9 @@ static void publish_info_at(cl_meta *m, uint64_t applied)
         in.last_applied = applied;
     for (unsigned i = 0; i < r->configuration.n; i++) {
         int role = r->configuration.servers[i].role;
-        if (role == RAFT_VOTER)
+        if (role == RAFT_VOTER && in.voters < 8)
+            in.voter_ids[in.voters++] = r->configuration.servers[i].id;
+        else if (role == RAFT_VOTER)
             in.voters++;
         else if (role == RAFT_STANDBY)
             in.standbys++;

@@ -112,6 +112,7 @@ typedef struct cl_meta_info {
     char     leader_addr[CL_META_MAX_ADDR + 1];
     uint64_t last_applied;
     unsigned voters, standbys, spares;
+    uint64_t voter_ids[8];         /* the first (at most 8) voters' raft ids */
 } cl_meta_info;
 void cl_meta_get_info(cl_meta *m, cl_meta_info *out);
 

@@ -528,6 +528,17 @@ void cl_net_link_addr(const cl_net_link *l, char *buf, size_t len)
     net_conn_peer(l->conn, buf, len);
 }
 
+uint64_t cl_net_peer_rx_ms(cl_net *n, uint64_t msb, uint64_t lsb)
+{
+    for (cl_net_link *l = n->up; l; l = l->next) {
+        uint64_t a, b;
+        cl_net_link_peer(l, &a, &b);
+        if (a == msb && b == lsb)
+            return l->rx_ms;
+    }
+    return 0;
+}
+
 void cl_net_link_close(cl_net_link *l, const char *why)
 {
     snprintf(l->why, sizeof l->why, "%s", why);

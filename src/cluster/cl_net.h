@@ -202,6 +202,11 @@ int  cl_net_post(cl_net *n, void (*fn)(void *arg, int cancelled), void *arg);
 void cl_net_link_peer(const cl_net_link *l, uint64_t *msb, uint64_t *lsb);
 int  cl_net_link_outgoing(const cl_net_link *l);
 void cl_net_link_addr(const cl_net_link *l, char *buf, size_t len);
+/* cl_net_peer_rx_ms: when the up link to node (msb, lsb) last received a
+ * frame (PINGs included), on em_now_ms's clock; 0 when no link is up.
+ * Loop thread only. */
+uint64_t cl_net_peer_rx_ms(cl_net *n, uint64_t msb, uint64_t lsb);
+
 /* cl_net_link_close closes the link (on_down follows with why): a frame
  * that decoded but broke the protocol of a module above the transport. */
 void cl_net_link_close(cl_net_link *l, const char *why);

@@ -30,6 +30,7 @@
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/hash.h"
+#include "util/log.h"
 #include "util/mem.h"
 
 #define RETRY_MS      1000        /* joins, seed and member connects */
@@ -125,6 +126,7 @@ struct cl_node {
     _Atomic(cl_node_frame_fn) frame_fn;
     _Atomic(void *) frame_arg;
     _Atomic uint64_t live_topos;  /* topology snapshots not yet freed */
+    _Atomic int   lease;          /* 1 while this member may serve (on_tick) */
     int           was_leader;
 };
 
@@ -1105,7 +1107,7 @@ static void tick_members(cl_node *n, uint64_t now, int leader)
             }
             /* Proposed again a timeout later if it did not take (the
              * proposal can fail while leadership moves). */
-            if (leader && now - w.seen_ms >= fd && nfail < 16 &&
+            if (leader && atomic_load(&n->lease) && now - w.seen_ms >= fd && nfail < 16 &&
                 (!w.failing_ms || now - w.failing_ms >= fd)) {
                 w.failing_ms = now;
                 fail[nfail++] = w.id;
@@ -1157,6 +1159,15 @@ static void tick_join(cl_node *n, uint64_t now, int leader)
                           n->join_entry.p, n->join_entry.len);
 }
 
+/* lease_window: how long a member may serve after it last heard from the
+ * leader (or the leader from a majority): half the failure detection
+ * timeout. */
+static uint64_t lease_window(const cl_node *n)
+{
+    uint32_t fd = n->cfg.failure_detection_ms ? n->cfg.failure_detection_ms : 10000;
+    return fd / 2;
+}
+
 static void on_tick(void *arg, uint64_t now)
 {
     cl_node *n = arg;
@@ -1171,8 +1182,48 @@ static void on_tick(void *arg, uint64_t now)
     if (!member)
         tick_join(n, now, leader);
     tick_members(n, now, leader);
+    /* The lease (reference/cluster.md §3.9): a follower serves while it has
+     * heard from the leader within lease_ms; the leader while it has heard
+     * from a majority of the members within it.  lease_ms is half the
+     * failure detection timeout, and links go silent-closed only after a
+     * whole one, so a node cut off stops serving well before the majority
+     * fails it and gives its partitions to others. */
+    uint64_t lease_ms = lease_window(n);
+    int lease = 0;
+    if (member && leader) {
+        /* A majority of the voters, as Raft counts it (a 2-node cluster
+         * has one voter: its leader alone). */
+        cl_meta_info info;
+        cl_meta_get_info(n->meta, &info);
+        cl_topo *t = cl_node_topo_acquire(n);
+        uint32_t nv = info.voters < 8 ? info.voters : 8, heard = 0;
+        for (uint32_t v = 0; v < nv; v++) {
+            if (info.voter_ids[v] == n->raft_id) {
+                heard++;
+                continue;
+            }
+            for (uint32_t i = 0; i < t->n; i++)
+                if (t->m[i].raft_id == info.voter_ids[v]) {
+                    uint64_t rx = cl_net_peer_rx_ms(n->net, t->m[i].id.msb, t->m[i].id.lsb);
+                    heard += rx && now - rx < lease_ms;
+                }
+        }
+        cl_node_topo_release(t);
+        lease = nv == 0 || heard * 2 > nv;
+    } else if (member) {
+        cl_meta_uuid lid;
+        uint64_t rx = leader_id(n, &lid) ? cl_net_peer_rx_ms(n->net, lid.msb, lid.lsb) : 0;
+        lease = rx && now - rx < lease_ms;
+    }
+    if (atomic_exchange(&n->lease, lease) != lease && member)
+        EM_WARN("cluster: %s", lease ? "lease regained: serving cache operations again"
+                                     : "lease lost (the leader or a majority not heard from): "
+                                       "this node stops serving cache operations until it "
+                                       "hears from them again");
     leave_cb(n);
 }
+
+int cl_node_has_lease(cl_node *n) { return atomic_load_explicit(&n->lease, memory_order_relaxed); }
 
 /* ---- lifecycle ------------------------------------------------------------------ */
 
@@ -1222,6 +1273,17 @@ static void set_err(const cl_node_cfg *cfg, const char *fmt, const char *what)
         snprintf(cfg->errmsg, CL_NODE_ERRMSG, fmt, what);
 }
 
+static uint32_t fd_ms(const cl_node_cfg *cfg)
+{
+    return cfg->failure_detection_ms ? cfg->failure_detection_ms : 10000;
+}
+
+static uint32_t hb_ms(const cl_node_cfg *cfg)
+{
+    uint32_t hb = fd_ms(cfg) / 8;
+    return hb < 50 ? 50 : hb > 1000 ? 1000 : hb;
+}
+
 int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
 {
     *out = NULL;
@@ -1269,6 +1331,9 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         .node_msb = n->id.msb, .node_lsb = n->id.lsb,
         .consistent = "pending",
         .arg = n, .on_up = on_up, .on_frame = on_frame, .on_down = on_down, .on_tick = on_tick,
+        /* Heartbeats often enough that a lease (half the failure detection
+         * timeout) spans several; a silent link closes after a whole one. */
+        .heartbeat_ms = hb_ms(cfg), .link_timeout_ms = fd_ms(cfg),
     };
     /* The consistent id defaults to the transport address, known only once
      * it is bound: bind first when the port is 0 (tests). */

@@ -144,6 +144,11 @@ int      cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part);
 /* cl_topo_last_exchange: the id of the last exchange committed on t. */
 uint64_t cl_topo_last_exchange(const cl_topo *t);
 
+/* cl_node_has_lease: 1 while this member may serve cache operations: it
+ * leads the metadata group or has a link up to the leader (checked every
+ * transport tick, about 200 ms). */
+int cl_node_has_lease(cl_node *n);
+
 /* cl_node_id: this node's id. */
 cl_meta_uuid cl_node_id(const cl_node *n);
 

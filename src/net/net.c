@@ -111,6 +111,11 @@ struct net_server {
     net_tls_ctx  *tls;
     _Atomic int   stop;
     _Atomic uint32_t nconns;
+    /* src: the listener's own address (port 0) when it is a specific one:
+     * outgoing connections leave from it, so a peer (and a firewall rule)
+     * sees the address this server is known by, not the route's default. */
+    struct sockaddr_storage src;
+    socklen_t     srclen;
 };
 
 /* Sentinels stored in epoll_event.data.ptr for the non-connection fds. */
@@ -797,6 +802,20 @@ int net_server_start(net_server **out, const net_options *opt)
         em_free(s);
         return rc;
     }
+    socklen_t sl = sizeof s->src;
+    if (getsockname(s->lfd, (struct sockaddr *)&s->src, &sl) == 0) {
+        if (s->src.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&s->src;
+            a->sin_port = 0;
+            if (a->sin_addr.s_addr != htonl(INADDR_ANY))
+                s->srclen = sl;
+        } else if (s->src.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&s->src;
+            a->sin6_port = 0;
+            if (memcmp(&a->sin6_addr, &in6addr_any, sizeof in6addr_any) != 0)
+                s->srclen = sl;
+        }
+    }
     s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->loops = em_calloc((size_t)n, sizeof *s->loops);
     if (s->wakefd < 0 || !s->loops) {
@@ -929,6 +948,10 @@ int net_connect(net_server *s, const char *host, int port, void *ctx)
     struct sockaddr_storage ss;
     socklen_t sl = (socklen_t)ai->ai_addrlen;
     memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+    /* Best effort: a source address of another family, or one that cannot
+     * reach the peer, leaves the kernel's choice. */
+    if (s->srclen && s->src.ss_family == ai->ai_family)
+        (void)bind(fd, (struct sockaddr *)&s->src, s->srclen);
     int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
     freeaddrinfo(ai);
     if (rc != 0 && errno != EINPROGRESS) {

@@ -226,6 +226,7 @@ enum { LOSS_READ_ONLY_SAFE = 0, LOSS_READ_ONLY_ALL = 1, LOSS_READ_WRITE_SAFE = 2
 #define OWNER_NONE   (-3)        /* no owner now: the exchange is deciding one */
 #define OWNER_LOCAL  (-4)        /* a lost partition the policy lets this node serve */
 #define OWNER_WAIT_MS 3000
+#define LEASE_WAIT_MS 500
 
 static int is_read(int op)
 {
@@ -398,6 +399,21 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         cl_node_topo_release(t);
         return pr_fail(c, PR_ST_FAILED, "This node is not a member of the cluster now (it is "
                        "joining, or the others failed it; restart it to rejoin): use another node");
+    }
+    if (!cl_node_has_lease(c->srv->opt.cluster)) {
+        /* The lease is renewed every transport tick: a member that just
+         * joined may not have had one yet. */
+        uint64_t end = em_now_ms() + LEASE_WAIT_MS;
+        while (!cl_node_has_lease(c->srv->opt.cluster) && em_now_ms() < end) {
+            struct timespec ts = { 0, 10 * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+        if (!cl_node_has_lease(c->srv->opt.cluster)) {
+            cl_node_topo_release(t);
+            return pr_fail(c, PR_ST_FAILED, "This node has no lease: it is cut off from the "
+                           "cluster's majority (no leader reachable) and serves no cache "
+                           "operations until it is back; use another node");
+        }
     }
     if (t->n <= 1) {
         cl_node_topo_release(t);

@@ -456,7 +456,8 @@ static int render_metrics(void *arg, em_buf *out)
 static int render_health(void *arg, em_buf *out)
 {
     srv *s = arg;
-    return srv_metrics_health(s->metrics, out);
+    int lease = srv_cluster_health(s->cluster, out);
+    return lease ? lease : srv_metrics_health(s->metrics, out);
 }
 
 static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_t n,

@@ -201,6 +201,15 @@ void srv_cluster_stop(srv_cluster *sc)
 
 cl_node *srv_cluster_node(srv_cluster *sc) { return sc ? sc->node : NULL; }
 
+int srv_cluster_health(srv_cluster *sc, em_buf *out)
+{
+    if (!sc || cl_node_has_lease(sc->node))
+        return 0;
+    static const char msg[] = "cluster: no lease: cut off from the majority (no leader "
+                              "reachable); serving no cache operations\n";
+    return em_buf_append(out, msg, sizeof msg - 1) ? EM_NOMEM : 1;
+}
+
 int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
 {
     if (!sc)
@@ -212,9 +221,10 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                      "# TYPE ember_cluster_topology_major gauge\nember_cluster_topology_major %llu\n"
                      "# TYPE ember_cluster_topology_minor gauge\nember_cluster_topology_minor %u\n"
                      "# TYPE ember_cluster_joined gauge\nember_cluster_joined %d\n"
-                     "# TYPE ember_cluster_leader gauge\nember_cluster_leader %d\n",
+                     "# TYPE ember_cluster_leader gauge\nember_cluster_leader %d\n"
+                     "# TYPE ember_cluster_lease gauge\nember_cluster_lease %d\n",
                      t->n, (unsigned long long)t->major, t->minor, t->self >= 0 ? 1 : 0,
-                     cl_node_is_leader(sc->node));
+                     cl_node_is_leader(sc->node), cl_node_has_lease(sc->node));
     cl_node_topo_release(t);
     uint32_t up;
     uint64_t refused;

@@ -31,6 +31,10 @@ int  srv_cluster_start(srv_cluster **out, const struct srv_config *c,
 void srv_cluster_stop(srv_cluster *sc);
 struct cl_node *srv_cluster_node(srv_cluster *sc);
 
+/* srv_cluster_health: 0 while this member holds its lease; else a line in
+ * out and 1 (a failed check). */
+int srv_cluster_health(srv_cluster *sc, em_buf *out);
+
 /* srv_cluster_metrics appends the cluster gauges in Prometheus text. */
 int srv_cluster_metrics(srv_cluster *sc, em_buf *out);
 
