@@ -17,6 +17,12 @@
  * Returning nonzero aborts the row (reported as an error, never as a figure). */
 typedef int (*bench_op_fn)(void *ctx, uint64_t n);
 
+/* Result of one row, for benchmarks that post-process (ratios etc). */
+typedef struct bench_result {
+    double ns_op, b_op, allocs_op;
+    int error;
+} bench_result;
+
 typedef struct bench_row {
     const char *bench;    /* "m1", "m2", ... */
     const char *row;      /* "empty HashMap", "1 variant", ... */
@@ -30,11 +36,11 @@ typedef struct bench_row {
 
 void bench_register(const bench_row *row);
 
-/* Result of one row, for benchmarks that post-process (ratios etc). */
-typedef struct bench_result {
-    double ns_op, b_op, allocs_op;
-    int error;
-} bench_result;
+/* A row's note: after the row is measured, a few words printed before the
+ * anchor (sizes, a ratio to an earlier row); not in CSV. */
+typedef void (*bench_note_fn)(const bench_result *r, char *buf, size_t cap);
+void bench_register_note(const bench_row *row, bench_note_fn note);
+
 
 /* bench_measure runs one row now and returns its figures without printing. */
 bench_result bench_measure(const bench_row *row);
@@ -57,6 +63,15 @@ int bench_cmp_double(const void *a, const void *b);
 const char *bench_source(void);
 /* bench_loadavg: /proc/loadavg's 1/5/15-minute figures now, or "?". */
 const char *bench_loadavg(void);
+
+/* BENCH_REGISTER_NOTE(id, note, {row}): a row with a note. */
+#define BENCH_REGISTER_NOTE(id, note, ...)                                 \
+    __attribute__((constructor)) static void bench_reg_##id(void)          \
+    {                                                                      \
+        static const bench_row r_ = __VA_ARGS__;                           \
+        bench_register(&r_);                                               \
+        bench_register_note(&r_, note);                                    \
+    }
 
 /* A prevent-optimisation sink. */
 extern volatile uint64_t bench_sink;

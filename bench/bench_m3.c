@@ -15,13 +15,15 @@
  * a flat buffer and one decompress, no framing, no map code.
  *
  * `ember-bench micro m3` runs the rows through the common harness (wall
- * clock): "roundtrip" reuses its buffers (the steady state: B/op 0),
- * "roundtrip cold" starts every op from empty buffers (B/op = what a
- * message costs when nothing is pooled), "floor" the codec alone.
- * `ember-bench m3 [RUNS]` prints the M3 table: floor, warm and cold round
- * trips measured back to back RUNS times (default 5) on the thread CPU
- * clock, medians, the median of the per-run ratios to the floor, and the
- * encoded and compressed sizes.
+ * clock): "floor" the codec alone, "roundtrip" with its buffers reused (the
+ * steady state: B/op 0), "rt cold" from empty buffers every op (what a
+ * message costs when nothing is pooled: 2 x encoded + wire), "rt cold rx"
+ * with the sender's encode buffer reused and the receive side's wire and
+ * inflate buffers new (encoded + wire).  Each row's note gives the sizes or
+ * the ratio to the floor row before it.
+ * `ember-bench m3 [RUNS]` prints the M3 table: the four measured back to
+ * back RUNS times (default 5) on the thread CPU clock, medians, the median
+ * of the per-run ratios to the floor, and the encoded and wire sizes.
  */
 #include "bench.h"
 
@@ -60,7 +62,7 @@ typedef struct m3ctx {
     struct libdeflate_compressor *lc;
     struct libdeflate_decompressor *lu;
 #endif
-    size_t enc_len, wire_len, comp_len;
+    size_t enc_len, wire_len;
 } m3ctx;
 
 static uint64_t rng_next(uint64_t *s)
@@ -191,7 +193,6 @@ static int round_trip(m3ctx *c, em_buf *enc, em_buf *wire, em_buf *infl)
         return 1;
     cl_pmap_group *g = &d.g[d.ngroups - 1];
     bench_sink += cl_pmap_cntr(g, g->parts - 1) + cl_pmap_state(&d, g, d.nodes - 1, 0);
-    c->comp_len = wire->len;
     return 0;
 }
 
@@ -273,19 +274,51 @@ static int op_floor(void *p, uint64_t n)
     return 0;
 }
 
-#define M3_SETUP(id, g, nodes) static void *setup_##id(void) { return m3_setup(g, nodes); }
-M3_SETUP(g30n3, 30, 3)
-M3_SETUP(g30n16, 30, 16)
-M3_SETUP(g500n3, 500, 3)
-M3_SETUP(g500n16, 500, 16)
+/* What `micro m3` prints beside each row: the sizes (from the row's setup)
+ * and the round trip's ratio to the floor row measured just before it. */
+typedef struct m3case { size_t enc, wire; double floor_ns; } m3case;
+static m3case m3_cases[4];
 
-/* Ops per round: a round of the 30-group map lasts a few ms per op, the
- * 500-group one on 16 nodes ~100 ms (16 MiB encoded). */
+static void note_floor(m3case *k, const bench_result *r, char *buf, size_t cap)
+{
+    k->floor_ns = r->ns_op;
+    snprintf(buf, cap, "encoded %zu B, wire %zu B (%.1fx)", k->enc, k->wire,
+             k->wire ? (double)k->enc / (double)k->wire : 0.0);
+}
+
+static void note_rt(m3case *k, const bench_result *r, char *buf, size_t cap)
+{
+    if (k->floor_ns > 0)
+        snprintf(buf, cap, "%.3fx floor, encoded + wire = %zu B", r->ns_op / k->floor_ns,
+                 k->enc + k->wire);
+    else
+        snprintf(buf, cap, "floor row not run");
+}
+
+#define M3_CASE(id, idx, g, nodes)                                                     \
+    static void *setup_##id(void)                                                      \
+    {                                                                                  \
+        m3ctx *c = m3_setup(g, nodes);                                                 \
+        if (c) {                                                                       \
+            m3_cases[idx].enc = c->enc_len;                                            \
+            m3_cases[idx].wire = c->wire_len;                                          \
+        }                                                                              \
+        return c;                                                                      \
+    }                                                                                  \
+    static void nf_##id(const bench_result *r, char *b, size_t n) { note_floor(&m3_cases[idx], r, b, n); } \
+    static void nr_##id(const bench_result *r, char *b, size_t n) { note_rt(&m3_cases[idx], r, b, n); }
+M3_CASE(g30n3, 0, 30, 3)
+M3_CASE(g30n16, 1, 30, 16)
+M3_CASE(g500n3, 2, 500, 3)
+M3_CASE(g500n16, 3, 500, 16)
+
+/* Ops per round: one op of the 30-group map takes a few ms, the 500-group
+ * one on 16 nodes ~50 ms (16 MB encoded). */
 #define M3_ROWS(id, name, ops, anchor)                                                  \
-    BENCH_REGISTER(m3f_##id, {"m3", name, "floor", NULL, op_floor, setup_##id, m3_teardown, ops}) \
-    BENCH_REGISTER(m3w_##id, {"m3", name, "roundtrip", anchor, op_warm, setup_##id, m3_teardown, ops}) \
-    BENCH_REGISTER(m3c_##id, {"m3", name, "rt cold", NULL, op_cold, setup_##id, m3_teardown, ops}) \
-    BENCH_REGISTER(m3r_##id, {"m3", name, "rt cold rx", NULL, op_cold_rx, setup_##id, m3_teardown, ops})
+    BENCH_REGISTER_NOTE(m3f_##id, nf_##id, {"m3", name, "floor", NULL, op_floor, setup_##id, m3_teardown, ops}) \
+    BENCH_REGISTER_NOTE(m3w_##id, nr_##id, {"m3", name, "roundtrip", anchor, op_warm, setup_##id, m3_teardown, ops}) \
+    BENCH_REGISTER_NOTE(m3c_##id, nr_##id, {"m3", name, "rt cold", NULL, op_cold, setup_##id, m3_teardown, ops}) \
+    BENCH_REGISTER_NOTE(m3r_##id, nr_##id, {"m3", name, "rt cold rx", NULL, op_cold_rx, setup_##id, m3_teardown, ops})
 
 M3_ROWS(g30n3, "30 groups, 3 nodes", 40, "100.9 K ops/s, 25.2 KB/op")
 M3_ROWS(g30n16, "30 groups, 16 nodes", 10, "100.9 K ops/s, 25.2 KB/op")

@@ -22,6 +22,7 @@
 
 volatile uint64_t bench_sink;
 static const bench_row *rows[MAX_ROWS];
+static bench_note_fn notes[MAX_ROWS];
 static int nrows;
 struct bench_cmd { const char *name, *help; bench_cmd_fn fn; };
 static struct bench_cmd cmds[MAX_CMDS];
@@ -42,6 +43,13 @@ void bench_register(const bench_row *row)
 {
     if (nrows < MAX_ROWS)
         rows[nrows++] = row;
+}
+
+void bench_register_note(const bench_row *row, bench_note_fn note)
+{
+    for (int i = 0; i < nrows; i++)
+        if (rows[i] == row)
+            notes[i] = note;
 }
 
 void bench_register_cmd(const char *name, const char *help, bench_cmd_fn fn)
@@ -166,8 +174,10 @@ out:
     return r;
 }
 
-void bench_print(const char *bench, const char *row, const char *op,
-                 const bench_result *r, const char *anchor)
+/* print_row: bench_print with the row's note (may be NULL) before the
+ * anchor; CSV rows carry neither. */
+static void print_row(const char *bench, const char *row, const char *op,
+                      const bench_result *r, const char *note, const char *anchor)
 {
     if (csv) {
         /* RFC 4180: a field holding a comma ("TreeMap, 12 entries") is quoted. */
@@ -183,9 +193,16 @@ void bench_print(const char *bench, const char *row, const char *op,
         printf("%-4s %-22s %-12s ERROR\n", bench, row, op);
         return;
     }
-    printf("%-4s %-22s %-12s %10.1f ns/op %12.0f op/s %8.1f B/op %6.2f allocs/op%s%s\n",
+    printf("%-4s %-22s %-12s %10.1f ns/op %12.0f op/s %8.1f B/op %6.2f allocs/op%s%s%s%s\n",
            bench, row, op, r->ns_op, r->ns_op > 0 ? 1e9 / r->ns_op : 0.0, r->b_op,
-           r->allocs_op, anchor ? "   anchor: " : "", anchor ? anchor : "");
+           r->allocs_op, note ? "   " : "", note ? note : "", anchor ? "   anchor: " : "",
+           anchor ? anchor : "");
+}
+
+void bench_print(const char *bench, const char *row, const char *op,
+                 const bench_result *r, const char *anchor)
+{
+    print_row(bench, row, op, r, NULL, anchor);
 }
 
 static int wanted(const char *bench, int argc, char **argv)
@@ -219,7 +236,11 @@ static int micro(int argc, char **argv)
             continue;
         bench_result r = bench_measure(rows[i]);
         failed |= r.error;
-        bench_print(rows[i]->bench, rows[i]->row, rows[i]->op, &r, rows[i]->anchor);
+        char note[256] = "";
+        if (notes[i] && !r.error)
+            notes[i](&r, note, sizeof note);
+        print_row(rows[i]->bench, rows[i]->row, rows[i]->op, &r, note[0] ? note : NULL,
+                  rows[i]->anchor);
         fflush(stdout);
     }
     return failed;

@@ -131,12 +131,20 @@ int cl_pmap_encode(em_buf *out, const cl_pmap *m)
     return 0;
 }
 
+/* The peeks also refuse a count the bytes cannot hold (each group takes at
+ * least its header and one partition), so a receiver never sizes its array
+ * from a count the message could not carry. */
 uint32_t cl_pmap_peek_groups(const uint8_t *p, size_t n)
 {
     if (n < CL_PMAP_HDR || memcmp(p, PMAP_MAGIC, 4) != 0)
         return 0;
-    uint32_t g = em_ld32(p + 28);
-    return g <= CL_PMAP_MAX_GROUPS ? g : 0;
+    uint32_t nodes = em_ld32(p + 24), g = em_ld32(p + 28);
+    if (nodes < 1 || nodes > CL_PMAP_MAX_NODES || g > CL_PMAP_MAX_GROUPS)
+        return 0;
+    size_t ids = 16u * (size_t)nodes, min = pmap_group_bytes(nodes, 1, 0);
+    if (n - CL_PMAP_HDR < ids)
+        return 0;
+    return (uint64_t)g * min <= n - CL_PMAP_HDR - ids ? g : 0;
 }
 
 int cl_pmap_decode(const uint8_t *p, size_t n, cl_pmap *m, uint32_t cap)
@@ -274,7 +282,7 @@ uint32_t cl_psingle_peek_groups(const uint8_t *p, size_t n)
     if (n < CL_PSINGLE_HDR || memcmp(p, PSINGLE_MAGIC, 4) != 0)
         return 0;
     uint32_t g = em_ld32(p + 28);
-    return g <= CL_PMAP_MAX_GROUPS ? g : 0;
+    return g <= CL_PMAP_MAX_GROUPS && (uint64_t)g * CL_PSINGLE_GRP_HDR <= n - CL_PSINGLE_HDR ? g : 0;
 }
 
 int cl_psingle_decode(const uint8_t *p, size_t n, cl_psingle *s, uint32_t cap)

@@ -118,7 +118,8 @@ int cl_pmap_encode(em_buf *out, const cl_pmap *m);
 int cl_pmap_decode(const uint8_t *p, size_t n, cl_pmap *m, uint32_t cap);
 
 /* cl_pmap_peek_groups: the group count a well-formed header announces, so a
- * receiver can size its array (0 if the header is short or bad). */
+ * receiver can size its array (0 if the header is short or bad, or announces
+ * more groups than n bytes can hold). */
 uint32_t cl_pmap_peek_groups(const uint8_t *p, size_t n);
 
 static inline uint64_t cl_pmap_cntr(const cl_pmap_group *g, uint32_t part)

@@ -6,30 +6,37 @@
  * codec runs over the chunks where they lie in the receive buffer.
  *
  * Two codecs sit behind the same interface, chosen at build time
- * (Makefile CL_ZIP=libdeflate|zlib, default CODEC_DEFAULT below):
+ * (Makefile CL_ZIP=libdeflate, the default, or CL_ZIP=zlib):
  *
  *  - zlib (deflateInit2, windowBits -15) streams: deflate writes straight
  *    into each chunk's payload in the output buffer, the chunk header is
- *    filled in place afterwards; inflate is fed chunk by chunk into one
- *    buffer of exactly dataSize.  Compressed bytes are written once.
- *  - libdeflate is one-shot: it compresses the whole input into the output
- *    buffer behind the first chunk header, and the framing then opens a
- *    5-byte gap before each later chunk (one memmove of the compressed bytes
- *    past the first 10 KiB); on receive a multi-chunk stream is gathered
- *    into a reused buffer (one copy of the compressed bytes), a one-chunk
- *    stream is inflated where it lies.
+ *    filled in place afterwards; inflate is fed chunk by chunk, where the
+ *    chunks lie, into one buffer of exactly dataSize.  Compressed bytes are
+ *    written once.
+ *  - libdeflate is one-shot and needs contiguous buffers: it compresses the
+ *    whole input into a reused scratch buffer, and the framing copies the
+ *    compressed bytes once into chunks in an output sized exactly; on
+ *    receive a multi-chunk stream is gathered into a reused buffer (one copy
+ *    of the compressed bytes), a one-chunk stream is inflated where it lies,
+ *    straight into the exactly sized output.
  *
- * Why libdeflate is the default, measured with `ember-bench micro m3` on
- * this project's 2-core VM (see BENCHMARKS.md §M3 for the full rows): the
- * round trip (encode, deflate, inflate, decode), median ns/op,
+ * Why libdeflate is the default: measured with `ember-bench m3 5` (thread
+ * CPU clock) at commit 8c0ebf6 on this project's 2-core VM, each codec run
+ * three times interleaved with the other; medians of the three, round trip
+ * = encode + deflate + inflate + decode of the full map, ms per op:
  *
- *                         zlib 1.2.13      libdeflate 1.14
- *   30 groups, 3 nodes    SEE_M3_ZLIB_30_3   SEE_M3_LDF_30_3
- *   500 groups, 16 nodes  SEE_M3_ZLIB_500_16 SEE_M3_LDF_500_16
+ *                          zlib 1.2.13   libdeflate 1.14   zlib / libdeflate
+ *   30 groups, 3 nodes        5.91            2.04              2.9x
+ *   30 groups, 16 nodes       6.29            2.89              2.2x
+ *   500 groups, 3 nodes      99.5            35.8               2.8x
+ *   500 groups, 16 nodes    105.9            51.0               2.1x
  *
- * The extra copies libdeflate needs (the framing memmove and the receive
- * gather, both of the compressed bytes only) cost far less than what its
- * faster compressor and decompressor save.
+ * zlib stays nearer its own floor (1.02-1.04x against 1.02-1.08x: it
+ * streams with no extra copy), but its floor is 2-3x libdeflate's; the two
+ * copies libdeflate needs, of the compressed bytes only (about a fifth to a
+ * third of the encoded size), cost far less than its faster DEFLATE saves.
+ * libdeflate's output is also ~4% smaller at level 1 (184 195 vs 192 776
+ * bytes for the 30-group, 3-node map).
  */
 #include "cluster/cl_zip.h"
 
