@@ -69,6 +69,7 @@ typedef struct topo_grp {
     uint32_t *off;                /* parts + 1: partition p's owners are idx[off[p]..off[p+1]) */
     uint16_t *idx;
     uint8_t  *flags;              /* CL_META_OWN_* per partition */
+    uint32_t  nlost;              /* partitions flagged lost */
 } topo_grp;
 
 struct cl_topo_ref {
@@ -284,6 +285,12 @@ int cl_topo_part_lost(cl_topo *t, int32_t grp, uint32_t part)
     return g && part < g->parts && (g->flags[part] & CL_META_OWN_LOST);
 }
 
+uint32_t cl_topo_lost_count(cl_topo *t, int32_t grp)
+{
+    const topo_grp *g = topo_group((topo_ref *)t, grp);
+    return g ? g->nlost : 0;
+}
+
 int cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part)
 {
     const topo_grp *g = topo_group((topo_ref *)t, grp);
@@ -391,6 +398,7 @@ static int build_groups(topo_ref *r, const cl_meta_fsm *s)
         while (p < g->parts && cl_meta_owners_next(b, &off, &o)) {
             g->off[p] = k;
             g->flags[p] = o.flags;
+            g->nlost += (o.flags & CL_META_OWN_LOST) != 0;
             for (uint32_t i = 0; i < o.n; i++) {
                 int m = member_by_order(&r->t, cl_meta_owner_at(&o, i));
                 if (m >= 0)

@@ -137,6 +137,8 @@ int  cl_node_leader(cl_node *n, cl_meta_uuid *out);
  * 0 or EM_TIMEOUT. */
 int  cl_node_release_wait(cl_node *n, const cl_topo *held, uint32_t timeout_ms);
 
+/* cl_topo_lost_count: how many of the group's partitions are lost. */
+uint32_t cl_topo_lost_count(cl_topo *t, int32_t grp);
 /* cl_topo_part_dropped: 1 when some committed owner of the partition is no
  * longer a member (the next exchange decides again). */
 int      cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part);

@@ -270,6 +270,10 @@ static int owner_of(pr_conn *c, cl_topo *t, st_cache *sc, int op, const uint8_t 
         return rc;
     uint32_t part = bin_partition(bk.hash, parts);
     int32_t id = st_cache_id(sc);
+    int plc = g->partition_loss_policy;
+    if (!is_read(op) && (plc == LOSS_READ_ONLY_SAFE || plc == LOSS_READ_ONLY_ALL) &&
+        cl_topo_lost_count(t, id))
+        return lost_refusal(c, sc, op, part);   /* the whole cache turns read-only */
     if (cl_topo_part_lost(t, id, part)) {
         if ((rc = lost_refusal(c, sc, op, part)) != 0)
             return rc;
@@ -433,7 +437,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         size_t len;
         if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
             break;
-        int o;
+        int o = OWNER_NONE;
         if ((rc = owner_of(c, t, sc, op, p, len, &o)) != 0)
             break;
         if (o == OWNER_LOCAL)
