@@ -126,6 +126,15 @@ int   net_conn_outgoing(const net_conn *c);
 em_buf *net_conn_out(net_conn *c);
 int     net_conn_kick(net_conn *c);
 
+/* Parking: on_data may stop before a whole request it cannot run yet (it
+ * waits for a lock), leaving it unconsumed, and call net_conn_park(c) (owner
+ * thread).  The loop then delivers the connection's buffered input again at
+ * the next timer scan (about 200 ms), or sooner after net_wake_parked (any
+ * thread: every loop retries its parked connections once, soon).  No thread
+ * sleeps meanwhile: the loop serves its other connections. */
+void    net_conn_park(net_conn *c);
+int     net_wake_parked(net_server *s);
+
 /* net_conn_close closes c from its loop's thread (on_close runs now). */
 void    net_conn_close(net_conn *c);
 

@@ -14,6 +14,7 @@
 
 #include "binary/binary.h"
 #include "cluster/cl_meta_fsm.h"
+#include "cluster/cl_tx.h"
 #include "sql/sql.h"
 #include "util/clock.h"
 #include "util/mem.h"
@@ -87,7 +88,7 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
     atomic_store(&s->topo_ver, (uint64_t)1 << 32);
     atomic_store(&s->thin_port, o->thin_port);
     if ((o->cluster && !(s->apply_conn = pr_conn_new(s))) ||
-        !(s->sql = sq_engine_new(st, reg))) {
+        !(s->sql = sq_engine_new(st, reg)) || cl_txm_new(&s->txm, st)) {
         pr_server_free(s);
         return EM_NOMEM;
     }
@@ -105,6 +106,7 @@ void pr_server_free(pr_server *s)
     pr_conn_free(s->apply_conn);
     pr_conn_free(s->fwd_conn);
     pr_group_free(s);
+    cl_txm_free(s->txm);
     pthread_mutex_destroy(&s->state_mu);
     pthread_mutex_destroy(&s->hist_mu);
     pthread_mutex_destroy(&s->apply_mu);
@@ -130,6 +132,7 @@ void pr_conn_free(pr_conn *c)
     if (!c)
         return;
     pr_cursors_close(c);
+    pr_txs_close(c);
     sq_sess_free(c->sql);
     em_free(c->cur);
     em_buf_free(&c->kscratch);
@@ -142,6 +145,12 @@ void pr_conn_free(pr_conn *c)
 }
 
 int pr_conn_ready(const pr_conn *c) { return c->ready; }
+int pr_conn_parked(const pr_conn *c) { return c->parked; }
+
+void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg)
+{
+    cl_txm_set_wake(s->txm, fn, arg);
+}
 int pr_conn_version(const pr_conn *c) { return c->ver; }
 
 /* ---- reader and writer helpers ---------------------------------------- */
@@ -634,7 +643,7 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
             break;
         return pr_op_binary(c, op, r, out);
     case 4000: case 4001:
-        return unsupported(c, op, "Transactions");
+        return pr_op_tx(c, op, r, out);
     case 5000: case 5001: case 5002: case 5003:
         return op_cluster(c, op, r, out);
     case 5100: case 5101: case 5102:
@@ -705,6 +714,14 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     }
     rc = dispatch(c, op, &r, out);
     trim_scratch(c);
+    if (rc == PR_PARK) {
+        /* waits for a lock: no reply now, the frame is run again later */
+        out->len = start;
+        pr_tx_parked(c);
+        return PR_PARK;
+    }
+    if (c->waiting)
+        pr_tx_done(c);
     if (rc != 0) {
         out->len = start;
         if (rc < 0)
@@ -755,6 +772,7 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
 {
     size_t pos = 0;
     int rc = 0;
+    c->parked = 0;
     while (pos < n && out->len <= out_cap) {
         size_t left = n - pos;
         if (!c->ready && left >= 5 && p[pos + 4] != 1) {
@@ -775,6 +793,10 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
         rc = c->ready ? request(c, body, (size_t)len, out) : handshake(c, body, (size_t)len, out);
         if (rc < 0)
             break;
+        if (rc == PR_PARK) {        /* left unconsumed, with what follows it */
+            rc = 0;
+            break;
+        }
         pos += 4 + (size_t)len;
     }
     *consumed = pos;

@@ -27,6 +27,7 @@ enum pr_status {
     PR_ST_FUNCTIONALITY_DISABLED = 100, PR_ST_CACHE_NOT_FOUND = 1000,
     PR_ST_CACHE_EXISTS = 1001, PR_ST_TOO_MANY_CURSORS = 1010,
     PR_ST_RESOURCE_NOT_FOUND = 1011, PR_ST_SECURITY = 1012,
+    PR_ST_TX_LIMIT_EXCEEDED = 1020, PR_ST_TX_NOT_FOUND = 1021,
     PR_ST_AUTH_FAILED = 2000
 };
 
@@ -167,6 +168,18 @@ void pr_conn_set_peer(pr_conn *c, const char *peer);
  * (proto_stats.h; the calling worker's block, which must outlive c).  NULL =
  * count nothing. */
 void pr_conn_set_stats(pr_conn *c, struct pr_stats *st);
+
+/* pr_conn_parked: the last pr_feed stopped before a request that waits
+ * for an entry lock (a transaction); feed the same bytes again later (the
+ * server parks the connection: net_conn_park). */
+int pr_conn_parked(const pr_conn *c);
+
+/* pr_server_set_tx_wake: fn(arg) is called, on any thread, when locks some
+ * parked request may wait for were released (emberd: net_wake_parked). */
+void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg);
+
+/* Transaction limits (Ignite's ThinClientConfiguration default). */
+#define PR_MAX_TX_PER_CONN 100
 
 /* pr_conn_ready: 1 once a handshake has succeeded. */
 int pr_conn_ready(const pr_conn *c);

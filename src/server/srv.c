@@ -472,6 +472,8 @@ static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_
         srv_metrics_bytes(sc->mb, *consumed, out->len - before);
     if (rc < 0 && sc->mb && rc != EM_UNSUPPORTED)
         srv_metrics_event(sc->mb, SRV_EV_PROTO_ERROR);
+    if (pr_conn_parked(pc))
+        net_conn_park(nc);          /* a request waits for a lock (proto_tx.c) */
     if (!was && pr_conn_ready(pc))
         net_conn_established(nc);
     if (rc < 0 && em_log_get_level() <= EM_LOG_DEBUG) {
@@ -480,6 +482,17 @@ static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_
         EM_DEBUG("closing %s: %s", peer, em_strerror(rc));
     }
     return rc;
+}
+
+/* tx_wake: locks were released while requests wait for one: every loop
+ * retries its parked connections (any thread; before the net server is
+ * published nothing can be parked). */
+static void tx_wake(void *arg)
+{
+    srv *s = arg;
+    net_server *n = atomic_load(&s->net_pub);
+    if (n)
+        (void)net_wake_parked(n);
 }
 
 static void on_close(void *arg, void *state)
@@ -730,7 +743,9 @@ int srv_start(srv **out, const srv_config *c)
         if (s->wal && (rc = srv_metrics_watch_wal(s->metrics, s->wal, pr, npr)) != 0)
             goto fail;
     }
-    if ((rc = pr_server_new(&s->ps, s->st, s->reg, &po)) != 0)
+    if ((rc = pr_server_new(&s->ps, s->st, s->reg, &po)) == 0)
+        pr_server_set_tx_wake(s->ps, tx_wake, s);
+    if (rc != 0)
         goto fail;
     /* A member joins before it serves: the first request already sees the
      * cluster's caches, types and state. */
@@ -819,6 +834,7 @@ void srv_stop(srv *s)
     if (!s)
         return;
     srv_http_stop(s->http);         /* before the store its scrapes read */
+    atomic_store(&s->net_pub, NULL);  /* transactions closing now wake nobody */
     net_server_stop(s->net);        /* joins workers: nothing uses the rest now */
     srv_cluster_stop(s->cluster);   /* a clean leave; applies nothing after it */
     srv_metrics_free(s->metrics);
