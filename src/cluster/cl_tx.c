@@ -54,7 +54,7 @@ struct cl_tx {
     uint32_t  icap;
     uint32_t  conflict;         /* entry of the last EM_TXCONFLICT */
     uint32_t *order;            /* OPTIMISTIC commit: entries in key order */
-    uint32_t  norder, locked_upto;
+    uint32_t  norder, locked_upto, ordercap;
     st_update *ups;
     uint32_t  upcap;
     em_buf    arena;
@@ -412,10 +412,14 @@ static int key_cmp(const void *a, const void *b)
 static int lock_in_order(cl_tx *tx)
 {
     if (!tx->norder && !tx->locked_upto) {
-        uint32_t *o = em_realloc(tx->order, (tx->n ? tx->n : 1) * sizeof *o);
-        if (!o)
-            return EM_NOMEM;
-        tx->order = o;
+        if (tx->n > tx->ordercap) {
+            uint32_t *no = em_realloc(tx->order, tx->n * sizeof *no);
+            if (!no)
+                return EM_NOMEM;
+            tx->order = no;
+            tx->ordercap = tx->n;
+        }
+        uint32_t *o = tx->order;
         for (uint32_t i = 0; i < tx->n; i++)
             if (tx->e[i].wkind || (tx->iso == CL_TX_SERIALIZABLE && tx->e[i].rseen))
                 o[tx->norder++] = i;

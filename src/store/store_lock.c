@@ -22,14 +22,21 @@
 typedef struct st_lk {
     struct st_lk *next;
     int32_t  cache_id, hash;
-    uint32_t klen;
+    uint32_t klen, cap;         /* key bytes used / room for */
     uint64_t owner;
     uint64_t deadline;      /* owner's timeout (em_now_ms), 0 = none/pinned */
     uint8_t  key[];
 } st_lk;
 
+/* Released records of short keys are kept per stripe (up to LK_SPARE) and
+ * reused, so a steady stream of transactions allocates nothing here. */
+#define LK_SHORT 48u
+#define LK_SPARE 32u
+
 struct st_locktab {
     pthread_mutex_t mu[LK_STRIPES];
+    st_lk *spare[LK_STRIPES];
+    uint32_t nspare[LK_STRIPES];
     st_lk *b[LK_BUCKETS];
     _Atomic uint64_t held;
 };
@@ -58,8 +65,15 @@ void st_locks_free(st_store *s)
             l = n;
         }
     }
-    for (uint32_t i = 0; i < LK_STRIPES; i++)
+    for (uint32_t i = 0; i < LK_STRIPES; i++) {
+        st_lk *l = t->spare[i];
+        while (l) {
+            st_lk *n = l->next;
+            em_free(l);
+            l = n;
+        }
         pthread_mutex_destroy(&t->mu[i]);
+    }
     em_free(t);
     s->locks = NULL;
 }
@@ -113,7 +127,16 @@ int st_entry_lock(st_store *s, int32_t cache_id, int32_t hash, const uint8_t *k,
         if (!rc)
             l->deadline = deadline_ms;
     } else {
-        l = em_malloc(sizeof *l + klen);
+        uint32_t st = b % LK_STRIPES;
+        if (klen <= LK_SHORT && t->spare[st]) {
+            l = t->spare[st];
+            t->spare[st] = l->next;
+            t->nspare[st]--;
+        } else {
+            uint32_t cap = klen <= LK_SHORT ? LK_SHORT : (uint32_t)klen;
+            if ((l = em_malloc(sizeof *l + cap)) != NULL)
+                l->cap = cap;
+        }
         if (!l) {
             rc = EM_NOMEM;
         } else {
@@ -160,7 +183,14 @@ void st_entry_unlock(st_store *s, int32_t cache_id, int32_t hash, const uint8_t 
     st_lk *l = find(t, b, cache_id, hash, k, klen, &pp);
     if (l && l->owner == owner) {
         *pp = l->next;
-        em_free(l);
+        uint32_t st = b % LK_STRIPES;
+        if (l->cap == LK_SHORT && t->nspare[st] < LK_SPARE) {
+            l->next = t->spare[st];
+            t->spare[st] = l;
+            t->nspare[st]++;
+        } else {
+            em_free(l);
+        }
         atomic_fetch_sub_explicit(&t->held, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(mu);
