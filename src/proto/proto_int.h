@@ -84,6 +84,8 @@ struct pr_conn {
     uint32_t   ntxs;
     int32_t    next_tx;             /* last transaction id given */
     struct cl_tx *implicit;         /* reused for one-op transactions */
+    struct cl_tx *spare[4];         /* ended ones, reused by TX_START */
+    uint32_t   nspare;
     em_buf     txbuf;               /* values read inside transactions */
     uint8_t    parked;              /* the last request parked (pr_feed) */
     uint8_t    waiting;             /* counted in the manager's waiters */
