@@ -612,10 +612,11 @@ static void send_pending(net_loop *l)
     }
 }
 
-/* resume_parked runs the parked requests of l's connections again (each
- * one's on_data parks it anew if it still cannot proceed). */
+/* resume_parked lets l's parked connections go on (on_resume parks each
+ * anew if it still cannot); their replies leave as on_data's do. */
 static void resume_parked(net_loop *l)
 {
+    net_server *s = l->srv;
     net_conn *next;
     for (net_conn *c = l->conns; c && l->nparked; c = next) {
         next = c->next;
@@ -623,9 +624,18 @@ static void resume_parked(net_loop *l)
             continue;
         c->parked = 0;
         l->nparked--;
-        if (c->closing || c->close_pending)
+        if (c->closing || c->close_pending || !s->cb.on_resume)
             continue;
-        pump(c);
+        size_t before = c->out.len;
+        int rc = s->cb.on_resume(s->cb.arg, c, c->state, &c->out,
+                                 s->lim.out_soft_cap + c->out_off);
+        if (rc < 0) {
+            close_after_flush(c);
+        } else if (c->out.len != before && deferred(l)) {
+            mark_pending(c);        /* sent after before_send */
+        } else if (c->out.len != before) {
+            pump(c);
+        }
     }
 }
 

@@ -56,6 +56,9 @@ typedef struct net_callbacks {
     /* on_tick (optional): every timer scan (about 200 ms) on each loop, after
      * the loop's own timeouts; for heartbeats and delayed work. */
     void (*on_tick)(void *arg, int loop, uint64_t now_ms);
+    /* on_resume (optional): a parked connection (net_conn_park) may go on:
+     * append replies to out as on_data does; negative closes. */
+    int (*on_resume)(void *arg, net_conn *c, void *state, em_buf *out, size_t out_cap);
 } net_callbacks;
 
 struct net_tls_ctx;
@@ -126,12 +129,12 @@ int   net_conn_outgoing(const net_conn *c);
 em_buf *net_conn_out(net_conn *c);
 int     net_conn_kick(net_conn *c);
 
-/* Parking: on_data may stop before a whole request it cannot run yet (it
- * waits for a lock), leaving it unconsumed, and call net_conn_park(c) (owner
- * thread).  The loop then delivers the connection's buffered input again at
- * the next timer scan (about 200 ms), or sooner after net_wake_parked (any
- * thread: every loop retries its parked connections once, soon).  No thread
- * sleeps meanwhile: the loop serves its other connections. */
+/* Parking: on_data (or on_resume) may keep requests it cannot run yet (they
+ * wait for a lock) and call net_conn_park(c) (owner thread).  The loop then
+ * calls on_resume for the connection at the next timer scan (about 200 ms),
+ * or sooner after net_wake_parked (any thread: every loop resumes its parked
+ * connections once, soon).  No thread sleeps meanwhile: the loop serves its
+ * other connections, the parked one's included. */
 void    net_conn_park(net_conn *c);
 int     net_wake_parked(net_server *s);
 

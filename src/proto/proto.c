@@ -145,7 +145,7 @@ void pr_conn_free(pr_conn *c)
 }
 
 int pr_conn_ready(const pr_conn *c) { return c->ready; }
-int pr_conn_parked(const pr_conn *c) { return c->parked; }
+int pr_conn_parked(const pr_conn *c) { return c->npq != 0; }
 
 void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg)
 {
@@ -717,11 +717,8 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     if (rc == PR_PARK) {
         /* waits for a lock: no reply now, the frame is run again later */
         out->len = start;
-        pr_tx_parked(c);
         return PR_PARK;
     }
-    if (c->waiting)
-        pr_tx_done(c);
     if (rc != 0) {
         out->len = start;
         if (rc < 0)
@@ -767,12 +764,85 @@ void pr_conn_set_stats(pr_conn *c, pr_stats *st)
 
 /* ---- framing ---------------------------------------------------------- */
 
+/* queued_tx: does a waiting frame in q[0..qn) name transaction id? */
+static int queued_tx(const uint8_t *q, size_t qn, int32_t id)
+{
+    for (size_t at = 0; id && at + 4 <= qn;) {
+        uint32_t len = em_ld32(q + at);
+        if (pr_tx_frame_id(q + at + 4, len) == id)
+            return 1;
+        at += 4 + (size_t)len;
+    }
+    return 0;
+}
+
+static int queue_frame(pr_conn *c, em_buf *q, const uint8_t *body, size_t len)
+{
+    if (em_buf_put_le32(q, (uint32_t)len) || em_buf_append(q, body, len))
+        return EM_NOMEM;
+    c->npq++;
+    return 0;
+}
+
+/* run_or_queue runs one request frame, or adds it to q when it waits for a
+ * lock (or names a transaction with a request waiting in q[0..qn)).  A
+ * full queue answers the request with an error instead. */
+static int run_or_queue(pr_conn *c, em_buf *q, const uint8_t *body, size_t len, em_buf *out)
+{
+    int rc = queued_tx(q->p, q->len, pr_tx_frame_id(body, len)) ? PR_PARK
+             : request(c, body, len, out);
+    if (rc != PR_PARK)
+        return rc;
+    if (c->npq < PR_MAX_WAITING && q->len + len + 4 <= PR_MAX_WAITING_BYTES)
+        return queue_frame(c, q, body, len);
+    /* answer it: a failure reply with its request id */
+    size_t start = out->len;
+    int64_t rid = len >= 10 ? (int64_t)em_ld64(body + 2) : 0;
+    pr_fail(c, PR_ST_FAILED, "Too many requests waiting for locks on this connection "
+            "(limit %d)", PR_MAX_WAITING);
+    if (put_header(c, out, rid, 0, PR_ST_FAILED, c->msg)) {
+        out->len = start;
+        return EM_NOMEM;
+    }
+    em_st32(out->p + start, (uint32_t)(out->len - start - 4));
+    return 0;
+}
+
+int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap)
+{
+    if (!c->npq)
+        return 0;
+    /* the waiting frames, in order, into pq2: the ones that still wait are
+     * kept there, then the buffers swap */
+    em_buf q = c->pq;
+    c->pq = c->pq2;
+    em_buf_reset(&c->pq);
+    c->npq = 0;
+    int rc = 0;
+    size_t at = 0;
+    for (; at + 4 <= q.len; ) {
+        uint32_t len = em_ld32(q.p + at);
+        const uint8_t *body = q.p + at + 4;
+        at += 4 + (size_t)len;
+        if (out->len > out_cap) {   /* backpressure: keep the rest for later */
+            if ((rc = queue_frame(c, &c->pq, body, len)) != 0)
+                break;
+            continue;
+        }
+        if ((rc = run_or_queue(c, &c->pq, body, len, out)) < 0)
+            break;
+    }
+    em_buf_reset(&q);
+    c->pq2 = q;
+    pr_tx_sync_waiting(c);
+    return rc < 0 ? rc : 0;
+}
+
 int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
             size_t *consumed)
 {
     size_t pos = 0;
     int rc = 0;
-    c->parked = 0;
     while (pos < n && out->len <= out_cap) {
         size_t left = n - pos;
         if (!c->ready && left >= 5 && p[pos + 4] != 1) {
@@ -790,15 +860,13 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
         if (left - 4 < (size_t)len)
             break;
         const uint8_t *body = p + pos + 4;
-        rc = c->ready ? request(c, body, (size_t)len, out) : handshake(c, body, (size_t)len, out);
+        rc = c->ready ? run_or_queue(c, &c->pq, body, (size_t)len, out)
+                      : handshake(c, body, (size_t)len, out);
         if (rc < 0)
             break;
-        if (rc == PR_PARK) {        /* left unconsumed, with what follows it */
-            rc = 0;
-            break;
-        }
         pos += 4 + (size_t)len;
     }
     *consumed = pos;
+    pr_tx_sync_waiting(c);
     return rc < 0 ? rc : 0;
 }

@@ -169,10 +169,16 @@ void pr_conn_set_peer(pr_conn *c, const char *peer);
  * count nothing. */
 void pr_conn_set_stats(pr_conn *c, struct pr_stats *st);
 
-/* pr_conn_parked: the last pr_feed stopped before a request that waits
- * for an entry lock (a transaction); feed the same bytes again later (the
- * server parks the connection: net_conn_park). */
+/* pr_conn_parked: requests of this connection wait for entry locks
+ * (transactions; proto_tx.c): pr_feed consumed them and answers them
+ * later, from pr_conn_resume, which the server calls after a wake (below)
+ * and at least every few hundred ms (net_conn_park).  Their replies may
+ * come after those of later requests (replies carry request ids). */
 int pr_conn_parked(const pr_conn *c);
+/* pr_conn_resume runs the waiting requests again, appending the replies of
+ * those that could run to out (stops taking on more past out_cap).  0 or a
+ * negative code that closes, as pr_feed's. */
+int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap);
 
 /* pr_server_set_tx_wake: fn(arg) is called, on any thread, when locks some
  * parked request may wait for were released (emberd: net_wake_parked). */

@@ -87,7 +87,11 @@ struct pr_conn {
     struct cl_tx *spare[4];         /* ended ones, reused by TX_START */
     uint32_t   nspare;
     em_buf     txbuf;               /* values read inside transactions */
-    uint8_t    parked;              /* the last request parked (pr_feed) */
+    /* Requests waiting for a lock (proto_tx.c, "Waiting for a lock"):
+     * frames [u32 length][body], in arrival order, run again by
+     * pr_conn_resume; pq2 is the spare the kept ones are copied into. */
+    em_buf     pq, pq2;
+    uint32_t   npq;
     uint8_t    waiting;             /* counted in the manager's waiters */
 };
 
@@ -232,10 +236,16 @@ int  pr_tx_check_local(pr_conn *c, st_cache *sc, const uint8_t *k, size_t kl,
 int  pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out);
 /* pr_txs_close rolls back and frees the connection's transactions. */
 void pr_txs_close(pr_conn *c);
-/* pr_tx_parked / pr_tx_done: bookkeeping of a request that parked (counted
- * as a lock waiter) and of the next one that did not. */
-void pr_tx_parked(pr_conn *c);
-void pr_tx_done(pr_conn *c);
+/* pr_tx_frame_id: the transaction a request frame body (op, id, payload)
+ * names - a cache op's header tx id, TX_END's id - or 0. */
+int32_t pr_tx_frame_id(const uint8_t *body, size_t len);
+/* pr_tx_sync_waiting counts the connection as a lock waiter while it has
+ * waiting requests. */
+void pr_tx_sync_waiting(pr_conn *c);
+
+/* Waiting requests per connection: more are answered with an error. */
+#define PR_MAX_WAITING 1024
+#define PR_MAX_WAITING_BYTES (16u << 20)
 int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out);              /* 2000 */
 int pr_op_scan_page(pr_conn *c, pr_rd *r, em_buf *out);         /* 2001 */
 int pr_op_resource_close(pr_conn *c, pr_rd *r, em_buf *out);    /* 0 */

@@ -13,14 +13,24 @@
  * thread: two connections on one loop would wait for each other until a
  * timeout (or forever without one), and every other connection of that loop
  * would stall meanwhile.  Such a request is *parked* instead: the handler
- * returns PR_PARK having changed nothing visible, pr_feed leaves the frame
- * (and what follows it, so replies keep their order) unconsumed, and the
- * server's loop delivers it again when some transaction releases locks
- * (cl_txm wake -> net_wake_parked) or at the next timer scan (about 200 ms,
- * which is what enforces the transaction's timeout while it waits).  The
- * retry runs the whole request again; every transactional op is written to
- * be repeatable (locks it already took are kept, buffered writes are
- * overwritten with the same bytes).
+ * returns PR_PARK having changed nothing visible, pr_feed copies the frame
+ * into the connection's queue of waiting requests (c->pq) and goes on with
+ * the next frames, and the server's loop runs the queue again
+ * (pr_conn_resume) when some transaction releases locks (cl_txm wake ->
+ * net_wake_parked) or at the next timer scan (about 200 ms, which is what
+ * enforces the transaction's timeout while it waits).  The retry runs the
+ * whole request again; every transactional op is written to be repeatable
+ * (locks it already took are kept, buffered writes are overwritten with the
+ * same bytes).
+ *
+ * Later requests do not wait behind a waiting one, because Ignite's server
+ * does not either (it runs a connection's requests concurrently, replies
+ * carry request ids): a client may hold a transaction and, on the same
+ * connection, run an implicit operation or a second transaction that waits
+ * for its lock; serialising them would deadlock the connection with itself.
+ * Only requests of the same transaction keep their order (Ignite serialises
+ * them too, ClientTxContext.acquire): a frame naming a transaction that has
+ * a waiting request queues behind it.
  */
 #include "proto/proto_int.h"
 
@@ -154,25 +164,38 @@ void pr_txs_close(pr_conn *c)
     while (c->nspare)
         cl_tx_free(c->spare[--c->nspare]);
     em_buf_free(&c->txbuf);
-    if (c->waiting) {
-        cl_txm_unwait(c->srv->txm);
-        c->waiting = 0;
-    }
+    em_buf_free(&c->pq);
+    em_buf_free(&c->pq2);
+    c->npq = 0;
+    pr_tx_sync_waiting(c);
 }
 
-void pr_tx_parked(pr_conn *c)
+void pr_tx_sync_waiting(pr_conn *c)
 {
-    c->parked = 1;
-    if (!c->waiting) {
+    if (c->npq && !c->waiting) {
         c->waiting = 1;
         cl_txm_wait(c->srv->txm);
+    } else if (!c->npq && c->waiting) {
+        c->waiting = 0;
+        cl_txm_unwait(c->srv->txm);
     }
 }
 
-void pr_tx_done(pr_conn *c)
+int32_t pr_tx_frame_id(const uint8_t *body, size_t len)
 {
-    c->waiting = 0;
-    cl_txm_unwait(c->srv->txm);
+    if (len < 10)
+        return 0;
+    int op = (uint16_t)em_ld16(body);
+    const uint8_t *p = body + 10;
+    size_t n = len - 10;
+    if (op == 4001)
+        return n >= 4 ? (int32_t)em_ld32(p) : 0;
+    if (!((op >= 1000 && op <= 1025) || op == 2000 || op == 2002 || op == 2004 || op == 2008))
+        return 0;
+    if (n < 5 || !(p[4] & 0x02))
+        return 0;
+    size_t at = 5 + ((p[4] & 0x04) ? 24 : 0);
+    return n >= at + 4 ? (int32_t)em_ld32(p + at) : 0;
 }
 
 /* ---- TX_START / TX_END ------------------------------------------------- */

@@ -484,6 +484,17 @@ static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_
     return rc;
 }
 
+/* on_resume: requests of a parked connection may go on (proto_tx.c). */
+static int on_resume(void *arg, net_conn *nc, void *state, em_buf *out, size_t out_cap)
+{
+    (void)arg;
+    srv_conn *sc = state;
+    int rc = pr_conn_resume(sc->pc, out, out_cap);
+    if (pr_conn_parked(sc->pc))
+        net_conn_park(nc);
+    return rc;
+}
+
 /* tx_wake: locks were released while requests wait for one: every loop
  * retries its parked connections (any thread; before the net server is
  * published nothing can be parked). */
@@ -776,6 +787,7 @@ int srv_start(srv **out, const srv_config *c)
     no.cb.on_open = on_open;
     no.cb.on_data = on_data;
     no.cb.on_close = on_close;
+    no.cb.on_resume = on_resume;
     no.cb.on_tls_fail = on_tls_fail;
     no.tls = s->tls;
     if (s->deferred)

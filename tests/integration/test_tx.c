@@ -619,3 +619,56 @@ TEST(tx_implicit_ops_respect_locks)
     CHECK_EQ(put(&a, ACACHE, 0, 1, 1, &r), 0);
     teardown(&s, &a, &b);
 }
+
+/* One connection, two transactions (as a multi-threaded Java client runs
+ * them): the second waits for the first's lock without holding up the
+ * connection - the first commits on it meanwhile, replies come by request
+ * id.  Requests of the waiting transaction stay in order behind it; a plain
+ * PUT of the locked key on the same connection waits too, and does not
+ * block the commit that frees it. */
+TEST(tx_one_connection_two_transactions)
+{
+    tc_server s;
+    tc_conn a, b;
+    REQUIRE_OK(setup(&s, &a, &b, "1"));
+    tc_reply r;
+    int32_t t1, t2, v;
+    REQUIRE_EQ(tx_start(&a, PES, RR, 0, &t1, &r), 0);
+    REQUIRE_EQ(tx_start(&a, PES, RR, 0, &t2, &r), 0);
+    CHECK_EQ(put(&a, CACHE, t1, 7000, 1, &r), 0);
+    em_buf m = EM_BUF_INIT;
+    put_msg(&m, &a, CACHE, t2, 7000, 2);        /* waits for t1 */
+    int64_t rid_put = (int64_t)em_ld64(m.p + 6);
+    REQUIRE_OK(tc_send(&a, m.p, m.len));
+    tc_req_begin(&a, &m, 1000);                 /* t2's next request: after it */
+    hdr(&m, CACHE, t2);
+    tc_v_int(&m, 7000);
+    tc_req_end(&m);
+    int64_t rid_get = (int64_t)em_ld64(m.p + 6);
+    REQUIRE_OK(tc_send(&a, m.p, m.len));
+    put_msg(&m, &a, CACHE, 0, 7000, 3);         /* implicit: waits too */
+    int64_t rid_imp = (int64_t)em_ld64(m.p + 6);
+    REQUIRE_OK(tc_send(&a, m.p, m.len));
+    CHECK_EQ(tc_recv_frame(&a, 300), EM_TIMEOUT);
+    tx_end_msg(&m, &a, t1, 1);                  /* not held up by them */
+    int64_t rid_end = (int64_t)em_ld64(m.p + 6);
+    REQUIRE_OK(tc_send(&a, m.p, m.len));
+    REQUIRE_OK(recv_reply(&a, 10000, &r));
+    CHECK_EQ(r.rid, rid_end);
+    CHECK_EQ(r.status, 0);
+    REQUIRE_OK(recv_reply(&a, 10000, &r));
+    CHECK_EQ(r.rid, rid_put);                   /* t2 got the lock */
+    CHECK_EQ(r.status, 0);
+    REQUIRE_OK(recv_reply(&a, 10000, &r));
+    CHECK_EQ(r.rid, rid_get);                   /* in order, reading its write */
+    CHECK(r.n == 5 && em_ld32(r.p + 1) == 2);
+    CHECK_EQ(tc_recv_frame(&a, 200), EM_TIMEOUT);   /* the implicit PUT waits for t2 */
+    CHECK_EQ(tx_end(&a, t2, 1, &r), 0);
+    REQUIRE_OK(recv_reply(&a, 10000, &r));
+    CHECK_EQ(r.rid, rid_imp);
+    CHECK_EQ(r.status, 0);
+    CHECK_EQ(get(&b, CACHE, 0, 7000, &v, &r), 0);
+    CHECK_EQ(v, 3);
+    em_buf_free(&m);
+    teardown(&s, &a, &b);
+}
