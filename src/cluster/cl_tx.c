@@ -9,6 +9,7 @@
  */
 #include "cluster/cl_tx.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +20,19 @@
 #include "util/hash.h"
 #include "util/mem.h"
 
+/* Wait-for edges (deadlock detection): which owner waits for which, one
+ * entry per transaction waiting now.  Touched only when a lock is busy. */
+typedef struct tx_wait { uint64_t owner, holder; } tx_wait;
+
 struct cl_txm {
     st_store *st;
     void    (*wake)(void *arg);
     void     *wake_arg;
     _Atomic uint32_t waiters;
     _Atomic uint64_t active;
+    pthread_mutex_t wmu;
+    tx_wait  *w;
+    uint32_t  nw, capw;
 };
 
 /* Owner ids for the lock table: unique for the process's life. */
@@ -41,9 +49,12 @@ typedef struct tx_ent {
     uint8_t   locked, wkind, rseen, rfound;
 } tx_ent;
 
+static void wait_clear(cl_txm *m, uint64_t owner);
+
 struct cl_tx {
     cl_txm   *m;
     uint64_t  owner;
+    int       waiting;          /* has a wait-for edge in m */
     int       conc, iso;
     int64_t   timeout;
     uint64_t  deadline;         /* em_now_ms, 0 = none */
@@ -70,11 +81,19 @@ int cl_txm_new(cl_txm **out, st_store *s)
     if (!m)
         return EM_NOMEM;
     m->st = s;
+    pthread_mutex_init(&m->wmu, NULL);
     *out = m;
     return 0;
 }
 
-void cl_txm_free(cl_txm *m) { em_free(m); }
+void cl_txm_free(cl_txm *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_destroy(&m->wmu);
+    em_free(m->w);
+    em_free(m);
+}
 
 void cl_txm_set_wake(cl_txm *m, void (*fn)(void *arg), void *arg)
 {
@@ -265,19 +284,95 @@ static int find_entry(cl_tx *tx, st_cache *c, const uint8_t *k, size_t klen, tx_
     return rc ? rc : entry_get(tx, c, &bk, out);
 }
 
+/* ---- deadlock detection ------------------------------------------------
+ *
+ * A transaction that finds a lock held records "I wait for its holder" and
+ * follows the holders' own edges: reaching itself means a cycle that no
+ * release will ever break, so it fails now (EM_DEADLOCK, rolled back)
+ * instead of at a timeout, or never without one.  Ignite looks for cycles
+ * only once a timeout fires; failing at once is the cheaper promise here
+ * (one short walk per busy lock, nothing on the uncontended path). */
+
+static void wait_clear(cl_txm *m, uint64_t owner)
+{
+    pthread_mutex_lock(&m->wmu);
+    for (uint32_t i = 0; i < m->nw; i++)
+        if (m->w[i].owner == owner) {
+            m->w[i] = m->w[--m->nw];
+            break;
+        }
+    pthread_mutex_unlock(&m->wmu);
+}
+
+/* wait_for records owner -> holder; 1 if that closes a cycle (the edge is
+ * then not kept). */
+static int wait_for(cl_tx *tx, uint64_t holder)
+{
+    cl_txm *m = tx->m;
+    int cycle = 0;
+    pthread_mutex_lock(&m->wmu);
+    uint32_t me = UINT32_MAX;
+    for (uint32_t i = 0; i < m->nw; i++)
+        if (m->w[i].owner == tx->owner)
+            me = i;
+    uint64_t cur = holder;
+    for (uint32_t steps = 0; steps <= m->nw && !cycle; steps++) {
+        uint32_t i = 0;
+        while (i < m->nw && m->w[i].owner != cur)
+            i++;
+        if (i == m->nw || i == me)
+            break;
+        cur = m->w[i].holder;
+        cycle = cur == tx->owner;
+    }
+    if (cycle) {
+        if (me != UINT32_MAX)
+            m->w[me] = m->w[--m->nw];
+        tx->waiting = 0;
+    } else if (me != UINT32_MAX) {
+        m->w[me].holder = holder;
+    } else {
+        if (m->nw == m->capw) {
+            uint32_t cap = m->capw ? m->capw * 2 : 16;
+            tx_wait *nw = em_realloc(m->w, cap * sizeof *nw);
+            if (nw) {
+                m->w = nw;
+                m->capw = cap;
+            }
+        }
+        if (m->nw < m->capw) {      /* out of memory: detection skips this edge */
+            m->w[m->nw++] = (tx_wait){tx->owner, holder};
+            tx->waiting = 1;
+        }
+    }
+    pthread_mutex_unlock(&m->wmu);
+    return cycle;
+}
+
 /* lock_entry takes e's entry lock for tx (no-op if held). */
 static int lock_entry(cl_tx *tx, tx_ent *e)
 {
     if (e->locked)
         return 0;
+    uint64_t holder = 0;
     int rc = st_entry_lock(tx->m->st, e->cache_id, e->hash, ekey(tx, e), e->klen, tx->owner,
-                           tx->deadline, NULL);
+                           tx->deadline, &holder);
     if (rc == EM_LOCKED && cl_tx_expired(tx)) {
         cl_tx_rollback(tx);
         return EM_TIMEOUT;
     }
-    if (!rc)
+    if (rc == EM_LOCKED && wait_for(tx, holder)) {
+        tx->conflict = (uint32_t)(e - tx->e);
+        cl_tx_rollback(tx);
+        return EM_DEADLOCK;
+    }
+    if (!rc) {
         e->locked = 1;
+        if (tx->waiting) {
+            tx->waiting = 0;
+            wait_clear(tx->m, tx->owner);
+        }
+    }
     return rc;
 }
 
@@ -298,6 +393,10 @@ static void release_locks(cl_tx *tx)
 
 void cl_tx_rollback(cl_tx *tx)
 {
+    if (tx->waiting) {
+        tx->waiting = 0;
+        wait_clear(tx->m, tx->owner);
+    }
     if (!tx->open)
         return;
     release_locks(tx);

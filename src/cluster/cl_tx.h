@@ -23,6 +23,10 @@
  *    with EM_TIMEOUT and the transaction is rolled back.  Its locks can be
  *    taken over by others from then on (store.h).
  *
+ *  - Deadlocks are detected when they form: a transaction whose wait for a
+ *    lock would close a cycle of waits fails with EM_DEADLOCK and is rolled
+ *    back (the others go on).
+ *
  * Nothing here waits.  An operation that needs a lock another transaction
  * holds returns EM_LOCKED having changed nothing visible (locks it already
  * took stay taken, as they would in Ignite), and the caller retries the same
@@ -96,8 +100,9 @@ int cl_tx_remove(cl_tx *tx, st_cache *c, const uint8_t *k, size_t klen);
 int  cl_tx_commit(cl_tx *tx);
 void cl_tx_rollback(cl_tx *tx);
 
-/* cl_tx_conflict: after EM_TXCONFLICT, the cache and normalised key whose
- * value changed (or whose lock was held), for the error message. */
+/* cl_tx_conflict: after EM_TXCONFLICT or EM_DEADLOCK, the cache and
+ * normalised key whose value changed (or whose lock was held), for the
+ * error message. */
 void cl_tx_conflict(const cl_tx *tx, int32_t *cache_id, const uint8_t **k, size_t *klen);
 
 /* cl_tx_entries: keys the transaction touched (tests). */

@@ -127,6 +127,23 @@ static int fail_conflict(pr_conn *c, cl_tx *tx)
                    "keyCls=%s, cache=%s]", kt, cls, sc ? st_cache_cfg(sc)->name : "?");
 }
 
+static int fail_deadlock(pr_conn *c, cl_tx *tx)
+{
+    int32_t cid;
+    const uint8_t *k;
+    size_t kl;
+    cl_tx_conflict(tx, &cid, &k, &kl);
+    char kt[96] = "null", d[200];
+    const char *cls = "null";
+    if (k)
+        key_text(k, kl, kt, sizeof kt, &cls);
+    st_cache *sc = st_cache_find(c->srv->st, cid);
+    return pr_fail(c, PR_ST_FAILED, "Deadlock detected: the transaction waited for the lock of "
+                   "[key=%s, keyCls=%s, cache=%s] held by a transaction waiting for it; rolled "
+                   "back [tx=%s]", kt, cls, sc ? st_cache_cfg(sc)->name : "?",
+                   tx_desc(c, tx, d, sizeof d));
+}
+
 /* ---- per-connection table ---------------------------------------------- */
 
 int pr_tx_lookup(pr_conn *c, int32_t id, cl_tx **tx)
@@ -289,6 +306,8 @@ static int tx_end(pr_conn *c, pr_rd *r, em_buf *out)
     }
     if (rc == EM_TIMEOUT)
         rc = fail_timed_out(c, tx);
+    else if (rc == EM_DEADLOCK)
+        rc = fail_deadlock(c, tx);
     else if (rc == EM_TXCONFLICT)
         rc = fail_conflict(c, tx);
     else if (rc == EM_NOMEM)
@@ -490,6 +509,10 @@ int pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out)
             out->len = start;
             return fail_lock_timeout(c, tx);
         }
+        if (rc == EM_DEADLOCK) {
+            out->len = start;
+            return fail_deadlock(c, tx);
+        }
         return rc > 0 ? rc : rc ? pr_st_err(c, h, rc) : 0;
     }
     /* Implicit: one PESSIMISTIC READ_COMMITTED transaction around the op,
@@ -507,7 +530,9 @@ int pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out)
         rc = cl_tx_commit(tx);
     else
         cl_tx_rollback(tx);
-    if (rc == EM_LOCKED) {
+    if (rc == EM_LOCKED || rc == EM_DEADLOCK) {
+        /* an implicit transaction holds nothing while it waits (rolled
+         * back above), so its "deadlock" only means: try again later */
         out->len = start;
         if (!c->forwarded)
             return PR_PARK;

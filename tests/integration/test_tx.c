@@ -445,34 +445,75 @@ TEST(tx_timeout)
 }
 
 /* Two pessimistic transactions lock two keys in opposite orders: a
- * deadlock.  With timeouts it ends: one of them fails with the timeout
- * error and the other commits. */
-TEST(tx_deadlock_ends_by_timeout)
+ * deadlock.  The one whose wait closes the cycle fails at once with the
+ * deadlock error and is rolled back, the other gets the lock and commits -
+ * without any timeout set. */
+TEST(tx_deadlock_detected)
 {
     tc_server s;
     tc_conn a, b;
     REQUIRE_OK(setup(&s, &a, &b, "1"));
-    tc_reply r, ra, rb;
-    int32_t ta, tb;
-    REQUIRE_EQ(tx_start(&a, PES, RR, 500, &ta, &r), 0);
-    REQUIRE_EQ(tx_start(&b, PES, RR, 1500, &tb, &r), 0);
-    CHECK_EQ(put(&a, CACHE, ta, 3000, 1, &r), 0);
-    CHECK_EQ(put(&b, CACHE, tb, 3001, 2, &r), 0);
+    tc_reply r;
+    for (int iso = RR; iso <= SER; iso++) {
+        int32_t ta, tb, k = 3000 + iso * 10;
+        REQUIRE_EQ(tx_start(&a, PES, iso, 0, &ta, &r), 0);
+        REQUIRE_EQ(tx_start(&b, PES, iso, 0, &tb, &r), 0);
+        CHECK_EQ(put(&a, CACHE, ta, k, 1, &r), 0);
+        CHECK_EQ(put(&b, CACHE, tb, k + 1, 2, &r), 0);
+        em_buf ma = EM_BUF_INIT;
+        put_msg(&ma, &a, CACHE, ta, k + 1, 1);
+        REQUIRE_OK(tc_send(&a, ma.p, ma.len));
+        CHECK_EQ(tc_recv_frame(&a, 200), EM_TIMEOUT);  /* a waits for b */
+        int32_t v;
+        CHECK_EQ(get(&b, CACHE, tb, k, &v, &r), 1);     /* b would wait for a */
+        CHECK(strncmp(r.msg, "Deadlock detected", 17) == 0);
+        REQUIRE_OK(recv_reply(&a, 10000, &r));          /* b rolled back: a goes on */
+        CHECK_EQ(r.status, 0);
+        CHECK_EQ(tx_end(&a, ta, 1, &r), 0);
+        CHECK_EQ(tx_end(&b, tb, 1, &r), 1);             /* b is over */
+        CHECK_EQ(get_now(&a, k), 1);
+        CHECK_EQ(get_now(&a, k + 1), 1);
+        em_buf_free(&ma);
+    }
+    teardown(&s, &a, &b);
+}
+
+/* Three transactions in a cycle of waits (a -> b -> c -> a): the last
+ * wait is refused; timeouts still bound waits that are not deadlocks. */
+TEST(tx_deadlock_cycle_of_three)
+{
+    tc_server s;
+    tc_conn a, b, c;
+    REQUIRE_OK(setup(&s, &a, &b, "2"));
+    REQUIRE_OK(open_conn(&c, s.port));
+    tc_reply r;
+    int32_t ta, tb, tc_, v;
+    REQUIRE_EQ(tx_start(&a, PES, RR, 0, &ta, &r), 0);
+    REQUIRE_EQ(tx_start(&b, PES, RR, 0, &tb, &r), 0);
+    REQUIRE_EQ(tx_start(&c, PES, RR, 0, &tc_, &r), 0);
+    CHECK_EQ(put(&a, CACHE, ta, 3100, 1, &r), 0);
+    CHECK_EQ(put(&b, CACHE, tb, 3101, 2, &r), 0);
+    CHECK_EQ(put(&c, CACHE, tc_, 3102, 3, &r), 0);
     em_buf ma = EM_BUF_INIT, mb = EM_BUF_INIT;
-    put_msg(&ma, &a, CACHE, ta, 3001, 1);
-    put_msg(&mb, &b, CACHE, tb, 3000, 2);
+    put_msg(&ma, &a, CACHE, ta, 3101, 1);
     REQUIRE_OK(tc_send(&a, ma.p, ma.len));
+    CHECK_EQ(tc_recv_frame(&a, 200), EM_TIMEOUT);
+    put_msg(&mb, &b, CACHE, tb, 3102, 2);
     REQUIRE_OK(tc_send(&b, mb.p, mb.len));
-    REQUIRE_OK(recv_reply(&a, 20000, &ra));
-    REQUIRE_OK(recv_reply(&b, 20000, &rb));
-    CHECK_EQ(ra.status, 1);                     /* a timed out first */
-    CHECK_EQ(rb.status, 0);                     /* b got 3000 once a let go */
+    CHECK_EQ(tc_recv_frame(&b, 200), EM_TIMEOUT);
+    CHECK_EQ(get(&c, CACHE, tc_, 3100, &v, &r), 1);
+    CHECK(strncmp(r.msg, "Deadlock detected", 17) == 0);
+    REQUIRE_OK(recv_reply(&b, 10000, &r));              /* c let go of 3102 */
+    CHECK_EQ(r.status, 0);
     CHECK_EQ(tx_end(&b, tb, 1, &r), 0);
-    CHECK_EQ(tx_end(&a, ta, 0, &r), 0);
-    CHECK_EQ(get_now(&a, 3000), 2);
-    CHECK_EQ(get_now(&a, 3001), 2);
+    REQUIRE_OK(recv_reply(&a, 10000, &r));
+    CHECK_EQ(r.status, 0);
+    CHECK_EQ(tx_end(&a, ta, 1, &r), 0);
+    CHECK_EQ(get_now(&c, 3101), 1);
+    CHECK_EQ(get_now(&c, 3102), 2);
     em_buf_free(&ma);
     em_buf_free(&mb);
+    tc_close(&c);
     teardown(&s, &a, &b);
 }
 
