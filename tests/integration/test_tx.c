@@ -5,7 +5,9 @@
  * another's lock (also with both connections on one event loop), timeouts,
  * optimistic transactions committing concurrently, optimistic serializable
  * conflicts, rollback when the connection closes, implicit operations
- * respecting locks, Ignite's limit (100 per connection) and status codes.
+ * respecting locks, deadlock detection, one connection with two
+ * transactions, a bank workload (transfers keep the total, in every read),
+ * Ignite's limit (100 per connection) and status codes.
  * Layouts: shared/reference/ignite-thin-protocol.md §2.2, §2.7.
  */
 #include "client.h"
@@ -13,7 +15,9 @@
 
 #include "util/err.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CACHE  "txc"
@@ -713,3 +717,126 @@ TEST(tx_one_connection_two_transactions)
     em_buf_free(&m);
     teardown(&s, &a, &b);
 }
+
+/* ---- bank: transfers between accounts keep the total ------------------- */
+
+#define ACCOUNTS 8
+#define BANK_TOTAL (ACCOUNTS * 100)
+
+typedef struct bank_arg {
+    int port, idx, mode;            /* mode: 0 PESSIMISTIC RR, 1 OPTIMISTIC SER, 2 mixed */
+    int done, retries, bad_sums, errors;
+    char err[256];
+} bank_arg;
+
+/* one transfer (or, for readers, one read of every account in a
+ * transaction); 0 committed, 1 refused by the server (retry), < 0 I/O */
+static int bank_step(tc_conn *c, bank_arg *ba, unsigned *seed, int reader)
+{
+    tc_reply r;
+    int32_t id, v1, v2;
+    int pes = ba->mode == 0 || (ba->mode == 2 && (rand_r(seed) & 1));
+    int rc = tx_start(c, pes ? PES : OPT, pes ? RR : SER, 2000, &id, &r);
+    if (rc < 0)
+        return rc;
+    if (rc)
+        return 1;
+    if (reader) {
+        int32_t sum = 0;
+        for (int32_t k = 0; k < ACCOUNTS && !rc; k++) {
+            rc = get(c, CACHE, id, 9000 + k, &v1, &r);
+            sum += v1;
+        }
+        if (!rc && (rc = tx_end(c, id, 1, &r)) == 0 && sum != BANK_TOTAL)
+            ba->bad_sums++;
+    } else {
+        int32_t from = (int32_t)(rand_r(seed) % ACCOUNTS), to = (int32_t)(rand_r(seed) % ACCOUNTS);
+        if (to == from)
+            to = (to + 1) % ACCOUNTS;
+        int32_t amount = (int32_t)(rand_r(seed) % 10);
+        if ((rc = get(c, CACHE, id, 9000 + from, &v1, &r)) == 0 &&
+            (rc = get(c, CACHE, id, 9000 + to, &v2, &r)) == 0 &&
+            (rc = put(c, CACHE, id, 9000 + from, v1 - amount, &r)) == 0 &&
+            (rc = put(c, CACHE, id, 9000 + to, v2 + amount, &r)) == 0)
+            rc = tx_end(c, id, 1, &r);
+    }
+    if (rc > 0) {
+        tc_reply r2;
+        tx_end(c, id, 0, &r2);          /* after a failure: gone or rolled back */
+        if (!strstr(r.msg, "Deadlock detected") && !strstr(r.msg, "read/write conflict") &&
+            !strstr(r.msg, "timeout") && !strstr(r.msg, "timed out")) {
+            snprintf(ba->err, sizeof ba->err, "%s", r.msg);
+            ba->errors++;
+        }
+        return 1;
+    }
+    return rc;
+}
+
+static void *bank_worker(void *p)
+{
+    bank_arg *ba = p;
+    tc_conn c;
+    if (open_conn(&c, ba->port)) {
+        ba->errors++;
+        return NULL;
+    }
+    unsigned seed = (unsigned)ba->idx * 7919u + 1;
+    int64_t until = tc_now_ms() + 3000;
+    while (tc_now_ms() < until && ba->errors == 0) {
+        int rc = bank_step(&c, ba, &seed, ba->idx == 0);
+        if (rc < 0) {
+            ba->errors++;
+            snprintf(ba->err, sizeof ba->err, "I/O %d", rc);
+        } else if (rc) {
+            ba->retries++;
+        } else {
+            ba->done++;
+        }
+    }
+    tc_close(&c);
+    return NULL;
+}
+
+static void bank(int mode)
+{
+    tc_server s;
+    tc_conn a, b;
+    REQUIRE_OK(setup(&s, &a, &b, "2"));
+    tc_reply r;
+    for (int32_t k = 0; k < ACCOUNTS; k++)
+        REQUIRE_EQ(put(&a, CACHE, 0, 9000 + k, 100, &r), 0);
+    enum { W = 6 };
+    bank_arg args[W];
+    pthread_t th[W];
+    memset(args, 0, sizeof args);
+    for (int i = 0; i < W; i++) {
+        args[i].port = s.port;
+        args[i].idx = i;
+        args[i].mode = mode;
+        REQUIRE(pthread_create(&th[i], NULL, bank_worker, &args[i]) == 0);
+    }
+    int done = 0, retries = 0;
+    for (int i = 0; i < W; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(args[i].errors, 0);
+        if (args[i].errors)
+            fprintf(stderr, "  worker %d: %s\n", i, args[i].err);
+        CHECK_EQ(args[i].bad_sums, 0);
+        done += args[i].done;
+        retries += args[i].retries;
+    }
+    int32_t sum = 0;
+    for (int32_t k = 0; k < ACCOUNTS; k++)
+        sum += get_now(&a, 9000 + k);
+    CHECK_EQ(sum, BANK_TOTAL);
+    CHECK(args[0].done > 0);            /* the reader read consistent totals */
+    CHECK(done > W);
+    fprintf(stderr, "  bank mode %d: %d transactions committed, %d retried, %d reads\n", mode,
+            done, retries, args[0].done);
+    teardown(&s, &a, &b);
+}
+
+TEST(tx_bank_pessimistic) { bank(0); }
+TEST(tx_bank_optimistic_serializable) { bank(1); }
+TEST(tx_bank_mixed) { bank(2); }
