@@ -435,6 +435,20 @@ TEST(tx_timeout)
         CHECK_EQ(tx_end(&a, ta, 1, &r), 1);
         CHECK(strncmp(r.msg, "Cache transaction timed out", 27) == 0);
         CHECK_EQ(get_now(&b, k), 4);
+        /* an optimistic commit waiting for a lock times out too (SERIALIZABLE
+         * does not wait: tx_optimistic_serializable_no_wait) */
+        if (iso != SER) {
+            REQUIRE_EQ(tx_start(&a, PES, RR, 0, &ta, &r), 0);
+            CHECK_EQ(put(&a, CACHE, ta, k, 6, &r), 0);
+            REQUIRE_EQ(tx_start(&b, OPT, iso, 300, &tb, &r), 0);
+            CHECK_EQ(put(&b, CACHE, tb, k + 200, 7, &r), 0);
+            CHECK_EQ(put(&b, CACHE, tb, k, 7, &r), 0);
+            CHECK_EQ(tx_end(&b, tb, 1, &r), 1);
+            CHECK(strncmp(r.msg, "Cache transaction timed out", 27) == 0);
+            CHECK_EQ(tx_end(&a, ta, 0, &r), 0);
+            CHECK_EQ(get_now(&b, k + 200), -1);
+            CHECK_EQ(get_now(&b, k), 4);
+        }
         /* an operation after the timeout fails too (optimistic as well) */
         REQUIRE_EQ(tx_start(&a, OPT, iso, 100, &ta, &r), 0);
         CHECK_EQ(put(&a, CACHE, ta, k, 5, &r), 0);
