@@ -46,7 +46,7 @@
 typedef struct pr_txslot {
     int32_t id;
     cl_tx  *tx;
-    int     timed_out;              /* rolled back by its timeout */
+    int     why;                    /* rolled back by: 1 its timeout, 2 a deadlock */
     char    label[48];
 } pr_txslot;
 
@@ -75,9 +75,15 @@ static const char *tx_desc(pr_conn *c, const cl_tx *tx, char *buf, size_t n)
     return buf;
 }
 
+/* fail_timed_out: an operation or commit of a transaction that is over -
+ * rolled back at its timeout, or as a deadlock's victim. */
 static int fail_timed_out(pr_conn *c, const cl_tx *tx)
 {
     char d[200];
+    const pr_txslot *s = slot_of(c, tx);
+    if (s && s->why == 2)
+        return pr_fail(c, PR_ST_FAILED, "Transaction has been rolled back (deadlock detected): "
+                       "%s", tx_desc(c, tx, d, sizeof d));
     return pr_fail(c, PR_ST_FAILED, "Cache transaction timed out: %s", tx_desc(c, tx, d, sizeof d));
 }
 
@@ -85,7 +91,7 @@ static int fail_lock_timeout(pr_conn *c, cl_tx *tx)
 {
     pr_txslot *s = slot_of(c, tx);
     if (s)
-        s->timed_out = 1;
+        s->why = 1;
     char d[200];
     return pr_fail(c, PR_ST_FAILED, "Failed to acquire lock within provided timeout for "
                    "transaction [timeout=%" PRId64 ", tx=%s]", cl_tx_timeout(tx),
@@ -138,6 +144,9 @@ static int fail_deadlock(pr_conn *c, cl_tx *tx)
     if (k)
         key_text(k, kl, kt, sizeof kt, &cls);
     st_cache *sc = st_cache_find(c->srv->st, cid);
+    pr_txslot *s = slot_of(c, tx);
+    if (s)
+        s->why = 2;
     return pr_fail(c, PR_ST_FAILED, "Deadlock detected: the transaction waited for the lock of "
                    "[key=%s, keyCls=%s, cache=%s] held by a transaction waiting for it; rolled "
                    "back [tx=%s]", kt, cls, sc ? st_cache_cfg(sc)->name : "?",

@@ -489,6 +489,7 @@ TEST(tx_deadlock_detected)
         CHECK_EQ(r.status, 0);
         CHECK_EQ(tx_end(&a, ta, 1, &r), 0);
         CHECK_EQ(tx_end(&b, tb, 1, &r), 1);             /* b is over */
+        CHECK(strncmp(r.msg, "Transaction has been rolled back (deadlock detected)", 52) == 0);
         CHECK_EQ(get_now(&a, k), 1);
         CHECK_EQ(get_now(&a, k + 1), 1);
         em_buf_free(&ma);
