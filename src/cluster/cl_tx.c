@@ -241,6 +241,8 @@ static int entry_get(cl_tx *tx, st_cache *c, const bin_key *k, tx_ent **out)
     }
     if (tx->arena.len + k->len > UINT32_MAX)
         return EM_TOOBIG;
+    if (tx->n >= CL_TX_MAX_KEYS)
+        return EM_LIMIT;
     if ((tx->n + 1) * 2 > tx->icap && index_grow(tx))
         return EM_NOMEM;
     if (tx->n == tx->cap) {

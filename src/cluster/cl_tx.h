@@ -17,7 +17,14 @@
  *    read; SERIALIZABLE locks the keys it read too and fails the commit
  *    (EM_TXCONFLICT) if one of them changed since, or if a lock it needs is
  *    held (Ignite's optimistic serializable transactions never wait).
+ *    (Values are compared byte for byte: one changed and changed back
+ *    passes, where Ignite's entry versions would fail it.)
  *  - Every transaction reads its own writes.
+ *  - A committed PUT gets the cache's default expiry (its creation
+ *    duration); per-operation expiry policies do not apply inside one.
+ *  - At most CL_TX_MAX_KEYS keys per transaction (EM_LIMIT beyond); a
+ *    commit whose WAL record would pass the WAL's frame limit fails
+ *    (EM_TOOBIG) and is rolled back.
  *  - timeout_ms (0 = none) bounds the whole transaction from its start: a
  *    lock it waits for past it, or any operation or commit after it, fails
  *    with EM_TIMEOUT and the transaction is rolled back.  Its locks can be
@@ -43,6 +50,7 @@
 #include "util/buf.h"
 
 enum { CL_TX_OPTIMISTIC = 0, CL_TX_PESSIMISTIC = 1 };
+#define CL_TX_MAX_KEYS (1u << 20)
 enum { CL_TX_READ_COMMITTED = 0, CL_TX_REPEATABLE_READ = 1, CL_TX_SERIALIZABLE = 2 };
 
 /* The node's transaction manager: the store, and a hook told when locks

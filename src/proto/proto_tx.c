@@ -522,6 +522,9 @@ int pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out)
             out->len = start;
             return fail_deadlock(c, tx);
         }
+        if (rc == EM_LIMIT)
+            return pr_fail(c, PR_ST_FAILED, "Transaction touches too many keys (ember's limit "
+                           "is %u per transaction)", CL_TX_MAX_KEYS);
         return rc > 0 ? rc : rc ? pr_st_err(c, h, rc) : 0;
     }
     /* Implicit: one PESSIMISTIC READ_COMMITTED transaction around the op,
