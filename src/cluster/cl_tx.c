@@ -491,7 +491,7 @@ int cl_tx_remove(cl_tx *tx, st_cache *c, const uint8_t *k, size_t klen)
 
 /* ---- commit ------------------------------------------------------------ */
 
-
+/* qsort's comparator takes no argument: the transaction being sorted. */
 static _Thread_local const cl_tx *tl_sort_tx;
 
 static int key_cmp(const void *a, const void *b)
@@ -526,7 +526,6 @@ static int lock_in_order(cl_tx *tx)
                 o[tx->norder++] = i;
         tl_sort_tx = tx;
         qsort(o, tx->norder, sizeof *o, key_cmp);
-
     }
     for (; tx->locked_upto < tx->norder; tx->locked_upto++) {
         tx_ent *e = &tx->e[tx->order[tx->locked_upto]];
