@@ -30,6 +30,7 @@ struct cl_txm {
     void     *wake_arg;
     _Atomic uint32_t waiters;
     _Atomic uint64_t active;
+    _Atomic uint64_t open;          /* begun (restarted) and not yet ended */
     pthread_mutex_t wmu;
     tx_wait  *w;
     uint32_t  nw, capw;
@@ -105,6 +106,7 @@ void cl_txm_wait(cl_txm *m) { atomic_fetch_add(&m->waiters, 1); }
 void cl_txm_unwait(cl_txm *m) { atomic_fetch_sub(&m->waiters, 1); }
 uint32_t cl_txm_waiters(const cl_txm *m) { return atomic_load(&m->waiters); }
 uint64_t cl_txm_active(const cl_txm *m) { return atomic_load(&m->active); }
+uint64_t cl_txm_open(const cl_txm *m) { return atomic_load(&m->open); }
 
 /* ---- life -------------------------------------------------------------- */
 
@@ -132,6 +134,7 @@ int cl_tx_restart(cl_tx *tx, int concurrency, int isolation, int64_t timeout_ms)
     tx->timeout = timeout_ms;
     tx->deadline = timeout_ms ? em_now_ms() + (uint64_t)timeout_ms : 0;
     tx->open = 1;
+    atomic_fetch_add_explicit(&tx->m->open, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -403,6 +406,7 @@ void cl_tx_rollback(cl_tx *tx)
         return;
     release_locks(tx);
     tx->open = 0;
+    atomic_fetch_sub_explicit(&tx->m->open, 1, memory_order_relaxed);
 }
 
 /* ---- operations -------------------------------------------------------- */

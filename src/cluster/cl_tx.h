@@ -67,6 +67,9 @@ void cl_txm_unwait(cl_txm *m);
 uint32_t cl_txm_waiters(const cl_txm *m);
 /* cl_txm_active: transactions begun and not yet freed (metrics, tests). */
 uint64_t cl_txm_active(const cl_txm *m);
+/* cl_txm_open: transactions open now (begun, not committed or rolled
+ * back), implicit one-op ones included while they run. */
+uint64_t cl_txm_open(const cl_txm *m);
 
 typedef struct cl_tx cl_tx;
 

@@ -147,6 +147,13 @@ void pr_conn_free(pr_conn *c)
 int pr_conn_ready(const pr_conn *c) { return c->ready; }
 int pr_conn_parked(const pr_conn *c) { return c->npq != 0; }
 
+void pr_server_tx_stats(pr_server *s, uint64_t *open, uint64_t *waiting, uint64_t *locks)
+{
+    *open = cl_txm_open(s->txm);
+    *waiting = cl_txm_waiters(s->txm);
+    *locks = st_entry_locks_held(s->st);
+}
+
 void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg)
 {
     cl_txm_set_wake(s->txm, fn, arg);

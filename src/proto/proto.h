@@ -184,6 +184,10 @@ int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap);
  * parked request may wait for were released (emberd: net_wake_parked). */
 void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg);
 
+/* pr_server_tx_stats: transactions open now, connections with requests
+ * waiting for a lock, entry locks held - for /metrics. */
+void pr_server_tx_stats(pr_server *s, uint64_t *open, uint64_t *waiting, uint64_t *locks);
+
 /* Transaction limits (Ignite's ThinClientConfiguration default). */
 #define PR_MAX_TX_PER_CONN 100
 

@@ -446,10 +446,27 @@ static int auth_hook(void *arg, const char *peer, const uint8_t *user, size_t ul
     return srv_auth_login(arg, peer, user, ul, pw, pl, em_now_ms());
 }
 
+/* tx_metrics: the transaction gauges (proto_tx.c). */
+static int tx_metrics(srv *s, em_buf *out)
+{
+    uint64_t open, waiting, locks;
+    pr_server_tx_stats(s->ps, &open, &waiting, &locks);
+    char line[512];
+    int n = snprintf(line, sizeof line,
+                     "# TYPE ember_tx_open gauge\nember_tx_open %llu\n"
+                     "# TYPE ember_tx_waiting_connections gauge\nember_tx_waiting_connections %llu\n"
+                     "# TYPE ember_tx_entry_locks gauge\nember_tx_entry_locks %llu\n",
+                     (unsigned long long)open, (unsigned long long)waiting,
+                     (unsigned long long)locks);
+    return em_buf_append(out, line, (size_t)n);
+}
+
 static int render_metrics(void *arg, em_buf *out)
 {
     srv *s = arg;
     int rc = srv_metrics_render(s->metrics, s->st, out);
+    if (!rc)
+        rc = tx_metrics(s, out);
     return rc ? rc : srv_cluster_metrics(s->cluster, out);
 }
 

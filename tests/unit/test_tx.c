@@ -103,6 +103,7 @@ TEST(tx_cl_tx_semantics)
     /* PESSIMISTIC: a write locks; the other waits (EM_LOCKED) until commit */
     REQUIRE_OK(cl_tx_begin(m, CL_TX_PESSIMISTIC, CL_TX_REPEATABLE_READ, 0, &a));
     REQUIRE_OK(cl_tx_begin(m, CL_TX_PESSIMISTIC, CL_TX_READ_COMMITTED, 0, &b));
+    CHECK_EQ(cl_txm_open(m), 2);
     CHECK_OK(tput(a, c, 1, 10));
     CHECK_EQ(tput(b, c, 1, 20), EM_LOCKED);
     CHECK_OK(tget(b, c, 1, 0, &v));     /* READ_COMMITTED read: no lock, old value */
@@ -174,6 +175,7 @@ TEST(tx_cl_tx_semantics)
     CHECK_EQ(val_of(c, 4), 2);
     CHECK_OK(cl_tx_commit(a));
     CHECK_EQ(val_of(c, 4), -1);
+    CHECK_EQ(cl_txm_open(m), 0);
     cl_tx_free(a);
     cl_tx_free(b);
     CHECK_EQ(cl_txm_active(m), 0);
