@@ -13,6 +13,7 @@
 #include "wal/wal.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -249,7 +250,7 @@ TEST(tx_wal_all_or_nothing)
  * position, so a commit whose record went there must be in the snapshot.
  * The commit gate (st_commit_gate_*) guarantees it; with FSYNC every
  * acknowledged commit survives losing all unsynced bytes. */
-typedef struct ck_arg { st_cache *c; cl_txm *m; int32_t done; int rc; } ck_arg;
+typedef struct ck_arg { st_cache *c; cl_txm *m; _Atomic int32_t done; _Atomic int rc; } ck_arg;
 
 /* slow_observer logs as the WAL's own observer does, then lingers after a
  * transaction's record: the time between a commit's record and its updates
@@ -267,17 +268,17 @@ static int slow_observer(void *arg, const st_update *u)
 static void *committer(void *p)
 {
     ck_arg *a = p;
-    cl_tx *tx;
-    if ((a->rc = cl_tx_begin(a->m, CL_TX_PESSIMISTIC, CL_TX_REPEATABLE_READ, 0, &tx)) != 0)
-        return NULL;
-    for (int32_t n = 1; n <= 400 && !a->rc; n++) {
+    cl_tx *tx = NULL;
+    int rc = cl_tx_begin(a->m, CL_TX_PESSIMISTIC, CL_TX_REPEATABLE_READ, 0, &tx);
+    for (int32_t n = 1; n <= 400 && !rc; n++) {
         if (n > 1)
-            a->rc = cl_tx_restart(tx, n % 2, CL_TX_SERIALIZABLE, 0);
-        for (int32_t k = 0; k < 8 && !a->rc; k++)
-            a->rc = tput(tx, a->c, n * 8 + k, n);   /* new keys: a lost commit shows */
-        if (!a->rc && (a->rc = cl_tx_commit(tx)) == 0)
-            a->done = n;
+            rc = cl_tx_restart(tx, n % 2, CL_TX_SERIALIZABLE, 0);
+        for (int32_t k = 0; k < 8 && !rc; k++)
+            rc = tput(tx, a->c, n * 8 + k, n);      /* new keys: a lost commit shows */
+        if (!rc && (rc = cl_tx_commit(tx)) == 0)
+            atomic_store(&a->done, n);
     }
+    atomic_store(&a->rc, rc);
     cl_tx_free(tx);
     return NULL;
 }
@@ -300,19 +301,23 @@ TEST(tx_wal_commits_race_checkpoints)
     st_set_observer(a, slow_observer, w);
     cl_txm *m;
     REQUIRE_OK(cl_txm_new(&m, a));
-    ck_arg arg = {c, m, 0, 0};
+    ck_arg arg;
+    arg.c = c;
+    arg.m = m;
+    atomic_init(&arg.done, 0);
+    atomic_init(&arg.rc, 0);
     pthread_t th;
     REQUIRE(pthread_create(&th, NULL, committer, &arg) == 0);
     int ckpts = 0;
     /* checkpoints all through the run (a wait between them: the committer
      * needs the cores too) */
-    while (__atomic_load_n(&arg.done, __ATOMIC_RELAXED) < 400 && !arg.rc && ckpts < 2000) {
+    while (atomic_load(&arg.done) < 400 && !atomic_load(&arg.rc) && ckpts < 2000) {
         ckpts += wal_checkpoint(w, a) == 0;
         struct timespec ts = {0, 500 * 1000};
         nanosleep(&ts, NULL);
     }
     pthread_join(th, NULL);
-    CHECK_OK(arg.rc);
+    CHECK_OK(atomic_load(&arg.rc));
     CHECK(ckpts > 0);
     wal_memfs *after;
     REQUIRE_OK(wal_memfs_crash(fs, 0.0, 1, &after));
@@ -326,7 +331,8 @@ TEST(tx_wal_commits_race_checkpoints)
     st_cache *r = st_cache_find(b, id);
     REQUIRE(r);
     int lost = 0;
-    for (int32_t n = 1; n <= arg.done; n++)
+    int32_t done = atomic_load(&arg.done);
+    for (int32_t n = 1; n <= done; n++)
         for (int32_t k = 0; k < 8; k++)
             lost += val_of(r, n * 8 + k) != n;  /* every acknowledged commit, whole */
     CHECK_EQ(lost, 0);
