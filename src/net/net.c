@@ -61,6 +61,7 @@ struct net_conn {
     uint8_t   established, closing, paused;
     uint8_t   pending;              /* on loop->pending: replies wait for before_send */
     uint8_t   close_pending;        /* close once the pending replies are out */
+    uint8_t   parked;               /* a request waits (net_conn_park) */
     net_loop *loop;
     void     *state;
     em_buf    in;
@@ -96,6 +97,8 @@ struct net_loop {
     size_t      spare_cap;
     net_conn   *pending;            /* replies held for before_send */
     _Atomic uint32_t load;          /* connections owned + in the inbox */
+    uint32_t    nparked;            /* connections with parked set */
+    _Atomic int wake_posted;        /* a resume_parked call is queued */
     _Atomic uint64_t pub_allocs, pub_bytes, pub_frees;
     int         index;              /* position in net_server.loops */
 };
@@ -142,6 +145,10 @@ static void conn_close(net_conn *c)
         return;
     net_loop *l = c->loop;
     c->closing = 1;
+    if (c->parked) {
+        c->parked = 0;
+        l->nparked--;
+    }
     epoll_ctl(l->ep, EPOLL_CTL_DEL, c->fd, NULL);
     if (c->tls) {
         net_tls_close_notify(c->tls);
@@ -610,6 +617,65 @@ static void send_pending(net_loop *l)
     }
 }
 
+/* resume_parked lets l's parked connections go on (on_resume parks each
+ * anew if it still cannot); their replies leave as on_data's do. */
+static void resume_parked(net_loop *l)
+{
+    net_server *s = l->srv;
+    net_conn *next;
+    for (net_conn *c = l->conns; c && l->nparked; c = next) {
+        next = c->next;
+        if (!c->parked)
+            continue;
+        c->parked = 0;
+        l->nparked--;
+        if (c->closing || c->close_pending || !s->cb.on_resume)
+            continue;
+        size_t before = c->out.len;
+        int rc = s->cb.on_resume(s->cb.arg, c, c->state, &c->out,
+                                 s->lim.out_soft_cap + c->out_off);
+        if (rc < 0) {
+            close_after_flush(c);
+        } else if (c->out.len != before && deferred(l)) {
+            mark_pending(c);        /* sent after before_send */
+        } else if (c->out.len != before) {
+            pump(c);
+        }
+    }
+}
+
+static void resume_posted(void *arg, int cancelled)
+{
+    net_loop *l = arg;
+    atomic_store(&l->wake_posted, 0);
+    if (!cancelled)
+        resume_parked(l);
+}
+
+void net_conn_park(net_conn *c)
+{
+    if (!c->parked) {
+        c->parked = 1;
+        c->loop->nparked++;
+    }
+}
+
+int net_wake_parked(net_server *s)
+{
+    int rc = 0;
+    for (int i = 0; i < s->nloops; i++) {
+        net_loop *l = &s->loops[i];
+        if (atomic_exchange(&l->wake_posted, 1))
+            continue;               /* one queued call serves every release */
+        int r = net_post(s, i, resume_posted, l);
+        if (r) {
+            atomic_store(&l->wake_posted, 0);
+            rc = r;
+        }
+    }
+    return rc;
+}
+
 /* tick closes connections past their handshake, idle or write-stall
  * deadlines.  A scan of the loop's list every TICK_MS: cheap even at 10 000
  * connections, and bounds every timeout's lateness to TICK_MS. */
@@ -629,6 +695,10 @@ static void tick(net_loop *l, uint64_t now)
             conn_close(c);
         }
     }
+    /* Parked requests retry at least every tick: that is what bounds a
+     * lock wait by its transaction's timeout when no release wakes it. */
+    if (l->nparked)
+        resume_parked(l);
     if (l->srv->cb.on_tick)
         l->srv->cb.on_tick(l->srv->cb.arg, l->index, now);
     if (!l->listen_armed && now >= l->accept_pause_until) {
@@ -694,6 +764,8 @@ static void *loop_main(void *arg)
         if (now >= l->next_tick_ms) {
             tick(l, now);
             l->next_tick_ms = now + TICK_MS;
+            if (l->pending)
+                send_pending(l);    /* replies of requests the tick resumed */
         }
         free_dead(l);
         publish_mem(l);

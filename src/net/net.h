@@ -56,6 +56,9 @@ typedef struct net_callbacks {
     /* on_tick (optional): every timer scan (about 200 ms) on each loop, after
      * the loop's own timeouts; for heartbeats and delayed work. */
     void (*on_tick)(void *arg, int loop, uint64_t now_ms);
+    /* on_resume (optional): a parked connection (net_conn_park) may go on:
+     * append replies to out as on_data does; negative closes. */
+    int (*on_resume)(void *arg, net_conn *c, void *state, em_buf *out, size_t out_cap);
 } net_callbacks;
 
 struct net_tls_ctx;
@@ -125,6 +128,15 @@ int   net_conn_outgoing(const net_conn *c);
  * (on_close has run). */
 em_buf *net_conn_out(net_conn *c);
 int     net_conn_kick(net_conn *c);
+
+/* Parking: on_data (or on_resume) may keep requests it cannot run yet (they
+ * wait for a lock) and call net_conn_park(c) (owner thread).  The loop then
+ * calls on_resume for the connection at the next timer scan (about 200 ms),
+ * or sooner after net_wake_parked (any thread: every loop resumes its parked
+ * connections once, soon).  No thread sleeps meanwhile: the loop serves its
+ * other connections, the parked one's included. */
+void    net_conn_park(net_conn *c);
+int     net_wake_parked(net_server *s);
 
 /* net_conn_close closes c from its loop's thread (on_close runs now). */
 void    net_conn_close(net_conn *c);

@@ -14,6 +14,7 @@
 
 #include "binary/binary.h"
 #include "cluster/cl_meta_fsm.h"
+#include "cluster/cl_tx.h"
 #include "sql/sql.h"
 #include "util/clock.h"
 #include "util/mem.h"
@@ -87,7 +88,7 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
     atomic_store(&s->topo_ver, (uint64_t)1 << 32);
     atomic_store(&s->thin_port, o->thin_port);
     if ((o->cluster && !(s->apply_conn = pr_conn_new(s))) ||
-        !(s->sql = sq_engine_new(st, reg))) {
+        !(s->sql = sq_engine_new(st, reg)) || cl_txm_new(&s->txm, st)) {
         pr_server_free(s);
         return EM_NOMEM;
     }
@@ -105,6 +106,7 @@ void pr_server_free(pr_server *s)
     pr_conn_free(s->apply_conn);
     pr_conn_free(s->fwd_conn);
     pr_group_free(s);
+    cl_txm_free(s->txm);
     pthread_mutex_destroy(&s->state_mu);
     pthread_mutex_destroy(&s->hist_mu);
     pthread_mutex_destroy(&s->apply_mu);
@@ -130,6 +132,7 @@ void pr_conn_free(pr_conn *c)
     if (!c)
         return;
     pr_cursors_close(c);
+    pr_txs_close(c);
     sq_sess_free(c->sql);
     em_free(c->cur);
     em_buf_free(&c->kscratch);
@@ -142,6 +145,19 @@ void pr_conn_free(pr_conn *c)
 }
 
 int pr_conn_ready(const pr_conn *c) { return c->ready; }
+int pr_conn_parked(const pr_conn *c) { return c->npq != 0; }
+
+void pr_server_tx_stats(pr_server *s, uint64_t *open, uint64_t *waiting, uint64_t *locks)
+{
+    *open = cl_txm_open(s->txm);
+    *waiting = cl_txm_waiters(s->txm);
+    *locks = st_entry_locks_held(s->st);
+}
+
+void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg)
+{
+    cl_txm_set_wake(s->txm, fn, arg);
+}
 int pr_conn_version(const pr_conn *c) { return c->ver; }
 
 /* ---- reader and writer helpers ---------------------------------------- */
@@ -634,7 +650,7 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
             break;
         return pr_op_binary(c, op, r, out);
     case 4000: case 4001:
-        return unsupported(c, op, "Transactions");
+        return pr_op_tx(c, op, r, out);
     case 5000: case 5001: case 5002: case 5003:
         return op_cluster(c, op, r, out);
     case 5100: case 5101: case 5102:
@@ -707,6 +723,11 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     }
     rc = dispatch(c, op, &r, out);
     trim_scratch(c);
+    if (rc == PR_PARK) {
+        /* waits for a lock: no reply now, the frame is run again later */
+        out->len = start;
+        return PR_PARK;
+    }
     if (rc != 0) {
         out->len = start;
         if (rc < 0)
@@ -752,6 +773,80 @@ void pr_conn_set_stats(pr_conn *c, pr_stats *st)
 
 /* ---- framing ---------------------------------------------------------- */
 
+/* queued_tx: does a waiting frame in q[0..qn) name transaction id? */
+static int queued_tx(const uint8_t *q, size_t qn, int32_t id)
+{
+    for (size_t at = 0; id && at + 4 <= qn;) {
+        uint32_t len = em_ld32(q + at);
+        if (pr_tx_frame_id(q + at + 4, len) == id)
+            return 1;
+        at += 4 + (size_t)len;
+    }
+    return 0;
+}
+
+static int queue_frame(pr_conn *c, em_buf *q, const uint8_t *body, size_t len)
+{
+    if (em_buf_put_le32(q, (uint32_t)len) || em_buf_append(q, body, len))
+        return EM_NOMEM;
+    c->npq++;
+    return 0;
+}
+
+/* run_or_queue runs one request frame, or adds it to q when it waits for a
+ * lock (or names a transaction with a request waiting in q[0..qn)).  A
+ * full queue answers the request with an error instead. */
+static int run_or_queue(pr_conn *c, em_buf *q, const uint8_t *body, size_t len, em_buf *out)
+{
+    int rc = queued_tx(q->p, q->len, pr_tx_frame_id(body, len)) ? PR_PARK
+             : request(c, body, len, out);
+    if (rc != PR_PARK)
+        return rc;
+    if (c->npq < PR_MAX_WAITING && q->len + len + 4 <= PR_MAX_WAITING_BYTES)
+        return queue_frame(c, q, body, len);
+    /* answer it: a failure reply with its request id */
+    size_t start = out->len;
+    int64_t rid = len >= 10 ? (int64_t)em_ld64(body + 2) : 0;
+    pr_fail(c, PR_ST_FAILED, "Too many requests waiting for locks on this connection "
+            "(limit %d)", PR_MAX_WAITING);
+    if (put_header(c, out, rid, 0, PR_ST_FAILED, c->msg)) {
+        out->len = start;
+        return EM_NOMEM;
+    }
+    em_st32(out->p + start, (uint32_t)(out->len - start - 4));
+    return 0;
+}
+
+int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap)
+{
+    if (!c->npq)
+        return 0;
+    /* the waiting frames, in order, into pq2: the ones that still wait are
+     * kept there, then the buffers swap */
+    em_buf q = c->pq;
+    c->pq = c->pq2;
+    em_buf_reset(&c->pq);
+    c->npq = 0;
+    int rc = 0;
+    size_t at = 0;
+    for (; at + 4 <= q.len; ) {
+        uint32_t len = em_ld32(q.p + at);
+        const uint8_t *body = q.p + at + 4;
+        at += 4 + (size_t)len;
+        if (out->len > out_cap) {   /* backpressure: keep the rest for later */
+            if ((rc = queue_frame(c, &c->pq, body, len)) != 0)
+                break;
+            continue;
+        }
+        if ((rc = run_or_queue(c, &c->pq, body, len, out)) < 0)
+            break;
+    }
+    em_buf_reset(&q);
+    c->pq2 = q;
+    pr_tx_sync_waiting(c);
+    return rc < 0 ? rc : 0;
+}
+
 int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
             size_t *consumed)
 {
@@ -774,11 +869,13 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
         if (left - 4 < (size_t)len)
             break;
         const uint8_t *body = p + pos + 4;
-        rc = c->ready ? request(c, body, (size_t)len, out) : handshake(c, body, (size_t)len, out);
+        rc = c->ready ? run_or_queue(c, &c->pq, body, (size_t)len, out)
+                      : handshake(c, body, (size_t)len, out);
         if (rc < 0)
             break;
         pos += 4 + (size_t)len;
     }
     *consumed = pos;
+    pr_tx_sync_waiting(c);
     return rc < 0 ? rc : 0;
 }

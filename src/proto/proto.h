@@ -27,6 +27,7 @@ enum pr_status {
     PR_ST_FUNCTIONALITY_DISABLED = 100, PR_ST_CACHE_NOT_FOUND = 1000,
     PR_ST_CACHE_EXISTS = 1001, PR_ST_TOO_MANY_CURSORS = 1010,
     PR_ST_RESOURCE_NOT_FOUND = 1011, PR_ST_SECURITY = 1012,
+    PR_ST_TX_LIMIT_EXCEEDED = 1020, PR_ST_TX_NOT_FOUND = 1021,
     PR_ST_AUTH_FAILED = 2000
 };
 
@@ -182,6 +183,28 @@ void pr_conn_set_peer(pr_conn *c, const char *peer);
  * (proto_stats.h; the calling worker's block, which must outlive c).  NULL =
  * count nothing. */
 void pr_conn_set_stats(pr_conn *c, struct pr_stats *st);
+
+/* pr_conn_parked: requests of this connection wait for entry locks
+ * (transactions; proto_tx.c): pr_feed consumed them and answers them
+ * later, from pr_conn_resume, which the server calls after a wake (below)
+ * and at least every few hundred ms (net_conn_park).  Their replies may
+ * come after those of later requests (replies carry request ids). */
+int pr_conn_parked(const pr_conn *c);
+/* pr_conn_resume runs the waiting requests again, appending the replies of
+ * those that could run to out (stops taking on more past out_cap).  0 or a
+ * negative code that closes, as pr_feed's. */
+int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap);
+
+/* pr_server_set_tx_wake: fn(arg) is called, on any thread, when locks some
+ * parked request may wait for were released (emberd: net_wake_parked). */
+void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg);
+
+/* pr_server_tx_stats: transactions open now, connections with requests
+ * waiting for a lock, entry locks held - for /metrics. */
+void pr_server_tx_stats(pr_server *s, uint64_t *open, uint64_t *waiting, uint64_t *locks);
+
+/* Transaction limits (Ignite's ThinClientConfiguration default). */
+#define PR_MAX_TX_PER_CONN 100
 
 /* pr_conn_ready: 1 once a handshake has succeeded. */
 int pr_conn_ready(const pr_conn *c);

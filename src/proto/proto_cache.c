@@ -25,9 +25,16 @@ int pr_cache_header(pr_conn *c, pr_rd *r, pr_cache_hdr *h)
             return pr_bad_request(c, EM_TRUNCATED);
         h->ctx.expiry = &h->expiry;
     }
-    if (h->flags & 0x02)
-        return pr_fail(c, PR_ST_FAILED, "Transactions are not supported by ember yet "
-                       "(cache operation has the transactional flag)");
+    if (h->flags & 0x02) {
+        /* the transaction's id follows the expiry policy (ClientCacheRequest
+         * reads the policy, ClientCacheDataRequest the id); Ignite looks the
+         * transaction up before the cache */
+        if (pr_rd_i32(r, &h->tx_id))
+            return pr_bad_request(c, EM_TRUNCATED);
+        int rc = pr_tx_lookup(c, h->tx_id, &h->tx);
+        if (rc)
+            return rc;
+    }
     h->cache = st_cache_find(c->srv->st, h->cache_id);
     if (!h->cache && c->forwarded)
         h->cache = pr_cluster_wait_cache(c, h->cache_id);
@@ -40,12 +47,16 @@ int pr_cache_header(pr_conn *c, pr_rd *r, pr_cache_hdr *h)
     h->state = pr_state(c);
     if (h->state == PR_STATE_INACTIVE)
         return pr_refuse_inactive(c);
+    if (h->tx && st_cache_cfg(h->cache)->atomicity_mode != ST_ATOMICITY_TRANSACTIONAL)
+        return pr_fail(c, PR_ST_FAILED, "Transaction spans operations on atomic cache (don't "
+                       "use atomic cache inside transaction or set up flag by "
+                       "cache.allowedAtomicOpsInTx()).");
     em_buf_reset(&c->kscratch);
     h->ctx.scratch = &c->kscratch;
     return 0;
 }
 
-static int st_err(pr_conn *c, const pr_cache_hdr *h, int rc)
+int pr_st_err(pr_conn *c, const pr_cache_hdr *h, int rc)
 {
     if (rc == EM_NOCACHE)
         return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", h->cache_id);
@@ -100,11 +111,7 @@ static int rd_val(pr_conn *c, pr_rd *r, em_buf *scratch, const uint8_t **v, size
  */
 #define PR_BATCH 4096
 
-typedef struct batch {
-    const uint8_t *p;       /* next undecoded item (validated bytes) */
-    size_t left;            /* items not yet sliced */
-    int pairs;              /* (key, value) pairs, else keys */
-} batch;
+typedef pr_batch batch;
 
 static int slices_reserve(pr_conn *c, size_t n)
 {
@@ -150,7 +157,7 @@ static int rd_batch(pr_conn *c, pr_rd *r, int pairs, batch *b)
  * stored form); returns its size, 0 at the end.  Values normalisation
  * rewrote are gathered in c->vscratch; their slices hold offsets until the
  * chunk is complete (the buffer may move while it grows). */
-static int batch_next(pr_conn *c, batch *b, size_t *m)
+int pr_batch_next(pr_conn *c, pr_batch *b, size_t *m)
 {
     size_t n = b->left < PR_BATCH ? b->left : PR_BATCH;
     em_buf_reset(&c->vscratch);
@@ -295,7 +302,12 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     if (rc)
         return rc;
     c->fanout_sum = 0;
-    if (c->srv->opt.cluster && !c->forwarded && op != 1021) {
+    int txl = h.tx || st_cache_cfg(sc)->atomicity_mode == ST_ATOMICITY_TRANSACTIONAL;
+    if (h.tx) {
+        /* an explicit transaction runs here or nowhere (no 2PC yet) */
+        if ((rc = pr_tx_check_local(c, sc, k, kl, bt.p, bt.left, bt.pairs)) != 0)
+            return rc;
+    } else if (c->srv->opt.cluster && !c->forwarded && op != 1021) {
         int done = 0;
         const uint8_t *kend = r->p + r->pos;
         if (k)
@@ -306,6 +318,10 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
             rc = pr_cluster_route(c, op, sc, NULL, NULL, 0, 0, out, &done);
         if (done || rc)
             return rc;
+    }
+    if (txl && op != 1020 && op != 1021) {
+        pr_kv d = { k, v, e, kl, vl, el, flag, bt };
+        return pr_tx_cache_op(c, op, &h, &d, out);
     }
 
     /* Run it, appending the reply payload. */
@@ -326,14 +342,14 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         emit_ctx ec = { c, out, 0 };
         size_t cnt = out->len;
         rc = em_buf_put_le32(out, 0);
-        while (!rc && bt.left && (rc = batch_next(c, &bt, &n)) == 0)
+        while (!rc && bt.left && (rc = pr_batch_next(c, &bt, &n)) == 0)
             rc = st_get_all(sc, o, c->ks, n, emit_kv, &ec);
         if (!rc)
             em_st32(out->p + cnt, (uint32_t)ec.count);
         break;
     }
     case 1004:      /* PUT_ALL */
-        while (!rc && bt.left && (rc = batch_next(c, &bt, &n)) == 0)
+        while (!rc && bt.left && (rc = pr_batch_next(c, &bt, &n)) == 0)
             rc = st_put_all(sc, o, c->ks, c->vs, n);
         break;
     case 1005:      /* GET_AND_PUT */
@@ -370,7 +386,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         break;
     case 1012:      /* CONTAINS_KEYS -> bool (all present) */
         flag = 1;
-        while (!rc && flag && bt.left && (rc = batch_next(c, &bt, &n)) == 0)
+        while (!rc && flag && bt.left && (rc = pr_batch_next(c, &bt, &n)) == 0)
             rc = st_contains_all(sc, o, c->ks, n, &flag);
         if (!rc)
             rc = pr_put_bool(out, flag);
@@ -384,7 +400,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         break;
     case 1015:      /* CLEAR_KEYS */
     case 1018:      /* REMOVE_KEYS */
-        while (!rc && bt.left && (rc = batch_next(c, &bt, &n)) == 0)
+        while (!rc && bt.left && (rc = pr_batch_next(c, &bt, &n)) == 0)
             rc = st_remove_keys(sc, o, c->ks, n);
         break;
     case 1016:      /* REMOVE_KEY -> bool */
@@ -411,7 +427,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     default:
         return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
     }
-    return rc ? st_err(c, &h, rc) : 0;
+    return rc ? pr_st_err(c, &h, rc) : 0;
 }
 
 /* ---- scan queries and cursors ------------------------------------------ */
@@ -486,7 +502,7 @@ int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out)
     }
     st_scan *sc;
     if ((rc = st_scan_open(h.cache, part < 0 ? -1 : part, &sc)) != 0)
-        return st_err(c, &h, rc);
+        return pr_st_err(c, &h, rc);
     int64_t id = atomic_fetch_add(&c->srv->next_cursor, 1);
     int more = 0;
     rc = em_buf_put_le64(out, (uint64_t)id);
@@ -494,7 +510,7 @@ int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out)
         rc = scan_page(c, sc, (uint32_t)page, out, &more);
     if (rc || !more) {
         st_scan_close(sc);          /* the last page was sent: free it now */
-        return rc ? st_err(c, &h, rc) : 0;
+        return rc ? pr_st_err(c, &h, rc) : 0;
     }
     c->cur[c->ncur++] = (pr_cursor){ id, sc, (uint32_t)page };
     return 0;

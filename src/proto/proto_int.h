@@ -52,6 +52,7 @@ struct pr_server {
     pthread_mutex_t apply_mu;
     pthread_cond_t  apply_cv;
     struct pr_group_hist *hist;
+    struct cl_txm *txm;             /* transactions (cluster/cl_tx.h) */
 };
 
 typedef struct pr_cursor {
@@ -81,6 +82,19 @@ struct pr_conn {
     uint32_t   stats_left;          /* requests until the next timed one */
     char       peer[64];            /* client address, for the auth hook */
     struct sq_sess *sql;            /* SQL cursors and connections, lazily */
+    struct pr_txslot *txs;          /* open transactions (proto_tx.c), lazily */
+    uint32_t   ntxs;
+    int32_t    next_tx;             /* last transaction id given */
+    struct cl_tx *implicit;         /* reused for one-op transactions */
+    struct cl_tx *spare[4];         /* ended ones, reused by TX_START */
+    uint32_t   nspare;
+    em_buf     txbuf;               /* values read inside transactions */
+    /* Requests waiting for a lock (proto_tx.c, "Waiting for a lock"):
+     * frames [u32 length][body], in arrival order, run again by
+     * pr_conn_resume; pq2 is the spare the kept ones are copied into. */
+    em_buf     pq, pq2;
+    uint32_t   npq;
+    uint8_t    waiting;             /* counted in the manager's waiters */
 };
 
 static inline int pr_has_feat(const pr_conn *c, int f)
@@ -154,6 +168,8 @@ static inline int pr_put_bool(em_buf *out, int v) { return em_buf_put_u8(out, v 
 /* The cache header (§2.2) decoded, plus the cache it names. */
 typedef struct pr_cache_hdr {
     int32_t   cache_id;
+    int32_t   tx_id;                /* flag 0x02: the transaction's id */
+    struct cl_tx *tx;               /* ... and the transaction, else NULL */
     uint8_t   flags;
     int       state;                /* cluster state when the op began */
     st_expiry expiry;
@@ -179,6 +195,59 @@ int pr_refuse_inactive(pr_conn *c);
 int pr_refuse_read_only(pr_conn *c, const char *what, const char *group, const char *cache);
 
 int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out);     /* 1000-1021 */
+/* pr_st_err turns a store error into the reply's status and message. */
+int pr_st_err(pr_conn *c, const pr_cache_hdr *h, int rc);
+
+/* A validated batch (GET_ALL, PUT_ALL, ...): pr_batch_next slices the next
+ * chunk into c->ks (and c->vs) and returns its size in *m. */
+typedef struct pr_batch {
+    const uint8_t *p;       /* next undecoded item (validated bytes) */
+    size_t left;            /* items not yet sliced */
+    int pairs;              /* (key, value) pairs, else keys */
+} pr_batch;
+int pr_batch_next(pr_conn *c, pr_batch *b, size_t *m);
+
+/* ---- transactions (proto_tx.c) ----------------------------------------- */
+
+/* A decoded key-value request (pr_op_cache): key, value and expected value
+ * in stored form, peek modes in flag, or a batch. */
+typedef struct pr_kv {
+    const uint8_t *k, *v, *e;
+    size_t kl, vl, el;
+    int flag;
+    pr_batch bt;
+} pr_kv;
+
+/* A handler's return that parks the request: it is left unconsumed and run
+ * again later (pr_feed, net_conn_park); it changed nothing visible. */
+#define PR_PARK 0x7ffffff0
+
+/* Atomicity modes of st_cache_config.atomicity_mode. */
+enum { ST_ATOMICITY_TRANSACTIONAL = 0, ST_ATOMICITY_ATOMIC = 1 };
+
+int  pr_op_tx(pr_conn *c, int op, pr_rd *r, em_buf *out);       /* 4000, 4001 */
+/* pr_tx_lookup: the connection's transaction with this id (status 1021 if
+ * none). */
+int  pr_tx_lookup(pr_conn *c, int32_t id, struct cl_tx **tx);
+/* pr_tx_check_local: an explicit transaction's keys (one key, or a batch)
+ * must all be owned here; on a cluster of several nodes others are refused. */
+int  pr_tx_check_local(pr_conn *c, st_cache *sc, const uint8_t *k, size_t kl,
+                       const uint8_t *bp, size_t bn, int pairs);
+/* pr_tx_cache_op runs a decoded cache op in h->tx, or on a TRANSACTIONAL
+ * cache without one as an implicit one-op transaction. */
+int  pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out);
+/* pr_txs_close rolls back and frees the connection's transactions. */
+void pr_txs_close(pr_conn *c);
+/* pr_tx_frame_id: the transaction a request frame body (op, id, payload)
+ * names - a cache op's header tx id, TX_END's id - or 0. */
+int32_t pr_tx_frame_id(const uint8_t *body, size_t len);
+/* pr_tx_sync_waiting counts the connection as a lock waiter while it has
+ * waiting requests. */
+void pr_tx_sync_waiting(pr_conn *c);
+
+/* Waiting requests per connection: more are answered with an error. */
+#define PR_MAX_WAITING 1024
+#define PR_MAX_WAITING_BYTES (16u << 20)
 int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out);              /* 2000 */
 int pr_op_scan_page(pr_conn *c, pr_rd *r, em_buf *out);         /* 2001 */
 int pr_op_resource_close(pr_conn *c, pr_rd *r, em_buf *out);    /* 0 */

@@ -446,10 +446,27 @@ static int auth_hook(void *arg, const char *peer, const uint8_t *user, size_t ul
     return srv_auth_login(arg, peer, user, ul, pw, pl, em_now_ms());
 }
 
+/* tx_metrics: the transaction gauges (proto_tx.c). */
+static int tx_metrics(srv *s, em_buf *out)
+{
+    uint64_t open, waiting, locks;
+    pr_server_tx_stats(s->ps, &open, &waiting, &locks);
+    char line[512];
+    int n = snprintf(line, sizeof line,
+                     "# TYPE ember_tx_open gauge\nember_tx_open %llu\n"
+                     "# TYPE ember_tx_waiting_connections gauge\nember_tx_waiting_connections %llu\n"
+                     "# TYPE ember_tx_entry_locks gauge\nember_tx_entry_locks %llu\n",
+                     (unsigned long long)open, (unsigned long long)waiting,
+                     (unsigned long long)locks);
+    return em_buf_append(out, line, (size_t)n);
+}
+
 static int render_metrics(void *arg, em_buf *out)
 {
     srv *s = arg;
     int rc = srv_metrics_render(s->metrics, s->st, out);
+    if (!rc)
+        rc = tx_metrics(s, out);
     return rc ? rc : srv_cluster_metrics(s->cluster, out);
 }
 
@@ -473,6 +490,8 @@ static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_
         srv_metrics_bytes(sc->mb, *consumed, out->len - before);
     if (rc < 0 && sc->mb && rc != EM_UNSUPPORTED)
         srv_metrics_event(sc->mb, SRV_EV_PROTO_ERROR);
+    if (pr_conn_parked(pc))
+        net_conn_park(nc);          /* a request waits for a lock (proto_tx.c) */
     if (!was && pr_conn_ready(pc))
         net_conn_established(nc);
     if (rc < 0 && em_log_get_level() <= EM_LOG_DEBUG) {
@@ -481,6 +500,28 @@ static int on_data(void *arg, net_conn *nc, void *state, const uint8_t *p, size_
         EM_DEBUG("closing %s: %s", peer, em_strerror(rc));
     }
     return rc;
+}
+
+/* on_resume: requests of a parked connection may go on (proto_tx.c). */
+static int on_resume(void *arg, net_conn *nc, void *state, em_buf *out, size_t out_cap)
+{
+    (void)arg;
+    srv_conn *sc = state;
+    int rc = pr_conn_resume(sc->pc, out, out_cap);
+    if (pr_conn_parked(sc->pc))
+        net_conn_park(nc);
+    return rc;
+}
+
+/* tx_wake: locks were released while requests wait for one: every loop
+ * retries its parked connections (any thread; before the net server is
+ * published nothing can be parked). */
+static void tx_wake(void *arg)
+{
+    srv *s = arg;
+    net_server *n = atomic_load(&s->net_pub);
+    if (n)
+        (void)net_wake_parked(n);
 }
 
 static void on_close(void *arg, void *state)
@@ -731,7 +772,9 @@ int srv_start(srv **out, const srv_config *c)
         if (s->wal && (rc = srv_metrics_watch_wal(s->metrics, s->wal, pr, npr)) != 0)
             goto fail;
     }
-    if ((rc = pr_server_new(&s->ps, s->st, s->reg, &po)) != 0)
+    if ((rc = pr_server_new(&s->ps, s->st, s->reg, &po)) == 0)
+        pr_server_set_tx_wake(s->ps, tx_wake, s);
+    if (rc != 0)
         goto fail;
     /* A member joins before it serves: the first request already sees the
      * cluster's caches, types and state. */
@@ -762,6 +805,7 @@ int srv_start(srv **out, const srv_config *c)
     no.cb.on_open = on_open;
     no.cb.on_data = on_data;
     no.cb.on_close = on_close;
+    no.cb.on_resume = on_resume;
     no.cb.on_tls_fail = on_tls_fail;
     no.tls = s->tls;
     if (s->deferred)
@@ -820,6 +864,7 @@ void srv_stop(srv *s)
     if (!s)
         return;
     srv_http_stop(s->http);         /* before the store its scrapes read */
+    atomic_store(&s->net_pub, NULL);  /* transactions closing now wake nobody */
     net_server_stop(s->net);        /* joins workers: nothing uses the rest now */
     srv_cluster_stop(s->cluster);   /* a clean leave; applies nothing after it */
     srv_metrics_free(s->metrics);

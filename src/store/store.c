@@ -205,8 +205,15 @@ int st_open_regions(st_store **out, const st_region_spec *def,
         em_free(s);
         return rc;
     }
+    if (st_locks_new(s)) {
+        em_free(t);
+        regions_free(s);
+        em_free(s);
+        return EM_NOMEM;
+    }
     atomic_init(&s->reg, t);
     pthread_mutex_init(&s->reg_lock, NULL);
+    pthread_rwlock_init(&s->commit_gate, NULL);
     *out = s;
     return 0;
 }
@@ -277,6 +284,8 @@ void st_close(st_store *s)
         t = o;
     }
     pthread_mutex_destroy(&s->reg_lock);
+    pthread_rwlock_destroy(&s->commit_gate);
+    st_locks_free(s);
     regions_free(s);
     em_free(s);
 }
@@ -656,6 +665,13 @@ int st_apply(st_store *s, const st_update *u)
         return cache_create(s, u->cfg, NULL, 0, 0);
     case ST_UPD_CACHE_DESTROY:
         return cache_destroy(s, u->cache_id, 0);
+    case ST_UPD_TX:
+        for (uint32_t i = 0; i < u->nbatch; i++) {
+            int rc = st_apply(s, &u->batch[i]);
+            if (rc && rc != EM_NOCACHE)
+                return rc;
+        }
+        return 0;
     case ST_UPD_PUT:
     case ST_UPD_REMOVE:
     case ST_UPD_CLEAR:

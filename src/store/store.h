@@ -188,7 +188,8 @@ void st_region_stats_get(st_store *s, const char *region, st_region_stats *out);
  * encoding of the update is the one record type of DESIGN rule 9.  A nonzero
  * return fails the operation (a failed WAL write is never acknowledged). */
 enum st_update_kind { ST_UPD_PUT = 1, ST_UPD_REMOVE = 2, ST_UPD_CLEAR = 3,
-                      ST_UPD_CACHE_CREATE = 4, ST_UPD_CACHE_DESTROY = 5 };
+                      ST_UPD_CACHE_CREATE = 4, ST_UPD_CACHE_DESTROY = 5,
+                      ST_UPD_TX = 6 };
 typedef struct st_update {
     enum st_update_kind kind;
     int32_t cache_id;
@@ -202,6 +203,8 @@ typedef struct st_update {
      * observer; st_apply raises the partition's counter to it (0: advance
      * by one, as a live write would). */
     uint64_t cntr;
+    const struct st_update *batch;         /* TX: the committed PUTs and REMOVEs, */
+    uint32_t nbatch;                       /*   one unit (st_tx_commit) */
 } st_update;
 typedef int (*st_observer_fn)(void *arg, const st_update *u);
 void st_set_observer(st_store *s, st_observer_fn fn, void *arg);
@@ -257,6 +260,45 @@ typedef struct st_peek {
 void st_peek_parse(int peek_mode_mask, st_peek *pm);
 /* The kinds of copy a node can hold of a partition (store_ops.c part_copy). */
 enum { ST_COPY_NONE = 0, ST_COPY_PRIMARY = 1, ST_COPY_BACKUP = 2 };
+
+/* ---- transactions: entry locks and atomic commits (store_lock.c) -------
+ *
+ * Entry locks exist for TRANSACTIONAL caches only: the transaction layer
+ * (cluster/cl_tx) takes them, ATOMIC caches never touch the table.  A lock
+ * is named by (cache id, normalised key bytes, the key's Java hash) and held
+ * by an owner id (nonzero, unique per transaction).  Taking one never
+ * blocks: a busy lock answers EM_LOCKED and the caller decides how to wait
+ * (the thin-client server parks the request and retries it, so no worker
+ * thread sleeps on a lock).
+ *
+ * deadline_ms (monotonic ms, em_now_ms; 0 = none) is the owner's timeout: a
+ * lock whose owner's deadline has passed is taken over by the next asker,
+ * as Ignite rolls back a timed-out transaction and frees its locks.  Before
+ * committing, an owner pins its locks (st_entry_pin), so they cannot be
+ * taken over while the commit runs. */
+int  st_entry_lock(st_store *s, int32_t cache_id, int32_t hash, const uint8_t *k, size_t klen,
+                   uint64_t owner, uint64_t deadline_ms, uint64_t *holder);
+/* st_entry_pin: 0 if owner still holds the lock (now without deadline),
+ * EM_TIMEOUT if it was taken over (or never held). */
+int  st_entry_pin(st_store *s, int32_t cache_id, int32_t hash, const uint8_t *k, size_t klen,
+                  uint64_t owner);
+/* st_entry_unlock releases the lock if owner holds it (else nothing). */
+void st_entry_unlock(st_store *s, int32_t cache_id, int32_t hash, const uint8_t *k, size_t klen,
+                     uint64_t owner);
+/* st_entry_locks_held: locks in the table now (tests, metrics). */
+uint64_t st_entry_locks_held(st_store *s);
+
+/* st_tx_commit applies n PUT/REMOVE updates (normalised keys, absolute
+ * deadlines, as st_apply takes them) as one unit: the observer hears one
+ * ST_UPD_TX update carrying all of them (the WAL writes it as one frame, so
+ * recovery replays all or none), then each is applied without the observer.
+ * The caller holds the entry locks of every key (nothing else writes them
+ * meanwhile).  A nonzero observer return applies nothing. */
+int  st_tx_commit(st_store *s, const st_update *ups, uint32_t n);
+/* The commit gate (see store_int.h): checkpoints take it exclusively while
+ * they fix their WAL position. */
+void st_commit_gate_lock(st_store *s);
+void st_commit_gate_unlock(st_store *s);
 
 /* Scan cursors copy one partition at a time (under its lock) into the
  * cursor, so a cache configured with one partition is copied whole. */

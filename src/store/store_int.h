@@ -180,6 +180,12 @@ struct st_store {
     _Atomic(void *)  obs_arg;
     _Atomic uint32_t tick_cache;  /* round-robin position of st_expire_tick */
     _Atomic uint32_t tick_part;
+    struct st_locktab *locks;     /* entry locks of TRANSACTIONAL caches (store_lock.c) */
+    /* Transaction commits hold it shared from their WAL record until every
+     * update is in memory; a checkpoint holds it exclusively while it fixes
+     * its WAL position (st_commit_gate_*), so no commit straddles that
+     * position with its record before it and its updates after the scan. */
+    pthread_rwlock_t commit_gate;
 };
 
 extern st_cache st_tomb_;
@@ -200,6 +206,10 @@ static inline int st_has_observer(const st_store *s)
 /* Relaxed counter bump for a field owned by a held partition lock. */
 #define ST_BUMP(field, d) atomic_store_explicit(&(field), \
         atomic_load_explicit(&(field), memory_order_relaxed) + (d), memory_order_relaxed)
+
+/* store_lock.c: the lock table's life (st_open / st_close). */
+int  st_locks_new(st_store *s);
+void st_locks_free(st_store *s);
 
 /* store_ops.c: partition internals shared with store.c and store_scan.c. */
 void st_part_free_all(st_cache *c, st_part *p);      /* under lock: drop every entry */

@@ -40,6 +40,9 @@
     X(NOCURSOR,     -30105, "cursor does not exist")                              \
     X(TOOMANY,      -30106, "too many open resources")                            \
     X(READONLY,     -30107, "region stopped taking writes after an I/O error")    \
+    X(LOCKED,       -30108, "entry locked by another transaction")                \
+    X(TXCONFLICT,   -30109, "optimistic transaction conflict (a value read changed)") \
+    X(DEADLOCK,     -30110, "transaction deadlock (waits for a lock held by a transaction waiting for it)") \
     X(PROTO,        -30200, "protocol violation")                                 \
     X(BADOP,        -30201, "invalid request op code")                            \
     X(UNSUPPORTED,  -30202, "operation not supported")                            \

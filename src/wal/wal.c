@@ -83,7 +83,8 @@ int wal_frame_parse(const uint8_t *p, size_t n, wal_frame *f)
         return EM_CORRUPT;
     uint16_t type = em_ld16(p + 6);
     uint32_t len = em_ld32(p + 8);
-    if ((type != WAL_REC_UPDATE && type != WAL_REC_END) || len > WAL_MAX_BODY)
+    if ((type != WAL_REC_UPDATE && type != WAL_REC_END && type != WAL_REC_TX) ||
+        len > WAL_MAX_BODY)
         return EM_CORRUPT;
     if (n - WAL_FRAME_HDR < len)
         return EM_AGAIN;
@@ -185,20 +186,68 @@ static int check_obj(const uint8_t *p, size_t n)
     return p[0] == BIN_NULL ? EM_BADTYPE : 0;
 }
 
+static int apply_cmd(const uint8_t *body, size_t len, int tx, wal_apply_fn fn, void *arg,
+                     char *why, size_t cap);
+
+/* apply_tx: a WAL_REC_TX body.  Every command is checked before the first
+ * is applied: the frame's CRC already makes it all-or-nothing on disk, and
+ * this keeps a well-checksummed but malformed one from half-applying. */
+static int apply_tx(const wal_frame *f, wal_apply_fn fn, void *arg, char *why, size_t cap)
+{
+    const uint8_t *p = f->body;
+    size_t n = f->body_len;
+    if (n < 4) {
+        snprintf(why, cap, "transaction record too short");
+        return EM_CORRUPT;
+    }
+    uint32_t cnt = em_ld32(p);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t off = 4;
+        for (uint32_t i = 0; i < cnt; i++) {
+            if (n - off < 4 || n - off - 4 < em_ld32(p + off)) {
+                snprintf(why, cap, "transaction record cut inside update %u of %u", i, cnt);
+                return EM_CORRUPT;
+            }
+            uint32_t len = em_ld32(p + off);
+            int rc = apply_cmd(p + off + 4, len, 1, pass ? fn : NULL, arg, why, cap);
+            if (rc)
+                return rc;
+            off += 4 + (size_t)len;
+        }
+        if (off != n) {
+            snprintf(why, cap, "%zu bytes after the transaction's updates", n - off);
+            return EM_CORRUPT;
+        }
+    }
+    return 0;
+}
+
 int wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg, char *why, size_t cap)
 {
-    wal_cmd c;
-    st_update u;
-    st_cache_config cfg;
+    if (f->type == WAL_REC_TX)
+        return apply_tx(f, fn, arg, why, cap);
     if (f->type != WAL_REC_UPDATE) {
         snprintf(why, cap, "not an update record (type %u)", f->type);
         return EM_CORRUPT;
     }
-    int rc = wal_cmd_unmarshal(f->body, f->body_len, &c);
+    return apply_cmd(f->body, f->body_len, 0, fn, arg, why, cap);
+}
+
+static int apply_cmd(const uint8_t *body, size_t len, int tx, wal_apply_fn fn, void *arg,
+                     char *why, size_t cap)
+{
+    wal_cmd c;
+    st_update u;
+    st_cache_config cfg;
+    int rc = wal_cmd_unmarshal(body, len, &c);
     if (!rc)
         rc = wal_decode_update(&c, &u, &cfg);
     if (rc) {
         snprintf(why, cap, "undecodable update command (%s)", em_errname(rc));
+        return EM_CORRUPT;
+    }
+    if (tx && u.kind != ST_UPD_PUT && u.kind != ST_UPD_REMOVE) {
+        snprintf(why, cap, "transaction record holds a kind %d update", (int)u.kind);
         return EM_CORRUPT;
     }
     if (u.kind == ST_UPD_PUT || u.kind == ST_UPD_REMOVE) {
@@ -927,16 +976,21 @@ retry:
     if (!buf_mode)
         em_buf_reset(b);
     size_t start = b->len, at;
+    uint32_t txn = 1;
     int rc = wal_frame_begin(b, &at);
-    if (!rc)
+    if (!rc && u->kind == ST_UPD_TX)
+        rc = wal_encode_tx(b, u, ts, w->store ? wal_skip_cache : NULL, w->store, &txn);
+    else if (!rc)
         rc = wal_encode_update(b, u, ts);
-    if (rc) {
+    if (!rc && b->len - at - WAL_FRAME_HDR > WAL_MAX_BODY)
+        rc = EM_TOOBIG;
+    if (rc || !txn) {               /* !txn: a transaction of in-memory caches only */
         b->len = start;
         pthread_mutex_unlock(&w->mu);
         return rc;
     }
     uint64_t lsn = w->next_lsn;
-    wal_frame_end(b, at, WAL_REC_UPDATE, lsn);
+    wal_frame_end(b, at, u->kind == ST_UPD_TX ? WAL_REC_TX : WAL_REC_UPDATE, lsn);
     size_t rec = b->len - start;
     uint64_t logical = w->seg_off + (buf_mode ? start : 0);
     if (logical + rec > w->o.segment_bytes && logical > WAL_SEG_HDR) {

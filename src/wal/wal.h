@@ -79,6 +79,12 @@ int wal_encode_update(em_buf *out, const st_update *u, int64_t ts);
  * Only single commands (nrows <= 1) map to one st_update. */
 int wal_decode_update(const wal_cmd *c, st_update *u, st_cache_config *cfg);
 
+/* wal_encode_tx appends a WAL_REC_TX body for an ST_UPD_TX update; updates
+ * of caches skip() says are not logged (in-memory regions) are left out
+ * (skip NULL = none); *count = updates written (0: nothing to log). */
+int wal_encode_tx(em_buf *out, const st_update *u, int64_t ts,
+                  int (*skip)(void *arg, int32_t cache_id), void *arg, uint32_t *count);
+
 /* ---------------------------------------------------------------------------
  * Framing: every record on disk is HEADER + body (layout in wal.c).
  * ------------------------------------------------------------------------- */
@@ -87,7 +93,10 @@ int wal_decode_update(const wal_cmd *c, st_update *u, st_cache_config *cfg);
 #define WAL_FRAME_VERSION 1
 #define WAL_FRAME_HDR     24
 #define WAL_MAX_BODY      (64u << 20)
-enum { WAL_REC_UPDATE = 1, WAL_REC_END = 2 };
+/* WAL_REC_TX: a committed transaction (st_tx_commit), one frame so its CRC
+ * covers every update: body = u32 count, then count x (u32 length, update
+ * command as WAL_REC_UPDATE carries it).  Recovery applies all or none. */
+enum { WAL_REC_UPDATE = 1, WAL_REC_END = 2, WAL_REC_TX = 3 };
 
 typedef struct wal_frame {
     uint16_t type;

@@ -144,6 +144,12 @@ int wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), void
     char tmp[WAL_PATH_MAX], path[WAL_PATH_MAX];
     const wal_fileops *ops = w->ops;
     pthread_mutex_lock(&w->ckmu);
+    /* No transaction commit may run across the position fixed here: its
+     * record before it and its updates applied after the scan passed them
+     * would be lost with the old segments (store.h, st_tx_commit). */
+    st_store *gate = w->store;
+    if (gate)
+        st_commit_gate_lock(gate);
     pthread_mutex_lock(&w->mu);
     int rc = !w->ready ? EM_INVAL : w->err ? EM_READONLY : 0;
     /* Fix the WAL position P: everything after it lands in segment S or
@@ -157,6 +163,8 @@ int wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), void
         rc = wal_roll_locked(w);
     uint64_t seg = w->seg_no, first_lsn = w->seg_first;
     pthread_mutex_unlock(&w->mu);
+    if (gate)
+        st_commit_gate_unlock(gate);
     if (rc) {
         pthread_mutex_unlock(&w->ckmu);
         return rc;

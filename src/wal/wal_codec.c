@@ -575,3 +575,32 @@ int wal_decode_update(const wal_cmd *c, st_update *u, st_cache_config *cfg)
     u->vlen = (uint32_t)(end - p);
     return 0;
 }
+
+int wal_encode_tx(em_buf *out, const st_update *u, int64_t ts,
+                  int (*skip)(void *arg, int32_t cache_id), void *arg, uint32_t *count)
+{
+    size_t start = out->len;
+    uint32_t n = 0;
+    int rc = em_buf_put_le32(out, 0);
+    for (uint32_t i = 0; !rc && i < u->nbatch; i++) {
+        const st_update *x = &u->batch[i];
+        if (x->kind != ST_UPD_PUT && x->kind != ST_UPD_REMOVE) {
+            rc = EM_INVAL;
+            break;
+        }
+        if (skip && skip(arg, x->cache_id))
+            continue;
+        size_t at = out->len;
+        if ((rc = em_buf_put_le32(out, 0)) != 0 || (rc = wal_encode_update(out, x, ts)) != 0)
+            break;
+        em_st32(out->p + at, (uint32_t)(out->len - at - 4));
+        n++;
+    }
+    if (rc) {
+        out->len = start;
+        return rc;
+    }
+    em_st32(out->p + start, n);
+    *count = n;
+    return 0;
+}

@@ -73,4 +73,8 @@ int  wal_apply_frame(const wal_frame *f, wal_apply_fn fn, void *arg, char *why, 
 
 void wal_start_checkpointer(wal *w);
 
+/* wal_skip_cache (wal_store.c): nonzero if updates of the cache are not
+ * logged (an in-memory region, or no such cache); arg is the st_store. */
+int wal_skip_cache(void *arg, int32_t cache_id);
+
 #endif

@@ -30,10 +30,18 @@ int wal_recover(wal *w, st_store *s)
  * CACHE_CREATE is reported before the cache is registered, so its region
  * comes from the config; every other record names a registered cache (a
  * write racing a destroy may find none: replay would skip it anyway). */
+int wal_skip_cache(void *arg, int32_t cache_id)
+{
+    st_cache *c = st_cache_find(arg, cache_id);
+    return !c || st_cache_in_memory(c);
+}
+
 static int observe(void *arg, const st_update *u)
 {
     wal *w = arg;
-    if (u->kind == ST_UPD_CACHE_CREATE) {
+    if (u->kind == ST_UPD_TX) {
+        /* wal_append leaves out the updates of in-memory caches */
+    } else if (u->kind == ST_UPD_CACHE_CREATE) {
         if (st_region_in_memory(w->store, u->cfg->data_region_name))
             return 0;
     } else {

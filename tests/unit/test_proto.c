@@ -276,15 +276,15 @@ TEST(proto_node_capture_put_get_and_errors)
     em_buf_put_le32(&e.req, 12345);
     REQUIRE_OK(req_send(&e, &b, &n));
     CHECK_EQ(status_of(b), 1000);
-    /* transactional flag: refused with a message */
+    /* transactional flag naming no transaction of this connection: 1021 */
     req_begin(&e, 1000);
     em_buf_put_le32(&e.req, (uint32_t)em_hash_java_str((const uint8_t *)"myCache", 7));
     em_buf_put_u8(&e.req, 2);
     em_buf_put_le32(&e.req, 7);
     put_int(&e.req, 2);
     REQUIRE_OK(req_send(&e, &b, &n));
-    CHECK_EQ(status_of(b), 1);
-    CHECK(memmem(b, n, "Transactions are not supported", 30) != NULL);
+    CHECK_EQ(status_of(b), 1021);
+    CHECK(memmem(b, n, "Transaction with id 7 not found.", 32) != NULL);
     pe_close(&e);
 }
 

@@ -51,6 +51,24 @@ static int print_frame(void *arg, size_t off, const wal_frame *f)
         printf("END records=%" PRIu64 "\n", f->body_len == 8 ? em_ld64(f->body) : 0);
         return 0;
     }
+    if (f->type == WAL_REC_TX) {
+        /* a committed transaction: count, then (length, command) each */
+        uint32_t n = f->body_len >= 4 ? em_ld32(f->body) : 0;
+        printf("TX updates=%u\n", n);
+        size_t at = 4;
+        for (uint32_t i = 0; i < n && at + 4 <= f->body_len; i++) {
+            uint32_t len = em_ld32(f->body + at);
+            if (len > f->body_len - at - 4)
+                break;
+            wal_frame sub = *f;
+            sub.type = WAL_REC_UPDATE;
+            sub.body = f->body + at + 4;
+            sub.body_len = len;
+            print_frame(arg, off, &sub);
+            at += 4 + (size_t)len;
+        }
+        return 0;
+    }
     wal_cmd c;
     st_update u;
     st_cache_config cfg;
