@@ -12,6 +12,7 @@
  */
 #include "cluster/cl_net.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +60,11 @@ struct cl_net {
     net_server  *srv;
     cl_net_link *up;             /* loop thread only */
     _Atomic uint64_t st[8];
+    /* Spare send blocks (cl_net_send): a steady stream of frames reuses
+     * them, so sending allocates nothing once the pool holds enough. */
+    pthread_mutex_t pool_mu;
+    struct post_send *pool;
+    uint32_t     npool;
 };
 
 enum { S_OUT, S_IN, S_NOLINK, S_FDROP, S_FDUP, S_FDELAY, S_REFUSED, S_UP };
@@ -153,11 +159,54 @@ static cl_net_link *find_up(cl_net *n, uint64_t msb, uint64_t lsb)
 
 typedef struct post_send {
     cl_net  *net;
+    struct post_send *next;      /* in the pool */
+    size_t   cap;                /* payload bytes the block holds */
     uint64_t msb, lsb;
     uint16_t type;
     size_t   len;
     uint8_t  payload[];
 } post_send;
+
+/* The pool keeps at most POOL_MAX blocks of at most POOL_BLOCK_MAX payload
+ * bytes: enough for the frames in flight of a busy replication stream,
+ * bounded so a burst of huge frames does not stay resident. */
+#define POOL_MAX       64u
+#define POOL_BLOCK_MAX (256u << 10)
+#define POOL_MIN_CAP   512u
+
+static post_send *block_get(cl_net *n, size_t len)
+{
+    pthread_mutex_lock(&n->pool_mu);
+    for (post_send **p = &n->pool; *p; p = &(*p)->next)
+        if ((*p)->cap >= len) {
+            post_send *m = *p;
+            *p = m->next;
+            n->npool--;
+            pthread_mutex_unlock(&n->pool_mu);
+            return m;
+        }
+    pthread_mutex_unlock(&n->pool_mu);
+    size_t cap = len < POOL_MIN_CAP ? POOL_MIN_CAP : len;
+    post_send *m = em_malloc(sizeof *m + cap);
+    if (m)
+        m->cap = cap;
+    return m;
+}
+
+static void block_put(cl_net *n, post_send *m)
+{
+    if (m->cap <= POOL_BLOCK_MAX) {
+        pthread_mutex_lock(&n->pool_mu);
+        if (n->npool < POOL_MAX) {
+            m->next = n->pool;
+            n->pool = m;
+            n->npool++;
+            m = NULL;
+        }
+        pthread_mutex_unlock(&n->pool_mu);
+    }
+    em_free(m);
+}
 
 static void do_send(void *arg, int cancelled)
 {
@@ -167,13 +216,13 @@ static void do_send(void *arg, int cancelled)
         if (!l || cl_net_link_send(l, m->type, m->payload, m->len) != 0)
             count(m->net, S_NOLINK);
     }
-    em_free(m);
+    block_put(m->net, m);
 }
 
 int cl_net_send(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
                 const void *payload, size_t len)
 {
-    post_send *m = em_malloc(sizeof *m + len);
+    post_send *m = block_get(n, len);
     if (!m)
         return EM_NOMEM;
     m->net = n;
@@ -185,7 +234,7 @@ int cl_net_send(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
         memcpy(m->payload, payload, len);
     int rc = net_post(n->srv, 0, do_send, m);
     if (rc)
-        em_free(m);
+        block_put(n, m);
     return rc;
 }
 
@@ -461,6 +510,7 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
     if (!n)
         return EM_NOMEM;
     n->o = *o;
+    pthread_mutex_init(&n->pool_mu, NULL);
     memcpy(n->cluster, o->cluster, strlen(o->cluster) + 1);
     memcpy(n->consistent, o->consistent, strlen(o->consistent) + 1);
     n->o.cluster = n->cluster;
@@ -468,6 +518,7 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
     if (o->secret && o->secret_len) {
         n->secret = em_memdup(o->secret, o->secret_len);
         if (!n->secret) {
+            pthread_mutex_destroy(&n->pool_mu);
             em_free(n);
             return EM_NOMEM;
         }
@@ -486,6 +537,7 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
     };
     int rc = net_server_start(&n->srv, &no);
     if (rc) {
+        pthread_mutex_destroy(&n->pool_mu);
         em_free(n->secret);
         em_free(n);
         return rc;
@@ -499,6 +551,12 @@ void cl_net_stop(cl_net *n)
     if (!n)
         return;
     net_server_stop(n->srv);
+    while (n->pool) {
+        post_send *m = n->pool;
+        n->pool = m->next;
+        em_free(m);
+    }
+    pthread_mutex_destroy(&n->pool_mu);
     if (n->secret)
         memset(n->secret, 0, n->o.secret_len);
     em_free(n->secret);

@@ -185,7 +185,8 @@ int  cl_net_port(const cl_net *n);
 int  cl_net_connect(cl_net *n, const char *host, int port);
 
 /* cl_net_send queues one frame for the up link to node (msb, lsb); the
- * payload is copied.  Any thread.  A frame for a node with no up link when it
+ * payload is copied into a pooled block (a steady stream allocates
+ * nothing).  Any thread.  A frame for a node with no up link when it
  * reaches the loop is dropped and counted (cl_net_stats).  0 or EM_NOMEM. */
 int  cl_net_send(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
                  const void *payload, size_t len);

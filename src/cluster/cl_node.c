@@ -197,6 +197,22 @@ const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backup
     return a ? &a->tab : NULL;
 }
 
+uint32_t cl_topo_owners(cl_topo *t, int32_t grp, uint32_t parts, uint32_t backups,
+                        int replicated, uint32_t part, uint32_t *idx, uint32_t max)
+{
+    (void)grp;                  /* ideal affinity depends on the group's settings only */
+    if (!t->n || !max || !parts || part >= parts)
+        return 0;
+    const cl_aff_table *a = cl_topo_affinity(t, parts, replicated ? CL_AFF_REPLICATED : backups);
+    if (!a)
+        return 0;
+    const uint16_t *row = cl_aff_owners(a, part);
+    uint32_t k = a->copies < max ? a->copies : max;
+    for (uint32_t i = 0; i < k; i++)
+        idx[i] = row[i];
+    return k;
+}
+
 static topo_ref *topo_empty(void)
 {
     topo_ref *r = em_calloc(1, sizeof *r);
@@ -431,6 +447,43 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
         rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, b.p, b.len);
     em_buf_free(&b);
     return pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
+}
+
+int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, size_t len)
+{
+    if (status)
+        len = 0;
+    if (len + 12 + CL_NET_HDR > CL_NET_MAX_FRAME_DEFAULT) {
+        status = EM_TOOBIG;     /* an answer the link would not carry */
+        len = 0;
+    }
+    if (!enter(n))
+        return EM_CLOSED;
+    /* Header and answer in one pooled send block: small answers go out
+     * from a stack buffer, larger ones through one temporary buffer. */
+    uint8_t stack[4096];
+    uint8_t *b = len + 12 <= sizeof stack ? stack : em_malloc(len + 12);
+    int rc = EM_NOMEM;
+    if (b) {
+        em_st64(b, id.req);
+        em_st32(b + 8, (uint32_t)status);
+        if (len)
+            memcpy(b + 12, p, len);
+        rc = cl_net_send(n->net, id.from.msb, id.from.lsb, CL_NET_MSG_FWD_RESP, b, len + 12);
+        if (b != stack)
+            em_free(b);
+    }
+    leave_cb(n);
+    return rc;
+}
+
+int cl_node_send(cl_node *n, cl_meta_uuid to, uint16_t type, const void *p, size_t len)
+{
+    if (!enter(n))
+        return EM_CLOSED;
+    int rc = cl_net_send(n->net, to.msb, to.lsb, type, p, len);
+    leave_cb(n);
+    return rc;
 }
 
 static void pend_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
@@ -798,7 +851,16 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
             pend_finish(n, from, em_ld64(p), (int32_t)em_ld32(p + 8), em_ld64(p + 12));
         break;
     case CL_NET_MSG_FWD_REQ:
-        if (len >= 8) {
+        if (len >= 8 && n->cfg.on_call_later) {
+            cl_node_call_id id = { from, em_ld64(p) };
+            int rc = n->cfg.on_call_later(n->cfg.arg, id, p + 8, len - 8);
+            if (rc) {
+                uint8_t e[12];
+                em_st64(e, id.req);
+                em_st32(e + 8, (uint32_t)rc);
+                (void)cl_net_link_send(l, CL_NET_MSG_FWD_RESP, e, sizeof e);
+            }
+        } else if (len >= 8) {
             em_buf resp = EM_BUF_INIT;
             int rc = em_buf_put_le64(&resp, em_ld64(p));
             if (!rc)
@@ -818,6 +880,11 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
             }
             em_buf_free(&resp);
         }
+        break;
+    case CL_NET_MSG_REPL_UPDATE:
+    case CL_NET_MSG_REPL_ACK:
+        if (n->cfg.on_repl)
+            n->cfg.on_repl(n->cfg.arg, l, from, type, p, len);
         break;
     case CL_NET_MSG_FWD_RESP:
         if (len >= 12)
@@ -950,6 +1017,8 @@ static void on_tick(void *arg, uint64_t now)
     if (!member)
         tick_join(n, now, leader);
     tick_members(n, now, leader);
+    if (n->cfg.on_tick)
+        n->cfg.on_tick(n->cfg.arg);
     leave_cb(n);
 }
 

@@ -20,6 +20,7 @@
 #include "binary/binary.h"
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_node.h"
+#include "cluster/cl_repl.h"
 #include "util/mem.h"
 
 #define PROPOSE_TIMEOUT_MS 30000
@@ -61,9 +62,8 @@ int pr_cluster_sync(pr_conn *c)
  * or so; the transport thread waits for it, at most FORWARD_CACHE_WAIT_MS. */
 #define FORWARD_CACHE_WAIT_MS 3000
 
-st_cache *pr_cluster_wait_cache(pr_conn *c, int32_t id)
+st_cache *pr_server_wait_cache(pr_server *s, int32_t id)
 {
-    pr_server *s = c->srv;
     struct timespec end;
     clock_gettime(CLOCK_MONOTONIC, &end);
     end.tv_sec += FORWARD_CACHE_WAIT_MS / 1000;
@@ -79,6 +79,11 @@ st_cache *pr_cluster_wait_cache(pr_conn *c, int32_t id)
         ;
     pthread_mutex_unlock(&s->apply_mu);
     return sc ? sc : st_cache_find(s->st, id);
+}
+
+st_cache *pr_cluster_wait_cache(pr_conn *c, int32_t id)
+{
+    return pr_server_wait_cache(c->srv, id);
 }
 
 static void applied(pr_server *s)
@@ -204,33 +209,41 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
 
 /* ---- the data path on a cluster --------------------------------------------
  *
- * Every key has one owner, the primary of its partition in the topology the
- * members share (no backups yet: the replication issue adds them).  A
- * single-key op on another member's key is forwarded whole - the client's
+ * Every key has one primary, the first owner of its partition in the
+ * topology the members share (cl_repl_owners); reads of a cache that reads
+ * from backups are served by any owner, so by this node when it holds a
+ * copy.  A single-key op on another member's key is forwarded whole - the client's
  * request bytes - and answered with what the owner answered; the worker
  * waits for it (FORWARD_TIMEOUT_MS at most).  A batch whose keys all have one
  * owner goes there; a batch across owners is refused until batches are
  * split.  GET_SIZE, CLEAR and REMOVE_ALL ask every member and sum.
- * Forwarded requests run on the owner's transport thread (pr_exec_forward)
- * and are never forwarded again. */
+ * Forwarded requests run on the owner's forwarding workers
+ * (server/srv_cluster.c) and are never forwarded again. */
 
 #define FORWARD_TIMEOUT_MS 10000
 
-/* owner_of: the member index owning key k (validated bytes) of cache sc. */
-static int owner_of(pr_conn *c, cl_topo *t, st_cache *sc, const uint8_t *k, size_t kl,
-                    int *owner)
+/* target_of: the member index that serves key k (validated bytes) of cache
+ * sc for op: the partition's primary (cl_repl_owners), or this node when it
+ * holds a copy and the op is a read of a cache that reads from backups. */
+static int target_of(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8_t *k,
+                     size_t kl, int *target)
 {
     const st_cache_config *g = st_cache_cfg(sc);
     uint32_t parts = g->partitions ? g->partitions : 1024;
-    const cl_aff_table *a = cl_topo_affinity(t, parts, 0);
-    if (!a)
-        return EM_NOMEM;
     bin_key bk;
     em_buf_reset(&c->tmp);
     int rc = bin_key_prepare(k, kl, &c->tmp, &bk);
     if (rc)
         return rc;
-    *owner = cl_aff_owners(a, bin_partition(bk.hash, parts))[0];
+    uint32_t idx[64];
+    uint32_t n = cl_repl_owners(t, g, st_cache_id(sc), bin_partition(bk.hash, parts), idx, 64);
+    if (!n)
+        return EM_NOMEM;
+    *target = (int)idx[0];
+    if (read && g->read_from_backup)
+        for (uint32_t i = 1; i < n; i++)
+            if ((int)idx[i] == t->self)
+                *target = t->self;
     return 0;
 }
 
@@ -362,6 +375,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         return rc;
     }
     /* One owner for every key, or none (several). */
+    int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
     int owner = -1;
     const uint8_t *p = kp;
     for (int i = 0; i < nkeys && !rc; i++) {
@@ -369,7 +383,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
             break;
         int o;
-        if ((rc = owner_of(c, t, sc, p, len, &o)) != 0)
+        if ((rc = target_of(c, t, sc, read, p, len, &o)) != 0)
             break;
         if (owner >= 0 && o != owner)
             owner = -2;
@@ -406,6 +420,30 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
     *done = 1;
     return rc;
 }
+
+pr_conn *pr_fwd_conn_new(pr_server *s)
+{
+    pr_conn *c = pr_conn_new(s);
+    if (!c)
+        return NULL;
+    /* As fwd_conn: decoded as a 1.7.0 client's request, never routed. */
+    c->ready = 1;
+    c->ver = PR_VER(1, 7, 0);
+    c->forwarded = 1;
+    return c;
+}
+
+int pr_exec_on(pr_conn *c, const uint8_t *body, size_t len, em_buf *resp)
+{
+    return pr_exec_request(c, body, len, resp);
+}
+
+void pr_server_set_repl(pr_server *s, struct cl_repl *r)
+{
+    s->opt.repl = r;
+}
+
+struct st_store *pr_server_store(pr_server *s) { return s->st; }
 
 int pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp)
 {

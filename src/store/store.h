@@ -245,6 +245,15 @@ typedef struct st_peek {
 void st_peek_parse(int peek_mode_mask, st_peek *pm);
 /* The kinds of copy a node can hold of a partition (store_ops.c part_copy). */
 enum { ST_COPY_NONE = 0, ST_COPY_PRIMARY = 1, ST_COPY_BACKUP = 2 };
+/* st_set_copy_fn: on a cluster, who answers which copy of a partition this
+ * node holds (cluster/cl_repl.c); NULL = every partition is primary here.
+ * Peek modes (st_size, st_local_peek) count by its answer. */
+typedef int (*st_copy_fn)(void *arg, const st_cache_config *cfg, int32_t cache_id,
+                          uint32_t part);
+void st_set_copy_fn(st_store *s, st_copy_fn fn, void *arg);
+/* st_get_observer: the current write observer (NULL if none), for a module
+ * that chains in front of it. */
+void st_get_observer(st_store *s, st_observer_fn *fn, void **arg);
 
 /* Scan cursors copy one partition at a time (under its lock) into the
  * cursor, so a cache configured with one partition is copied whole. */
