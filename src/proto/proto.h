@@ -144,6 +144,10 @@ int  pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp
  * pr_exec_on.  Free with pr_conn_free. */
 pr_conn *pr_fwd_conn_new(pr_server *s);
 int  pr_exec_on(pr_conn *c, const uint8_t *body, size_t len, em_buf *resp);
+/* pr_conn_take_stale: 1 (once) when the last forwarded request was refused
+ * because this node does not own its keys in its own topology; the worker
+ * answers EM_STALE so the forwarding node looks for the owner again. */
+int  pr_conn_take_stale(pr_conn *c);
 /* pr_server_set_repl: replication for this cluster member (before
  * requests are served); pr_server_wait_cache: the cache with this id,
  * waiting a bounded time for a cache start the metadata group has not

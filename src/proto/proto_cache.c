@@ -297,6 +297,16 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     if (rc)
         return rc;
     c->fanout_sum = 0;
+    if (c->srv->opt.cluster && c->forwarded && (k || bt.p)) {
+        /* The forwarding node chose this one from its topology; a write run
+         * here while this node's topology names another primary would not
+         * be streamed to the owners (or be fenced): send it back. */
+        const uint8_t *kend = r->p + r->pos;
+        rc = k ? pr_cluster_owner_check(c, op, sc, k, k + kl, 1, 0)
+               : pr_cluster_owner_check(c, op, sc, bt.p, kend, (int)bt.left, bt.pairs);
+        if (rc)
+            return rc;
+    }
     if (c->srv->opt.cluster && !c->forwarded && op != 1021) {
         int done = 0;
         const uint8_t *kend = r->p + r->pos;

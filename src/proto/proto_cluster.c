@@ -276,8 +276,8 @@ static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)
     em_buf_reset(resp);
     int rc = cl_node_call(c->srv->opt.cluster, to, c->req_body, c->req_len, resp,
                           FORWARD_TIMEOUT_MS);
-    if (rc == EM_NOMEM)
-        return rc;
+    if (rc == EM_NOMEM || rc == EM_STALE)
+        return rc;                  /* EM_STALE: the caller looks again */
     if (rc == EM_CLOSED || rc == EM_TIMEOUT)
         return pr_fail(c, PR_ST_FAILED, "The node owning this key did not answer (%s); "
                        "the request may or may not have run there", em_strerror(rc));
@@ -351,6 +351,38 @@ int pr_cluster_scan_check(pr_conn *c)
                    "supported by ember yet (they would see only this node's keys)", n);
 }
 
+/* route_keys: the member serving every key of the request (*owner), -1 for
+ * no key, -2 when the keys have several. */
+static int route_keys(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8_t *kp,
+                      const uint8_t *kend, int nkeys, int pairs, int *owner)
+{
+    int rc = 0;
+    *owner = -1;
+    const uint8_t *p = kp;
+    for (int i = 0; i < nkeys && !rc; i++) {
+        size_t len;
+        if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
+            break;
+        int o;
+        if ((rc = target_of(c, t, sc, read, p, len, &o)) != 0)
+            break;
+        if (*owner >= 0 && o != *owner) {
+            *owner = -2;
+            break;
+        }
+        *owner = o;
+        p += len;
+        if (pairs) {
+            if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
+                break;
+            p += len;
+        }
+    }
+    return rc;
+}
+
+#define STALE_TRIES 300
+
 int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
                      int nkeys, int pairs, em_buf *out, int *done)
 {
@@ -374,51 +406,77 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         cl_node_topo_release(t);
         return rc;
     }
-    /* One owner for every key, or none (several). */
     int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
-    int owner = -1;
-    const uint8_t *p = kp;
-    for (int i = 0; i < nkeys && !rc; i++) {
-        size_t len;
-        if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
-            break;
-        int o;
-        if ((rc = target_of(c, t, sc, read, p, len, &o)) != 0)
-            break;
-        if (owner >= 0 && o != owner)
-            owner = -2;
-        else if (owner == -1)
-            owner = o;
-        p += len;
-        if (pairs) {
-            if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
-                break;
-            p += len;
-        }
-        if (owner == -2)
-            break;
-    }
-    if (rc) {
-        cl_node_topo_release(t);
-        return rc == EM_NOMEM ? rc : pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
-    }
-    if (owner == -2) {
-        cl_node_topo_release(t);
-        return pr_fail(c, PR_ST_FAILED, "This batch names keys owned by several nodes; ember "
-                       "does not split batches across a cluster yet (send one batch per "
-                       "node, as partition-aware clients do, or single-key requests)");
-    }
-    if (owner < 0 || owner == t->self) {
-        cl_node_topo_release(t);
-        return 0;
-    }
-    cl_meta_uuid to = t->m[owner].id;
-    cl_node_topo_release(t);
     em_buf resp = EM_BUF_INIT;
-    rc = ask(c, to, &resp, out);
+    for (int tries = 0;; tries++) {
+        int owner;
+        if ((rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner)) != 0) {
+            cl_node_topo_release(t);
+            if (rc != EM_NOMEM)
+                rc = pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
+            break;
+        }
+        if (owner == -2) {
+            cl_node_topo_release(t);
+            rc = pr_fail(c, PR_ST_FAILED, "This batch names keys owned by several nodes; ember "
+                         "does not split batches across a cluster yet (send one batch per "
+                         "node, as partition-aware clients do, or single-key requests)");
+            break;
+        }
+        if (owner < 0 || owner == t->self) {
+            cl_node_topo_release(t);
+            break;                  /* run here */
+        }
+        cl_meta_uuid to = t->m[owner].id;
+        cl_node_topo_release(t);
+        size_t at = out->len;
+        rc = ask(c, to, &resp, out);
+        *done = 1;
+        if (rc != EM_STALE)
+            break;
+        /* The member asked is not the key's owner in its own topology: one
+         * of the two views is behind.  Look again once ours may have moved
+         * on (bounded: a topology change completes within a heartbeat or
+         * two, a failure within the failure detection timeout). */
+        out->len = at;
+        *done = 0;
+        if (tries == STALE_TRIES) {
+            rc = pr_fail(c, PR_ST_FAILED, "The owner of this key is changing (topology change "
+                         "in progress); retry");
+            *done = 1;
+            break;
+        }
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+        t = cl_node_topo_acquire(c->srv->opt.cluster);
+    }
     em_buf_free(&resp);
-    *done = 1;
     return rc;
+}
+
+int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,
+                           const uint8_t *kend, int nkeys, int pairs)
+{
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+    int owner = -1, rc = 0;
+    int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
+    if (t->n > 1 && t->self >= 0)
+        rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner);
+    int self = t->self;
+    cl_node_topo_release(t);
+    if (rc)
+        return rc == EM_NOMEM ? rc : pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
+    if (owner == -1 || owner == self)
+        return 0;
+    c->stale = 1;
+    return pr_fail(c, PR_ST_FAILED, "This node does not own the key in its topology");
+}
+
+int pr_conn_take_stale(pr_conn *c)
+{
+    int s = c->stale;
+    c->stale = 0;
+    return s;
 }
 
 pr_conn *pr_fwd_conn_new(pr_server *s)

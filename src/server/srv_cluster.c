@@ -177,6 +177,8 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&sc->q_mu);
         em_buf_reset(&resp);
         int rc = c ? pr_exec_on(c, j->body, j->len, &resp) : EM_NOMEM;
+        if (!rc && pr_conn_take_stale(c))
+            rc = EM_STALE;          /* not the owner here: the sender looks again */
         if (!rc && sc->durable)
             rc = sc->durable(sc->durable_arg);
         (void)cl_node_answer(sc->node, j->id, rc, resp.p, resp.len);
