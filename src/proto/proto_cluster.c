@@ -383,6 +383,120 @@ static int route_keys(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint
 
 #define STALE_TRIES 300
 
+/* sub_request builds, in b, the request c is handling restricted to the
+ * keys (and values) that member `who` serves: the same header, the new
+ * count, those entries, whatever followed the batch. */
+static int sub_request(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8_t *kp,
+                       const uint8_t *kend, int nkeys, int pairs, int who, em_buf *b,
+                       int *count)
+{
+    em_buf_reset(b);
+    const uint8_t *body = c->req_body, *bend = c->req_body + c->req_len;
+    if (kp < body + 4 || kend > bend)
+        return EM_INVAL;
+    int rc = em_buf_append(b, body, (size_t)(kp - 4 - body));
+    size_t cnt_at = b->len;
+    if (!rc)
+        rc = em_buf_put_le32(b, 0);
+    *count = 0;
+    const uint8_t *p = kp;
+    for (int i = 0; i < nkeys && !rc; i++) {
+        size_t len, vlen = 0;
+        if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
+            break;
+        if (pairs && (rc = bin_validate(p + len, (size_t)(kend - p - len), &vlen,
+                                        c->srv->opt.max_depth)) != 0)
+            break;
+        int o;
+        if ((rc = target_of(c, t, sc, read, p, len, &o)) != 0)
+            break;
+        if (o == who) {
+            rc = em_buf_append(b, p, len + vlen);
+            (*count)++;
+        }
+        p += len + vlen;
+    }
+    if (!rc)
+        rc = em_buf_append(b, kend, (size_t)(bend - kend));
+    if (!rc)
+        em_st32(b->p + cnt_at, (uint32_t)*count);
+    return rc;
+}
+
+/* split runs a batch whose keys several members serve (GET_ALL, PUT_ALL,
+ * CONTAINS_KEYS, CLEAR_KEYS, REMOVE_KEYS): each member gets its subset as a
+ * request of its own (this node's subset runs here, as a forwarded
+ * request would), one after the other, and the replies merge: GET_ALL's
+ * entries concatenate, CONTAINS_KEYS is true when every part is.  The
+ * first failure is the reply; parts already run stay run (a batch is not
+ * atomic in Ignite's ATOMIC caches either). */
+static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const uint8_t *kp,
+                 const uint8_t *kend, int nkeys, int pairs, em_buf *out)
+{
+    if (op != 1003 && op != 1004 && op != 1012 && op != 1015 && op != 1018)
+        return pr_fail(c, PR_ST_FAILED, "This request names keys owned by several nodes");
+    if (!c->sub && !(c->sub = pr_fwd_conn_new(c->srv)))
+        return EM_NOMEM;
+    em_buf req = EM_BUF_INIT, resp = EM_BUF_INIT, part = EM_BUF_INIT;
+    int32_t total = 0;
+    int all = 1, rc = 0;
+    size_t cnt_at = out->len;
+    if (op == 1003)
+        rc = em_buf_put_le32(out, 0);
+    for (uint32_t m = 0; m < t->n && !rc; m++) {
+        int count;
+        if ((rc = sub_request(c, t, sc, read, kp, kend, nkeys, pairs, (int)m, &req, &count)) != 0) {
+            if (rc != EM_NOMEM)
+                rc = pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
+            break;
+        }
+        if (!count)
+            continue;
+        em_buf_reset(&part);
+        if ((int)m == t->self) {
+            em_buf_reset(&resp);
+            if ((rc = pr_exec_request(c->sub, req.p, req.len, &resp)) == 0) {
+                if (pr_conn_take_stale(c->sub))
+                    rc = pr_fail(c, PR_ST_FAILED, "The owner of these keys is changing "
+                                 "(topology change in progress); retry");
+                else
+                    rc = parse_reply(c, resp.p, resp.len, &part);
+            }
+        } else {
+            const uint8_t *ob = c->req_body;
+            size_t ol = c->req_len;
+            c->req_body = req.p;
+            c->req_len = req.len;
+            rc = ask(c, t->m[m].id, &resp, &part);
+            c->req_body = ob;
+            c->req_len = ol;
+            if (rc == EM_STALE)
+                rc = pr_fail(c, PR_ST_FAILED, "The owner of these keys is changing (topology "
+                             "change in progress); retry");
+        }
+        if (rc)
+            break;
+        if (op == 1003) {
+            if (part.len < 4) {
+                rc = pr_fail(c, PR_ST_FAILED, "Malformed reply from a member");
+                break;
+            }
+            total += (int32_t)em_ld32(part.p);
+            rc = em_buf_append(out, part.p + 4, part.len - 4);
+        } else if (op == 1012) {
+            all &= part.len >= 1 && part.p[0] != 0;
+        }
+    }
+    if (!rc && op == 1003)
+        em_st32(out->p + cnt_at, (uint32_t)total);
+    if (!rc && op == 1012)
+        rc = pr_put_bool(out, all);
+    em_buf_free(&req);
+    em_buf_free(&resp);
+    em_buf_free(&part);
+    return rc;
+}
+
 int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
                      int nkeys, int pairs, em_buf *out, int *done)
 {
@@ -417,10 +531,9 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
             break;
         }
         if (owner == -2) {
+            rc = split(c, op, t, sc, read, kp, kend, nkeys, pairs, out);
             cl_node_topo_release(t);
-            rc = pr_fail(c, PR_ST_FAILED, "This batch names keys owned by several nodes; ember "
-                         "does not split batches across a cluster yet (send one batch per "
-                         "node, as partition-aware clients do, or single-key requests)");
+            *done = 1;
             break;
         }
         if (owner < 0 || owner == t->self) {

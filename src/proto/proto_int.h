@@ -69,6 +69,7 @@ struct pr_conn {
     size_t     req_len;
     int        forwarded;           /* runs requests other members sent: never routes */
     int        stale;               /* forwarded: refused, not the key's owner here */
+    pr_conn   *sub;                 /* runs this node's part of a split batch */
     int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
     pr_cursor *cur;
     uint32_t   ncur, capcur;

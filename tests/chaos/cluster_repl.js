@@ -19,7 +19,7 @@
 const fs = require('fs');
 const path = require('path');
 const IgniteClient = require(path.join(__dirname, '../node/node_modules/apache-ignite-client'));
-const { IgniteClientConfiguration, ObjectType, CacheConfiguration, CacheClient } = IgniteClient;
+const { IgniteClientConfiguration, ObjectType, CacheConfiguration, CacheClient, CacheEntry } = IgniteClient;
 const INT = ObjectType.PRIMITIVE_TYPE.INTEGER;
 const SYNC = CacheConfiguration.WRITE_SYNCHRONIZATION_MODE;
 const MODE = CacheConfiguration.CACHE_MODE;
@@ -102,6 +102,17 @@ async function ops(n, eps) {
                 for (const x of c) if (await localPeek(x, k, [PEEK.ALL]) !== null) held++;
                 eq(held, 0, 'copies of a cleared key');
             }
+            // Batches across owners: split per primary, replies merged.
+            const bk = [2000001, 2000002, 2000003, 2000004, 2000005, 2000006, 2000007, 2000008];
+            await at(0).putAll(bk.map((x) => new CacheEntry(x, 'b' + x)));
+            const got = await at(1).getAll(bk.concat([2999999]));
+            eq(got.length, bk.length, 'getAll across owners: entries');
+            for (const e of got) eq(e.getValue(), 'b' + e.getKey(), 'getAll value');
+            eq(await at(2).containsKeys(bk), true, 'containsKeys across owners');
+            eq(await at(0).containsKeys(bk.concat([2999999])), false, 'containsKeys with a missing key');
+            await at(1).removeKeys(bk.slice(0, 4));
+            await at(2).clearKeys(bk.slice(4));
+            eq((await at(0).getAll(bk)).length, 0, 'removeKeys/clearKeys across owners');
             // N puts, then the copies.
             for (let i = 0; i < n; i++) await at(i).put(i, 'v' + i);
             const count = async () => {
