@@ -173,18 +173,24 @@ typedef struct post_send {
 #define POOL_MAX       64u
 #define POOL_BLOCK_MAX (256u << 10)
 #define POOL_MIN_CAP   512u
+#define POOL_PREFILL   16u
 
+/* block_get: the smallest pooled block that holds len bytes (best fit, so
+ * small frames leave the large blocks to large ones), else a new block. */
 static post_send *block_get(cl_net *n, size_t len)
 {
     pthread_mutex_lock(&n->pool_mu);
+    post_send **best = NULL;
     for (post_send **p = &n->pool; *p; p = &(*p)->next)
-        if ((*p)->cap >= len) {
-            post_send *m = *p;
-            *p = m->next;
-            n->npool--;
-            pthread_mutex_unlock(&n->pool_mu);
-            return m;
-        }
+        if ((*p)->cap >= len && (!best || (*p)->cap < (*best)->cap))
+            best = p;
+    if (best) {
+        post_send *m = *best;
+        *best = m->next;
+        n->npool--;
+        pthread_mutex_unlock(&n->pool_mu);
+        return m;
+    }
     pthread_mutex_unlock(&n->pool_mu);
     size_t cap = len < POOL_MIN_CAP ? POOL_MIN_CAP : len;
     post_send *m = em_malloc(sizeof *m + cap);
@@ -193,11 +199,27 @@ static post_send *block_get(cl_net *n, size_t len)
     return m;
 }
 
+/* block_put keeps m for reuse; a full pool gives up its smallest block for
+ * a larger one (the pool converges on the sizes in flight). */
 static void block_put(cl_net *n, post_send *m)
 {
     if (m->cap <= POOL_BLOCK_MAX) {
         pthread_mutex_lock(&n->pool_mu);
-        if (n->npool < POOL_MAX) {
+        if (n->npool == POOL_MAX) {
+            post_send **small = &n->pool;
+            for (post_send **p = &n->pool; *p; p = &(*p)->next)
+                if ((*p)->cap < (*small)->cap)
+                    small = p;
+            if ((*small)->cap < m->cap) {
+                post_send *x = *small;
+                *small = x->next;
+                n->npool--;
+                m->next = n->pool;
+                n->pool = m;
+                n->npool++;
+                m = x;
+            }
+        } else {
             m->next = n->pool;
             n->pool = m;
             n->npool++;
@@ -206,6 +228,16 @@ static void block_put(cl_net *n, post_send *m)
         pthread_mutex_unlock(&n->pool_mu);
     }
     em_free(m);
+}
+
+static void pool_free(cl_net *n)
+{
+    while (n->pool) {
+        post_send *m = n->pool;
+        n->pool = m->next;
+        em_free(m);
+    }
+    pthread_mutex_destroy(&n->pool_mu);
 }
 
 static void do_send(void *arg, int cancelled)
@@ -511,6 +543,17 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
         return EM_NOMEM;
     n->o = *o;
     pthread_mutex_init(&n->pool_mu, NULL);
+    /* Small blocks up front: the frames in flight at once grow the pool on
+     * their own, but a burst must not allocate in steady state. */
+    for (uint32_t i = 0; i < POOL_PREFILL; i++) {
+        post_send *m = em_malloc(sizeof *m + POOL_MIN_CAP);
+        if (!m)
+            break;
+        m->cap = POOL_MIN_CAP;
+        m->next = n->pool;
+        n->pool = m;
+        n->npool++;
+    }
     memcpy(n->cluster, o->cluster, strlen(o->cluster) + 1);
     memcpy(n->consistent, o->consistent, strlen(o->consistent) + 1);
     n->o.cluster = n->cluster;
@@ -518,7 +561,7 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
     if (o->secret && o->secret_len) {
         n->secret = em_memdup(o->secret, o->secret_len);
         if (!n->secret) {
-            pthread_mutex_destroy(&n->pool_mu);
+            pool_free(n);
             em_free(n);
             return EM_NOMEM;
         }
@@ -537,7 +580,7 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
     };
     int rc = net_server_start(&n->srv, &no);
     if (rc) {
-        pthread_mutex_destroy(&n->pool_mu);
+        pool_free(n);
         em_free(n->secret);
         em_free(n);
         return rc;
@@ -551,16 +594,16 @@ void cl_net_stop(cl_net *n)
     if (!n)
         return;
     net_server_stop(n->srv);
-    while (n->pool) {
-        post_send *m = n->pool;
-        n->pool = m->next;
-        em_free(m);
-    }
-    pthread_mutex_destroy(&n->pool_mu);
+    pool_free(n);
     if (n->secret)
         memset(n->secret, 0, n->o.secret_len);
     em_free(n->secret);
     em_free(n);
+}
+
+void cl_net_mem_stats(cl_net *n, em_mem_stats *sum)
+{
+    net_mem_stats(n->srv, sum);
 }
 
 int cl_net_port(const cl_net *n) { return net_server_port(n->srv); }

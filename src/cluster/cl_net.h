@@ -206,6 +206,10 @@ typedef struct cl_net_stats {
     uint64_t frames_out, frames_in, dropped_no_link, fault_dropped,
              fault_duplicated, fault_delayed, refused, links_up;
 } cl_net_stats;
+/* cl_net_mem_stats: the loop thread's allocation counters (net_mem_stats). */
+struct em_mem_stats;
+void cl_net_mem_stats(cl_net *n, struct em_mem_stats *sum);
+
 /* cl_net_stats_get: counters (read with relaxed atomics; any thread). */
 void cl_net_stats_get(const cl_net *n, cl_net_stats *s);
 

@@ -440,12 +440,22 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
     pthread_mutex_unlock(&n->mu);
     if (!up)
         return EM_CLOSED;
-    int rc = em_buf_put_le64(&b, q.req);
-    if (!rc)
-        rc = em_buf_append(&b, p, len);
-    if (!rc)
-        rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, b.p, b.len);
-    em_buf_free(&b);
+    /* Request id and request in one send block (cl_net_send copies it):
+     * from the stack when small, so a forwarded op allocates nothing. */
+    uint8_t stack[4096];
+    int rc = 0;
+    if (len + 8 <= sizeof stack) {
+        em_st64(stack, q.req);
+        memcpy(stack + 8, p, len);
+        rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, stack, len + 8);
+    } else {
+        rc = em_buf_put_le64(&b, q.req);
+        if (!rc)
+            rc = em_buf_append(&b, p, len);
+        if (!rc)
+            rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, b.p, b.len);
+        em_buf_free(&b);
+    }
     return pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
 }
 
@@ -475,6 +485,15 @@ int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, si
     }
     leave_cb(n);
     return rc;
+}
+
+void cl_node_mem_stats(cl_node *n, em_mem_stats *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    if (!enter(n))
+        return;
+    cl_net_mem_stats(n->net, sum);
+    leave_cb(n);
 }
 
 int cl_node_send(cl_node *n, cl_meta_uuid to, uint16_t type, const void *p, size_t len)

@@ -127,6 +127,12 @@ const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backup
 /* cl_node_id: this node's id. */
 cl_meta_uuid cl_node_id(const cl_node *n);
 
+/* cl_node_mem_stats: allocation counters of the transport's loop thread
+ * (where owners apply replicated updates), for the counting allocator's
+ * per-op figures; zeros once stopping. */
+struct em_mem_stats;
+void cl_node_mem_stats(cl_node *n, struct em_mem_stats *sum);
+
 /* cl_node_is_leader: 1 when this node leads the metadata group (the
  * coordinator). */
 int cl_node_is_leader(cl_node *n);

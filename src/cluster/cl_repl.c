@@ -15,8 +15,7 @@
  *    sent while that mutex is held, so frames to one peer leave in the order
  *    updates were appended, and a partition's updates (appended under its
  *    lock) reach each owner in counter order over the one FIFO link;
- *  - per thread: the encoding scratch buffer (freed at thread exit) and the
- *    ticket of what the current request replicated.
+ *  - per thread: the ticket of what the current request replicated.
  */
 #include "cluster/cl_repl.h"
 
@@ -91,29 +90,6 @@ typedef struct ticket {
 } ticket;
 
 static _Thread_local ticket tl_ticket;
-static _Thread_local em_buf *tl_enc;
-static pthread_key_t enc_key;
-static pthread_once_t enc_once = PTHREAD_ONCE_INIT;
-
-static void enc_free(void *p)
-{
-    em_buf_free(p);
-    em_free(p);
-}
-static void enc_key_init(void) { (void)pthread_key_create(&enc_key, enc_free); }
-
-static em_buf *thread_enc(void)
-{
-    if (tl_enc)
-        return tl_enc;
-    pthread_once(&enc_once, enc_key_init);
-    em_buf *b = em_calloc(1, sizeof *b);
-    if (!b)
-        return NULL;
-    pthread_setspecific(enc_key, b);
-    return tl_enc = b;
-}
-
 void cl_repl_begin(void)
 {
     tl_ticket.n = 0;
@@ -312,42 +288,64 @@ static int replicate(cl_repl *r, const st_update *u)
     }
     int rc = EM_NOMEM;
     rcache *c = cache_get(r, u->cache_id, parts);
-    em_buf *enc = thread_enc();
-    if (!c || !enc)
+    if (!c)
         goto out;
-    /* Header, then the WAL record, encoded once into this thread's
-     * scratch buffer and copied into each owner's stream. */
+    /* The other owners' slots, ascending: their stream locks are taken in
+     * that order (a global order, so two writers never deadlock). */
+    uint32_t slots[MAX_OWNERS], ns = 0;
+    for (uint32_t i = 1; i < k; i++) {
+        int slot = peer_slot(r, t->m[idx[i]].id, 1);
+        if (slot < 0 || !cache_ack(r, c, (uint32_t)slot))
+            goto out;
+        uint32_t j = ns++;
+        while (j && slots[j - 1] > (uint32_t)slot) {
+            slots[j] = slots[j - 1];
+            j--;
+        }
+        slots[j] = (uint32_t)slot;
+    }
+    size_t was[MAX_OWNERS];
+    for (uint32_t i = 0; i < ns; i++) {
+        pthread_mutex_lock(&r->peers[slots[i]]->mu);
+        was[i] = r->peers[slots[i]]->out.len;
+    }
     /* Under the partition's lock: the only writer of this counter. */
     uint64_t ctr = atomic_load_explicit(&c->ctr[u->partition], memory_order_relaxed) + 1;
-    atomic_store_explicit(&c->ctr[u->partition], ctr, memory_order_relaxed);
-    em_buf_reset(enc);
-    if ((rc = em_buf_reserve(enc, UPD_HDR)) != 0)
-        goto out;
-    enc->len = UPD_HDR;
-    if ((rc = wal_encode_update(enc, u, em_wall_ms())) != 0)
-        goto out;
-    em_st32(enc->p, (uint32_t)u->cache_id);
-    em_st32(enc->p + 4, u->partition);
-    em_st64(enc->p + 8, ctr);
-    em_st64(enc->p + 16, t->major);
-    em_st32(enc->p + 24, (uint32_t)(enc->len - UPD_HDR));
-    for (uint32_t i = 1; i < k && !rc; i++) {
-        int slot = peer_slot(r, t->m[idx[i]].id, 1);
-        ackv *a = slot >= 0 ? cache_ack(r, c, (uint32_t)slot) : NULL;
-        if (!a) {
-            rc = EM_NOMEM;
-            break;
-        }
-        peer *p = r->peers[slot];
-        pthread_mutex_lock(&p->mu);
-        rc = em_buf_append(&p->out, enc->p, enc->len);
-        if (!rc) {
+    /* Header, then the WAL record, encoded once - straight into the first
+     * owner's stream - and copied into the others'. */
+    em_buf *first = &r->peers[slots[0]]->out;
+    size_t at = first->len;
+    rc = em_buf_reserve(first, UPD_HDR);
+    if (!rc) {
+        first->len += UPD_HDR;
+        rc = wal_encode_update(first, u, em_wall_ms());
+    }
+    if (!rc) {
+        uint8_t *h = first->p + at;
+        em_st32(h, (uint32_t)u->cache_id);
+        em_st32(h + 4, u->partition);
+        em_st64(h + 8, ctr);
+        em_st64(h + 16, t->major);
+        em_st32(h + 24, (uint32_t)(first->len - at - UPD_HDR));
+        for (uint32_t i = 1; i < ns && !rc; i++)
+            rc = em_buf_append(&r->peers[slots[i]]->out, first->p + at, first->len - at);
+    }
+    if (rc) {
+        for (uint32_t i = 0; i < ns; i++)   /* nothing half-appended stays queued */
+            r->peers[slots[i]]->out.len = was[i];
+    } else {
+        atomic_store_explicit(&c->ctr[u->partition], ctr, memory_order_relaxed);
+        for (uint32_t i = 0; i < ns; i++) {
+            ackv *a = atomic_load_explicit(&c->ack[slots[i]], memory_order_acquire);
             atomic_store_explicit(&a[u->partition].sent, ctr, memory_order_release);
-            if (p->out.len >= STREAM_FLUSH)
-                peer_send(r, p);
         }
+        count(r, S_SENT, ns);
+    }
+    for (uint32_t i = ns; i-- > 0;) {
+        peer *p = r->peers[slots[i]];
+        if (!rc && p->out.len >= STREAM_FLUSH)
+            peer_send(r, p);
         pthread_mutex_unlock(&p->mu);
-        count(r, S_SENT, 1);
     }
     if (!rc)
         ticket_add(r, c, u->partition, ctr, cfg->write_sync_mode == 0);

@@ -521,7 +521,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         return rc;
     }
     int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
-    em_buf resp = EM_BUF_INIT;
+    em_buf *resp = &c->fwd_resp;    /* reused: a forwarded op allocates nothing */
     for (int tries = 0;; tries++) {
         int owner;
         if ((rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner)) != 0) {
@@ -543,7 +543,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         cl_meta_uuid to = t->m[owner].id;
         cl_node_topo_release(t);
         size_t at = out->len;
-        rc = ask(c, to, &resp, out);
+        rc = ask(c, to, resp, out);
         *done = 1;
         if (rc != EM_STALE)
             break;
@@ -563,7 +563,6 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         nanosleep(&ts, NULL);
         t = cl_node_topo_acquire(c->srv->opt.cluster);
     }
-    em_buf_free(&resp);
     return rc;
 }
 

@@ -70,6 +70,7 @@ struct pr_conn {
     int        forwarded;           /* runs requests other members sent: never routes */
     int        stale;               /* forwarded: refused, not the key's owner here */
     pr_conn   *sub;                 /* runs this node's part of a split batch */
+    em_buf     fwd_resp;            /* a forwarded request's answer (reused) */
     int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
     pr_cursor *cur;
     uint32_t   ncur, capcur;

@@ -50,6 +50,7 @@ struct srv_cluster {
     pthread_mutex_t q_mu;
     pthread_cond_t  q_cv;
     fwd_job  *q_head, *q_tail, *pool;
+    _Atomic uint64_t w_allocs[FWD_WORKERS], w_bytes[FWD_WORKERS], w_frees[FWD_WORKERS];
     uint32_t  q_len, npool;
     int       q_stop;
     pr_server *ps;
@@ -158,9 +159,13 @@ static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t
 
 /* worker: runs forwarded requests; durable before it answers when the WAL
  * is in FSYNC mode, as a client's own reply would be. */
+typedef struct worker_arg { srv_cluster *sc; int i; } worker_arg;
+
 static void *worker(void *arg)
 {
-    srv_cluster *sc = arg;
+    srv_cluster *sc = ((worker_arg *)arg)->sc;
+    int wi = ((worker_arg *)arg)->i;
+    em_free(arg);
     pr_conn *c = pr_fwd_conn_new(sc->ps);
     em_buf resp = EM_BUF_INIT;
     pthread_mutex_lock(&sc->q_mu);
@@ -181,15 +186,24 @@ static void *worker(void *arg)
             rc = EM_STALE;          /* not the owner here: the sender looks again */
         if (!rc && sc->durable)
             rc = sc->durable(sc->durable_arg);
-        (void)cl_node_answer(sc->node, j->id, rc, resp.p, resp.len);
+        cl_node_call_id id = j->id;
+        /* The block goes back before the answer leaves: the sender's next
+         * request may arrive before this thread runs again. */
         pthread_mutex_lock(&sc->q_mu);
         if (sc->npool < FWD_POOL_MAX) {
             j->next = sc->pool;
             sc->pool = j;
             sc->npool++;
-        } else {
-            em_free(j);
+            j = NULL;
         }
+        pthread_mutex_unlock(&sc->q_mu);
+        em_free(j);
+        (void)cl_node_answer(sc->node, id, rc, resp.p, resp.len);
+        em_mem_stats m = em_mem_thread();
+        atomic_store_explicit(&sc->w_allocs[wi], m.allocs, memory_order_relaxed);
+        atomic_store_explicit(&sc->w_bytes[wi], m.bytes, memory_order_relaxed);
+        atomic_store_explicit(&sc->w_frees[wi], m.frees, memory_order_relaxed);
+        pthread_mutex_lock(&sc->q_mu);
     }
     pthread_mutex_unlock(&sc->q_mu);
     em_buf_free(&resp);
@@ -289,9 +303,16 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         .on_entry = on_entry, .on_restore = on_restore, .on_call_later = on_call_later,
         .on_repl = on_repl, .on_tick = on_tick, .errmsg = err,
     };
-    for (int i = 0; i < FWD_WORKERS; i++)
-        if (pthread_create(&sc->workers[i], NULL, worker, sc) == 0)
+    for (int i = 0; i < FWD_WORKERS; i++) {
+        worker_arg *wa = em_malloc(sizeof *wa);
+        if (!wa)
+            break;
+        *wa = (worker_arg){ sc, sc->nworkers };
+        if (pthread_create(&sc->workers[sc->nworkers], NULL, worker, wa) == 0)
             sc->nworkers++;
+        else
+            em_free(wa);
+    }
     int rc = sc->nworkers ? cl_node_start(&sc->node, &nc) : EM_NOMEM;
     if (!rc) {
         cl_repl_opts ro = {
@@ -350,6 +371,19 @@ void srv_cluster_stop(srv_cluster *sc)
 }
 
 cl_node *srv_cluster_node(srv_cluster *sc) { return sc ? sc->node : NULL; }
+
+void srv_cluster_mem_stats(srv_cluster *sc, em_mem_stats *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    if (!sc || !sc->node)
+        return;
+    cl_node_mem_stats(sc->node, sum);
+    for (int i = 0; i < sc->nworkers; i++) {
+        sum->allocs += atomic_load_explicit(&sc->w_allocs[i], memory_order_relaxed);
+        sum->bytes += atomic_load_explicit(&sc->w_bytes[i], memory_order_relaxed);
+        sum->frees += atomic_load_explicit(&sc->w_frees[i], memory_order_relaxed);
+    }
+}
 
 int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
 {

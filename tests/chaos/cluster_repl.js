@@ -199,8 +199,52 @@ async function check(file, eps) {
     }
 }
 
+// memStats: emberd's counting-allocator totals (private op 32000, emberd
+// --debug-ops): allocations and bytes summed over its threads.
+async function memStats(cache) {
+    const m = {};
+    await cache._communicator.send(32000, async () => {}, async (p) => {
+        m.allocs = p.readLong().toNumber();
+        m.bytes = p.readLong().toNumber();
+    });
+    return m;
+}
+
+// alloc N SIZE eps: N overwrites of SIZE-byte values on a FULL_SYNC cache
+// with 2 backups, spread over every endpoint (so each node is near, primary
+// and backup), after a warm-up: allocations and bytes per node.
+async function alloc(n, size, eps) {
+    const cl = [];
+    for (const ep of eps) cl.push(await open(ep));
+    const cfg = new CacheConfiguration().setCacheMode(MODE.PARTITIONED).setBackups(2)
+        .setWriteSynchronizationMode(SYNC.FULL_SYNC);
+    await cl[0].getOrCreateCache('repl-alloc', cfg);
+    const c = [];
+    for (const x of cl) c.push((await x.getCache('repl-alloc')).setKeyType(INT));
+    const keys = 256;
+    const val = (i) => String.fromCharCode(97 + (i % 26)).repeat(size);
+    for (let r = 0; r < 6; r++)
+        for (let i = 0; i < keys; i++) await c[(i + r) % c.length].put(i, val(i + r));
+    const before = [];
+    for (const x of c) before.push(await memStats(x));
+    for (let i = 0; i < n; i++) await c[i % c.length].put(i % keys, val(i));
+    await new Promise((res) => setTimeout(res, 300));   /* loops publish their counters per pass */
+    let bad = 0;
+    const rows = [];
+    for (let j = 0; j < c.length; j++) {
+        const m = await memStats(c[j]);
+        const da = m.allocs - before[j].allocs, db = m.bytes - before[j].bytes;
+        rows.push(`${eps[j]} ${da} allocs ${db} B`);
+        if (da || db) bad++;
+    }
+    console.log(`${bad ? 'FAIL' : 'ok'} ${n} replicated ${size} B overwrites (FULL_SYNC, 2 backups): ${rows.join('; ')}`);
+    for (const x of cl) x.disconnect();
+    if (bad) process.exit(1);
+}
+
 const [cmd, ...a] = process.argv.slice(2);
-const run = cmd === 'ops' ? ops(parseInt(a[0], 10), a.slice(1))
+const run = cmd === 'alloc' ? alloc(parseInt(a[0], 10), parseInt(a[1], 10), a.slice(2))
+    : cmd === 'ops' ? ops(parseInt(a[0], 10), a.slice(1))
     : cmd === 'write' ? write(a[0], parseFloat(a[1]), a.slice(2))
     : check(a[0], a.slice(1));
 run.catch((e) => { console.log('FAIL ' + (e && e.message)); process.exit(1); });
