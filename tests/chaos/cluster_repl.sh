@@ -59,4 +59,25 @@ after=$(lines "$ACKED")
 [ "$after" -gt "$dropped" ] && ok "writes went on after the topology dropped node 3 ($dropped -> $after)" ||
     bad "no write acknowledged after node 3 left ($dropped -> $after)"
 run_js check "$ACKED" "$(node_addr 1)" "$(node_addr 2)"
+node_term 1; node_term 2
+
+# Persistent regions: every owner logs its copy in its own WAL.  A fresh
+# persistent cluster (nodes 4-6) takes FULL_SYNC writes through node 4; after
+# a clean stop, each node's WAL holds a PUT of every acknowledged key.
+node_start 4 $(cluster_flags 4) --persistence true || finish
+node_start 5 --seeds "$(node_ip 4):47100" --failure-detection-timeout ${CHAOS_FD_MS:-3000} --persistence true || finish
+node_start 6 --seeds "$(node_ip 4):47100" --failure-detection-timeout ${CHAOS_FD_MS:-3000} --persistence true || finish
+for i in 4 5 6; do
+    wait_metric "$i" ember_cluster_members 3 || { bad "persistent node $i did not join"; finish; }
+done
+"$BUILD/ember-cli" -h "$(node_ip 4)" -p "$CHAOS_PORT" state ACTIVE >/dev/null || bad "activate"
+PACKED="$CHAOS_TMP/packed"
+node "$JS" write "$PACKED" 1 "$(node_addr 4)" >"$CHAOS_TMP/pwriter.out" 2>&1 || { cat "$CHAOS_TMP/pwriter.out"; bad "persistent writes"; }
+n=$(lines "$PACKED")
+node_term 4; node_term 5; node_term 6
+for i in 4 5 6; do
+    logged=$("$BUILD/ember-wal" dump "$CHAOS_TMP/n$i/data" 2>/dev/null | grep -c ' PUT ')
+    [ "$n" -gt 0 ] && [ "$logged" -ge "$n" ] && ok "node $i logged $logged PUTs for $n acknowledged writes" ||
+        bad "node $i logged $logged PUTs for $n acknowledged writes"
+done
 finish
