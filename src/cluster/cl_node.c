@@ -54,6 +54,7 @@ typedef struct pending {
     em_buf  *resp;               /* cl_node_call: where the answer goes */
     cl_meta_uuid to;             /* the member asked: only its answer counts */
     int      remote;             /* to is another member (its link's loss ends the wait) */
+    pthread_cond_t *cv;          /* cl_node_call: its own (only its answer wakes it) */
     struct pending *next;
 } pending;
 
@@ -389,7 +390,7 @@ static int pend_wait(cl_node *n, pending *p, int rc, uint64_t end, int applied)
         }
         struct timespec ts;
         timespec_in(&ts, 50);
-        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+        pthread_cond_timedwait(p->cv ? p->cv : &n->cv, &n->mu, &ts);
     }
     if (!rc)
         rc = p->status;
@@ -413,7 +414,8 @@ static void call_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
         if (!status && len && em_buf_append(q->resp, p, len))
             q->status = EM_NOMEM;
         q->done = 1;
-        pthread_cond_broadcast(&n->cv);
+        /* Only this caller: many calls wait at once under load. */
+        pthread_cond_signal(q->cv);
     }
     pthread_mutex_unlock(&n->mu);
 }
@@ -427,6 +429,9 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
     q.remote = 1;
     if (tl_transport)
         return EM_BUSY;             /* it would wait for its own thread */
+    pthread_cond_t cv;              /* the clock of timespec_in, as n->cv */
+    pthread_cond_init(&cv, NULL);
+    q.cv = &cv;
     if (len + 8 + CL_NET_HDR > CL_NET_MAX_FRAME_DEFAULT)
         return EM_TOOBIG;
     em_buf b = EM_BUF_INIT;
@@ -438,8 +443,10 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
         n->pend = &q;
     }
     pthread_mutex_unlock(&n->mu);
-    if (!up)
+    if (!up) {
+        pthread_cond_destroy(&cv);
         return EM_CLOSED;
+    }
     /* Request id and request in one send block (cl_net_send copies it):
      * from the stack when small, so a forwarded op allocates nothing. */
     uint8_t stack[4096];
@@ -456,7 +463,9 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
             rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, b.p, b.len);
         em_buf_free(&b);
     }
-    return pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
+    rc = pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
+    pthread_cond_destroy(&cv);
+    return rc;
 }
 
 int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, size_t len)
@@ -807,6 +816,8 @@ static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
         if (q->remote && !q->done && q->to.msb == msb && q->to.lsb == lsb) {
             q->status = q->resp ? EM_CLOSED : EM_LOSTLEADER;
             q->done = 1;
+            if (q->cv)
+                pthread_cond_signal(q->cv);
             woke = 1;
         }
     if (woke)

@@ -59,6 +59,17 @@ typedef struct peer {
     em_buf          out;            /* queued updates (REPL_UPDATE payload) */
 } peer;
 
+/* A FULL_SYNC waiter: it sleeps on its own condition until the ack it
+ * waits for next (c, part, ctr) arrives, so an ack wakes only the writers
+ * it can complete, not every waiting thread. */
+typedef struct waiter {
+    pthread_cond_t cv;
+    rcache  *c;
+    uint32_t part;
+    uint64_t ctr;
+    struct waiter *next;
+} waiter;
+
 struct cl_repl {
     cl_repl_opts    o;
     st_observer_fn  down;           /* the observer before us (the WAL) */
@@ -68,7 +79,7 @@ struct cl_repl {
     peer           *peers[MAX_PEERS];
     _Atomic uint32_t npeers;
     pthread_mutex_t wait_mu;        /* FULL_SYNC waiters */
-    pthread_cond_t  wait_cv;
+    waiter         *waiters;
     em_buf          ack_out;        /* transport thread: acks of one frame */
     _Atomic uint64_t st[7];
 };
@@ -393,12 +404,16 @@ static int entry_state(cl_repl *r, cl_topo *t, rcache *c, uint32_t part, uint64_
     return 1;
 }
 
-static int ticket_state(cl_repl *r, cl_topo *t, ticket *tk)
+static int ticket_state(cl_repl *r, cl_topo *t, ticket *tk, waiter *w)
 {
     for (uint32_t i = 0; i < tk->n; i++) {
         int st = entry_state(r, t, tk->e[i].c, tk->e[i].part, tk->e[i].ctr);
-        if (st != 1)
+        if (st != 1) {
+            w->c = tk->e[i].c;
+            w->part = tk->e[i].part;
+            w->ctr = tk->e[i].ctr;
             return st;
+        }
     }
     if (tk->overflow && tk->n) {
         /* Past TICKET_MAX partitions: every partition of the cache up to
@@ -409,8 +424,12 @@ static int ticket_state(cl_repl *r, cl_topo *t, ticket *tk)
             if (!ctr)
                 continue;
             int st = entry_state(r, t, c, p, ctr);
-            if (st != 1)
+            if (st != 1) {
+                w->c = c;
+                w->part = p;
+                w->ctr = ctr;
                 return st;
+            }
         }
     }
     return 1;
@@ -432,10 +451,18 @@ int cl_repl_finish(cl_repl *r)
     count(r, S_WAITS, 1);
     uint64_t end = em_now_ms() + r->o.timeout_ms;
     int rc;
+    waiter w = { .next = NULL };
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_lock(&r->wait_mu);
+    w.next = r->waiters;
+    r->waiters = &w;
     for (;;) {
         cl_topo *t = cl_node_topo_acquire(r->o.node);
-        int st = ticket_state(r, t, tk);
+        int st = ticket_state(r, t, tk, &w);
         cl_node_topo_release(t);
         if (st == 1) {
             rc = 0;
@@ -451,17 +478,23 @@ int cl_repl_finish(cl_repl *r)
             count(r, S_TIMEOUTS, 1);
             break;
         }
-        /* Acks and topology changes broadcast; the bound covers a missed
-         * wake-up as well. */
+        /* The ack for (w.c, w.part, w.ctr), a refusal or a topology change
+         * signals; the bound covers a missed wake-up as well. */
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t ms = end - now < 100 ? end - now : 100;
         ts.tv_nsec += (long)(ms * 1000000u);
         ts.tv_sec += ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&r->wait_cv, &r->wait_mu, &ts);
+        pthread_cond_timedwait(&w.cv, &r->wait_mu, &ts);
     }
+    for (waiter **x = &r->waiters; *x; x = &(*x)->next)
+        if (*x == &w) {
+            *x = w.next;
+            break;
+        }
     pthread_mutex_unlock(&r->wait_mu);
+    pthread_cond_destroy(&w.cv);
     cl_repl_begin();
     tk->r = NULL;
     return rc;
@@ -470,7 +503,8 @@ int cl_repl_finish(cl_repl *r)
 void cl_repl_topology(cl_repl *r)
 {
     pthread_mutex_lock(&r->wait_mu);
-    pthread_cond_broadcast(&r->wait_cv);
+    for (waiter *w = r->waiters; w; w = w->next)
+        pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&r->wait_mu);
 }
 
@@ -608,6 +642,7 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
     int slot = peer_slot(r, from, 0);
     if (slot < 0)
         return;
+    pthread_mutex_lock(&r->wait_mu);
     for (size_t at = 0; at + ACK_ENTRY <= n; at += ACK_ENTRY) {
         int32_t cache = (int32_t)em_ld32(p + at);
         uint32_t part = em_ld32(p + at + 4);
@@ -623,9 +658,11 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
         if (atomic_load_explicit(f, memory_order_relaxed) < ctr)
             atomic_store_explicit(f, ctr, memory_order_release);
         count(r, S_ACKS, 1);
+        /* Wake the writers this ack (or refusal) may complete. */
+        for (waiter *w = r->waiters; w; w = w->next)
+            if (w->c == c && w->part == part && w->ctr <= ctr)
+                pthread_cond_signal(&w->cv);
     }
-    pthread_mutex_lock(&r->wait_mu);
-    pthread_cond_broadcast(&r->wait_cv);
     pthread_mutex_unlock(&r->wait_mu);
 }
 
@@ -651,7 +688,6 @@ int cl_repl_start(cl_repl **out, const cl_repl_opts *o)
         r->o.timeout_ms = 10000;
     pthread_mutex_init(&r->reg_mu, NULL);
     pthread_mutex_init(&r->wait_mu, NULL);
-    pthread_cond_init(&r->wait_cv, NULL);
     st_get_observer(o->store, &r->down, &r->down_arg);
     st_set_observer(o->store, observe, r);
     st_set_copy_fn(o->store, copy_fn, r);
@@ -685,7 +721,6 @@ void cl_repl_stop(cl_repl *r)
         em_free(r->peers[i]);
     }
     em_buf_free(&r->ack_out);
-    pthread_cond_destroy(&r->wait_cv);
     pthread_mutex_destroy(&r->wait_mu);
     pthread_mutex_destroy(&r->reg_mu);
     em_free(r);
