@@ -212,13 +212,17 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
  * Every key has one primary, the first owner of its partition in the
  * topology the members share (cl_repl_owners); reads of a cache that reads
  * from backups are served by any owner, so by this node when it holds a
- * copy.  A single-key op on another member's key is forwarded whole - the client's
- * request bytes - and answered with what the owner answered; the worker
- * waits for it (FORWARD_TIMEOUT_MS at most).  A batch whose keys all have one
- * owner goes there; a batch across owners is refused until batches are
- * split.  GET_SIZE, CLEAR and REMOVE_ALL ask every member and sum.
+ * copy.  A single-key op on another member's key is forwarded whole - the
+ * client's request bytes - and answered with what the owner answered; the
+ * worker waits for it (FORWARD_TIMEOUT_MS at most).  A batch whose keys all
+ * have one owner goes there; a batch across owners is split per owner
+ * (split).  GET_SIZE, CLEAR and REMOVE_ALL ask every member and sum.
  * Forwarded requests run on the owner's forwarding workers
- * (server/srv_cluster.c) and are never forwarded again. */
+ * (server/srv_cluster.c), are never forwarded again, and are sent back
+ * (EM_STALE) when the owner's topology names another owner: the two views
+ * differ during a topology change, and the forwarding node looks again.
+ * What a write changes is streamed to the other owners by cluster/cl_repl
+ * (proto_cache.c waits for it under FULL_SYNC). */
 
 #define FORWARD_TIMEOUT_MS 10000
 

@@ -232,10 +232,12 @@ int st_cache_destroyed(const st_cache *c);
  * questions Ignite asks (GridCacheAdapter.parsePeekModes): which copies
  * (near, primary, backup) and which storage (on-heap, off-heap), each
  * defaulting to "all" when the mask names none of its modes.  A copy counts
- * when both its kind and its storage were asked for.  This node holds every
- * partition as its primary copy, off the heap, and no near copies, so on
- * one node: ALL, PRIMARY, OFFHEAP (alone or with each other) count every
- * entry; NEAR, BACKUP, ONHEAP alone, or PRIMARY+ONHEAP, count none. */
+ * when both its kind and its storage were asked for.  A single node holds
+ * every partition as its primary copy, off the heap, and no near copies, so
+ * there: ALL, PRIMARY, OFFHEAP (alone or with each other) count every
+ * entry; NEAR, BACKUP, ONHEAP alone, or PRIMARY+ONHEAP, count none.  On a
+ * cluster st_set_copy_fn says which partitions are primary, backup or not
+ * held here, and the modes count by that. */
 enum { ST_PEEK_ALL = 0, ST_PEEK_NEAR = 1, ST_PEEK_PRIMARY = 2, ST_PEEK_BACKUP = 3,
        ST_PEEK_ONHEAP = 4, ST_PEEK_OFFHEAP = 5 };
 typedef struct st_peek {
