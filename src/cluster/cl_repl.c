@@ -8,8 +8,8 @@
  *    written under the store's partition lock), the highest contiguous
  *    counter applied per partition and the epoch it was applied in (owner
  *    side, transport thread only), and per peer slot an array of
- *    {sent, acked, refused} counters per partition (written atomically,
- *    read by FULL_SYNC waiters);
+ *    {sent, acked} counters and the last refused range per partition
+ *    (read by FULL_SYNC waiters);
  *  - peers: slots by node id, insert-only (a restarted node has a new id);
  *    each has an outgoing stream buffer under its own mutex.  The buffer is
  *    sent while that mutex is held, so frames to one peer leave in the order
@@ -35,12 +35,13 @@
 #define MAX_OWNERS      64u          /* owners looked at per partition */
 #define STREAM_FLUSH    (1u << 20)   /* a stream this full is sent at once */
 #define UPD_HDR         28u          /* i32 cache | u32 part | u64 ctr | u64 epoch | u32 len */
-#define ACK_ENTRY       20u
+#define ACK_ENTRY       28u          /* i32 cache | u32 part | u64 ctr | u64 from | i32 status */
 #define TICKET_MAX      256u
 #define MAX_UPDATE_REC  (64u << 20)
 
 typedef struct ackv {
-    _Atomic uint64_t sent, acked, refused;
+    _Atomic uint64_t sent, acked;
+    uint64_t refused_lo, refused_hi;    /* the last refused range (under wait_mu) */
 } ackv;
 
 typedef struct rcache {
@@ -396,8 +397,8 @@ static int entry_state(cl_repl *r, cl_topo *t, rcache *c, uint32_t part, uint64_
             continue;
         if (atomic_load_explicit(&a[part].sent, memory_order_acquire) < ctr)
             continue;               /* not an owner when it was written */
-        if (atomic_load_explicit(&a[part].refused, memory_order_acquire) >= ctr)
-            return EM_STALE;
+        if (a[part].refused_lo <= ctr && ctr <= a[part].refused_hi)
+            return EM_STALE;        /* (under wait_mu, as on_ack writes it) */
         if (atomic_load_explicit(&a[part].acked, memory_order_acquire) < ctr)
             return 0;
     }
@@ -510,15 +511,20 @@ void cl_repl_topology(cl_repl *r)
 
 /* ---- owner side ------------------------------------------------------------ */
 
-/* ack_put records the ack of (cache, part) in this frame's answer: one
- * entry per partition, the latest counter (cumulative). */
-static int ack_put(cl_repl *r, int32_t cache, uint32_t part, uint64_t ctr, int status)
+/* ack_put records in this frame's answer, per partition, the highest
+ * contiguous counter applied (status 0, cumulative) or a refused range
+ * [from, ctr] (status EM_*), merging entries of one partition and kind. */
+static int ack_put(cl_repl *r, int32_t cache, uint32_t part, uint64_t from, uint64_t ctr,
+                   int status)
 {
     em_buf *b = &r->ack_out;
     for (size_t at = 0; at < b->len; at += ACK_ENTRY)
         if ((int32_t)em_ld32(b->p + at) == cache && em_ld32(b->p + at + 4) == part &&
-            (int32_t)em_ld32(b->p + at + 16) == status) {
-            em_st64(b->p + at + 8, ctr);
+            ((int32_t)em_ld32(b->p + at + 24) == 0) == (status == 0)) {
+            if (ctr > em_ld64(b->p + at + 8))
+                em_st64(b->p + at + 8, ctr);
+            if (from < em_ld64(b->p + at + 16))
+                em_st64(b->p + at + 16, from);
             return 0;
         }
     int rc = em_buf_reserve(b, ACK_ENTRY);
@@ -528,7 +534,8 @@ static int ack_put(cl_repl *r, int32_t cache, uint32_t part, uint64_t ctr, int s
     em_st32(e, (uint32_t)cache);
     em_st32(e + 4, part);
     em_st64(e + 8, ctr);
-    em_st32(e + 16, (uint32_t)status);
+    em_st64(e + 16, from);
+    em_st32(e + 24, (uint32_t)status);
     b->len += ACK_ENTRY;
     return 0;
 }
@@ -594,10 +601,19 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                 c->epoch[part] = epoch;
                 c->applied[part] = ctr - 1;
             }
+            if (ctr > c->applied[part] + 1) {
+                /* A gap: updates were lost (a link that dropped frames and
+                 * came back within the failure detection timeout).  Their
+                 * writers are refused - a cumulative ack past them would
+                 * be a lie - and the stream goes on from this update, so
+                 * one lost frame does not stop the partition's writes.
+                 * Bringing the lost updates back is rebalancing's job. */
+                (void)ack_put(r, cache, part, c->applied[part] + 1, ctr - 1, EM_STALE);
+                count(r, S_REFUSED, 1);
+                c->applied[part] = ctr - 1;
+            }
             if (ctr <= c->applied[part]) {
                 ctr = c->applied[part];     /* a duplicate: ack what we have */
-            } else if (ctr != c->applied[part] + 1) {
-                status = EM_STALE;          /* a gap: an update was lost */
             } else {
                 wal_cmd cmd;
                 st_update u;
@@ -625,7 +641,10 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
         }
         if (status)
             count(r, S_REFUSED, 1);
-        (void)ack_put(r, cache, part, status ? ctr : (c ? c->applied[part] : ctr), status);
+        if (status)
+            (void)ack_put(r, cache, part, ctr, ctr, status);
+        else
+            (void)ack_put(r, cache, part, 0, c->applied[part], 0);
     }
     cl_node_topo_release(t);
     if (any && r->o.durable) {
@@ -647,16 +666,20 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
         int32_t cache = (int32_t)em_ld32(p + at);
         uint32_t part = em_ld32(p + at + 4);
         uint64_t ctr = em_ld64(p + at + 8);
-        int32_t status = (int32_t)em_ld32(p + at + 16);
+        uint64_t lo = em_ld64(p + at + 16);
+        int32_t status = (int32_t)em_ld32(p + at + 24);
         rcache *c = cache_find(r, cache);
         if (!c || part >= c->parts)
             continue;
         ackv *a = atomic_load_explicit(&c->ack[slot], memory_order_acquire);
         if (!a)
             continue;
-        _Atomic uint64_t *f = status ? &a[part].refused : &a[part].acked;
-        if (atomic_load_explicit(f, memory_order_relaxed) < ctr)
-            atomic_store_explicit(f, ctr, memory_order_release);
+        if (status) {
+            a[part].refused_lo = lo;
+            a[part].refused_hi = ctr;
+        } else if (atomic_load_explicit(&a[part].acked, memory_order_relaxed) < ctr) {
+            atomic_store_explicit(&a[part].acked, ctr, memory_order_release);
+        }
         count(r, S_ACKS, 1);
         /* Wake the writers this ack (or refusal) may complete. */
         for (waiter *w = r->waiters; w; w = w->next)

@@ -59,7 +59,7 @@ after=$(lines "$ACKED")
 [ "$after" -gt "$dropped" ] && ok "writes went on after the topology dropped node 3 ($dropped -> $after)" ||
     bad "no write acknowledged after node 3 left ($dropped -> $after)"
 run_js check "$ACKED" "$(node_addr 1)" "$(node_addr 2)"
-node_term 1; node_term 2
+for i in 1 2; do node_term $i || bad "node $i did not stop cleanly (exit $?)"; done
 
 # Persistent regions: every owner logs its copy in its own WAL.  A fresh
 # persistent cluster (nodes 4-6) takes FULL_SYNC writes through node 4; after
@@ -74,7 +74,7 @@ done
 PACKED="$CHAOS_TMP/packed"
 node "$JS" write "$PACKED" 1 "$(node_addr 4)" >"$CHAOS_TMP/pwriter.out" 2>&1 || { cat "$CHAOS_TMP/pwriter.out"; bad "persistent writes"; }
 n=$(lines "$PACKED")
-node_term 4; node_term 5; node_term 6
+for i in 4 5 6; do node_term $i || bad "node $i did not stop cleanly (exit $?)"; done
 for i in 4 5 6; do
     logged=$("$BUILD/ember-wal" dump "$CHAOS_TMP/n$i/data" 2>/dev/null | grep -c ' PUT ')
     [ "$n" -gt 0 ] && [ "$logged" -ge "$n" ] && ok "node $i logged $logged PUTs for $n acknowledged writes" ||
