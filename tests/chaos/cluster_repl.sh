@@ -31,6 +31,7 @@ run_js() {
     fi
 }
 [ -n "${SKIP_OPS:-}" ] || run_js ops "$KEYS" "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
+run_js expiry "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
 # 0 B/op: a replicated overwrite allocates nothing on near, primary and
 # backups (the counting allocator's totals over each node's threads).
 run_js alloc 3000 64 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
