@@ -48,6 +48,7 @@ typedef struct ld_opts {
     long pid;                 /* server to account, 0 = none */
     int csv, json, prefill, int_keys;
     const char *label;
+    const char *mem_eps;      /* --mem-stats: emberd nodes to read op 32000 from */
 } ld_opts;
 
 typedef struct slot {
@@ -507,6 +508,74 @@ static int ignite_setup(run *R, int fd, int create, char *err, size_t errlen)
     }
 }
 
+/* ---- --mem-stats: emberd's counting allocator around the measured run ----
+ *
+ * One extra blocking connection per listed node (ip:port, numeric), opened
+ * before the run, reads the private op 32000 (emberd --debug-ops) right
+ * before the measured interval and after it drained: the allocations made
+ * meanwhile, summed over the nodes, per measured op.  The connections exist
+ * before and after, so their own setup is not counted. */
+#define MEM_MAX 16
+
+static int mem_open(run *R, const char *ep, size_t len, char *err, size_t errlen)
+{
+    char host[128], port[16];
+    const char *colon = memrchr(ep, ':', len);
+    if (!colon || (size_t)(colon - ep) >= sizeof host || len - (size_t)(colon - ep) > sizeof port) {
+        snprintf(err, errlen, "--mem-stats wants ip:port[,ip:port...]");
+        return -1;
+    }
+    memcpy(host, ep, (size_t)(colon - ep));
+    host[colon - ep] = 0;
+    memcpy(port, colon + 1, len - (size_t)(colon - ep) - 1);
+    port[len - (size_t)(colon - ep) - 1] = 0;
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai) {
+        snprintf(err, errlen, "--mem-stats: bad address %s:%s", host, port);
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
+        ignite_setup(R, fd, 0, err, errlen) < 0) {
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        if (!err[0])
+            snprintf(err, errlen, "--mem-stats: cannot connect to %s:%s", host, port);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+/* mem_read: allocations and bytes (the reply's first two longs). */
+static int mem_read(int fd, int64_t *allocs, int64_t *bytes)
+{
+    uint8_t req[14] = {10, 0, 0, 0, 0x00, 0x7d, 7, 0, 0, 0, 0, 0, 0, 0};  /* op 32000, rid 7 */
+    if (write_all(fd, req, sizeof req) < 0)
+        return -1;
+    uint8_t buf[256];
+    size_t have = 0, need = 4;
+    while (have < need) {
+        ssize_t r = recv(fd, buf + have, need - have, 0);
+        if (r <= 0)
+            return -1;
+        have += (size_t)r;
+        if (have >= 4 && need == 4) {
+            uint32_t l;
+            memcpy(&l, buf, 4);
+            if (l < 52 || l > sizeof buf - 4)
+                return -1;      /* not a stats reply (no --debug-ops?) */
+            need = 4 + l;
+        }
+    }
+    /* The 5 longs end the reply, whatever header the version has. */
+    memcpy(allocs, buf + need - 40, 8);
+    memcpy(bytes, buf + need - 32, 8);
+    return 0;
+}
+
 static int conn_open(run *R, worker *w, conn *c, const struct addrinfo *ai, int first,
                      char *err, size_t errlen)
 {
@@ -632,6 +701,9 @@ static void usage(void)
         "  --ignite-version X.Y.Z         handshake version (default 1.2.0)\n"
         "  --cache NAME                   Ignite cache (default bench)\n"
         "  --pid PID                      server process: report its CPU per op\n"
+        "  --resp-wait N                  RESP: follow each SET with WAIT N 0 (replicas)\n"
+        "  --mem-stats EP[,EP...]         emberd --debug-ops nodes: allocations per op over\n"
+        "                                 the measured run, summed (csv: server_bytes_op...)\n"
         "  --label TEXT                   first column of --csv/--json output\n"
         "  --csv | --json                 machine-readable result\n"
         "  --self-test                    check encoders, parsers, histogram; no server\n"
@@ -677,6 +749,7 @@ static int parse_opts(int argc, char **argv, ld_opts *o, ld_cfg *cfg)
             else { fprintf(stderr, "unknown protocol %s\n", val); return -1; }
         } else if (FLAG("--host")) o->host = val;
         else if (FLAG("--label")) o->label = val;
+        else if (FLAG("--mem-stats")) o->mem_eps = val;
         else if (FLAG("--cache")) cfg->cache_name = val;
         else if (FLAG("--key-type")) {
             if (strcmp(val, "int") == 0) o->int_keys = 1;
@@ -701,6 +774,7 @@ static int parse_opts(int argc, char **argv, ld_opts *o, ld_cfg *cfg)
         else if (FLAG("--ops")) o->ops = (uint64_t)num;
         else if (FLAG("--warmup")) o->warmup = num;
         else if (FLAG("--pid")) o->pid = (long)num;
+        else if (FLAG("--resp-wait")) cfg->resp_wait = (int)num;
         else { fprintf(stderr, "unknown option %s\n", name); return -1; }
 #undef FLAG
 #undef VAL
@@ -778,6 +852,13 @@ static int self_test(void)
     ST(ld_parse(&cfg, (const uint8_t *)"$3\r\nabc\r\n", 9, &r) == 9 && r.is_value && r.vlen == 3);
     ST(ld_parse(&cfg, (const uint8_t *)"-ERR x\r\n", 8, &r) == 8 && r.status && r.msglen == 5);
     ST(ld_parse(&cfg, (const uint8_t *)"?\r\n", 3, &r) < 0);
+    cfg.resp_wait = 2;
+    n = ld_enc_put(&cfg, buf, 0, 42);
+    ST(n > 30 && memcmp(buf + n - 30, "\r\n*3\r\n$4\r\nWAIT\r\n$1\r\n2\r\n$1\r\n0\r\n", 30) == 0);
+    ST(ld_parse(&cfg, (const uint8_t *)"+OK\r\n:2\r\n", 9, &r) == 9 && r.is_ok);
+    ST(ld_parse(&cfg, (const uint8_t *)"+OK\r\n:1\r\n", 9, &r) == 9 && !r.is_ok && r.status);
+    ST(ld_parse(&cfg, (const uint8_t *)"+OK\r\n:2", 7, &r) == 0);
+    cfg.resp_wait = 0;
     /* memcached: GET request header and a miss reply */
     cfg.proto = LD_MEMCACHE;
     n = ld_enc_get(&cfg, buf, 0x01020304, 1);
@@ -881,6 +962,7 @@ static int cmd_load(int argc, char **argv)
     R->max_resp = ld_max_response(&R->cfg);
 
     char port[16], err[256] = "";
+    int mem_fd[MEM_MAX], nmem = 0;
     snprintf(port, sizeof port, "%d", o->port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     int gai = getaddrinfo(o->host, port, &hints, &ai);
@@ -911,6 +993,16 @@ static int cmd_load(int argc, char **argv)
             goto out;
         }
     }
+    for (const char *e = o->mem_eps; e && *e && nmem < MEM_MAX;) {
+        const char *comma = strchr(e, ',');
+        size_t len = comma ? (size_t)(comma - e) : strlen(e);
+        if ((mem_fd[nmem] = mem_open(R, e, len, err, sizeof err)) < 0) {
+            fprintf(stderr, "ember-bench load: %s\n", err);
+            goto out;
+        }
+        nmem++;
+        e = comma ? comma + 1 : e + len;
+    }
     set_phase(R, PH_SETUP);
     int started = 0;
     for (; started < o->threads; started++)
@@ -939,6 +1031,15 @@ static int cmd_load(int argc, char **argv)
         if (tick % 50 == 49)
             progress(R, tty, PH_WARMUP, (double)(em_now_ns() - start) / 1e9, &ld, &lt);
     }
+    int64_t ma0 = 0, mb0 = 0, ma1 = 0, mb1 = 0;
+    int mem_ok = nmem > 0;
+    for (int i = 0; i < nmem; i++) {
+        int64_t a, b;
+        if (mem_read(mem_fd[i], &a, &b) < 0)
+            mem_ok = 0;
+        ma0 += a;
+        mb0 += b;
+    }
     double srv0 = o->pid ? proc_cpu_us(o->pid) : -1, cli0 = self_cpu_us();
     uint64_t t0 = em_now_ns();
     set_phase(R, PH_MEASURE);
@@ -962,6 +1063,16 @@ static int cmd_load(int argc, char **argv)
         pthread_join(R->w[t].tid, NULL);
     if (tty)
         printf("\r\033[K");
+    if (mem_ok)
+        usleep(300000);         /* server threads publish their counters per pass */
+    for (int i = 0; i < nmem; i++) {
+        int64_t a, b;
+        if (mem_ok && mem_read(mem_fd[i], &a, &b) < 0)
+            mem_ok = 0;
+        ma1 += a;
+        mb1 += b;
+        close(mem_fd[i]);
+    }
 
     /* ---- aggregate ---- */
     ld_hist *h = em_calloc(1, sizeof *h);
@@ -1012,19 +1123,22 @@ static int cmd_load(int argc, char **argv)
     double srv_op = srv_us >= 0 && ops ? srv_us / (double)ops : -1;
     double srv_pct = srv_us >= 0 && secs > 0 ? srv_us / (secs * 1e6) * 100 : -1;
     double cli_op = ops ? (cli1 - cli0) / (double)ops : -1;
+    double mem_b = mem_ok && ops ? (double)(mb1 - mb0) / (double)ops : -1;
+    double mem_a = mem_ok && ops ? (double)(ma1 - ma0) / (double)ops : -1;
     static const char *const pname[] = {"ignite", "resp", "memcache"};
 
     if (o->csv) {
         printf("label,proto,connections,threads,pipeline,value_size,keys,mix,seconds,ops,ops_s,"
                "gets,hits,misses,puts,errors,p50_us,p99_us,p999_us,max_us,mean_us,"
-               "server_cpu_us_op,server_cpu_pct,client_cpu_us_op,conn_mean_min_us,conn_mean_max_us\n");
+               "server_cpu_us_op,server_cpu_pct,client_cpu_us_op,conn_mean_min_us,conn_mean_max_us,"
+               "server_bytes_op,server_allocs_op\n");
         printf("%s,%s,%d,%d,%d,%u,%u,%d,%.3f,%llu,%.0f,%llu,%llu,%llu,%llu,%llu,"
-               "%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.1f,%.3f,%.1f,%.1f\n",
+               "%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.1f,%.3f,%.1f,%.1f,%.3f,%.4f\n",
                o->label, pname[o->proto], o->conns, o->threads, o->pipeline, o->value_size,
                o->keys, o->mix, secs, (unsigned long long)ops, ops_s, (unsigned long long)gets,
                (unsigned long long)hits, (unsigned long long)misses, (unsigned long long)puts,
                (unsigned long long)errors, p50, p99, p999, pmax, mean, srv_op, srv_pct, cli_op,
-               cmin, cmax);
+               cmin, cmax, mem_b, mem_a);
     } else if (o->json) {
         printf("{\"label\":\"%s\",\"proto\":\"%s\",\"connections\":%d,\"threads\":%d,"
                "\"pipeline\":%d,\"value_size\":%u,\"keys\":%u,\"mix\":%d,\"seconds\":%.3f,"
@@ -1059,6 +1173,9 @@ static int cmd_load(int argc, char **argv)
         if (o->pid)
             printf("server cpu  %.3f us/op  (pid %ld, %.0f%% of one core)\n", srv_op, o->pid, srv_pct);
         printf("client cpu  %.3f us/op\n", cli_op);
+        if (mem_ok)
+            printf("server mem  %.3f B/op  %.4f allocs/op  (%d node%s, counting allocator)\n",
+                   mem_b, mem_a, nmem, nmem == 1 ? "" : "s");
         printf("errors      %llu (server %llu, verify %llu, protocol %llu, connection %llu, "
                "unanswered %llu)\n",
                (unsigned long long)errors, (unsigned long long)e_srv, (unsigned long long)e_ver,

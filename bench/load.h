@@ -23,6 +23,7 @@ typedef struct ld_cfg {
     const char *cache_name;
     uint32_t value_size;
     uint8_t *filler;         /* value_size bytes; a value = key (8 B LE) + filler */
+    int resp_wait;           /* RESP: each SET followed by WAIT resp_wait 0 (0 = none) */
 } ld_cfg;
 
 /* Largest request and response for one op, for sizing the reused buffers. */

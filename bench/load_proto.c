@@ -8,6 +8,7 @@
 #include "load.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Ignite op codes (§2.1). */
@@ -97,7 +98,7 @@ static size_t put_dec(uint8_t *dst, uint64_t v)
 
 size_t ld_max_request(const ld_cfg *cfg)
 {
-    return 96 + LD_KEY_LEN + cfg->value_size;
+    return 128 + LD_KEY_LEN + cfg->value_size;
 }
 
 size_t ld_max_response(const ld_cfg *cfg)
@@ -226,7 +227,23 @@ size_t ld_enc_put(const ld_cfg *cfg, uint8_t *dst, uint64_t rid, uint32_t key)
         put_value(cfg, dst + n, key);
         n += vs;
         memcpy(dst + n, "\r\n", 2);
-        return n + 2;
+        n += 2;
+        if (cfg->resp_wait) {
+            /* Redis's synchronous replication: the SET is acknowledged once
+             * WAIT reports resp_wait replicas (timeout 0 = no bound). */
+            memcpy(dst + n, "*3\r\n$4\r\nWAIT\r\n$", 15);
+            n += 15;
+            char w[16];
+            int wl = snprintf(w, sizeof w, "%d", cfg->resp_wait);
+            n += put_dec(dst + n, (size_t)wl);
+            memcpy(dst + n, "\r\n", 2);
+            n += 2;
+            memcpy(dst + n, w, (size_t)wl);
+            n += (size_t)wl;
+            memcpy(dst + n, "\r\n$1\r\n0\r\n", 9);
+            n += 9;
+        }
+        return n;
     default:
         n = mc_header(dst, MC_SET, 8, (uint32_t)(8 + LD_KEY_LEN + vs), (uint32_t)rid);
         memset(dst + n, 0, 8);
@@ -488,7 +505,27 @@ long ld_parse(const ld_cfg *cfg, const uint8_t *p, size_t n, ld_resp *r)
     memset(r, 0, sizeof *r);
     switch (cfg->proto) {
     case LD_IGNITE: return ig_parse(cfg, p, n, r);
-    case LD_RESP:   return resp_parse(p, n, r);
+    case LD_RESP: {
+        long m = resp_parse(p, n, r);
+        if (m <= 0 || !cfg->resp_wait || !r->is_ok)
+            return m;
+        /* SET's +OK, then WAIT's integer: the replicas that acknowledged. */
+        const uint8_t *q = p + m, *nl = memchr(q, '\n', n - (size_t)m);
+        if (!nl)
+            return 0;
+        if (q[0] != ':' || nl - q < 3 || nl[-1] != '\r') {
+            r->is_ok = 0;
+            r->what = "WAIT did not answer an integer";
+            return -1;
+        }
+        long acks = strtol((const char *)q + 1, NULL, 10);
+        if (acks < cfg->resp_wait) {
+            r->is_ok = 0;
+            r->status = 1;
+            r->what = "WAIT: fewer replicas acknowledged than asked";
+        }
+        return m + (long)(nl - q) + 1;
+    }
     default:        return mc_parse(p, n, r);
     }
 }

@@ -12,6 +12,7 @@
  */
 #include "cluster/cl_net.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +61,11 @@ struct cl_net {
     net_server  *srv;
     cl_net_link *up;             /* loop thread only */
     _Atomic uint64_t st[8];
+    /* Spare send blocks (cl_net_send): a steady stream of frames reuses
+     * them, so sending allocates nothing once the pool holds enough. */
+    pthread_mutex_t pool_mu;
+    struct post_send *pool;
+    uint32_t     npool;
 };
 
 enum { S_OUT, S_IN, S_NOLINK, S_FDROP, S_FDUP, S_FDELAY, S_REFUSED, S_UP };
@@ -154,11 +160,86 @@ static cl_net_link *find_up(cl_net *n, uint64_t msb, uint64_t lsb)
 
 typedef struct post_send {
     cl_net  *net;
+    struct post_send *next;      /* in the pool */
+    size_t   cap;                /* payload bytes the block holds */
     uint64_t msb, lsb;
     uint16_t type;
     size_t   len;
     uint8_t  payload[];
 } post_send;
+
+/* The pool keeps at most POOL_MAX blocks of at most POOL_BLOCK_MAX payload
+ * bytes: enough for the frames in flight of a busy replication stream,
+ * bounded so a burst of huge frames does not stay resident. */
+#define POOL_MAX       64u
+#define POOL_BLOCK_MAX (256u << 10)
+#define POOL_MIN_CAP   512u
+#define POOL_PREFILL   16u
+
+/* block_get: the smallest pooled block that holds len bytes (best fit, so
+ * small frames leave the large blocks to large ones), else a new block. */
+static post_send *block_get(cl_net *n, size_t len)
+{
+    pthread_mutex_lock(&n->pool_mu);
+    post_send **best = NULL;
+    for (post_send **p = &n->pool; *p; p = &(*p)->next)
+        if ((*p)->cap >= len && (!best || (*p)->cap < (*best)->cap))
+            best = p;
+    if (best) {
+        post_send *m = *best;
+        *best = m->next;
+        n->npool--;
+        pthread_mutex_unlock(&n->pool_mu);
+        return m;
+    }
+    pthread_mutex_unlock(&n->pool_mu);
+    size_t cap = len < POOL_MIN_CAP ? POOL_MIN_CAP : len;
+    post_send *m = em_malloc(sizeof *m + cap);
+    if (m)
+        m->cap = cap;
+    return m;
+}
+
+/* block_put keeps m for reuse; a full pool gives up its smallest block for
+ * a larger one (the pool converges on the sizes in flight). */
+static void block_put(cl_net *n, post_send *m)
+{
+    if (m->cap <= POOL_BLOCK_MAX) {
+        pthread_mutex_lock(&n->pool_mu);
+        if (n->npool == POOL_MAX) {
+            post_send **small = &n->pool;
+            for (post_send **p = &n->pool; *p; p = &(*p)->next)
+                if ((*p)->cap < (*small)->cap)
+                    small = p;
+            if ((*small)->cap < m->cap) {
+                post_send *x = *small;
+                *small = x->next;
+                n->npool--;
+                m->next = n->pool;
+                n->pool = m;
+                n->npool++;
+                m = x;
+            }
+        } else {
+            m->next = n->pool;
+            n->pool = m;
+            n->npool++;
+            m = NULL;
+        }
+        pthread_mutex_unlock(&n->pool_mu);
+    }
+    em_free(m);
+}
+
+static void pool_free(cl_net *n)
+{
+    while (n->pool) {
+        post_send *m = n->pool;
+        n->pool = m->next;
+        em_free(m);
+    }
+    pthread_mutex_destroy(&n->pool_mu);
+}
 
 static void do_send(void *arg, int cancelled)
 {
@@ -168,13 +249,13 @@ static void do_send(void *arg, int cancelled)
         if (!l || cl_net_link_send(l, m->type, m->payload, m->len) != 0)
             count(m->net, S_NOLINK);
     }
-    em_free(m);
+    block_put(m->net, m);
 }
 
 int cl_net_send(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
                 const void *payload, size_t len)
 {
-    post_send *m = em_malloc(sizeof *m + len);
+    post_send *m = block_get(n, len);
     if (!m)
         return EM_NOMEM;
     m->net = n;
@@ -186,7 +267,7 @@ int cl_net_send(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
         memcpy(m->payload, payload, len);
     int rc = net_post(n->srv, 0, do_send, m);
     if (rc)
-        em_free(m);
+        block_put(n, m);
     return rc;
 }
 
@@ -464,6 +545,18 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
     if (!n)
         return EM_NOMEM;
     n->o = *o;
+    pthread_mutex_init(&n->pool_mu, NULL);
+    /* Small blocks up front: the frames in flight at once grow the pool on
+     * their own, but a burst must not allocate in steady state. */
+    for (uint32_t i = 0; i < POOL_PREFILL; i++) {
+        post_send *m = em_malloc(sizeof *m + POOL_MIN_CAP);
+        if (!m)
+            break;
+        m->cap = POOL_MIN_CAP;
+        m->next = n->pool;
+        n->pool = m;
+        n->npool++;
+    }
     memcpy(n->cluster, o->cluster, strlen(o->cluster) + 1);
     memcpy(n->consistent, o->consistent, strlen(o->consistent) + 1);
     n->o.cluster = n->cluster;
@@ -471,6 +564,7 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
     if (o->secret && o->secret_len) {
         n->secret = em_memdup(o->secret, o->secret_len);
         if (!n->secret) {
+            pool_free(n);
             em_free(n);
             return EM_NOMEM;
         }
@@ -489,6 +583,7 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
     };
     int rc = net_server_start(&n->srv, &no);
     if (rc) {
+        pool_free(n);
         em_free(n->secret);
         em_free(n);
         return rc;
@@ -502,10 +597,16 @@ void cl_net_stop(cl_net *n)
     if (!n)
         return;
     net_server_stop(n->srv);
+    pool_free(n);
     if (n->secret)
         memset(n->secret, 0, n->o.secret_len);
     em_free(n->secret);
     em_free(n);
+}
+
+void cl_net_mem_stats(cl_net *n, em_mem_stats *sum)
+{
+    net_mem_stats(n->srv, sum);
 }
 
 int cl_net_port(const cl_net *n) { return net_server_port(n->srv); }

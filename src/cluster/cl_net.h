@@ -187,7 +187,8 @@ int  cl_net_port(const cl_net *n);
 int  cl_net_connect(cl_net *n, const char *host, int port);
 
 /* cl_net_send queues one frame for the up link to node (msb, lsb); the
- * payload is copied.  Any thread.  A frame for a node with no up link when it
+ * payload is copied into a pooled block (a steady stream allocates
+ * nothing).  Any thread.  A frame for a node with no up link when it
  * reaches the loop is dropped and counted (cl_net_stats).  0 or EM_NOMEM. */
 int  cl_net_send(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
                  const void *payload, size_t len);
@@ -215,6 +216,10 @@ typedef struct cl_net_stats {
     uint64_t frames_out, frames_in, dropped_no_link, fault_dropped,
              fault_duplicated, fault_delayed, refused, links_up;
 } cl_net_stats;
+/* cl_net_mem_stats: the loop thread's allocation counters (net_mem_stats). */
+struct em_mem_stats;
+void cl_net_mem_stats(cl_net *n, struct em_mem_stats *sum);
+
 /* cl_net_stats_get: counters (read with relaxed atomics; any thread). */
 void cl_net_stats_get(const cl_net *n, cl_net_stats *s);
 

@@ -55,6 +55,7 @@ typedef struct pending {
     em_buf  *resp;               /* cl_node_call: where the answer goes */
     cl_meta_uuid to;             /* the member asked: only its answer counts */
     int      remote;             /* to is another member (its link's loss ends the wait) */
+    pthread_cond_t *cv;          /* cl_node_call: its own (only its answer wakes it) */
     struct pending *next;
 } pending;
 
@@ -598,7 +599,7 @@ static int pend_wait(cl_node *n, pending *p, int rc, uint64_t end, int applied)
         }
         struct timespec ts;
         timespec_in(&ts, 50);
-        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+        pthread_cond_timedwait(p->cv ? p->cv : &n->cv, &n->mu, &ts);
     }
     if (!rc)
         rc = p->status;
@@ -622,7 +623,8 @@ static void call_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
         if (!status && len && em_buf_append(q->resp, p, len))
             q->status = EM_NOMEM;
         q->done = 1;
-        pthread_cond_broadcast(&n->cv);
+        /* Only this caller: many calls wait at once under load. */
+        pthread_cond_signal(q->cv);
     }
     pthread_mutex_unlock(&n->mu);
 }
@@ -636,6 +638,9 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
     q.remote = 1;
     if (tl_transport)
         return EM_BUSY;             /* it would wait for its own thread */
+    pthread_cond_t cv;              /* the clock of timespec_in, as n->cv */
+    pthread_cond_init(&cv, NULL);
+    q.cv = &cv;
     if (len + 8 + CL_NET_HDR > CL_NET_MAX_FRAME_DEFAULT)
         return EM_TOOBIG;
     em_buf b = EM_BUF_INIT;
@@ -647,16 +652,68 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
         n->pend = &q;
     }
     pthread_mutex_unlock(&n->mu);
-    if (!up)
+    if (!up) {
+        pthread_cond_destroy(&cv);
         return EM_CLOSED;
-    int rc = em_buf_put_le64(&b, q.req);
-    if (!rc)
-        rc = em_buf_append(&b, p, len);
-    if (!rc)
-        rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, b.p, b.len);
-    em_buf_free(&b);
-    return pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
+    }
+    /* Request id and request in one send block (cl_net_send copies it):
+     * from the stack when small, so a forwarded op allocates nothing. */
+    uint8_t stack[4096];
+    int rc = 0;
+    if (len + 8 <= sizeof stack) {
+        em_st64(stack, q.req);
+        memcpy(stack + 8, p, len);
+        rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, stack, len + 8);
+    } else {
+        rc = em_buf_put_le64(&b, q.req);
+        if (!rc)
+            rc = em_buf_append(&b, p, len);
+        if (!rc)
+            rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, b.p, b.len);
+        em_buf_free(&b);
+    }
+    rc = pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
+    pthread_cond_destroy(&cv);
+    return rc;
 }
+
+int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, size_t len)
+{
+    if (status)
+        len = 0;
+    if (len + 12 + CL_NET_HDR > CL_NET_MAX_FRAME_DEFAULT) {
+        status = EM_TOOBIG;     /* an answer the link would not carry */
+        len = 0;
+    }
+    if (!enter(n))
+        return EM_CLOSED;
+    /* Header and answer in one pooled send block: small answers go out
+     * from a stack buffer, larger ones through one temporary buffer. */
+    uint8_t stack[4096];
+    uint8_t *b = len + 12 <= sizeof stack ? stack : em_malloc(len + 12);
+    int rc = EM_NOMEM;
+    if (b) {
+        em_st64(b, id.req);
+        em_st32(b + 8, (uint32_t)status);
+        if (len)
+            memcpy(b + 12, p, len);
+        rc = cl_net_send(n->net, id.from.msb, id.from.lsb, CL_NET_MSG_FWD_RESP, b, len + 12);
+        if (b != stack)
+            em_free(b);
+    }
+    leave_cb(n);
+    return rc;
+}
+
+void cl_node_mem_stats(cl_node *n, em_mem_stats *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    if (!enter(n))
+        return;
+    cl_net_mem_stats(n->net, sum);
+    leave_cb(n);
+}
+
 
 static void pend_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
                         uint64_t index)
@@ -960,6 +1017,8 @@ static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
         if (q->remote && !q->done && q->to.msb == msb && q->to.lsb == lsb) {
             q->status = q->resp ? EM_CLOSED : EM_LOSTLEADER;
             q->done = 1;
+            if (q->cv)
+                pthread_cond_signal(q->cv);
             woke = 1;
         }
     if (woke)
@@ -1023,7 +1082,16 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
             pend_finish(n, from, em_ld64(p), (int32_t)em_ld32(p + 8), em_ld64(p + 12));
         break;
     case CL_NET_MSG_FWD_REQ:
-        if (len >= 8) {
+        if (len >= 8 && n->cfg.on_call_later) {
+            cl_node_call_id id = { from, em_ld64(p) };
+            int rc = n->cfg.on_call_later(n->cfg.arg, id, p + 8, len - 8);
+            if (rc) {
+                uint8_t e[12];
+                em_st64(e, id.req);
+                em_st32(e + 8, (uint32_t)rc);
+                (void)cl_net_link_send(l, CL_NET_MSG_FWD_RESP, e, sizeof e);
+            }
+        } else if (len >= 8) {
             em_buf resp = EM_BUF_INIT;
             int rc = em_buf_put_le64(&resp, em_ld64(p));
             if (!rc)
@@ -1043,6 +1111,11 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
             }
             em_buf_free(&resp);
         }
+        break;
+    case CL_NET_MSG_REPL_UPDATE:
+    case CL_NET_MSG_REPL_ACK:
+        if (n->cfg.on_repl)
+            n->cfg.on_repl(n->cfg.arg, l, from, type, p, len);
         break;
     case CL_NET_MSG_FWD_RESP:
         if (len >= 12)
@@ -1228,6 +1301,8 @@ static void on_tick(void *arg, uint64_t now)
                                      : "lease lost (the leader or a majority not heard from): "
                                        "this node stops serving cache operations until it "
                                        "hears from them again");
+    if (n->cfg.on_tick)
+        n->cfg.on_tick(n->cfg.arg);
     leave_cb(n);
 }
 

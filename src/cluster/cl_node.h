@@ -50,6 +50,14 @@ struct cl_topo {
     int             self;          /* index of this node, -1 before it joined */
 };
 
+/* A forwarded request answered later (on_call_later / cl_node_answer). */
+typedef struct cl_node_call_id {
+    cl_meta_uuid from;
+    uint64_t     req;
+} cl_node_call_id;
+
+typedef struct cl_net_link cl_net_link;
+
 typedef struct cl_node_cfg {
     const char *cluster_name;      /* NULL = "ember" */
     const char *secret;            /* NULL = none */
@@ -78,6 +86,18 @@ typedef struct cl_node_cfg {
      * append the answer to resp and return 0 (or an error code the caller
      * receives).  Transport thread: it must not wait on other members. */
     int  (*on_call)(void *arg, const uint8_t *p, size_t n, em_buf *resp);
+    /* on_call_later (optional, replaces on_call when set): the same request
+     * taken for an answer later, so the transport thread never waits (a
+     * FULL_SYNC write waits for REPL_ACKs that arrive on that very thread).
+     * Return 0 and answer once with cl_node_answer(id, ...) from any thread,
+     * or an error code answered at once. */
+    int  (*on_call_later)(void *arg, cl_node_call_id id, const uint8_t *p, size_t n);
+    /* on_repl (optional): a REPL_UPDATE or REPL_ACK frame from member
+     * `from` on link l (transport thread; reply with cl_net_link_send). */
+    void (*on_repl)(void *arg, cl_net_link *l, cl_meta_uuid from, uint16_t type,
+                    const uint8_t *p, size_t n);
+    /* on_tick (optional): the transport's timer scan (about 200 ms). */
+    void (*on_tick)(void *arg);
     /* on_refused (optional): a link refused in its handshake, either way,
      * with the peer's address and why (transport thread). */
     void (*on_refused)(void *arg, const char *peer, const char *why);
@@ -154,6 +174,12 @@ int cl_node_has_lease(cl_node *n);
 /* cl_node_id: this node's id. */
 cl_meta_uuid cl_node_id(const cl_node *n);
 
+/* cl_node_mem_stats: allocation counters of the transport's loop thread
+ * (where owners apply replicated updates), for the counting allocator's
+ * per-op figures; zeros once stopping. */
+struct em_mem_stats;
+void cl_node_mem_stats(cl_node *n, struct em_mem_stats *sum);
+
 /* cl_node_is_leader: 1 when this node leads the metadata group (the
  * coordinator). */
 int cl_node_is_leader(cl_node *n);
@@ -174,6 +200,12 @@ int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_
  * answer from `to` itself completes it. */
 int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf *resp,
                  uint32_t timeout_ms);
+
+/* cl_node_answer answers a request on_call_later took: status 0 and the
+ * answer p[0..len), or an error code (p ignored).  Any thread; once per id.
+ * 0, EM_NOMEM, EM_TOOBIG, EM_CLOSED (stopping). */
+int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, size_t len);
+
 
 /* cl_node_sync waits until this node has applied every entry the leader
  * had applied when asked (so every proposal that completed anywhere):

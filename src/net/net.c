@@ -37,6 +37,7 @@
 #define MIN_READ      4096          /* free space ensured before a buffered read */
 #define READS_PER_EV  16            /* fairness: reads per readiness event */
 #define TICK_MS       200           /* timer scan period */
+#define INBOX_CAP0    16            /* posts and handed-off connections queued per loop */
 #define IN_SHRINK     (64u << 10)   /* drop idle input buffers larger than this */
 #define OUT_SHRINK    (64u << 10)   /* drop drained output buffers larger than this:
                                        an idle connection keeps at most ~128 KiB, while
@@ -495,7 +496,7 @@ static int hand_off(net_loop *t, int fd, const struct sockaddr_storage *ss, sock
 {
     pthread_mutex_lock(&t->inbox_mu);
     if (t->inbox_len == t->inbox_cap) {
-        size_t cap = t->inbox_cap ? t->inbox_cap * 2 : 16;
+        size_t cap = t->inbox_cap ? t->inbox_cap * 2 : INBOX_CAP0;
         handoff *p = em_realloc(t->inbox, cap * sizeof *p);
         if (!p) {
             pthread_mutex_unlock(&t->inbox_mu);
@@ -907,7 +908,14 @@ int net_server_start(net_server **out, const net_options *opt)
         l->ep = epoll_create1(EPOLL_CLOEXEC);
         l->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         l->rbuf = em_malloc(RBUF_SIZE);
-        if (l->ep < 0 || l->evfd < 0 || !l->rbuf) {
+        /* Both halves of the inbox up front: the second one would otherwise
+         * be allocated by whichever post first meets a drain in progress,
+         * possibly long into steady state. */
+        l->inbox = em_malloc(INBOX_CAP0 * sizeof *l->inbox);
+        l->spare = em_malloc(INBOX_CAP0 * sizeof *l->spare);
+        l->inbox_cap = l->inbox ? INBOX_CAP0 : 0;
+        l->spare_cap = l->spare ? INBOX_CAP0 : 0;
+        if (l->ep < 0 || l->evfd < 0 || !l->rbuf || !l->inbox || !l->spare) {
             rc = l->ep < 0 || l->evfd < 0 ? -errno : EM_NOMEM;
             destroy(s);
             return rc;

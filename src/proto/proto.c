@@ -133,6 +133,8 @@ void pr_conn_free(pr_conn *c)
         return;
     pr_cursors_close(c);
     pr_txs_close(c);
+    pr_conn_free(c->sub);
+    em_buf_free(&c->fwd_resp);
     sq_sess_free(c->sql);
     em_free(c->cur);
     em_buf_free(&c->kscratch);

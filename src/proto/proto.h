@@ -97,6 +97,9 @@ typedef struct pr_options {
      * metadata group, CACHE_PARTITIONS and the response header report the
      * cluster's affinity.  NULL = a single node.  Borrowed. */
     struct cl_node *cluster;
+    /* repl: the cluster's replication (cluster/cl_repl.h), set with
+     * pr_server_set_repl; NULL = no copies on other nodes.  Borrowed. */
+    struct cl_repl *repl;
     void    *state_arg;
     /* thin_host / thin_port: where this node serves thin clients, as the
      * cluster-group ops (5100-5102) report it on a single node ("" / 0:
@@ -152,6 +155,22 @@ int  pr_cluster_restore(pr_server *s, const struct cl_meta_fsm *f);
  * is never forwarded again.  One thread (the transport's).  0 or a code
  * that closes nothing. */
 int  pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp);
+/* pr_fwd_conn_new: a connection that runs forwarded requests, one per
+ * thread that runs them (server/srv_cluster.c's workers); run them with
+ * pr_exec_on.  Free with pr_conn_free. */
+pr_conn *pr_fwd_conn_new(pr_server *s);
+int  pr_exec_on(pr_conn *c, const uint8_t *body, size_t len, em_buf *resp);
+/* pr_conn_take_stale: 1 (once) when the last forwarded request was refused
+ * because this node does not own its keys in its own topology; the worker
+ * answers EM_STALE so the forwarding node looks for the owner again. */
+int  pr_conn_take_stale(pr_conn *c);
+/* pr_server_set_repl: replication for this cluster member (before
+ * requests are served); pr_server_wait_cache: the cache with this id,
+ * waiting a bounded time for a cache start the metadata group has not
+ * applied here yet (NULL if none). */
+void pr_server_set_repl(pr_server *s, struct cl_repl *r);
+struct st_store *pr_server_store(pr_server *s);
+struct st_cache *pr_server_wait_cache(pr_server *s, int32_t id);
 
 /* pr_cluster_topology: the cluster's topology version changed; the next
  * reply on every connection carries AFFINITY_TOPOLOGY_CHANGED (1.4.0+). */

@@ -6,6 +6,8 @@
  */
 #include "proto/proto_int.h"
 
+#include "cluster/cl_repl.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -303,6 +305,16 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         return rc;
     c->fanout_sum = 0;
     int txl = h.tx || st_cache_cfg(sc)->atomicity_mode == ST_ATOMICITY_TRANSACTIONAL;
+    if (c->srv->opt.cluster && c->forwarded && (k || bt.p)) {
+        /* The forwarding node chose this one from its topology; a write run
+         * here while this node's topology names another primary would not
+         * be streamed to the owners (or be fenced): send it back. */
+        const uint8_t *kend = r->p + r->pos;
+        rc = k ? pr_cluster_owner_check(c, op, sc, k, k + kl, 1, 0)
+               : pr_cluster_owner_check(c, op, sc, bt.p, kend, (int)bt.left, bt.pairs);
+        if (rc)
+            return rc;
+    }
     if (h.tx) {
         /* an explicit transaction runs here or nowhere (no 2PC yet) */
         if ((rc = pr_tx_check_local(c, sc, k, kl, bt.p, bt.left, bt.pairs)) != 0)
@@ -324,7 +336,11 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         return pr_tx_cache_op(c, op, &h, &d, out);
     }
 
-    /* Run it, appending the reply payload. */
+    /* Run it, appending the reply payload.  What it changes is streamed to
+     * the partitions' other owners (cl_repl's observer); repl_done below
+     * sends it and waits for the acks a FULL_SYNC cache asks for. */
+    if (c->srv->opt.repl)
+        cl_repl_begin();
     switch (op) {
     case 1000:      /* GET */
         if ((rc = pr_val_begin(out, &pos)) == 0 &&
@@ -413,6 +429,9 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         break;
     case 1020: {    /* GET_SIZE -> long */
         int64_t size = 0;
+        /* No peek mode: Ignite counts primary copies across the cluster. */
+        if (!flag && c->srv->opt.cluster)
+            flag = 1 << ST_PEEK_PRIMARY;
         if ((rc = st_size(sc, flag, &size)) == 0)
             rc = em_buf_put_le64(out, (uint64_t)(size + c->fanout_sum));
         break;
@@ -426,6 +445,17 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     }
     default:
         return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
+    }
+    if (c->srv->opt.repl) {
+        int wrc = cl_repl_finish(c->srv->opt.repl);
+        if (!rc && wrc == EM_TIMEOUT)
+            return pr_fail(c, PR_ST_FAILED, "The write was applied on the primary but not every "
+                           "owner of the key acknowledged it in time (FULL_SYNC); retry");
+        if (!rc && wrc == EM_STALE)
+            return pr_fail(c, PR_ST_FAILED, "The write was applied on this node but an owner "
+                           "refused it (the partition's primary changed); retry");
+        if (!rc && wrc)
+            rc = wrc;
     }
     return rc ? pr_st_err(c, &h, rc) : 0;
 }

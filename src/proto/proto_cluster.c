@@ -23,6 +23,7 @@
 #include "cluster/cl_pme.h"
 #include "util/clock.h"
 #include "util/hash.h"
+#include "cluster/cl_repl.h"
 #include "util/mem.h"
 
 #define PROPOSE_TIMEOUT_MS 30000
@@ -64,9 +65,8 @@ int pr_cluster_sync(pr_conn *c)
  * or so; the transport thread waits for it, at most FORWARD_CACHE_WAIT_MS. */
 #define FORWARD_CACHE_WAIT_MS 3000
 
-st_cache *pr_cluster_wait_cache(pr_conn *c, int32_t id)
+st_cache *pr_server_wait_cache(pr_server *s, int32_t id)
 {
-    pr_server *s = c->srv;
     struct timespec end;
     clock_gettime(CLOCK_MONOTONIC, &end);
     end.tv_sec += FORWARD_CACHE_WAIT_MS / 1000;
@@ -82,6 +82,11 @@ st_cache *pr_cluster_wait_cache(pr_conn *c, int32_t id)
         ;
     pthread_mutex_unlock(&s->apply_mu);
     return sc ? sc : st_cache_find(s->st, id);
+}
+
+st_cache *pr_cluster_wait_cache(pr_conn *c, int32_t id)
+{
+    return pr_server_wait_cache(c->srv, id);
 }
 
 static void applied(pr_server *s)
@@ -207,15 +212,20 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
 
 /* ---- the data path on a cluster --------------------------------------------
  *
- * Every key has one owner, the primary of its partition in the topology the
- * members share (no backups yet: the replication issue adds them).  A
- * single-key op on another member's key is forwarded whole - the client's
- * request bytes - and answered with what the owner answered; the worker
- * waits for it (FORWARD_TIMEOUT_MS at most).  A batch whose keys all have one
- * owner goes there; a batch across owners is refused until batches are
- * split.  GET_SIZE, CLEAR and REMOVE_ALL ask every member and sum.
- * Forwarded requests run on the owner's transport thread (pr_exec_forward)
- * and are never forwarded again. */
+ * Every key has one primary, the first owner of its partition in the
+ * topology the members share (cl_repl_owners); reads of a cache that reads
+ * from backups are served by any owner, so by this node when it holds a
+ * copy.  A single-key op on another member's key is forwarded whole - the
+ * client's request bytes - and answered with what the owner answered; the
+ * worker waits for it (FORWARD_TIMEOUT_MS at most).  A batch whose keys all
+ * have one owner goes there; a batch across owners is split per owner
+ * (split).  GET_SIZE, CLEAR and REMOVE_ALL ask every member and sum.
+ * Forwarded requests run on the owner's forwarding workers
+ * (server/srv_cluster.c), are never forwarded again, and are sent back
+ * (EM_STALE) when the owner's topology names another owner: the two views
+ * differ during a topology change, and the forwarding node looks again.
+ * What a write changes is streamed to the other owners by cluster/cl_repl
+ * (proto_cache.c waits for it under FULL_SYNC). */
 
 #define FORWARD_TIMEOUT_MS 10000
 
@@ -223,24 +233,16 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
 enum { LOSS_READ_ONLY_SAFE = 0, LOSS_READ_ONLY_ALL = 1, LOSS_READ_WRITE_SAFE = 2,
        LOSS_READ_WRITE_ALL = 3, LOSS_IGNORE = 4 };
 
-#define OWNER_NONE   (-3)        /* no owner now: the exchange is deciding one */
-#define OWNER_LOCAL  (-4)        /* a lost partition the policy lets this node serve */
-#define OWNER_WAIT_MS 3000
 #define LEASE_WAIT_MS 500
-
-static int is_read(int op)
-{
-    return op == 1000 || op == 1003 || op == 1011 || op == 1012 || op == 1021;
-}
 
 /* lost_refusal: the error Ignite gives for an operation on a lost partition
  * (GridDhtTopologyFutureAdapter's validation), or 0 when the cache's policy
  * lets it through. */
-static int lost_refusal(pr_conn *c, st_cache *sc, int op, uint32_t part)
+static int lost_refusal(pr_conn *c, st_cache *sc, int read, uint32_t part)
 {
     const st_cache_config *g = st_cache_cfg(sc);
     int plc = g->partition_loss_policy;
-    if (!is_read(op)) {
+    if (!read) {
         if (plc == LOSS_READ_ONLY_SAFE || plc == LOSS_READ_ONLY_ALL)
             return pr_fail(c, PR_ST_FAILED, "Failed to write to cache (cache is moved to a "
                            "read-only state): %s", g->name);
@@ -255,11 +257,15 @@ static int lost_refusal(pr_conn *c, st_cache *sc, int op, uint32_t part)
                    g->name, part, g->name);
 }
 
-/* owner_of: the member index owning key k (validated bytes) of cache sc,
- * OWNER_NONE, or OWNER_LOCAL; a lost partition the policy refuses is a
- * reply already (PR_ST_FAILED). */
-static int owner_of(pr_conn *c, cl_topo *t, st_cache *sc, int op, const uint8_t *k, size_t kl,
-                    int *owner)
+/* target_of: the member index that serves key k (validated bytes) of cache
+ * sc: the partition's primary (cl_repl_owners: the exchange's committed
+ * owners), or this node when it holds a copy and the op is a read of a
+ * cache that reads from backups.  EM_AGAIN when the partition has no owner
+ * now (every owner left; the exchange is deciding new ones); a lost
+ * partition is this node's when the loss policy lets the op through, else
+ * the policy's refusal is the reply (PR_ST_FAILED). */
+static int target_of(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8_t *k,
+                     size_t kl, int *target)
 {
     const st_cache_config *g = st_cache_cfg(sc);
     uint32_t parts = g->partitions ? g->partitions : 1024;
@@ -271,20 +277,24 @@ static int owner_of(pr_conn *c, cl_topo *t, st_cache *sc, int op, const uint8_t 
     uint32_t part = bin_partition(bk.hash, parts);
     int32_t id = st_cache_id(sc);
     int plc = g->partition_loss_policy;
-    if (!is_read(op) && (plc == LOSS_READ_ONLY_SAFE || plc == LOSS_READ_ONLY_ALL) &&
+    if (!read && (plc == LOSS_READ_ONLY_SAFE || plc == LOSS_READ_ONLY_ALL) &&
         cl_topo_lost_count(t, id))
-        return lost_refusal(c, sc, op, part);   /* the whole cache turns read-only */
+        return lost_refusal(c, sc, read, part);   /* the whole cache turns read-only */
     if (cl_topo_part_lost(t, id, part)) {
-        if ((rc = lost_refusal(c, sc, op, part)) != 0)
+        if ((rc = lost_refusal(c, sc, read, part)) != 0)
             return rc;
-        *owner = OWNER_LOCAL;
+        *target = t->self;
         return 0;
     }
-    uint32_t o;
-    if (!cl_topo_owners(t, id, parts, (uint32_t)g->backups, g->cache_mode == 1, part, &o, 1))
-        *owner = OWNER_NONE;
-    else
-        *owner = (int)o;
+    uint32_t idx[64];
+    uint32_t n = cl_repl_owners(t, g, id, part, idx, 64);
+    if (!n)
+        return EM_AGAIN;
+    *target = (int)idx[0];
+    if (read && g->read_from_backup)
+        for (uint32_t i = 1; i < n; i++)
+            if ((int)idx[i] == t->self)
+                *target = t->self;
     return 0;
 }
 
@@ -317,8 +327,8 @@ static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)
     em_buf_reset(resp);
     int rc = cl_node_call(c->srv->opt.cluster, to, c->req_body, c->req_len, resp,
                           FORWARD_TIMEOUT_MS);
-    if (rc == EM_NOMEM)
-        return rc;
+    if (rc == EM_NOMEM || rc == EM_STALE)
+        return rc;                  /* EM_STALE: the caller looks again */
     if (rc == EM_CLOSED || rc == EM_TIMEOUT)
         return pr_fail(c, PR_ST_FAILED, "The node owning this key did not answer (%s); "
                        "the request may or may not have run there", em_strerror(rc));
@@ -392,6 +402,155 @@ int pr_cluster_scan_check(pr_conn *c)
                    "supported by ember yet (they would see only this node's keys)", n);
 }
 
+/* route_keys: the member serving every key of the request (*owner), -1 for
+ * no key, -2 when the keys have several. */
+static int route_keys(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8_t *kp,
+                      const uint8_t *kend, int nkeys, int pairs, int *owner)
+{
+    int rc = 0;
+    *owner = -1;
+    const uint8_t *p = kp;
+    for (int i = 0; i < nkeys && !rc; i++) {
+        size_t len;
+        if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
+            break;
+        int o;
+        if ((rc = target_of(c, t, sc, read, p, len, &o)) != 0)
+            break;
+        if (*owner >= 0 && o != *owner) {
+            *owner = -2;
+            break;
+        }
+        *owner = o;
+        p += len;
+        if (pairs) {
+            if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
+                break;
+            p += len;
+        }
+    }
+    return rc;
+}
+
+#define STALE_TRIES 300
+
+/* sub_request builds, in b, the request c is handling restricted to the
+ * keys (and values) that member `who` serves: the same header, the new
+ * count, those entries, whatever followed the batch. */
+static int sub_request(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8_t *kp,
+                       const uint8_t *kend, int nkeys, int pairs, int who, em_buf *b,
+                       int *count)
+{
+    em_buf_reset(b);
+    const uint8_t *body = c->req_body, *bend = c->req_body + c->req_len;
+    if (kp < body + 4 || kend > bend)
+        return EM_INVAL;
+    int rc = em_buf_append(b, body, (size_t)(kp - 4 - body));
+    size_t cnt_at = b->len;
+    if (!rc)
+        rc = em_buf_put_le32(b, 0);
+    *count = 0;
+    const uint8_t *p = kp;
+    for (int i = 0; i < nkeys && !rc; i++) {
+        size_t len, vlen = 0;
+        if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
+            break;
+        if (pairs && (rc = bin_validate(p + len, (size_t)(kend - p - len), &vlen,
+                                        c->srv->opt.max_depth)) != 0)
+            break;
+        int o;
+        if ((rc = target_of(c, t, sc, read, p, len, &o)) != 0)
+            break;
+        if (o == who) {
+            rc = em_buf_append(b, p, len + vlen);
+            (*count)++;
+        }
+        p += len + vlen;
+    }
+    if (!rc)
+        rc = em_buf_append(b, kend, (size_t)(bend - kend));
+    if (!rc)
+        em_st32(b->p + cnt_at, (uint32_t)*count);
+    return rc;
+}
+
+/* split runs a batch whose keys several members serve (GET_ALL, PUT_ALL,
+ * CONTAINS_KEYS, CLEAR_KEYS, REMOVE_KEYS): each member gets its subset as a
+ * request of its own (this node's subset runs here, as a forwarded
+ * request would), one after the other, and the replies merge: GET_ALL's
+ * entries concatenate, CONTAINS_KEYS is true when every part is.  The
+ * first failure is the reply; parts already run stay run (a batch is not
+ * atomic in Ignite's ATOMIC caches either). */
+static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const uint8_t *kp,
+                 const uint8_t *kend, int nkeys, int pairs, em_buf *out)
+{
+    if (op != 1003 && op != 1004 && op != 1012 && op != 1015 && op != 1018)
+        return pr_fail(c, PR_ST_FAILED, "This request names keys owned by several nodes");
+    if (!c->sub && !(c->sub = pr_fwd_conn_new(c->srv)))
+        return EM_NOMEM;
+    em_buf req = EM_BUF_INIT, resp = EM_BUF_INIT, part = EM_BUF_INIT;
+    int32_t total = 0;
+    int all = 1, rc = 0;
+    size_t cnt_at = out->len;
+    if (op == 1003)
+        rc = em_buf_put_le32(out, 0);
+    for (uint32_t m = 0; m < t->n && !rc; m++) {
+        int count;
+        if ((rc = sub_request(c, t, sc, read, kp, kend, nkeys, pairs, (int)m, &req, &count)) != 0) {
+            if (rc == EM_AGAIN)
+                rc = pr_fail(c, PR_ST_FAILED, "No node owns some of these keys' partitions now "
+                             "(the cluster is deciding new owners); retry");
+            else if (rc != EM_NOMEM && rc != PR_ST_FAILED)
+                rc = pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
+            break;
+        }
+        if (!count)
+            continue;
+        em_buf_reset(&part);
+        if ((int)m == t->self) {
+            em_buf_reset(&resp);
+            if ((rc = pr_exec_request(c->sub, req.p, req.len, &resp)) == 0) {
+                if (pr_conn_take_stale(c->sub))
+                    rc = pr_fail(c, PR_ST_FAILED, "The owner of these keys is changing "
+                                 "(topology change in progress); retry");
+                else
+                    rc = parse_reply(c, resp.p, resp.len, &part);
+            }
+        } else {
+            const uint8_t *ob = c->req_body;
+            size_t ol = c->req_len;
+            c->req_body = req.p;
+            c->req_len = req.len;
+            rc = ask(c, t->m[m].id, &resp, &part);
+            c->req_body = ob;
+            c->req_len = ol;
+            if (rc == EM_STALE)
+                rc = pr_fail(c, PR_ST_FAILED, "The owner of these keys is changing (topology "
+                             "change in progress); retry");
+        }
+        if (rc)
+            break;
+        if (op == 1003) {
+            if (part.len < 4) {
+                rc = pr_fail(c, PR_ST_FAILED, "Malformed reply from a member");
+                break;
+            }
+            total += (int32_t)em_ld32(part.p);
+            rc = em_buf_append(out, part.p + 4, part.len - 4);
+        } else if (op == 1012) {
+            all &= part.len >= 1 && part.p[0] != 0;
+        }
+    }
+    if (!rc && op == 1003)
+        em_st32(out->p + cnt_at, (uint32_t)total);
+    if (!rc && op == 1012)
+        rc = pr_put_bool(out, all);
+    em_buf_free(&req);
+    em_buf_free(&resp);
+    em_buf_free(&part);
+    return rc;
+}
+
 int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
                      int nkeys, int pairs, em_buf *out, int *done)
 {
@@ -430,74 +589,120 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         cl_node_topo_release(t);
         return rc;
     }
-    /* One owner for every key, or none (several). */
-    int owner = -1;
-    const uint8_t *p = kp;
-    for (int i = 0; i < nkeys && !rc; i++) {
-        size_t len;
-        if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
-            break;
-        int o = OWNER_NONE;
-        if ((rc = owner_of(c, t, sc, op, p, len, &o)) != 0)
-            break;
-        if (o == OWNER_LOCAL)
-            o = t->self;
-        if (o == OWNER_NONE) {
-            owner = OWNER_NONE;
-            break;
-        }
-        if (owner >= 0 && o != owner)
-            owner = -2;
-        else if (owner == -1)
-            owner = o;
-        p += len;
-        if (pairs) {
-            if ((rc = bin_validate(p, (size_t)(kend - p), &len, c->srv->opt.max_depth)) != 0)
+    int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
+    em_buf *resp = &c->fwd_resp;    /* reused: a forwarded op allocates nothing */
+    for (int tries = 0;; tries++) {
+        int owner;
+        if ((rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner)) == EM_AGAIN) {
+            /* A partition without an owner now: every owner left and the
+             * exchange has not committed new ones yet.  Map again on the
+             * next topology (bounded like a stale owner). */
+            cl_node_topo_release(t);
+            if (tries == STALE_TRIES) {
+                rc = pr_fail(c, PR_ST_FAILED, "No node owns this key's partition now (the "
+                             "cluster is deciding new owners); retry");
+                *done = 1;
                 break;
-            p += len;
+            }
+            struct timespec ts = { 0, 10 * 1000000L };
+            nanosleep(&ts, NULL);
+            t = cl_node_topo_acquire(c->srv->opt.cluster);
+            continue;
         }
-        if (owner == -2)
+        if (rc) {
+            cl_node_topo_release(t);
+            if (rc != EM_NOMEM && rc != PR_ST_FAILED)
+                rc = pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
             break;
-    }
-    if (rc) {
+        }
+        if (owner == -2) {
+            rc = split(c, op, t, sc, read, kp, kend, nkeys, pairs, out);
+            cl_node_topo_release(t);
+            *done = 1;
+            break;
+        }
+        if (owner < 0 || owner == t->self) {
+            cl_node_topo_release(t);
+            break;                  /* run here */
+        }
+        cl_meta_uuid to = t->m[owner].id;
         cl_node_topo_release(t);
-        if (rc == EM_NOMEM || rc == PR_ST_FAILED)
-            return rc;
-        return pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
+        size_t at = out->len;
+        rc = ask(c, to, resp, out);
+        *done = 1;
+        if (rc != EM_STALE)
+            break;
+        /* The member asked is not the key's owner in its own topology: one
+         * of the two views is behind.  Look again once ours may have moved
+         * on (bounded: a topology change completes within a heartbeat or
+         * two, a failure within the failure detection timeout). */
+        out->len = at;
+        *done = 0;
+        if (tries == STALE_TRIES) {
+            rc = pr_fail(c, PR_ST_FAILED, "The owner of this key is changing (topology change "
+                         "in progress); retry");
+            *done = 1;
+            break;
+        }
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+        t = cl_node_topo_acquire(c->srv->opt.cluster);
     }
-    if (owner == OWNER_NONE) {
-        /* Every owner left and the exchange has not committed new ones
-         * yet: wait for the next topology (bounded), then map again. */
-        uint64_t seen = cl_topo_index(t);
-        cl_node_topo_release(t);
-        if (c->route_waited_ms >= OWNER_WAIT_MS)
-            return pr_fail(c, PR_ST_FAILED, "No node owns this key's partition now (the "
-                           "cluster is deciding new owners); retry");
-        uint64_t t0 = em_now_ms();
-        (void)cl_node_topo_wait(c->srv->opt.cluster, seen, OWNER_WAIT_MS - c->route_waited_ms);
-        c->route_waited_ms += (uint32_t)(em_now_ms() - t0) + 1;
-        rc = pr_cluster_route(c, op, sc, kp, kend, nkeys, pairs, out, done);
-        c->route_waited_ms = 0;
-        return rc;
-    }
-    if (owner == -2) {
-        cl_node_topo_release(t);
-        return pr_fail(c, PR_ST_FAILED, "This batch names keys owned by several nodes; ember "
-                       "does not split batches across a cluster yet (send one batch per "
-                       "node, as partition-aware clients do, or single-key requests)");
-    }
-    if (owner < 0 || owner == t->self) {
-        cl_node_topo_release(t);
-        return 0;
-    }
-    cl_meta_uuid to = t->m[owner].id;
-    cl_node_topo_release(t);
-    em_buf resp = EM_BUF_INIT;
-    rc = ask(c, to, &resp, out);
-    em_buf_free(&resp);
-    *done = 1;
     return rc;
 }
+
+int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,
+                           const uint8_t *kend, int nkeys, int pairs)
+{
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+    int owner = -1, rc = 0;
+    int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
+    if (t->n > 1 && t->self >= 0)
+        rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner);
+    int self = t->self;
+    cl_node_topo_release(t);
+    if (rc == EM_AGAIN)
+        rc = 0;                 /* no owner decided yet: the forwarder's view stands */
+    if (rc)
+        return rc == EM_NOMEM || rc == PR_ST_FAILED ? rc
+                                                    : pr_fail(c, PR_ST_FAILED, "Invalid key: %s",
+                                                              em_strerror(rc));
+    if (owner == -1 || owner == self)
+        return 0;
+    c->stale = 1;
+    return pr_fail(c, PR_ST_FAILED, "This node does not own the key in its topology");
+}
+
+int pr_conn_take_stale(pr_conn *c)
+{
+    int s = c->stale;
+    c->stale = 0;
+    return s;
+}
+
+pr_conn *pr_fwd_conn_new(pr_server *s)
+{
+    pr_conn *c = pr_conn_new(s);
+    if (!c)
+        return NULL;
+    /* As fwd_conn: decoded as a 1.7.0 client's request, never routed. */
+    c->ready = 1;
+    c->ver = PR_VER(1, 7, 0);
+    c->forwarded = 1;
+    return c;
+}
+
+int pr_exec_on(pr_conn *c, const uint8_t *body, size_t len, em_buf *resp)
+{
+    return pr_exec_request(c, body, len, resp);
+}
+
+void pr_server_set_repl(pr_server *s, struct cl_repl *r)
+{
+    s->opt.repl = r;
+}
+
+struct st_store *pr_server_store(pr_server *s) { return s->st; }
 
 int pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp)
 {

@@ -70,6 +70,9 @@ struct pr_conn {
     const uint8_t *req_body;        /* the request being handled (op, id, payload) */
     size_t     req_len;
     int        forwarded;           /* runs requests other members sent: never routes */
+    int        stale;               /* forwarded: refused, not the key's owner here */
+    pr_conn   *sub;                 /* runs this node's part of a split batch */
+    em_buf     fwd_resp;            /* a forwarded request's answer (reused) */
     int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
     uint32_t   route_waited_ms;     /* this request's waits for a new owner */
     pr_cursor *cur;
@@ -276,6 +279,11 @@ int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *wh
  * items ([kp, kend): one key, or a batch's items, pairs when pairs). */
 int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
                      int nkeys, int pairs, em_buf *out, int *done);
+/* pr_cluster_owner_check: on a forwarded request, is this node the one
+ * that serves its keys in its own topology?  0, or a failure reply with
+ * c->stale set (the forwarding node looks again: pr_conn_take_stale). */
+int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,
+                           const uint8_t *kend, int nkeys, int pairs);
 /* pr_cluster_scan_check: a scan on a cluster of several members is refused
  * until scans cover every member (status returned, message set), else 0. */
 int pr_cluster_scan_check(pr_conn *c);

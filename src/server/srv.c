@@ -643,6 +643,13 @@ static void debug_stats(void *arg, em_mem_stats *sum)
         net_mem_stats(n, sum);
     else
         *sum = em_mem_thread();
+    /* On a cluster, its threads too: owners apply replicated writes on the
+     * transport's loop, forwarded requests run on its workers. */
+    em_mem_stats cm;
+    srv_cluster_mem_stats(s->cluster, &cm);
+    sum->allocs += cm.allocs;
+    sum->bytes += cm.bytes;
+    sum->frees += cm.frees;
 }
 
 int srv_start(srv **out, const srv_config *c)

@@ -7,6 +7,7 @@
 #include "server/srv_cluster.h"
 
 #include <ftw.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,15 +17,44 @@
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_node.h"
 #include "cluster/cl_pme.h"
+#include "cluster/cl_repl.h"
 #include "proto/proto.h"
 #include "server/srv.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
 
+/* Forwarded requests run on FWD_WORKERS threads, not on the transport's
+ * loop thread that receives them: a write to a FULL_SYNC cache waits for
+ * REPL_ACKs, which arrive on that very loop thread, so running it there
+ * would wait for itself (and any slow request would stall every link).
+ * The transport hands each FWD_REQ over (cl_node's on_call_later); a worker
+ * runs it with its own protocol connection and answers with
+ * cl_node_answer.  Job blocks are pooled: a steady stream of forwarded
+ * requests allocates nothing here. */
+#define FWD_WORKERS   2
+#define FWD_QUEUE_MAX 4096          /* queued requests; past it: EM_BUSY */
+#define FWD_POOL_MAX  64
+
+typedef struct fwd_job {
+    struct fwd_job *next;
+    cl_node_call_id id;
+    size_t   len, cap;
+    uint8_t  body[];
+} fwd_job;
+
 struct srv_cluster {
     cl_node *node;
     _Atomic(cl_pme *) pme;
+    cl_repl *_Atomic repl;
+    pthread_t workers[FWD_WORKERS];
+    int       nworkers;
+    pthread_mutex_t q_mu;
+    pthread_cond_t  q_cv;
+    fwd_job  *q_head, *q_tail, *pool;
+    _Atomic uint64_t w_allocs[FWD_WORKERS], w_bytes[FWD_WORKERS], w_frees[FWD_WORKERS];
+    uint32_t  q_len, npool;
+    int       q_stop;
     pr_server *ps;
     int     (*durable)(void *arg);  /* wait for the WAL's group commit, or NULL */
     void     *durable_arg;
@@ -51,6 +81,9 @@ static void on_topology(void *arg, const cl_topo *t)
     cl_pme *pme = atomic_load(&sc->pme);
     if (pme)
         cl_pme_kick(pme);
+    cl_repl *r = atomic_load(&sc->repl);
+    if (r)
+        cl_repl_topology(r);
     if (t->major == sc->last_major && t->minor == sc->last_minor && t->n == sc->last_n)
         return;
     sc->last_major = t->major;
@@ -83,15 +116,145 @@ static void on_restore(void *arg, const cl_meta_fsm *f)
                  em_strerror(rc));
 }
 
-/* on_call: a request another member forwarded; durable before it answers
- * when the WAL is in FSYNC mode, as a client's own reply would be. */
-static int on_call(void *arg, const uint8_t *p, size_t n, em_buf *resp)
+static fwd_job *job_get(srv_cluster *sc, size_t len)
+{
+    fwd_job *j = NULL;
+    for (fwd_job **p = &sc->pool; *p; p = &(*p)->next)
+        if ((*p)->cap >= len) {
+            j = *p;
+            *p = j->next;
+            sc->npool--;
+            return j;
+        }
+    size_t cap = len < 256 ? 256 : len;
+    if ((j = em_malloc(sizeof *j + cap)) != NULL)
+        j->cap = cap;
+    return j;
+}
+
+/* on_call_later: a request another member forwarded, queued for a worker
+ * (transport thread: it never waits here). */
+static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t n)
 {
     srv_cluster *sc = arg;
-    int rc = pr_exec_forward(sc->ps, p, n, resp);
-    if (!rc && sc->durable)
-        rc = sc->durable(sc->durable_arg);
-    return rc;
+    pthread_mutex_lock(&sc->q_mu);
+    if (sc->q_stop || sc->q_len >= FWD_QUEUE_MAX) {
+        pthread_mutex_unlock(&sc->q_mu);
+        return EM_BUSY;
+    }
+    fwd_job *j = job_get(sc, n);
+    if (!j) {
+        pthread_mutex_unlock(&sc->q_mu);
+        return EM_NOMEM;
+    }
+    j->next = NULL;
+    j->id = id;
+    j->len = n;
+    memcpy(j->body, p, n);
+    if (sc->q_tail)
+        sc->q_tail->next = j;
+    else
+        sc->q_head = j;
+    sc->q_tail = j;
+    sc->q_len++;
+    pthread_cond_signal(&sc->q_cv);
+    pthread_mutex_unlock(&sc->q_mu);
+    return 0;
+}
+
+/* worker: runs forwarded requests; durable before it answers when the WAL
+ * is in FSYNC mode, as a client's own reply would be. */
+typedef struct worker_arg { srv_cluster *sc; int i; } worker_arg;
+
+static void *worker(void *arg)
+{
+    srv_cluster *sc = ((worker_arg *)arg)->sc;
+    int wi = ((worker_arg *)arg)->i;
+    em_free(arg);
+    pr_conn *c = pr_fwd_conn_new(sc->ps);
+    em_buf resp = EM_BUF_INIT;
+    pthread_mutex_lock(&sc->q_mu);
+    for (;;) {
+        while (!sc->q_head && !sc->q_stop)
+            pthread_cond_wait(&sc->q_cv, &sc->q_mu);
+        fwd_job *j = sc->q_head;
+        if (!j)
+            break;                  /* stopping, queue drained */
+        sc->q_head = j->next;
+        if (!sc->q_head)
+            sc->q_tail = NULL;
+        sc->q_len--;
+        pthread_mutex_unlock(&sc->q_mu);
+        em_buf_reset(&resp);
+        int rc = c ? pr_exec_on(c, j->body, j->len, &resp) : EM_NOMEM;
+        if (!rc && pr_conn_take_stale(c))
+            rc = EM_STALE;          /* not the owner here: the sender looks again */
+        if (!rc && sc->durable)
+            rc = sc->durable(sc->durable_arg);
+        cl_node_call_id id = j->id;
+        /* The block goes back before the answer leaves: the sender's next
+         * request may arrive before this thread runs again. */
+        pthread_mutex_lock(&sc->q_mu);
+        if (sc->npool < FWD_POOL_MAX) {
+            j->next = sc->pool;
+            sc->pool = j;
+            sc->npool++;
+            j = NULL;
+        }
+        pthread_mutex_unlock(&sc->q_mu);
+        em_free(j);
+        (void)cl_node_answer(sc->node, id, rc, resp.p, resp.len);
+        em_mem_stats m = em_mem_thread();
+        atomic_store_explicit(&sc->w_allocs[wi], m.allocs, memory_order_relaxed);
+        atomic_store_explicit(&sc->w_bytes[wi], m.bytes, memory_order_relaxed);
+        atomic_store_explicit(&sc->w_frees[wi], m.frees, memory_order_relaxed);
+        pthread_mutex_lock(&sc->q_mu);
+    }
+    pthread_mutex_unlock(&sc->q_mu);
+    em_buf_free(&resp);
+    if (c)
+        pr_conn_free(c);
+    return NULL;
+}
+
+static void workers_stop(srv_cluster *sc)
+{
+    pthread_mutex_lock(&sc->q_mu);
+    sc->q_stop = 1;
+    pthread_cond_broadcast(&sc->q_cv);
+    pthread_mutex_unlock(&sc->q_mu);
+    for (int i = 0; i < sc->nworkers; i++)
+        pthread_join(sc->workers[i], NULL);
+    sc->nworkers = 0;
+    while (sc->pool) {
+        fwd_job *j = sc->pool;
+        sc->pool = j->next;
+        em_free(j);
+    }
+}
+
+/* on_repl / on_tick: replication's frames and its periodic send. */
+static void on_repl(void *arg, cl_net_link *l, cl_meta_uuid from, uint16_t type,
+                    const uint8_t *p, size_t n)
+{
+    srv_cluster *sc = arg;
+    cl_repl *r = atomic_load(&sc->repl);
+    if (r)
+        cl_repl_on_frame(r, l, from, type, p, n);
+}
+
+static void on_tick(void *arg)
+{
+    srv_cluster *sc = arg;
+    cl_repl *r = atomic_load(&sc->repl);
+    if (r)
+        cl_repl_flush(r);
+}
+
+static st_cache *find_cache(void *arg, int32_t id)
+{
+    srv_cluster *sc = arg;
+    return pr_server_wait_cache(sc->ps, id);
 }
 
 /* The exchange's view of this node's caches. */
@@ -127,6 +290,8 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     if (!sc)
         return EM_NOMEM;
     sc->ps = ps;
+    pthread_mutex_init(&sc->q_mu, NULL);
+    pthread_cond_init(&sc->q_cv, NULL);
     sc->durable = durable;
     sc->durable_arg = durable_arg;
     const char *dir = c->cluster_dir;
@@ -151,29 +316,60 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         .failure_detection_ms = c->failure_detection_timeout_ms,
         .node_msb = em_ld64(node_id), .node_lsb = em_ld64(node_id + 8),
         .arg = sc, .on_topology = on_topology, .on_refused = on_refused,
-        .on_entry = on_entry, .on_restore = on_restore, .on_call = on_call, .errmsg = err,
+        .on_entry = on_entry, .on_restore = on_restore, .on_call_later = on_call_later,
+        .on_repl = on_repl, .on_tick = on_tick, .errmsg = err,
     };
-    int rc = cl_node_start(&sc->node, &nc);
+    for (int i = 0; i < FWD_WORKERS; i++) {
+        worker_arg *wa = em_malloc(sizeof *wa);
+        if (!wa)
+            break;
+        *wa = (worker_arg){ sc, sc->nworkers };
+        if (pthread_create(&sc->workers[sc->nworkers], NULL, worker, wa) == 0)
+            sc->nworkers++;
+        else
+            em_free(wa);
+    }
+    int rc = sc->nworkers ? cl_node_start(&sc->node, &nc) : EM_NOMEM;
+    if (!rc) {
+        cl_repl_opts ro = {
+            .node = sc->node, .store = pr_server_store(ps),
+            .timeout_ms = c->failure_detection_timeout_ms,
+            .durable = durable, .durable_arg = durable_arg,
+            .find_cache = find_cache, .find_arg = sc,
+        };
+        cl_repl *r = NULL;
+        if ((rc = cl_repl_start(&r, &ro)) != 0) {
+            cl_node_stop(sc->node, 0);
+            sc->node = NULL;
+        } else {
+            pr_server_set_repl(ps, r);
+            atomic_store(&sc->repl, r);
+        }
+    }
+    if (!rc) {
+        cl_pme_cfg pc = { .arg = ps, .groups = pme_groups, .part_info = pme_part_info };
+        cl_pme *pme = NULL;
+        if ((rc = cl_pme_start(&pme, sc->node, &pc)) != 0) {
+            EM_ERROR("cluster: cannot start the partition map exchange: %s", em_strerror(rc));
+            cl_node_stop(sc->node, 0);
+            sc->node = NULL;
+            cl_repl *r = atomic_exchange(&sc->repl, NULL);
+            pr_server_set_repl(ps, NULL);
+            cl_repl_stop(r);
+        } else {
+            pr_server_set_pme(ps, pme);
+            atomic_store(&sc->pme, pme);
+            cl_pme_kick(pme);
+        }
+    }
     if (rc) {
+        workers_stop(sc);
         EM_ERROR("%s", err[0] ? err : em_strerror(rc));
         if (sc->tmpdir[0])
             nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
         em_free(sc);
         return rc;
     }
-    cl_pme_cfg pc = { .arg = ps, .groups = pme_groups, .part_info = pme_part_info };
-    cl_pme *pme = NULL;
-    if ((rc = cl_pme_start(&pme, sc->node, &pc)) != 0) {
-        EM_ERROR("cluster: cannot start the partition map exchange: %s", em_strerror(rc));
-        cl_node_stop(sc->node, 1);
-        if (sc->tmpdir[0])
-            nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-        em_free(sc);
-        return rc;
-    }
-    pr_server_set_pme(ps, pme);
-    atomic_store(&sc->pme, pme);
-    cl_pme_kick(pme);
     /* Without a secret nothing after the handshake proves who a peer is. */
     if (!c->cluster_secret[0] && strncmp(host, "127.", 4) != 0 && strcmp(host, "::1") != 0)
         EM_WARN("cluster: no cluster_secret set: any process that reaches %s:%d can join the "
@@ -193,7 +389,17 @@ void srv_cluster_stop(srv_cluster *sc)
     cl_pme *pme = atomic_exchange(&sc->pme, NULL);
     pr_server_set_pme(sc->ps, NULL);
     cl_pme_stop(pme);
+    /* Workers first (their answers go out through the node), then the
+     * node, then replication (nothing calls it once the transport and the
+     * request threads stopped). */
+    workers_stop(sc);
     cl_node_stop(sc->node, 1);
+    cl_repl *r = atomic_load(&sc->repl);
+    atomic_store(&sc->repl, NULL);
+    pr_server_set_repl(sc->ps, NULL);
+    cl_repl_stop(r);
+    pthread_cond_destroy(&sc->q_cv);
+    pthread_mutex_destroy(&sc->q_mu);
     if (sc->tmpdir[0])
         nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     em_free(sc);
@@ -210,12 +416,25 @@ int srv_cluster_health(srv_cluster *sc, em_buf *out)
     return em_buf_append(out, msg, sizeof msg - 1) ? EM_NOMEM : 1;
 }
 
+void srv_cluster_mem_stats(srv_cluster *sc, em_mem_stats *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    if (!sc || !sc->node)
+        return;
+    cl_node_mem_stats(sc->node, sum);
+    for (int i = 0; i < sc->nworkers; i++) {
+        sum->allocs += atomic_load_explicit(&sc->w_allocs[i], memory_order_relaxed);
+        sum->bytes += atomic_load_explicit(&sc->w_bytes[i], memory_order_relaxed);
+        sum->frees += atomic_load_explicit(&sc->w_frees[i], memory_order_relaxed);
+    }
+}
+
 int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
 {
     if (!sc)
         return 0;
     cl_topo *t = cl_node_topo_acquire(sc->node);
-    char line[2560];
+    char line[4096];
     int n = snprintf(line, sizeof line,
                      "# TYPE ember_cluster_members gauge\nember_cluster_members %u\n"
                      "# TYPE ember_cluster_topology_major gauge\nember_cluster_topology_major %llu\n"
@@ -251,6 +470,20 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       (unsigned long long)ps.map_exch, (unsigned long long)ps.map_hash,
                       (unsigned long long)ps.map_bytes, (unsigned long long)ps.map_zbytes,
                       (unsigned long long)ps.lost, (unsigned long long)ps.bad_frames);
+    }
+    cl_repl *r = atomic_load(&sc->repl);
+    if (r) {
+        cl_repl_stats rs;
+        cl_repl_stats_get(r, &rs);
+        n += snprintf(line + n, sizeof line - (size_t)n,
+                      "# TYPE ember_repl_updates_sent counter\nember_repl_updates_sent %llu\n"
+                      "# TYPE ember_repl_frames_sent counter\nember_repl_frames_sent %llu\n"
+                      "# TYPE ember_repl_updates_applied counter\nember_repl_updates_applied %llu\n"
+                      "# TYPE ember_repl_refused counter\nember_repl_refused %llu\n"
+                      "# TYPE ember_repl_sync_timeouts counter\nember_repl_sync_timeouts %llu\n",
+                      (unsigned long long)rs.sent_updates, (unsigned long long)rs.sent_frames,
+                      (unsigned long long)rs.applied, (unsigned long long)rs.refused,
+                      (unsigned long long)rs.timeouts);
     }
     return em_buf_append(out, line, (size_t)n);
 }

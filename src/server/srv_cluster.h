@@ -30,6 +30,10 @@ int  srv_cluster_start(srv_cluster **out, const struct srv_config *c,
 /* srv_cluster_stop leaves the cluster (clean stop) and frees everything. */
 void srv_cluster_stop(srv_cluster *sc);
 struct cl_node *srv_cluster_node(srv_cluster *sc);
+/* srv_cluster_mem_stats: allocation counters of the cluster's threads (the
+ * transport loop, the forwarding workers), zeros without a cluster. */
+struct em_mem_stats;
+void srv_cluster_mem_stats(srv_cluster *sc, struct em_mem_stats *sum);
 
 /* srv_cluster_health: 0 while this member holds its lease; else a line in
  * out and 1 (a failed check). */

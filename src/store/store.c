@@ -655,6 +655,23 @@ void st_set_observer(st_store *s, st_observer_fn fn, void *arg)
     pthread_mutex_unlock(&s->reg_lock);
 }
 
+void st_get_observer(st_store *s, st_observer_fn *fn, void **arg)
+{
+    pthread_mutex_lock(&s->reg_lock);
+    *fn = atomic_load_explicit(&s->obs, memory_order_acquire);
+    *arg = atomic_load_explicit(&s->obs_arg, memory_order_relaxed);
+    pthread_mutex_unlock(&s->reg_lock);
+}
+
+void st_set_copy_fn(st_store *s, st_copy_fn fn, void *arg)
+{
+    pthread_mutex_lock(&s->reg_lock);
+    atomic_store_explicit(&s->copy_fn, NULL, memory_order_release);
+    atomic_store_explicit(&s->copy_arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&s->copy_fn, fn, memory_order_release);
+    pthread_mutex_unlock(&s->reg_lock);
+}
+
 int st_apply(st_store *s, const st_update *u)
 {
     st_cache *c;

@@ -247,10 +247,12 @@ int st_cache_destroyed(const st_cache *c);
  * questions Ignite asks (GridCacheAdapter.parsePeekModes): which copies
  * (near, primary, backup) and which storage (on-heap, off-heap), each
  * defaulting to "all" when the mask names none of its modes.  A copy counts
- * when both its kind and its storage were asked for.  This node holds every
- * partition as its primary copy, off the heap, and no near copies, so on
- * one node: ALL, PRIMARY, OFFHEAP (alone or with each other) count every
- * entry; NEAR, BACKUP, ONHEAP alone, or PRIMARY+ONHEAP, count none. */
+ * when both its kind and its storage were asked for.  A single node holds
+ * every partition as its primary copy, off the heap, and no near copies, so
+ * there: ALL, PRIMARY, OFFHEAP (alone or with each other) count every
+ * entry; NEAR, BACKUP, ONHEAP alone, or PRIMARY+ONHEAP, count none.  On a
+ * cluster st_set_copy_fn says which partitions are primary, backup or not
+ * held here, and the modes count by that. */
 enum { ST_PEEK_ALL = 0, ST_PEEK_NEAR = 1, ST_PEEK_PRIMARY = 2, ST_PEEK_BACKUP = 3,
        ST_PEEK_ONHEAP = 4, ST_PEEK_OFFHEAP = 5 };
 typedef struct st_peek {
@@ -260,6 +262,15 @@ typedef struct st_peek {
 void st_peek_parse(int peek_mode_mask, st_peek *pm);
 /* The kinds of copy a node can hold of a partition (store_ops.c part_copy). */
 enum { ST_COPY_NONE = 0, ST_COPY_PRIMARY = 1, ST_COPY_BACKUP = 2 };
+/* st_set_copy_fn: on a cluster, who answers which copy of a partition this
+ * node holds (cluster/cl_repl.c); NULL = every partition is primary here.
+ * Peek modes (st_size, st_local_peek) count by its answer. */
+typedef int (*st_copy_fn)(void *arg, const st_cache_config *cfg, int32_t cache_id,
+                          uint32_t part);
+void st_set_copy_fn(st_store *s, st_copy_fn fn, void *arg);
+/* st_get_observer: the current write observer (NULL if none), for a module
+ * that chains in front of it. */
+void st_get_observer(st_store *s, st_observer_fn *fn, void **arg);
 
 /* ---- transactions: entry locks and atomic commits (store_lock.c) -------
  *

@@ -178,6 +178,8 @@ struct st_store {
     st_parr         *arrays;      /* every partition array (freed at close) */
     _Atomic(st_observer_fn) obs;  /* set arg first, then fn (release) */
     _Atomic(void *)  obs_arg;
+    _Atomic(st_copy_fn) copy_fn;  /* set arg first, then fn (release) */
+    _Atomic(void *)  copy_arg;
     _Atomic uint32_t tick_cache;  /* round-robin position of st_expire_tick */
     _Atomic uint32_t tick_part;
     struct st_locktab *locks;     /* entry locks of TRANSACTIONAL caches (store_lock.c) */

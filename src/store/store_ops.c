@@ -833,14 +833,16 @@ void st_peek_parse(int mask, st_peek *pm)
         pm->near = pm->primary = pm->backup = 1;
 }
 
-/* part_copy: what this node holds of partition pi.  One node owns every
- * partition as its primary; cluster/ will answer from the partition map
- * (primary, backup, or no copy at all). */
+/* part_copy: what this node holds of partition pi.  Alone, a node owns
+ * every partition as its primary; on a cluster cluster/ answers from the
+ * partition's owners (primary, backup, or no copy at all). */
 static int part_copy(const st_cache *c, uint32_t pi)
 {
-    (void)c;
-    (void)pi;
-    return ST_COPY_PRIMARY;
+    st_store *s = c->store;
+    st_copy_fn fn = atomic_load_explicit(&s->copy_fn, memory_order_acquire);
+    if (!fn)
+        return ST_COPY_PRIMARY;
+    return fn(atomic_load_explicit(&s->copy_arg, memory_order_relaxed), &c->cfg, c->id, pi);
 }
 
 /* peek_counts: do pi's entries count for pm? */

@@ -54,7 +54,8 @@
     X(CONFIG,       -30400, "bad configuration")                                  \
     X(NOTLEADER,    -30500, "not the metadata group's leader")                   \
     X(LOSTLEADER,   -30501, "leadership lost before the entry committed; it may still commit") \
-    X(BUSY,         -30502, "a membership change is already in progress")
+    X(BUSY,         -30502, "a membership change is already in progress")        \
+    X(STALE,        -30520, "an owner refused the update (older epoch, or an update lost before it)")
 
 enum {
 #define EM_ERR_ENUM_(name, value, msg) EM_##name = (value),

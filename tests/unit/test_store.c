@@ -5,6 +5,7 @@
  */
 #include "test.h"
 
+#include "binary/binary.h"
 #include "store/store.h"
 #include "util/err.h"
 #include "util/hash.h"
@@ -1090,5 +1091,59 @@ TEST(store_part_counter_advances_per_write)
     u.cntr = 20;
     REQUIRE_OK(st_apply(s, &u));
     CHECK_EQ(part_cntr(c, 0), 50);
+    st_close(s);
+}
+
+/* On a cluster the peek modes count by the copy each partition is here
+ * (st_set_copy_fn): even partitions primary, odd ones backup, partition 3
+ * not held at all. */
+static int copy_by_parity(void *arg, const st_cache_config *cfg, int32_t id, uint32_t part)
+{
+    (void)cfg; (void)id;
+    (*(int *)arg)++;
+    return part == 3 ? ST_COPY_NONE : part % 2 ? ST_COPY_BACKUP : ST_COPY_PRIMARY;
+}
+
+TEST(store_peek_modes_by_copy)
+{
+    st_store *s = open_store(0, 0);
+    st_cache *c = make_cache(s, "copies", 4);
+    CHECK(c);
+    int64_t want[4] = {0, 0, 0, 0};
+    for (int32_t k = 0; k < 200; k++) {
+        CHECK_OK(put_il(c, NULL, k, k));
+        want[bin_partition(k, 4)]++;     /* an int key hashes to itself */
+    }
+    int calls = 0;
+    st_set_copy_fn(s, copy_by_parity, &calls);
+    int64_t sz;
+    CHECK_OK(st_size(c, 1 << ST_PEEK_PRIMARY, &sz));
+    CHECK_EQ(sz, want[0] + want[2]);
+    CHECK_OK(st_size(c, 1 << ST_PEEK_BACKUP, &sz));
+    CHECK_EQ(sz, want[1]);
+    CHECK_OK(st_size(c, 0, &sz));
+    CHECK_EQ(sz, want[0] + want[1] + want[2]);
+    CHECK(calls > 0);
+    /* local peek: a key of a backup partition reads as absent for PRIMARY */
+    em_buf out = EM_BUF_INIT;
+    int seen[4] = {0, 0, 0, 0};
+    for (int32_t k = 0; k < 200; k++) {
+        uint8_t kb[5];
+        ikey(kb, k);
+        uint32_t p = bin_partition(k, 4);
+        int found;
+        em_buf_reset(&out);
+        CHECK_OK(st_local_peek(c, NULL, 1 << ST_PEEK_PRIMARY, kb, 5, &out, &found));
+        CHECK_EQ(found, p == 0 || p == 2);
+        em_buf_reset(&out);
+        CHECK_OK(st_local_peek(c, NULL, 0, kb, 5, &out, &found));
+        CHECK_EQ(found, p != 3);
+        seen[p] = 1;
+    }
+    CHECK(seen[1] && seen[3]);
+    st_set_copy_fn(s, NULL, NULL);
+    CHECK_OK(st_size(c, 1 << ST_PEEK_BACKUP, &sz));
+    CHECK_EQ(sz, 0);
+    em_buf_free(&out);
     st_close(s);
 }

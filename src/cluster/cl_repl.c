@@ -1,0 +1,761 @@
+/* cl_repl.c - primary/backup streams, acks, FULL_SYNC waits and epoch
+ * fencing (protocol in cl_repl.h).
+ *
+ * State, all allocated once and reused (a replicated overwrite allocates
+ * nothing in steady state, on the primary or on an owner):
+ *  - caches: a fixed hash of per-cache records, insert-only and read without
+ *    a lock; each holds the partitions' next update counters (primary side,
+ *    written under the store's partition lock), the highest contiguous
+ *    counter applied per partition and the epoch it was applied in (owner
+ *    side, transport thread only), and per peer slot an array of
+ *    {sent, acked} counters and the last refused range per partition
+ *    (read by FULL_SYNC waiters);
+ *  - peers: slots by node id, insert-only (a restarted node has a new id);
+ *    each has an outgoing stream buffer under its own mutex.  The buffer is
+ *    sent while that mutex is held, so frames to one peer leave in the order
+ *    updates were appended, and a partition's updates (appended under its
+ *    lock) reach each owner in counter order over the one FIFO link;
+ *  - per thread: the ticket of what the current request replicated.
+ */
+#include "cluster/cl_repl.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster/cl_net.h"
+#include "util/clock.h"
+#include "util/err.h"
+#include "util/mem.h"
+#include "wal/wal.h"
+
+#define MAX_PEERS       1024u        /* node ids met in one process life */
+#define CACHE_BUCKETS   256u
+#define MAX_OWNERS      64u          /* owners looked at per partition */
+#define STREAM_FLUSH    (1u << 20)   /* a stream this full is sent at once */
+#define UPD_HDR         28u          /* i32 cache | u32 part | u64 ctr | u64 epoch | u32 len */
+#define ACK_ENTRY       28u          /* i32 cache | u32 part | u64 ctr | u64 from | i32 status */
+#define TICKET_MAX      256u
+#define MAX_UPDATE_REC  (64u << 20)
+
+typedef struct ackv {
+    _Atomic uint64_t sent, acked;
+    uint64_t refused_lo, refused_hi;    /* the last refused range (under wait_mu) */
+} ackv;
+
+typedef struct rcache {
+    int32_t  id;
+    uint32_t parts;
+    _Atomic uint64_t *ctr;          /* primary: last counter taken, per partition */
+    uint64_t *applied;              /* owner: highest contiguous counter applied */
+    uint64_t *epoch;                /* owner: epoch those were applied in */
+    _Atomic(ackv *) ack[MAX_PEERS]; /* per peer slot: parts entries, lazily */
+    struct rcache *_Atomic next;
+} rcache;
+
+typedef struct peer {
+    cl_meta_uuid    id;
+    pthread_mutex_t mu;
+    em_buf          out;            /* queued updates (REPL_UPDATE payload) */
+} peer;
+
+/* A FULL_SYNC waiter: it sleeps on its own condition until the ack it
+ * waits for next (c, part, ctr) arrives, so an ack wakes only the writers
+ * it can complete, not every waiting thread. */
+typedef struct waiter {
+    pthread_cond_t cv;
+    rcache  *c;
+    uint32_t part;
+    uint64_t ctr;
+    struct waiter *next;
+} waiter;
+
+struct cl_repl {
+    cl_repl_opts    o;
+    st_observer_fn  down;           /* the observer before us (the WAL) */
+    void           *down_arg;
+    rcache *_Atomic caches[CACHE_BUCKETS];
+    pthread_mutex_t reg_mu;         /* inserts into caches and peers */
+    peer           *peers[MAX_PEERS];
+    _Atomic uint32_t npeers;
+    pthread_mutex_t wait_mu;        /* FULL_SYNC waiters */
+    waiter         *waiters;
+    em_buf          ack_out;        /* transport thread: acks of one frame */
+    _Atomic uint64_t st[7];
+};
+enum { S_SENT, S_FRAMES, S_APPLIED, S_ACKS, S_REFUSED, S_WAITS, S_TIMEOUTS };
+static void count(cl_repl *r, int i, uint64_t d)
+{
+    atomic_fetch_add_explicit(&r->st[i], d, memory_order_relaxed);
+}
+
+/* ---- per thread ----------------------------------------------------------- */
+
+typedef struct tk_entry { rcache *c; uint32_t part; uint64_t ctr; } tk_entry;
+typedef struct ticket {
+    uint32_t n;
+    int      full_sync;             /* some entry is of a FULL_SYNC cache */
+    int      overflow;              /* more than TICKET_MAX entries: wait for all */
+    cl_repl *r;
+    tk_entry e[TICKET_MAX];
+} ticket;
+
+static _Thread_local ticket tl_ticket;
+void cl_repl_begin(void)
+{
+    tl_ticket.n = 0;
+    tl_ticket.full_sync = 0;
+    tl_ticket.overflow = 0;
+}
+
+/* ---- caches and peers ----------------------------------------------------- */
+
+static uint32_t cfg_parts(const st_cache_config *cfg)
+{
+    return cfg->partitions ? cfg->partitions : 1024;
+}
+
+static rcache *cache_find(cl_repl *r, int32_t id)
+{
+    rcache *c = atomic_load_explicit(&r->caches[(uint32_t)id % CACHE_BUCKETS],
+                                     memory_order_acquire);
+    while (c && c->id != id)
+        c = atomic_load_explicit(&c->next, memory_order_acquire);
+    return c;
+}
+
+/* cache_get: the record of cache id with parts partitions (made on first
+ * use; a cache recreated with another partition count gets a new one). */
+static rcache *cache_get(cl_repl *r, int32_t id, uint32_t parts)
+{
+    rcache *c = cache_find(r, id);
+    if (c && c->parts == parts)
+        return c;
+    pthread_mutex_lock(&r->reg_mu);
+    _Atomic(rcache *) *head = &r->caches[(uint32_t)id % CACHE_BUCKETS];
+    for (c = atomic_load(head); c; c = atomic_load(&c->next))
+        if (c->id == id && c->parts == parts)
+            break;
+    if (!c && (c = em_calloc(1, sizeof *c)) != NULL) {
+        c->id = id;
+        c->parts = parts;
+        c->ctr = em_calloc(parts, sizeof *c->ctr);
+        c->applied = em_calloc(parts, sizeof *c->applied);
+        c->epoch = em_calloc(parts, sizeof *c->epoch);
+        if (!c->ctr || !c->applied || !c->epoch) {
+            em_free(c->ctr);
+            em_free(c->applied);
+            em_free(c->epoch);
+            em_free(c);
+            c = NULL;
+        } else {
+            /* Newest first: a recreated cache's record shadows the old. */
+            atomic_store(&c->next, atomic_load(head));
+            atomic_store_explicit(head, c, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&r->reg_mu);
+    return c;
+}
+
+static ackv *cache_ack(cl_repl *r, rcache *c, uint32_t slot)
+{
+    ackv *a = atomic_load_explicit(&c->ack[slot], memory_order_acquire);
+    if (a)
+        return a;
+    pthread_mutex_lock(&r->reg_mu);
+    a = atomic_load(&c->ack[slot]);
+    if (!a && (a = em_calloc(c->parts, sizeof *a)) != NULL)
+        atomic_store_explicit(&c->ack[slot], a, memory_order_release);
+    pthread_mutex_unlock(&r->reg_mu);
+    return a;
+}
+
+/* peer_slot: the slot of node id, made when make is set; -1 if none. */
+static int peer_slot(cl_repl *r, cl_meta_uuid id, int make)
+{
+    uint32_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
+    for (uint32_t i = 0; i < n; i++)
+        if (cl_meta_uuid_eq(r->peers[i]->id, id))
+            return (int)i;
+    if (!make)
+        return -1;
+    pthread_mutex_lock(&r->reg_mu);
+    n = atomic_load(&r->npeers);
+    int slot = -1;
+    for (uint32_t i = 0; i < n && slot < 0; i++)
+        if (cl_meta_uuid_eq(r->peers[i]->id, id))
+            slot = (int)i;
+    if (slot < 0 && n < MAX_PEERS) {
+        peer *p = em_calloc(1, sizeof *p);
+        if (p) {
+            p->id = id;
+            pthread_mutex_init(&p->mu, NULL);
+            r->peers[n] = p;
+            atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
+            slot = (int)n;
+        }
+    }
+    pthread_mutex_unlock(&r->reg_mu);
+    return slot;
+}
+
+/* peer_send sends p's queued updates; p->mu held. */
+static void peer_send(cl_repl *r, peer *p)
+{
+    if (!p->out.len)
+        return;
+    if (cl_node_send(r->o.node, p->id, CL_NET_MSG_REPL_UPDATE, p->out.p, p->out.len) == 0)
+        count(r, S_FRAMES, 1);
+    em_buf_reset(&p->out);
+}
+
+void cl_repl_flush(cl_repl *r)
+{
+    uint32_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
+    for (uint32_t i = 0; i < n; i++) {
+        peer *p = r->peers[i];
+        pthread_mutex_lock(&p->mu);
+        peer_send(r, p);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* ---- owners --------------------------------------------------------------- */
+
+uint32_t cl_repl_owners(cl_topo *t, const st_cache_config *cfg, int32_t cache_id,
+                        uint32_t part, uint32_t *idx, uint32_t max)
+{
+    int32_t grp = cache_id;     /* ember keeps one partition space (group) per cache */
+    int repl = cfg->cache_mode == 1;
+    uint32_t backups = cfg->backups > 0 ? (uint32_t)cfg->backups : 0;
+    return cl_topo_owners(t, grp, cfg_parts(cfg), backups, repl, part, idx, max);
+}
+
+int cl_repl_copy(cl_repl *r, const st_cache_config *cfg, int32_t cache_id, uint32_t part)
+{
+    cl_topo *t = cl_node_topo_acquire(r->o.node);
+    int copy = ST_COPY_PRIMARY;
+    if (t->self >= 0 && t->n > 1) {
+        uint32_t idx[MAX_OWNERS];
+        uint32_t k = cl_repl_owners(t, cfg, cache_id, part, idx, MAX_OWNERS);
+        copy = ST_COPY_NONE;
+        for (uint32_t i = 0; i < k; i++)
+            if ((int)idx[i] == t->self)
+                copy = i == 0 ? ST_COPY_PRIMARY : ST_COPY_BACKUP;
+    }
+    cl_node_topo_release(t);
+    return copy;
+}
+
+static int copy_fn(void *arg, const st_cache_config *cfg, int32_t cache_id, uint32_t part)
+{
+    return cl_repl_copy(arg, cfg, cache_id, part);
+}
+
+/* ---- primary side: the observer ------------------------------------------- */
+
+static void ticket_add(cl_repl *r, rcache *c, uint32_t part, uint64_t ctr, int full_sync)
+{
+    ticket *tk = &tl_ticket;
+    tk->r = r;
+    tk->full_sync |= full_sync;
+    if (!full_sync)
+        return;                     /* nothing to wait for */
+    /* One entry per partition: batches usually touch a partition once, and
+     * the last entry is the common repeat (a partition's keys together). */
+    if (tk->n && tk->e[tk->n - 1].c == c && tk->e[tk->n - 1].part == part) {
+        tk->e[tk->n - 1].ctr = ctr;
+        return;
+    }
+    if (tk->n == TICKET_MAX) {
+        tk->overflow = 1;
+        return;
+    }
+    tk->e[tk->n++] = (tk_entry){ c, part, ctr };
+}
+
+static int replicate(cl_repl *r, const st_update *u)
+{
+    st_cache *sc = st_cache_find(r->o.store, u->cache_id);
+    if (!sc)
+        return 0;                   /* destroyed meanwhile: owners drop it too */
+    const st_cache_config *cfg = st_cache_cfg(sc);
+    if (cfg->cache_mode == 0)
+        return 0;                   /* LOCAL: this node only */
+    uint32_t parts = cfg_parts(cfg);
+    if (u->partition >= parts)
+        return 0;
+    cl_topo *t = cl_node_topo_acquire(r->o.node);
+    uint32_t idx[MAX_OWNERS];
+    uint32_t k = t->n > 1 && t->self >= 0
+                     ? cl_repl_owners(t, cfg, u->cache_id, u->partition, idx, MAX_OWNERS) : 0;
+    if (k < 2 || (int)idx[0] != t->self) {
+        /* No other owner, or not the primary here (a clear every member
+         * runs on its own copies, a write that raced a topology change):
+         * only a primary streams. */
+        cl_node_topo_release(t);
+        return 0;
+    }
+    int rc = EM_NOMEM;
+    rcache *c = cache_get(r, u->cache_id, parts);
+    if (!c)
+        goto out;
+    /* The other owners' slots, ascending: their stream locks are taken in
+     * that order (a global order, so two writers never deadlock). */
+    uint32_t slots[MAX_OWNERS], ns = 0;
+    for (uint32_t i = 1; i < k; i++) {
+        int slot = peer_slot(r, t->m[idx[i]].id, 1);
+        if (slot < 0 || !cache_ack(r, c, (uint32_t)slot))
+            goto out;
+        uint32_t j = ns++;
+        while (j && slots[j - 1] > (uint32_t)slot) {
+            slots[j] = slots[j - 1];
+            j--;
+        }
+        slots[j] = (uint32_t)slot;
+    }
+    size_t was[MAX_OWNERS];
+    for (uint32_t i = 0; i < ns; i++) {
+        pthread_mutex_lock(&r->peers[slots[i]]->mu);
+        was[i] = r->peers[slots[i]]->out.len;
+    }
+    /* Under the partition's lock: the only writer of this counter. */
+    uint64_t ctr = atomic_load_explicit(&c->ctr[u->partition], memory_order_relaxed) + 1;
+    /* Header, then the WAL record, encoded once - straight into the first
+     * owner's stream - and copied into the others'. */
+    em_buf *first = &r->peers[slots[0]]->out;
+    size_t at = first->len;
+    rc = em_buf_reserve(first, UPD_HDR);
+    if (!rc) {
+        first->len += UPD_HDR;
+        rc = wal_encode_update(first, u, em_wall_ms());
+    }
+    if (!rc) {
+        uint8_t *h = first->p + at;
+        em_st32(h, (uint32_t)u->cache_id);
+        em_st32(h + 4, u->partition);
+        em_st64(h + 8, ctr);
+        em_st64(h + 16, t->major);
+        em_st32(h + 24, (uint32_t)(first->len - at - UPD_HDR));
+        for (uint32_t i = 1; i < ns && !rc; i++)
+            rc = em_buf_append(&r->peers[slots[i]]->out, first->p + at, first->len - at);
+    }
+    if (rc) {
+        for (uint32_t i = 0; i < ns; i++)   /* nothing half-appended stays queued */
+            r->peers[slots[i]]->out.len = was[i];
+    } else {
+        atomic_store_explicit(&c->ctr[u->partition], ctr, memory_order_relaxed);
+        for (uint32_t i = 0; i < ns; i++) {
+            ackv *a = atomic_load_explicit(&c->ack[slots[i]], memory_order_acquire);
+            atomic_store_explicit(&a[u->partition].sent, ctr, memory_order_release);
+        }
+        count(r, S_SENT, ns);
+    }
+    for (uint32_t i = ns; i-- > 0;) {
+        peer *p = r->peers[slots[i]];
+        if (!rc && p->out.len >= STREAM_FLUSH)
+            peer_send(r, p);
+        pthread_mutex_unlock(&p->mu);
+    }
+    if (!rc)
+        ticket_add(r, c, u->partition, ctr, cfg->write_sync_mode == 0);
+out:
+    cl_node_topo_release(t);
+    return rc;
+}
+
+static int observe(void *arg, const st_update *u)
+{
+    cl_repl *r = arg;
+    if (r->down) {
+        int rc = r->down(r->down_arg, u);
+        if (rc)
+            return rc;              /* a write the WAL refused is not streamed */
+    }
+    if (u->kind != ST_UPD_PUT && u->kind != ST_UPD_REMOVE && u->kind != ST_UPD_CLEAR)
+        return 0;                   /* cache starts and stops: the metadata group */
+    return replicate(r, u);
+}
+
+/* ---- FULL_SYNC ------------------------------------------------------------- */
+
+/* entry_state: 1 when every owner (on t, excluding this node) that was sent
+ * e's update acked it, 0 while one has not, EM_STALE when one refused it.
+ * Owners that left t are not asked: they are dropped from the wait. */
+static int entry_state(cl_repl *r, cl_topo *t, rcache *c, uint32_t part, uint64_t ctr)
+{
+    for (uint32_t i = 0; i < t->n; i++) {
+        if ((int)i == t->self)
+            continue;
+        int slot = peer_slot(r, t->m[i].id, 0);
+        if (slot < 0)
+            continue;
+        ackv *a = atomic_load_explicit(&c->ack[slot], memory_order_acquire);
+        if (!a)
+            continue;
+        if (atomic_load_explicit(&a[part].sent, memory_order_acquire) < ctr)
+            continue;               /* not an owner when it was written */
+        if (a[part].refused_lo <= ctr && ctr <= a[part].refused_hi)
+            return EM_STALE;        /* (under wait_mu, as on_ack writes it) */
+        if (atomic_load_explicit(&a[part].acked, memory_order_acquire) < ctr)
+            return 0;
+    }
+    return 1;
+}
+
+static int ticket_state(cl_repl *r, cl_topo *t, ticket *tk, waiter *w)
+{
+    for (uint32_t i = 0; i < tk->n; i++) {
+        int st = entry_state(r, t, tk->e[i].c, tk->e[i].part, tk->e[i].ctr);
+        if (st != 1) {
+            w->c = tk->e[i].c;
+            w->part = tk->e[i].part;
+            w->ctr = tk->e[i].ctr;
+            return st;
+        }
+    }
+    if (tk->overflow && tk->n) {
+        /* Past TICKET_MAX partitions: every partition of the cache up to
+         * what was sent when the wait began. */
+        rcache *c = tk->e[0].c;
+        for (uint32_t p = 0; p < c->parts; p++) {
+            uint64_t ctr = atomic_load_explicit(&c->ctr[p], memory_order_relaxed);
+            if (!ctr)
+                continue;
+            int st = entry_state(r, t, c, p, ctr);
+            if (st != 1) {
+                w->c = c;
+                w->part = p;
+                w->ctr = ctr;
+                return st;
+            }
+        }
+    }
+    return 1;
+}
+
+int cl_repl_finish(cl_repl *r)
+{
+    ticket *tk = &tl_ticket;
+    if (tk->r != r) {
+        cl_repl_begin();
+        return 0;
+    }
+    cl_repl_flush(r);
+    if (!tk->full_sync || !tk->n) {
+        cl_repl_begin();
+        tk->r = NULL;
+        return 0;
+    }
+    count(r, S_WAITS, 1);
+    uint64_t end = em_now_ms() + r->o.timeout_ms;
+    int rc;
+    waiter w = { .next = NULL };
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_lock(&r->wait_mu);
+    w.next = r->waiters;
+    r->waiters = &w;
+    for (;;) {
+        cl_topo *t = cl_node_topo_acquire(r->o.node);
+        int st = ticket_state(r, t, tk, &w);
+        cl_node_topo_release(t);
+        if (st == 1) {
+            rc = 0;
+            break;
+        }
+        if (st < 0) {
+            rc = st;
+            break;
+        }
+        uint64_t now = em_now_ms();
+        if (now >= end) {
+            rc = EM_TIMEOUT;
+            count(r, S_TIMEOUTS, 1);
+            break;
+        }
+        /* The ack for (w.c, w.part, w.ctr), a refusal or a topology change
+         * signals; the bound covers a missed wake-up as well. */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t ms = end - now < 100 ? end - now : 100;
+        ts.tv_nsec += (long)(ms * 1000000u);
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&w.cv, &r->wait_mu, &ts);
+    }
+    for (waiter **x = &r->waiters; *x; x = &(*x)->next)
+        if (*x == &w) {
+            *x = w.next;
+            break;
+        }
+    pthread_mutex_unlock(&r->wait_mu);
+    pthread_cond_destroy(&w.cv);
+    cl_repl_begin();
+    tk->r = NULL;
+    return rc;
+}
+
+void cl_repl_topology(cl_repl *r)
+{
+    pthread_mutex_lock(&r->wait_mu);
+    for (waiter *w = r->waiters; w; w = w->next)
+        pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&r->wait_mu);
+}
+
+/* ---- owner side ------------------------------------------------------------ */
+
+/* ack_put records in this frame's answer, per partition, the highest
+ * contiguous counter applied (status 0, cumulative) or a refused range
+ * [from, ctr] (status EM_*), merging entries of one partition and kind. */
+static int ack_put(cl_repl *r, int32_t cache, uint32_t part, uint64_t from, uint64_t ctr,
+                   int status)
+{
+    em_buf *b = &r->ack_out;
+    for (size_t at = 0; at < b->len; at += ACK_ENTRY)
+        if ((int32_t)em_ld32(b->p + at) == cache && em_ld32(b->p + at + 4) == part &&
+            ((int32_t)em_ld32(b->p + at + 24) == 0) == (status == 0)) {
+            if (ctr > em_ld64(b->p + at + 8))
+                em_st64(b->p + at + 8, ctr);
+            if (from < em_ld64(b->p + at + 16))
+                em_st64(b->p + at + 16, from);
+            return 0;
+        }
+    int rc = em_buf_reserve(b, ACK_ENTRY);
+    if (rc)
+        return rc;
+    uint8_t *e = b->p + b->len;
+    em_st32(e, (uint32_t)cache);
+    em_st32(e + 4, part);
+    em_st64(e + 8, ctr);
+    em_st64(e + 16, from);
+    em_st32(e + 24, (uint32_t)status);
+    b->len += ACK_ENTRY;
+    return 0;
+}
+
+/* fenced: may an update of epoch from `from` apply to (cache, part)?  Its
+ * epoch is no older than this node's topology, or the sender is still the
+ * partition's primary here (so its primary epoch has not changed). */
+static int fenced(cl_topo *t, const st_cache_config *cfg, int32_t cache,
+                  uint32_t part, uint64_t epoch, cl_meta_uuid from)
+{
+    if (epoch >= t->major)
+        return 0;
+    uint32_t idx[1];
+    if (cl_repl_owners(t, cfg, cache, part, idx, 1) == 1 &&
+        cl_meta_uuid_eq(t->m[idx[0]].id, from))
+        return 0;
+    return 1;
+}
+
+static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8_t *p,
+                      size_t n)
+{
+    em_buf_reset(&r->ack_out);
+    cl_topo *t = cl_node_topo_acquire(r->o.node);
+    int any = 0;
+    size_t at = 0;
+    while (at < n) {
+        if (n - at < UPD_HDR)
+            break;                  /* malformed: the rest is dropped */
+        int32_t cache = (int32_t)em_ld32(p + at);
+        uint32_t part = em_ld32(p + at + 4);
+        uint64_t ctr = em_ld64(p + at + 8);
+        uint64_t epoch = em_ld64(p + at + 16);
+        uint32_t len = em_ld32(p + at + 24);
+        if (len > n - at - UPD_HDR || len > MAX_UPDATE_REC)
+            break;
+        const uint8_t *rec = p + at + UPD_HDR;
+        at += UPD_HDR + len;
+        st_cache *sc = st_cache_find(r->o.store, cache);
+        if (!sc && r->o.find_cache)
+            sc = r->o.find_cache(r->o.find_arg, cache);
+        int status = 0;
+        rcache *c = NULL;
+        if (!sc) {
+            status = EM_NOCACHE;
+        } else {
+            const st_cache_config *cfg = st_cache_cfg(sc);
+            uint32_t parts = cfg_parts(cfg);
+            if (part >= parts || !ctr)
+                status = EM_PROTO;
+            else if (!(c = cache_get(r, cache, parts)))
+                status = EM_NOMEM;
+            else if (fenced(t, cfg, cache, part, epoch, from))
+                status = EM_STALE;
+            else if (epoch < c->epoch[part])
+                status = EM_STALE;
+        }
+        if (!status) {
+            if (epoch > c->epoch[part]) {
+                /* A new stream (a new primary epoch): it starts here.  Its
+                 * earlier updates are the exchange's and rebalancing's to
+                 * bring. */
+                c->epoch[part] = epoch;
+                c->applied[part] = ctr - 1;
+            }
+            if (ctr > c->applied[part] + 1) {
+                /* A gap: updates were lost (a link that dropped frames and
+                 * came back within the failure detection timeout).  Their
+                 * writers are refused - a cumulative ack past them would
+                 * be a lie - and the stream goes on from this update, so
+                 * one lost frame does not stop the partition's writes.
+                 * Bringing the lost updates back is rebalancing's job. */
+                (void)ack_put(r, cache, part, c->applied[part] + 1, ctr - 1, EM_STALE);
+                count(r, S_REFUSED, 1);
+                c->applied[part] = ctr - 1;
+            }
+            if (ctr <= c->applied[part]) {
+                ctr = c->applied[part];     /* a duplicate: ack what we have */
+            } else {
+                wal_cmd cmd;
+                st_update u;
+                st_cache_config vcfg;
+                status = wal_cmd_unmarshal(rec, len, &cmd);
+                if (!status)
+                    status = wal_decode_update(&cmd, &u, &vcfg);
+                if (!status && (u.cache_id != cache ||
+                                (u.kind != ST_UPD_PUT && u.kind != ST_UPD_REMOVE &&
+                                 u.kind != ST_UPD_CLEAR)))
+                    status = EM_PROTO;
+                if (!status) {
+                    status = st_apply(r->o.store, &u);
+                    /* The owner's own log: st_apply does not call the
+                     * observer, so the WAL hears of it once, here. */
+                    if (!status && r->down)
+                        status = r->down(r->down_arg, &u);
+                }
+                if (!status) {
+                    c->applied[part] = ctr;
+                    any = 1;
+                    count(r, S_APPLIED, 1);
+                }
+            }
+        }
+        if (status)
+            count(r, S_REFUSED, 1);
+        if (status)
+            (void)ack_put(r, cache, part, ctr, ctr, status);
+        else
+            (void)ack_put(r, cache, part, 0, c->applied[part], 0);
+    }
+    cl_node_topo_release(t);
+    if (any && r->o.durable) {
+        int rc = r->o.durable(r->o.durable_arg);
+        if (rc)
+            return;                 /* not durable: no ack (the primary times out) */
+    }
+    if (r->ack_out.len)
+        (void)cl_net_link_send(l, CL_NET_MSG_REPL_ACK, r->ack_out.p, r->ack_out.len);
+}
+
+static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
+{
+    int slot = peer_slot(r, from, 0);
+    if (slot < 0)
+        return;
+    pthread_mutex_lock(&r->wait_mu);
+    for (size_t at = 0; at + ACK_ENTRY <= n; at += ACK_ENTRY) {
+        int32_t cache = (int32_t)em_ld32(p + at);
+        uint32_t part = em_ld32(p + at + 4);
+        uint64_t ctr = em_ld64(p + at + 8);
+        uint64_t lo = em_ld64(p + at + 16);
+        int32_t status = (int32_t)em_ld32(p + at + 24);
+        rcache *c = cache_find(r, cache);
+        if (!c || part >= c->parts)
+            continue;
+        ackv *a = atomic_load_explicit(&c->ack[slot], memory_order_acquire);
+        if (!a)
+            continue;
+        if (status) {
+            a[part].refused_lo = lo;
+            a[part].refused_hi = ctr;
+        } else if (atomic_load_explicit(&a[part].acked, memory_order_relaxed) < ctr) {
+            atomic_store_explicit(&a[part].acked, ctr, memory_order_release);
+        }
+        count(r, S_ACKS, 1);
+        /* Wake the writers this ack (or refusal) may complete. */
+        for (waiter *w = r->waiters; w; w = w->next)
+            if (w->c == c && w->part == part && w->ctr <= ctr)
+                pthread_cond_signal(&w->cv);
+    }
+    pthread_mutex_unlock(&r->wait_mu);
+}
+
+void cl_repl_on_frame(cl_repl *r, cl_net_link *l, cl_meta_uuid from, uint16_t type,
+                      const uint8_t *p, size_t n)
+{
+    if (type == CL_NET_MSG_REPL_UPDATE)
+        on_update(r, l, from, p, n);
+    else if (type == CL_NET_MSG_REPL_ACK)
+        on_ack(r, from, p, n);
+}
+
+/* ---- life ------------------------------------------------------------------ */
+
+int cl_repl_start(cl_repl **out, const cl_repl_opts *o)
+{
+    *out = NULL;
+    cl_repl *r = em_calloc(1, sizeof *r);
+    if (!r)
+        return EM_NOMEM;
+    r->o = *o;
+    if (!r->o.timeout_ms)
+        r->o.timeout_ms = 10000;
+    pthread_mutex_init(&r->reg_mu, NULL);
+    pthread_mutex_init(&r->wait_mu, NULL);
+    st_get_observer(o->store, &r->down, &r->down_arg);
+    st_set_observer(o->store, observe, r);
+    st_set_copy_fn(o->store, copy_fn, r);
+    *out = r;
+    return 0;
+}
+
+void cl_repl_stop(cl_repl *r)
+{
+    if (!r)
+        return;
+    st_set_copy_fn(r->o.store, NULL, NULL);
+    st_set_observer(r->o.store, r->down, r->down_arg);
+    for (uint32_t b = 0; b < CACHE_BUCKETS; b++) {
+        rcache *c = atomic_load(&r->caches[b]);
+        while (c) {
+            rcache *next = atomic_load(&c->next);
+            for (uint32_t i = 0; i < MAX_PEERS; i++)
+                em_free(atomic_load(&c->ack[i]));
+            em_free(c->ctr);
+            em_free(c->applied);
+            em_free(c->epoch);
+            em_free(c);
+            c = next;
+        }
+    }
+    uint32_t n = atomic_load(&r->npeers);
+    for (uint32_t i = 0; i < n; i++) {
+        pthread_mutex_destroy(&r->peers[i]->mu);
+        em_buf_free(&r->peers[i]->out);
+        em_free(r->peers[i]);
+    }
+    em_buf_free(&r->ack_out);
+    pthread_mutex_destroy(&r->wait_mu);
+    pthread_mutex_destroy(&r->reg_mu);
+    em_free(r);
+}
+
+void cl_repl_stats_get(const cl_repl *r, cl_repl_stats *s)
+{
+    s->sent_updates = atomic_load_explicit(&r->st[S_SENT], memory_order_relaxed);
+    s->sent_frames = atomic_load_explicit(&r->st[S_FRAMES], memory_order_relaxed);
+    s->applied = atomic_load_explicit(&r->st[S_APPLIED], memory_order_relaxed);
+    s->acks_in = atomic_load_explicit(&r->st[S_ACKS], memory_order_relaxed);
+    s->refused = atomic_load_explicit(&r->st[S_REFUSED], memory_order_relaxed);
+    s->waits = atomic_load_explicit(&r->st[S_WAITS], memory_order_relaxed);
+    s->timeouts = atomic_load_explicit(&r->st[S_TIMEOUTS], memory_order_relaxed);
+}

@@ -1,0 +1,107 @@
+/* cl_repl.h - replication: the primary streams every applied update of a
+ * partition to the partition's other owners, which apply it and ack
+ * (reference/cluster.md §3.6; issue 14).
+ *
+ * Primary side.  cl_repl is the store's write observer, chained in front of
+ * the one installed before it (the WAL): each update is logged first, then,
+ * when this node is the partition's primary (cl_topo_owners), it takes the
+ * partition's next update counter and is encoded once - the WAL's update
+ * record (wal_encode_update) behind a small header - and appended to the
+ * outgoing stream of every other owner.  Conditional ops were decided by
+ * the store before it reported their outcome, so replicating what the
+ * observer sees keeps every op's meaning (and each PUT's expiry deadline).
+ * The thread that ran the request sends the streams when it finishes
+ * (cl_repl_finish): what several threads appended meanwhile leaves in one
+ * REPL_UPDATE frame per peer.  Under FULL_SYNC it then waits until every
+ * owner the update was sent to acked it, dropping owners that left the
+ * topology, at most timeout_ms.
+ *
+ * Owner side (transport thread).  A REPL_UPDATE is applied with st_apply
+ * (which does not call the observer) and then logged through the chained
+ * observer (the WAL, which skips in-memory regions), so every owner logs its
+ * copy once; then the WAL's group commit, then REPL_ACK: per partition the
+ * highest contiguous counter applied (cumulative, one entry per partition
+ * per frame).
+ *
+ * Epoch fencing.  Every update carries the primary's epoch (today the
+ * topology major version; the partition map exchange will supply primary
+ * epochs).  An owner refuses an update whose epoch is older than its own
+ * topology's unless the sender is still the partition's primary there (the
+ * primary epoch would not have changed), and refuses a gap within one
+ * epoch (a lost frame: applying past it would hide the loss); the refusal
+ * travels back in the ack and fails a FULL_SYNC write waiting for it.
+ *
+ * Wire (little-endian).  REPL_UPDATE payload: one or more updates, each
+ *   i32 cache id | u32 partition | u64 counter | u64 epoch | u32 len | record
+ * REPL_ACK payload: one or more entries, each
+ *   i32 cache id | u32 partition | u64 counter | i32 status (0 or EM_*)
+ */
+#ifndef EM_CL_REPL_H
+#define EM_CL_REPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster/cl_node.h"
+#include "store/store.h"
+
+typedef struct cl_repl cl_repl;
+
+typedef struct cl_repl_opts {
+    cl_node  *node;
+    st_store *store;
+    uint32_t  timeout_ms;           /* FULL_SYNC wait bound; 0 = 10 000 */
+    /* durable (optional): the WAL's group commit for what this thread
+     * appended, before an owner acks. */
+    int     (*durable)(void *arg);
+    void     *durable_arg;
+    /* find_cache (optional): the cache with this id, waiting a bounded time
+     * for a cache start the metadata group has not applied here yet. */
+    st_cache *(*find_cache)(void *arg, int32_t id);
+    void     *find_arg;
+} cl_repl_opts;
+
+/* cl_repl_start chains the observer in front of the store's current one and
+ * answers the store's question of which copy a partition is here.  0 or
+ * EM_NOMEM.  cl_repl_stop restores the previous observer; call it after the
+ * threads that run requests stopped. */
+int  cl_repl_start(cl_repl **out, const cl_repl_opts *o);
+void cl_repl_stop(cl_repl *r);
+
+/* cl_repl_on_frame: a REPL_UPDATE or REPL_ACK from `from` (cl_node's
+ * on_repl, transport thread). */
+void cl_repl_on_frame(cl_repl *r, cl_net_link *l, cl_meta_uuid from, uint16_t type,
+                      const uint8_t *p, size_t n);
+
+/* cl_repl_topology: the topology changed (wakes FULL_SYNC waiters, which
+ * drop owners that left). */
+void cl_repl_topology(cl_repl *r);
+
+/* cl_repl_begin forgets what this thread replicated before; call it when a
+ * request starts.  cl_repl_finish sends the streams and, when an update the
+ * request made belongs to a FULL_SYNC cache, waits for its owners' acks:
+ * 0, EM_TIMEOUT (not every owner acked in time), EM_STALE (an owner refused
+ * the update: another primary or a lost update).  The request's updates are
+ * applied on this node either way. */
+void cl_repl_begin(void);
+int  cl_repl_finish(cl_repl *r);
+
+/* cl_repl_flush sends what is queued for every peer (the transport's tick
+ * calls it, for updates made outside requests). */
+void cl_repl_flush(cl_repl *r);
+
+/* cl_repl_copy: which copy of partition part of cache c this node holds now
+ * (ST_COPY_PRIMARY, ST_COPY_BACKUP, ST_COPY_NONE); primary when alone. */
+int  cl_repl_copy(cl_repl *r, const st_cache_config *cfg, int32_t cache_id, uint32_t part);
+
+/* cl_repl_owners: owners of partition part of a cache (cl_topo_owners with
+ * the cache's mode and backups), as indices into t->m. */
+uint32_t cl_repl_owners(cl_topo *t, const st_cache_config *cfg, int32_t cache_id,
+                        uint32_t part, uint32_t *idx, uint32_t max);
+
+typedef struct cl_repl_stats {
+    uint64_t sent_updates, sent_frames, applied, acks_in, refused, waits, timeouts;
+} cl_repl_stats;
+void cl_repl_stats_get(const cl_repl *r, cl_repl_stats *s);
+
+#endif

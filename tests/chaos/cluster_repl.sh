@@ -1,0 +1,84 @@
+#!/bin/sh
+# cluster_repl.sh - replication on 3 real emberd processes with the real
+# Node.js client (cluster_repl.js): every op on PARTITIONED (1 and 2 backups)
+# and REPLICATED caches in each write synchronisation mode, every owner
+# holding each key; then kill -9 of one node during FULL_SYNC writes: every
+# acknowledged write is still readable through the survivors, and writes go
+# on once the topology drops the killed node.
+cd "$(dirname "$0")/../.."
+BUILD=${EMBER_BUILD:-build}
+KEYS=${CHAOS_REPL_KEYS:-60}
+. tests/chaos/lib.sh
+chaos_init
+
+node_start 1 $(cluster_flags 1) --debug-ops || finish
+node_start 2 $(cluster_flags 2 1) --debug-ops || finish
+node_start 3 $(cluster_flags 3 1) --debug-ops || finish
+for i in 1 2 3; do
+    wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_joined 1 ||
+        { bad "node $i did not join"; finish; }
+done
+ok "3 nodes joined"
+
+JS=tests/chaos/cluster_repl.js
+run_js() {
+    if out=$(node "$JS" "$@" 2>&1); then
+        echo "$out" | sed 's/^ok /ok   node client: /'
+        PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
+    else
+        echo "$out"
+        bad "node client: $1"
+    fi
+}
+[ -n "${SKIP_OPS:-}" ] || run_js ops "$KEYS" "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
+run_js expiry "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
+# 0 B/op: a replicated overwrite allocates nothing on near, primary and
+# backups (the counting allocator's totals over each node's threads).
+run_js alloc 3000 64 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
+run_js alloc 3000 1024 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
+
+# kill -9 of node 3 while node 1 takes FULL_SYNC writes (2 backups: every
+# node holds every key, so the survivors hold every acknowledged one).
+ACKED="$CHAOS_TMP/acked"
+SECS=${CHAOS_SECONDS:-6}
+node "$JS" write "$ACKED" "$SECS" "$(node_addr 1)" >"$CHAOS_TMP/writer.out" 2>&1 &
+WRITER=$!
+lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+t=0
+while [ "$(lines "$ACKED")" -lt 200 ] && [ $t -lt 600 ]; do
+    sleep 0.05; t=$((t + 1))
+done
+before=$(lines "$ACKED")
+node_kill 3
+wait_metric 1 ember_cluster_members 2 || bad "the topology did not drop node 3"
+dropped=$(lines "$ACKED")
+wait "$WRITER"
+rc=$?
+cat "$CHAOS_TMP/writer.out" | sed 's/^ok /ok   writer: /'
+[ $rc = 0 ] && ok "writer finished ($before acknowledged before the kill)" || bad "writer failed"
+after=$(lines "$ACKED")
+[ "$after" -gt "$dropped" ] && ok "writes went on after the topology dropped node 3 ($dropped -> $after)" ||
+    bad "no write acknowledged after node 3 left ($dropped -> $after)"
+run_js check "$ACKED" "$(node_addr 1)" "$(node_addr 2)"
+for i in 1 2; do node_term $i || bad "node $i did not stop cleanly (exit $?)"; done
+
+# Persistent regions: every owner logs its copy in its own WAL.  A fresh
+# persistent cluster (nodes 4-6) takes FULL_SYNC writes through node 4; after
+# a clean stop, each node's WAL holds a PUT of every acknowledged key.
+node_start 4 $(cluster_flags 4) --persistence true || finish
+node_start 5 --seeds "$(node_ip 4):47100" --failure-detection-timeout ${CHAOS_FD_MS:-3000} --persistence true || finish
+node_start 6 --seeds "$(node_ip 4):47100" --failure-detection-timeout ${CHAOS_FD_MS:-3000} --persistence true || finish
+for i in 4 5 6; do
+    wait_metric "$i" ember_cluster_members 3 || { bad "persistent node $i did not join"; finish; }
+done
+"$BUILD/ember-cli" -h "$(node_ip 4)" -p "$CHAOS_PORT" state ACTIVE >/dev/null || bad "activate"
+PACKED="$CHAOS_TMP/packed"
+node "$JS" write "$PACKED" 1 "$(node_addr 4)" >"$CHAOS_TMP/pwriter.out" 2>&1 || { cat "$CHAOS_TMP/pwriter.out"; bad "persistent writes"; }
+n=$(lines "$PACKED")
+for i in 4 5 6; do node_term $i || bad "node $i did not stop cleanly (exit $?)"; done
+for i in 4 5 6; do
+    logged=$("$BUILD/ember-wal" dump "$CHAOS_TMP/n$i/data" 2>/dev/null | grep -c ' PUT ')
+    [ "$n" -gt 0 ] && [ "$logged" -ge "$n" ] && ok "node $i logged $logged PUTs for $n acknowledged writes" ||
+        bad "node $i logged $logged PUTs for $n acknowledged writes"
+done
+finish
