@@ -621,7 +621,7 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                 status = wal_cmd_unmarshal(rec, len, &cmd);
                 if (!status)
                     status = wal_decode_update(&cmd, &u, &vcfg);
-                if (!status && (u.cache_id != cache ||
+                if (!status && (u.cache_id != cache || u.partition != part ||
                                 (u.kind != ST_UPD_PUT && u.kind != ST_UPD_REMOVE &&
                                  u.kind != ST_UPD_CLEAR)))
                     status = EM_PROTO;
