@@ -33,7 +33,6 @@
 #define MAX_PEERS       1024u        /* node ids met in one process life */
 #define CACHE_BUCKETS   256u
 #define MAX_OWNERS      64u          /* owners looked at per partition */
-#define STREAM_FLUSH    (1u << 20)   /* a stream this full is sent at once */
 #define UPD_HDR         28u          /* i32 cache | u32 part | u64 ctr | u64 epoch | u32 len */
 #define ACK_ENTRY       28u          /* i32 cache | u32 part | u64 ctr | u64 from | i32 status */
 #define TICKET_MAX      256u
@@ -211,15 +210,29 @@ static void peer_send(cl_repl *r, peer *p)
     em_buf_reset(&p->out);
 }
 
-void cl_repl_flush(cl_repl *r)
+static void flush_peers(cl_repl *r, int try)
 {
     uint32_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
     for (uint32_t i = 0; i < n; i++) {
         peer *p = r->peers[i];
-        pthread_mutex_lock(&p->mu);
+        if (try) {
+            if (pthread_mutex_trylock(&p->mu) != 0)
+                continue;           /* a writer holds it and sends it itself */
+        } else {
+            pthread_mutex_lock(&p->mu);
+        }
         peer_send(r, p);
         pthread_mutex_unlock(&p->mu);
     }
+}
+
+/* From the transport's tick, which runs inside the node's life lock: a
+ * writer holding a stream lock takes that lock (shared) to send, so here
+ * the stream locks are only tried - blocking would order the two locks
+ * both ways, a deadlock once cl_node_stop waits for the life lock. */
+void cl_repl_flush(cl_repl *r)
+{
+    flush_peers(r, 1);
 }
 
 /* ---- owners --------------------------------------------------------------- */
@@ -353,12 +366,12 @@ static int replicate(cl_repl *r, const st_update *u)
         }
         count(r, S_SENT, ns);
     }
-    for (uint32_t i = ns; i-- > 0;) {
-        peer *p = r->peers[slots[i]];
-        if (!rc && p->out.len >= STREAM_FLUSH)
-            peer_send(r, p);
-        pthread_mutex_unlock(&p->mu);
-    }
+    /* Nothing is sent from here: the partition lock is held, and sending
+     * takes the node's life lock, which the transport holds while it
+     * applies updates under partition locks.  The request's finish (or the
+     * tick) sends; a stream is as large as one request's updates. */
+    for (uint32_t i = ns; i-- > 0;)
+        pthread_mutex_unlock(&r->peers[slots[i]]->mu);
     if (!rc)
         ticket_add(r, c, u->partition, ctr, cfg->write_sync_mode == 0);
 out:
@@ -443,7 +456,7 @@ int cl_repl_finish(cl_repl *r)
         cl_repl_begin();
         return 0;
     }
-    cl_repl_flush(r);
+    flush_peers(r, 0);
     if (!tk->full_sync || !tk->n) {
         cl_repl_begin();
         tk->r = NULL;
@@ -621,7 +634,7 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                 status = wal_cmd_unmarshal(rec, len, &cmd);
                 if (!status)
                     status = wal_decode_update(&cmd, &u, &vcfg);
-                if (!status && (u.cache_id != cache ||
+                if (!status && (u.cache_id != cache || u.partition != part ||
                                 (u.kind != ST_UPD_PUT && u.kind != ST_UPD_REMOVE &&
                                  u.kind != ST_UPD_CLEAR)))
                     status = EM_PROTO;

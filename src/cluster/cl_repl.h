@@ -86,8 +86,9 @@ void cl_repl_topology(cl_repl *r);
 void cl_repl_begin(void);
 int  cl_repl_finish(cl_repl *r);
 
-/* cl_repl_flush sends what is queued for every peer (the transport's tick
- * calls it, for updates made outside requests). */
+/* cl_repl_flush sends what is queued for every peer whose stream is not
+ * busy (the transport's tick calls it, for updates made outside requests;
+ * a busy stream's writer sends it). */
 void cl_repl_flush(cl_repl *r);
 
 /* cl_repl_copy: which copy of partition part of cache c this node holds now
