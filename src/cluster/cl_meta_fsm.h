@@ -35,8 +35,9 @@
  *   OWNERS_SET    u64 exchange_id | u32 g (<= CL_META_MAX_CACHES) | g x group:
  *                 i32 group | u32 parts (1..CL_META_MAX_PARTS) | u32 k (<= parts) |
  *                 k x { u32 partition (ascending, < parts) | u8 flags
- *                 (CL_META_OWN_LOST) | u8 n (<= CL_META_MAX_OWNERS) | n x u64
- *                 member order (its join's log index), primary first }
+ *                 (CL_META_OWN_LOST) | u8 n (<= CL_META_MAX_OWNERS) | u8 m (<= n)
+ *                 | n x u64 member order (its join's log index): the n - m
+ *                 owners, primary first, then the m MOVING ones }
  *
  * Effects (cluster.md §3.2; every entry is idempotent: applying it again
  * changes nothing and bumps nothing):
@@ -249,11 +250,14 @@ const cl_meta_blob   *cl_meta_fsm_type(const cl_meta_fsm *f, int32_t type_id);
 
 /* ---- owner tables (cl_meta_owners.c) ----
  *
- * A table: u32 parts | parts x { u8 flags | u8 n | n x u64 member order }.
+ * A table: u32 parts | parts x { u8 flags | u8 n | u8 moving | n x u64
+ * member order } (the last `moving` of the n are MOVING: they get the
+ * partition's writes while they load it, and own it once they report it
+ * loaded).
  * cl_meta_fsm_owners: the group's table (NULL before its first decision). */
 const cl_meta_blob *cl_meta_fsm_owners(const cl_meta_fsm *f, int32_t grp);
 uint32_t cl_meta_owners_parts(const cl_meta_blob *t);
-typedef struct cl_meta_part_owners { uint8_t flags, n; const uint8_t *order; } cl_meta_part_owners;
+typedef struct cl_meta_part_owners { uint8_t flags, n, moving; const uint8_t *order; } cl_meta_part_owners;
 /* cl_meta_owners_next walks a table a partition at a time: *off starts at 0;
  * 1 with *o filled, 0 after the last. */
 int cl_meta_owners_next(const cl_meta_blob *t, uint32_t *off, cl_meta_part_owners *o);
@@ -274,7 +278,7 @@ typedef struct cl_meta_owners_enc {
 int    cl_meta_enc_owners_begin(cl_meta_owners_enc *e, em_buf *out, uint64_t exch_id);
 int    cl_meta_enc_owners_group(cl_meta_owners_enc *e, int32_t grp, uint32_t parts);
 int    cl_meta_enc_owners_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags,
-                               const uint64_t *order, uint32_t n);
+                               const uint64_t *order, uint32_t n, uint32_t moving);
 size_t cl_meta_enc_owners_size(const cl_meta_owners_enc *e);
 int    cl_meta_enc_owners_end(cl_meta_owners_enc *e);
 

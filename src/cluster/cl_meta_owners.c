@@ -16,7 +16,8 @@
 #include "util/mem.h"
 
 #define ENTRY_HDR 8
-#define PART_HDR  2       /* u8 flags | u8 n */
+#define PART_HDR  3       /* u8 flags | u8 n | u8 moving */
+#define ENT_PART  7       /* u32 part | u8 flags | u8 n | u8 moving */
 
 /* ---- encoding an entry ---- */
 
@@ -57,16 +58,17 @@ int cl_meta_enc_owners_group(cl_meta_owners_enc *e, int32_t grp, uint32_t parts)
 }
 
 int cl_meta_enc_owners_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags,
-                            const uint64_t *order, uint32_t n)
+                            const uint64_t *order, uint32_t n, uint32_t moving)
 {
     if (!e->ngroups || part >= e->parts || (int64_t)part <= e->last_part ||
-        n > CL_META_MAX_OWNERS || (flags & ~CL_META_OWN_LOST))
+        n > CL_META_MAX_OWNERS || moving > n || (flags & ~CL_META_OWN_LOST))
         return EM_RANGE;
     size_t at = e->out->len;
-    uint8_t h[6];
+    uint8_t h[ENT_PART];
     em_st32(h, part);
     h[4] = flags;
     h[5] = (uint8_t)n;
+    h[6] = (uint8_t)moving;
     int rc = put(e->out, h, sizeof h);
     for (uint32_t i = 0; i < n && !rc; i++)
         rc = put_u64(e->out, order[i]);
@@ -124,12 +126,12 @@ int cl_meta_owners_check(const uint8_t *body, size_t n, uint64_t *exch_id, uint3
             return EM_RANGE;
         int64_t last = -1;
         for (uint32_t i = 0; i < k; i++) {
-            if ((rc = take(&c, 6, &h)))
+            if ((rc = take(&c, ENT_PART, &h)))
                 return rc;
             uint32_t part = em_ld32(h);
             if (part >= parts || (int64_t)part <= last)
                 return EM_RANGE;
-            if (h[4] & ~CL_META_OWN_LOST)
+            if ((h[4] & ~CL_META_OWN_LOST) || h[6] > h[5])
                 return EM_INVAL;
             last = part;
             if ((rc = take(&c, (size_t)h[5] * 8, &h)))
@@ -157,6 +159,7 @@ int cl_meta_owners_next(const cl_meta_blob *t, uint32_t *off, cl_meta_part_owner
         return 0;
     o->flags = t->p[*off];
     o->n = t->p[*off + 1];
+    o->moving = t->p[*off + 2];
     o->order = t->p + *off + PART_HDR;
     if (*off + PART_HDR + 8u * o->n > t->len)
         return 0;
@@ -176,7 +179,7 @@ int cl_meta_owners_table_check(const uint8_t *p, size_t n)
     for (uint32_t i = 0; i < parts; i++) {
         if (take(&c, PART_HDR, &h))
             return EM_TRUNCATED;
-        if (h[0] & ~CL_META_OWN_LOST)
+        if ((h[0] & ~CL_META_OWN_LOST) || h[2] > h[1])
             return EM_INVAL;
         if (take(&c, (size_t)h[1] * 8, &h))
             return EM_TRUNCATED;
@@ -214,7 +217,7 @@ static int patch_group(const cl_meta_blob *old, uint32_t parts, const uint8_t *q
         size_t was = old ? offs[part + 1] - offs[part] : PART_HDR;
         size += PART_HDR + 8u * n;
         size -= was;
-        s += 6 + 8u * n;
+        s += ENT_PART + 8u * n;
     }
     uint8_t *p = em_malloc(size);
     if (!p) {
@@ -230,13 +233,14 @@ static int patch_group(const cl_meta_blob *old, uint32_t parts, const uint8_t *q
             uint8_t n = s[5];
             p[w] = s[4];
             p[w + 1] = n;
-            memcpy(p + w + PART_HDR, s + 6, 8u * n);
+            p[w + 2] = s[6];
+            memcpy(p + w + PART_HDR, s + ENT_PART, 8u * n);
             size_t len = PART_HDR + 8u * n;
             if (!old || offs[part + 1] - offs[part] != len ||
                 memcmp(old->p + offs[part], p + w, len) != 0)
                 *changed = 1;
             w += len;
-            s += 6 + 8u * n;
+            s += ENT_PART + 8u * n;
             next = --k ? em_ld32(s) : UINT32_MAX;
         } else if (old) {
             size_t len = offs[part + 1] - offs[part];
@@ -245,6 +249,7 @@ static int patch_group(const cl_meta_blob *old, uint32_t parts, const uint8_t *q
         } else {
             p[w] = 0;
             p[w + 1] = 0;
+            p[w + 2] = 0;
             w += PART_HDR;
         }
     }
@@ -285,7 +290,7 @@ int cl_meta_owners_apply(cl_meta_fsm *f, uint32_t ngroups, cl_meta_bytes raw, in
         const uint8_t *q = s + 12;
         s = q;
         for (uint32_t i = 0; i < k; i++)
-            s += 6 + 8u * s[5];
+            s += ENT_PART + 8u * s[5];
         if (!cl_meta_fsm_cache(f, grp))
             continue;               /* a cache stopped since: nothing to own */
         int64_t at = find(f->owners, f->n_owners, grp);

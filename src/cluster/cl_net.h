@@ -65,6 +65,9 @@
     X(PME_FREQ,     35)         \
     X(REPL_UPDATE,  48)         \
     X(REPL_ACK,     49)         \
+    X(REBAL_DEMAND, 50)         \
+    X(REBAL_SUPPLY, 51)         \
+    X(REBAL_DONE,   52)         \
     X(FWD_REQ,      64)         \
     X(FWD_RESP,     65)
 

@@ -70,7 +70,9 @@ typedef struct topo_grp {
     uint32_t *off;                /* parts + 1: partition p's owners are idx[off[p]..off[p+1]) */
     uint16_t *idx;
     uint8_t  *flags;              /* CL_META_OWN_* per partition */
+    uint8_t  *mov;                /* per partition: the last mov of its idx are MOVING */
     uint32_t  nlost;              /* partitions flagged lost */
+    uint32_t  nmoving;            /* MOVING copies in all */
 } topo_grp;
 
 struct cl_topo_ref {
@@ -171,6 +173,7 @@ static void topo_free(topo_ref *r)
         em_free(r->grp[i].off);
         em_free(r->grp[i].idx);
         em_free(r->grp[i].flags);
+        em_free(r->grp[i].mov);
     }
     em_free(r->grp);
     pthread_mutex_destroy(&r->mu);
@@ -259,7 +262,7 @@ uint32_t cl_topo_owners(cl_topo *t, int32_t grp, uint32_t parts, uint32_t backup
     const topo_grp *g = topo_group((topo_ref *)t, grp);
     if (g && g->parts == parts) {
         uint32_t k = 0;
-        for (uint32_t i = g->off[part]; i < g->off[part + 1] && k < max; i++)
+        for (uint32_t i = g->off[part]; i < g->off[part + 1] - g->mov[part] && k < max; i++)
             idx[k++] = g->idx[i];
         return k;
     }
@@ -286,6 +289,24 @@ int cl_topo_part_lost(cl_topo *t, int32_t grp, uint32_t part)
     return g && part < g->parts && (g->flags[part] & CL_META_OWN_LOST);
 }
 
+uint32_t cl_topo_moving(cl_topo *t, int32_t grp, uint32_t parts, uint32_t part, uint32_t *idx,
+                        uint32_t max)
+{
+    const topo_grp *g = topo_group((topo_ref *)t, grp);
+    if (!g || g->parts != parts || part >= parts)
+        return 0;
+    uint32_t k = 0;
+    for (uint32_t i = g->off[part + 1] - g->mov[part]; i < g->off[part + 1] && k < max; i++)
+        idx[k++] = g->idx[i];
+    return k;
+}
+
+uint32_t cl_topo_moving_count(cl_topo *t, int32_t grp)
+{
+    const topo_grp *g = topo_group((topo_ref *)t, grp);
+    return g ? g->nmoving : 0;
+}
+
 uint32_t cl_topo_lost_count(cl_topo *t, int32_t grp)
 {
     const topo_grp *g = topo_group((topo_ref *)t, grp);
@@ -300,6 +321,14 @@ int cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part)
 
 uint64_t cl_topo_last_exchange(const cl_topo *t) { return ((const topo_ref *)t)->last_exch; }
 uint64_t cl_topo_index(const cl_topo *t) { return ((const topo_ref *)t)->index; }
+
+int cl_node_link_up(cl_node *n, cl_meta_uuid id)
+{
+    pthread_mutex_lock(&n->mu);
+    int up = is_up(n, id);
+    pthread_mutex_unlock(&n->mu);
+    return up;
+}
 
 void cl_node_set_frame_hook(cl_node *n, cl_node_frame_fn fn, void *arg)
 {
@@ -391,8 +420,9 @@ static int build_groups(topo_ref *r, const cl_meta_fsm *s)
             total += o.n;
         g->off = em_malloc(sizeof *g->off * (g->parts + 1u));
         g->flags = em_malloc(g->parts);
+        g->mov = em_calloc(g->parts, 1);
         g->idx = em_malloc(sizeof *g->idx * (total ? total : 1));
-        if (!g->off || !g->flags || !g->idx)
+        if (!g->off || !g->flags || !g->mov || !g->idx)
             return EM_NOMEM;
         off = 0;
         uint32_t p = 0, k = 0;
@@ -402,10 +432,14 @@ static int build_groups(topo_ref *r, const cl_meta_fsm *s)
             g->nlost += (o.flags & CL_META_OWN_LOST) != 0;
             for (uint32_t i = 0; i < o.n; i++) {
                 int m = member_by_order(&r->t, cl_meta_owner_at(&o, i));
-                if (m >= 0)
+                int moving = i >= (uint32_t)(o.n - o.moving);
+                if (m >= 0) {
                     g->idx[k++] = (uint16_t)m;
-                else
+                    g->mov[p] += (uint8_t)moving;
+                    g->nmoving += (uint32_t)moving;
+                } else {
                     g->flags[p] |= GRP_DROPPED;
+                }
             }
             p++;
         }

@@ -150,6 +150,8 @@ typedef int (*cl_node_frame_fn)(void *arg, cl_meta_uuid from, uint16_t type,
 void cl_node_set_frame_hook(cl_node *n, cl_node_frame_fn fn, void *arg);
 /* cl_node_send queues one frame for member `to` (see cl_net_send). */
 int  cl_node_send(cl_node *n, cl_meta_uuid to, uint16_t type, const void *p, size_t len);
+/* cl_node_link_up: 1 when a link to member id is up now. */
+int  cl_node_link_up(cl_node *n, cl_meta_uuid id);
 /* cl_node_leader: the leader's node id when known: 0 or EM_NOTLEADER. */
 int  cl_node_leader(cl_node *n, cl_meta_uuid *out);
 /* cl_node_release_wait waits (bounded) until no request holds a topology
@@ -157,6 +159,12 @@ int  cl_node_leader(cl_node *n, cl_meta_uuid *out);
  * 0 or EM_TIMEOUT. */
 int  cl_node_release_wait(cl_node *n, const cl_topo *held, uint32_t timeout_ms);
 
+/* cl_topo_moving: the partition's MOVING copies (members loading it; they
+ * get its writes but serve nothing yet) as indices into t->m. */
+uint32_t cl_topo_moving(cl_topo *t, int32_t grp, uint32_t parts, uint32_t part, uint32_t *idx,
+                        uint32_t max);
+/* cl_topo_moving_count: MOVING copies of the group in all. */
+uint32_t cl_topo_moving_count(cl_topo *t, int32_t grp);
 /* cl_topo_lost_count: how many of the group's partitions are lost. */
 uint32_t cl_topo_lost_count(cl_topo *t, int32_t grp);
 /* cl_topo_part_dropped: 1 when some committed owner of the partition is no

@@ -332,6 +332,8 @@ static int on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *
         unlock(p);
         break;
     default:
+        if (p->cfg.other)
+            return p->cfg.other(p->cfg.other_arg, from, type, b, n);
         break;
     }
     return 0;
@@ -392,6 +394,74 @@ static int propose(cl_pme *p, em_buf *e)
     return rc;
 }
 
+#define PLAN_LOST UINT32_MAX
+
+static int in_set(const uint32_t *a, uint32_t n, uint32_t x)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (a[i] == x)
+            return 1;
+    return 0;
+}
+
+/* plan_part decides one partition of a group that has committed owners:
+ * 0 when nothing changes; PLAN_LOST when every owner left; else the count
+ * written to own (the owners, primary first, then *nm MOVING members).
+ *  - A primary that left is replaced by the surviving owner with the
+ *    highest update counter (it holds every write the others hold; ties
+ *    keep the committed order).
+ *  - Members the ideal assignment names that hold no copy become MOVING:
+ *    they get the partition's writes at once and load its entries from the
+ *    primary (cl_rebal); once loaded they own it, and when every ideal
+ *    owner does, the partition switches to the ideal order.
+ *  - MOVING copies of members that left are dropped; a partition whose
+ *    owners all left is lost even if MOVING copies remain (they are not
+ *    whole), or starts over on its ideal owners under IGNORE. */
+static uint32_t plan_part(cl_topo *t, const cl_pme_group *gr, const sview *v, uint32_t part,
+                          uint32_t *own, uint32_t *nm, uint8_t *flags)
+{
+    uint32_t mov[MAX_OWNERS], idl[MAX_OWNERS];
+    uint32_t n = cl_topo_owners(t, gr->grp, gr->parts, gr->backups, gr->replicated, part,
+                                own, MAX_OWNERS);
+    uint32_t m = cl_topo_moving(t, gr->grp, gr->parts, part, mov, MAX_OWNERS);
+    uint32_t ni = ideal(t, gr, part, idl);
+    int changed = cl_topo_part_dropped(t, gr->grp, part);
+    *flags = 0;
+    if (n == 0) {
+        if (!changed)
+            return 0;
+        if (gr->loss_policy != 4)
+            return PLAN_LOST;
+        *nm = 0;
+        return ideal(t, gr, part, own);      /* IGNORE: start over, empty */
+    }
+    if (changed) {
+        uint32_t best = 0;
+        uint64_t best_c = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            cl_psingle_part x;
+            uint64_t c = reported(v, own[i], gr->grp, part, &x) ? x.cntr : 0;
+            if (i == 0 || c > best_c) {
+                best = i;
+                best_c = c;
+            }
+        }
+        uint32_t b = own[best];
+        memmove(own + 1, own, best * sizeof *own);
+        own[0] = b;
+    }
+    for (uint32_t i = 0; i < ni; i++)
+        if (!in_set(own, n, idl[i]) && !in_set(mov, m, idl[i]) && m < MAX_OWNERS) {
+            mov[m++] = idl[i];
+            changed = 1;
+        }
+    if (!changed || n + m > CL_META_MAX_OWNERS)
+        return 0;
+    memcpy(own + n, mov, m * sizeof *mov);
+    *nm = m;
+    return n + m;
+}
+
 /* decide appends the decision for every group and commits it; 0 or why not. */
 static int decide(cl_pme *p, cl_topo *t, const cl_pme_group *g, uint32_t ng, const sview *v,
                   uint64_t exch)
@@ -407,38 +477,17 @@ static int decide(cl_pme *p, cl_topo *t, const cl_pme_group *g, uint32_t ng, con
         int fresh = !cl_topo_has_owners(t, gr->grp, gr->parts);
         int opened = 0;
         for (uint32_t part = 0; part < gr->parts && !rc; part++) {
-            uint32_t n;
+            uint32_t n, nm = 0;
             uint8_t flags = 0;
             if (fresh) {
                 n = ideal(t, gr, part, own);
-            } else if (cl_topo_part_lost(t, gr->grp, part) ||
-                       !cl_topo_part_dropped(t, gr->grp, part)) {
+            } else if (cl_topo_part_lost(t, gr->grp, part)) {
+                continue;                 /* lost stays lost until reset */
+            } else if (!(n = plan_part(t, gr, v, part, own, &nm, &flags))) {
                 continue;                 /* unchanged */
-            } else {
-                n = cl_topo_owners(t, gr->grp, gr->parts, gr->backups, gr->replicated, part,
-                                   own, MAX_OWNERS);
-                if (n == 0 && gr->loss_policy == 4) {
-                    n = ideal(t, gr, part, own);      /* IGNORE: start over, empty */
-                } else if (n == 0) {
-                    flags = CL_META_OWN_LOST;
-                } else {
-                    /* The new primary: the owner with the highest counter
-                     * (it holds every write the others hold); ties keep the
-                     * committed order. */
-                    uint32_t best = 0;
-                    uint64_t best_c = 0;
-                    for (uint32_t i = 0; i < n; i++) {
-                        cl_psingle_part x;
-                        uint64_t c = reported(v, own[i], gr->grp, part, &x) ? x.cntr : 0;
-                        if (i == 0 || c > best_c) {
-                            best = i;
-                            best_c = c;
-                        }
-                    }
-                    uint32_t b = own[best];
-                    memmove(own + 1, own, best * sizeof *own);
-                    own[0] = b;
-                }
+            } else if (n == PLAN_LOST) {
+                n = nm = 0;
+                flags = CL_META_OWN_LOST;
             }
             if (!opened) {
                 if (cl_meta_enc_owners_size(&enc) > ENTRY_SPLIT) {
@@ -455,7 +504,7 @@ static int decide(cl_pme *p, cl_topo *t, const cl_pme_group *g, uint32_t ng, con
             for (uint32_t i = 0; i < n; i++)
                 ord[i] = t->m[own[i]].order;
             if (!rc)
-                rc = cl_meta_enc_owners_part(&enc, part, flags, ord, n);
+                rc = cl_meta_enc_owners_part(&enc, part, flags, ord, n, nm);
         }
     }
     if (!rc && any && !(rc = cl_meta_enc_owners_end(&enc)))
@@ -865,7 +914,7 @@ int cl_pme_reset_lost(cl_pme *p, int32_t grp, uint32_t *reset)
         uint32_t n = ideal(t, gr, part, own);
         for (uint32_t i = 0; i < n; i++)
             ord[i] = t->m[own[i]].order;
-        rc = cl_meta_enc_owners_part(&enc, part, 0, ord, n);
+        rc = cl_meta_enc_owners_part(&enc, part, 0, ord, n, 0);
         (*reset)++;
     }
     cl_node_topo_release(t);

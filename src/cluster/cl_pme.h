@@ -50,6 +50,10 @@ typedef struct cl_pme_cfg {
     /* part_info: a local partition's update counter and entry count; 0 or
      * an error (the group is gone here). */
     int (*part_info)(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t *size);
+    /* other (optional): frames of types the exchange does not handle
+     * (rebalancing's), on the transport thread; nonzero closes the link. */
+    int (*other)(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *p, size_t n);
+    void *other_arg;
     uint32_t collect_ms;     /* how long the coordinator waits for singles; 0 = 5000 */
     uint32_t release_ms;     /* bound on the partition release wait; 0 = 2000 */
 } cl_pme_cfg;

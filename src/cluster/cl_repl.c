@@ -304,6 +304,18 @@ static int replicate(cl_repl *r, const st_update *u)
     uint32_t idx[MAX_OWNERS];
     uint32_t k = t->n > 1 && t->self >= 0
                      ? cl_repl_owners(t, cfg, u->cache_id, u->partition, idx, MAX_OWNERS) : 0;
+    /* MOVING copies get every write too (they load the rest meanwhile),
+     * and a FULL_SYNC write waits for them as for any owner. */
+    if (k >= 1 && (int)idx[0] == t->self) {
+        /* Only those with a link up: one that has none yet loads what it
+         * missed with its snapshot, which this node takes over that link
+         * after this write (a FULL_SYNC write must not wait for it). */
+        uint32_t mv[MAX_OWNERS];
+        uint32_t m = cl_topo_moving(t, u->cache_id, parts, u->partition, mv, MAX_OWNERS - k);
+        for (uint32_t i = 0; i < m; i++)
+            if (cl_node_link_up(r->o.node, t->m[mv[i]].id))
+                idx[k++] = mv[i];
+    }
     if (k < 2 || (int)idx[0] != t->self) {
         /* No other owner, or not the primary here (a clear every member
          * runs on its own copies, a write that raced a topology change):
@@ -644,6 +656,8 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                      * observer, so the WAL hears of it once, here. */
                     if (!status && r->down)
                         status = r->down(r->down_arg, &u);
+                    if (!status && r->o.on_apply)
+                        r->o.on_apply(r->o.on_apply_arg, &u);
                 }
                 if (!status) {
                     c->applied[part] = ctr;

@@ -59,6 +59,10 @@ typedef struct cl_repl_opts {
      * for a cache start the metadata group has not applied here yet. */
     st_cache *(*find_cache)(void *arg, int32_t id);
     void     *find_arg;
+    /* on_apply (optional): an update of the live stream applied here
+     * (rebalancing remembers removals of partitions it is loading). */
+    void    (*on_apply)(void *arg, const st_update *u);
+    void     *on_apply_arg;
 } cl_repl_opts;
 
 /* cl_repl_start chains the observer in front of the store's current one and

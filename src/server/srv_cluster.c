@@ -17,6 +17,7 @@
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_node.h"
 #include "cluster/cl_pme.h"
+#include "cluster/cl_rebal.h"
 #include "cluster/cl_repl.h"
 #include "proto/proto.h"
 #include "server/srv.h"
@@ -46,6 +47,7 @@ typedef struct fwd_job {
 struct srv_cluster {
     cl_node *node;
     _Atomic(cl_pme *) pme;
+    _Atomic(cl_rebal *) rebal;
     cl_repl *_Atomic repl;
     pthread_t workers[FWD_WORKERS];
     int       nworkers;
@@ -81,6 +83,9 @@ static void on_topology(void *arg, const cl_topo *t)
     cl_pme *pme = atomic_load(&sc->pme);
     if (pme)
         cl_pme_kick(pme);
+    cl_rebal *rb = atomic_load(&sc->rebal);
+    if (rb)
+        cl_rebal_kick(rb);
     cl_repl *r = atomic_load(&sc->repl);
     if (r)
         cl_repl_topology(r);
@@ -257,6 +262,11 @@ static st_cache *find_cache(void *arg, int32_t id)
     return pr_server_wait_cache(sc->ps, id);
 }
 
+static int rebal_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *p, size_t n)
+{
+    return cl_rebal_on_frame(arg, from, type, p, n);
+}
+
 /* The exchange's view of this node's caches. */
 static uint32_t pme_groups(void *arg, cl_pme_group *out, uint32_t cap)
 {
@@ -330,24 +340,37 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
             em_free(wa);
     }
     int rc = sc->nworkers ? cl_node_start(&sc->node, &nc) : EM_NOMEM;
+    cl_rebal *rb = NULL;
+    if (!rc) {
+        cl_rebal_cfg rbc = { .node = sc->node, .store = pr_server_store(ps) };
+        if ((rc = cl_rebal_start(&rb, &rbc)) != 0) {
+            cl_node_stop(sc->node, 0);
+            sc->node = NULL;
+        } else {
+            atomic_store(&sc->rebal, rb);
+        }
+    }
     if (!rc) {
         cl_repl_opts ro = {
             .node = sc->node, .store = pr_server_store(ps),
             .timeout_ms = c->failure_detection_timeout_ms,
             .durable = durable, .durable_arg = durable_arg,
             .find_cache = find_cache, .find_arg = sc,
+            .on_apply = cl_rebal_on_apply, .on_apply_arg = rb,
         };
         cl_repl *r = NULL;
         if ((rc = cl_repl_start(&r, &ro)) != 0) {
             cl_node_stop(sc->node, 0);
             sc->node = NULL;
+            cl_rebal_stop(atomic_exchange(&sc->rebal, NULL));
         } else {
             pr_server_set_repl(ps, r);
             atomic_store(&sc->repl, r);
         }
     }
     if (!rc) {
-        cl_pme_cfg pc = { .arg = ps, .groups = pme_groups, .part_info = pme_part_info };
+        cl_pme_cfg pc = { .arg = ps, .groups = pme_groups, .part_info = pme_part_info,
+                          .other = rebal_frame, .other_arg = rb };
         cl_pme *pme = NULL;
         if ((rc = cl_pme_start(&pme, sc->node, &pc)) != 0) {
             EM_ERROR("cluster: cannot start the partition map exchange: %s", em_strerror(rc));
@@ -356,6 +379,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
             cl_repl *r = atomic_exchange(&sc->repl, NULL);
             pr_server_set_repl(ps, NULL);
             cl_repl_stop(r);
+            cl_rebal_stop(atomic_exchange(&sc->rebal, NULL));
         } else {
             pr_server_set_pme(ps, pme);
             atomic_store(&sc->pme, pme);
@@ -393,11 +417,15 @@ void srv_cluster_stop(srv_cluster *sc)
      * node, then replication (nothing calls it once the transport and the
      * request threads stopped). */
     workers_stop(sc);
+    cl_rebal *rb = atomic_load(&sc->rebal);
+    cl_rebal_halt(rb);          /* it sends and proposes through the node */
     cl_node_stop(sc->node, 1);
     cl_repl *r = atomic_load(&sc->repl);
     atomic_store(&sc->repl, NULL);
     pr_server_set_repl(sc->ps, NULL);
     cl_repl_stop(r);
+    atomic_store(&sc->rebal, NULL);
+    cl_rebal_stop(rb);
     pthread_cond_destroy(&sc->q_cv);
     pthread_mutex_destroy(&sc->q_mu);
     if (sc->tmpdir[0])
@@ -484,6 +512,23 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       (unsigned long long)rs.sent_updates, (unsigned long long)rs.sent_frames,
                       (unsigned long long)rs.applied, (unsigned long long)rs.refused,
                       (unsigned long long)rs.timeouts);
+    }
+    cl_rebal *rb = atomic_load(&sc->rebal);
+    if (rb) {
+        cl_rebal_stats bs;
+        cl_rebal_stats_get(rb, &bs);
+        n += snprintf(line + n, sizeof line - (size_t)n,
+                      "# TYPE ember_rebal_loading gauge\nember_rebal_loading %llu\n"
+                      "# TYPE ember_rebal_loaded counter\nember_rebal_loaded %llu\n"
+                      "# TYPE ember_rebal_entries_in counter\nember_rebal_entries_in %llu\n"
+                      "# TYPE ember_rebal_bytes_in counter\nember_rebal_bytes_in %llu\n"
+                      "# TYPE ember_rebal_batches_out counter\nember_rebal_batches_out %llu\n"
+                      "# TYPE ember_rebal_evicted counter\nember_rebal_evicted %llu\n"
+                      "# TYPE ember_rebal_owned counter\nember_rebal_owned %llu\n",
+                      (unsigned long long)bs.loading, (unsigned long long)bs.loaded,
+                      (unsigned long long)bs.entries_in, (unsigned long long)bs.bytes_in,
+                      (unsigned long long)bs.batches_out, (unsigned long long)bs.evicted,
+                      (unsigned long long)bs.owned);
     }
     return em_buf_append(out, line, (size_t)n);
 }

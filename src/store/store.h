@@ -231,6 +231,16 @@ int         st_region_in_memory(const st_store *s, const char *region);
  * Returns how many entries it reclaimed. */
 int st_expire_tick(st_store *s, uint32_t budget);
 
+/* st_apply_absent applies a PUT only if its key is absent (rebalancing:
+ * an entry loaded from another owner never overwrites one the live stream
+ * wrote since).  *done = 1 when it was stored.  Not reported to the
+ * observer. */
+int st_apply_absent(st_store *s, const st_update *u, int *done);
+
+/* st_clear_part empties one partition (notify_obs 0: without telling the
+ * observer, as when a node drops a copy it no longer holds). */
+int st_clear_part(st_cache *c, uint32_t pi, int notify_obs);
+
 /* st_part_info: partition part's update counter and entry count (read
  * without its lock: a moment's values).  EM_RANGE for a partition out of
  * range, EM_NOCACHE after a destroy. */

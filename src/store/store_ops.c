@@ -785,6 +785,24 @@ int st_apply_put(st_cache *c, const st_update *u)
     return rc;
 }
 
+int st_apply_absent(st_store *s, const st_update *u, int *done)
+{
+    *done = 0;
+    if (u->kind != ST_UPD_PUT)
+        return EM_INVAL;
+    st_cache *c = st_cache_find(s, u->cache_id);
+    if (!c)
+        return EM_NOCACHE;
+    kprep x;
+    int rc = key_prep(c, NULL, u->key, u->klen, &x);
+    if (!rc) {
+        wreq w = {.mode = W_IF_ABSENT, .has_abs = 1, .abs_at = u->expire_at_ms, .done = done};
+        rc = do_write(c, &x, u->val, u->vlen, &w);
+    }
+    buf_drop(&x.own);
+    return rc;
+}
+
 /* ---- reads ------------------------------------------------------------ */
 
 enum { R_GET, R_PEEK, R_CONTAINS };

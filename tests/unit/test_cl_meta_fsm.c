@@ -337,8 +337,8 @@ static void build_rich(cl_meta_fsm *f)
     uint64_t ord[2] = { 100, 101 };
     CHECK_OK(cl_meta_enc_owners_begin(&oe, &b, 7));
     CHECK_OK(cl_meta_enc_owners_group(&oe, -5, 4));
-    CHECK_OK(cl_meta_enc_owners_part(&oe, 1, 0, ord, 2));
-    CHECK_OK(cl_meta_enc_owners_part(&oe, 3, CL_META_OWN_LOST, NULL, 0));
+    CHECK_OK(cl_meta_enc_owners_part(&oe, 1, 0, ord, 2, 0));
+    CHECK_OK(cl_meta_enc_owners_part(&oe, 3, CL_META_OWN_LOST, NULL, 0, 0));
     CHECK_OK(cl_meta_enc_owners_end(&oe));
     CHECK_OK(apply_buf(f, 202, &b, NULL));
     CHECK_EQ(f->n_owners, 1);
@@ -377,12 +377,12 @@ TEST(cl_meta_fsm_owners_set)
     uint64_t a[3] = { 10, 20, 30 };
     REQUIRE_OK(cl_meta_enc_owners_begin(&oe, &b, 1));
     REQUIRE_OK(cl_meta_enc_owners_group(&oe, 42, 3));
-    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 0, 0, a, 2));
-    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 2, 0, a + 1, 2));
-    CHECK_EQ(cl_meta_enc_owners_part(&oe, 2, 0, a, 1), EM_RANGE);    /* not ascending */
-    CHECK_EQ(cl_meta_enc_owners_part(&oe, 3, 0, a, 1), EM_RANGE);    /* out of range */
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 0, 0, a, 2, 0));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 2, 0, a + 1, 2, 0));
+    CHECK_EQ(cl_meta_enc_owners_part(&oe, 2, 0, a, 1, 0), EM_RANGE);    /* not ascending */
+    CHECK_EQ(cl_meta_enc_owners_part(&oe, 3, 0, a, 1, 0), EM_RANGE);    /* out of range */
     REQUIRE_OK(cl_meta_enc_owners_group(&oe, 77, 8));                 /* no such cache */
-    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 5, 0, a, 1));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 5, 0, a, 1, 0));
     REQUIRE_OK(cl_meta_enc_owners_end(&oe));
     REQUIRE_OK(apply_buf(&f, 2, &b, &eff));
     CHECK_EQ(eff.status, 0);
@@ -404,8 +404,8 @@ TEST(cl_meta_fsm_owners_set)
     /* A patch: partition 0 lost, partition 1 gains one owner, 2 kept. */
     REQUIRE_OK(cl_meta_enc_owners_begin(&oe, &b, 2));
     REQUIRE_OK(cl_meta_enc_owners_group(&oe, 42, 3));
-    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 0, CL_META_OWN_LOST, NULL, 0));
-    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 1, 0, a + 2, 1));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 0, CL_META_OWN_LOST, NULL, 0, 0));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 1, 0, a + 2, 1, 0));
     REQUIRE_OK(cl_meta_enc_owners_end(&oe));
     em_buf again = EM_BUF_INIT;
     REQUIRE_OK(em_buf_append(&again, b.p, b.len));
@@ -422,6 +422,23 @@ TEST(cl_meta_fsm_owners_set)
     REQUIRE_OK(apply_buf(&f, 4, &again, &eff));
     CHECK_EQ(eff.changed, 0);
 
+    /* A MOVING owner: listed after the owners, counted apart. */
+    REQUIRE_OK(cl_meta_enc_owners_begin(&oe, &b, 3));
+    REQUIRE_OK(cl_meta_enc_owners_group(&oe, 42, 3));
+    CHECK_EQ(cl_meta_enc_owners_part(&oe, 2, 0, a, 1, 2), EM_RANGE);   /* moving > n */
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 2, 0, a + 1, 2, 1));
+    REQUIRE_OK(cl_meta_enc_owners_end(&oe));
+    REQUIRE_OK(apply_buf(&f, 5, &b, &eff));
+    CHECK_EQ(eff.changed, 1);
+    t = cl_meta_fsm_owners(&f, 42);
+    {
+        uint32_t off = 0, i = 0;
+        cl_meta_part_owners o;
+        while (cl_meta_owners_next(t, &off, &o))
+            if (i++ == 2)
+                CHECK(o.n == 2 && o.moving == 1 && cl_meta_owner_at(&o, 1) == 30);
+    }
+
     /* Snapshot round trip keeps the table. */
     em_buf s1 = EM_BUF_INIT;
     snap(&f, &s1);
@@ -435,7 +452,7 @@ TEST(cl_meta_fsm_owners_set)
      * past the bytes, a flag that does not exist. */
     REQUIRE_OK(cl_meta_enc_owners_begin(&oe, &b, 3));
     REQUIRE_OK(cl_meta_enc_owners_group(&oe, 42, 3));
-    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 1, 0, a, 1));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 1, 0, a, 1, 0));
     REQUIRE_OK(cl_meta_enc_owners_end(&oe));
     em_buf bad = EM_BUF_INIT;
     REQUIRE_OK(em_buf_append(&bad, b.p, b.len));
@@ -456,7 +473,7 @@ TEST(cl_meta_fsm_owners_set)
     /* Stopping the cache drops its table. */
     em_buf_reset(&b);
     REQUIRE_OK(cl_meta_enc_cache_stop(&b, 42));
-    REQUIRE_OK(apply_buf(&f, 5, &b, &eff));
+    REQUIRE_OK(apply_buf(&f, 6, &b, &eff));
     CHECK(cl_meta_fsm_owners(&f, 42) == NULL);
     em_buf_free(&b);
     em_buf_free(&again);

@@ -1,0 +1,73 @@
+/* cl_rebal.h - rebalancing: a member the exchange made a MOVING copy of a
+ * partition loads its entries from the partition's primary while it
+ * already receives the partition's live writes (reference/cluster.md §3.10).
+ *
+ *   demander                            supplier (the partition's primary)
+ *   REBAL_DEMAND(grp, part, seq 0)  ->  snapshot of the partition (a scan
+ *                                       cursor), once its own topology has
+ *                                       the demander MOVING (so every write
+ *                                       after the snapshot streams to it)
+ *                                   <-  REBAL_SUPPLY(seq 0, entries...)
+ *   REBAL_DEMAND(seq 1) at once (the next batch is on its way while this
+ *   one is applied: two in flight)  ...  REBAL_SUPPLY(seq k, last)
+ *   REBAL_DONE(grp, part) -> the coordinator, which commits the copy as
+ *   an owner (OWNERS_SET); when every ideal owner of the partition owns it,
+ *   the partition switches to its ideal order and the others drop it.
+ *
+ * A loaded entry never overwrites what the live stream wrote: it is stored
+ * only if its key is absent, and keys the live stream removed while the
+ * load ran are remembered and skipped; a live CLEAR restarts the load.  A
+ * member that neither owns nor loads a partition it holds entries of drops
+ * them (RENTING -> EVICTED).
+ *
+ * Wire (little-endian):
+ *   REBAL_DEMAND  i32 grp | u32 part | u32 seq
+ *   REBAL_SUPPLY  i32 grp | u32 part | u32 seq | u8 flags (1 last, 2 not
+ *                 yet: ask again) | u32 n | n x { u32 klen | key | u32 vlen
+ *                 | value | i64 expire_at_ms }
+ *   REBAL_DONE    i32 grp | u32 part
+ */
+#ifndef EM_CL_REBAL_H
+#define EM_CL_REBAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster/cl_node.h"
+#include "store/store.h"
+
+typedef struct cl_rebal cl_rebal;
+
+typedef struct cl_rebal_cfg {
+    cl_node  *node;
+    st_store *store;
+    uint32_t  batch_bytes;      /* a SUPPLY's entries; 0 = 512 KiB (Ignite's default) */
+    uint32_t  throttle_ms;      /* pause between two batches a supplier sends; 0 = none */
+} cl_rebal_cfg;
+
+int  cl_rebal_start(cl_rebal **out, const cl_rebal_cfg *cfg);
+/* cl_rebal_halt stops the thread (what the transport calls stays valid);
+ * cl_rebal_stop also frees, once nothing calls it any more. */
+void cl_rebal_halt(cl_rebal *r);
+void cl_rebal_stop(cl_rebal *r);
+/* cl_rebal_kick: a new topology (any thread). */
+void cl_rebal_kick(cl_rebal *r);
+
+/* cl_rebal_on_frame: a REBAL_* frame (transport thread); nonzero closes
+ * the link (a malformed frame). */
+int  cl_rebal_on_frame(cl_rebal *r, cl_meta_uuid from, uint16_t type, const uint8_t *p,
+                       size_t n);
+/* cl_rebal_on_apply: the live stream applied u here (transport thread). */
+void cl_rebal_on_apply(void *r, const st_update *u);
+
+typedef struct cl_rebal_stats {
+    uint64_t loading;            /* partitions loading here now */
+    uint64_t loaded;             /* partitions loaded here since start */
+    uint64_t entries_in, bytes_in, batches_in;
+    uint64_t batches_out, entries_out;
+    uint64_t evicted;            /* partitions dropped here */
+    uint64_t owned;              /* MOVING copies the coordinator made owners */
+} cl_rebal_stats;
+void cl_rebal_stats_get(cl_rebal *r, cl_rebal_stats *s);
+
+#endif

@@ -1,0 +1,74 @@
+#!/bin/sh
+# cluster_rebal.sh - rebalancing on real processes: a cache with one backup
+# on 3 nodes; a 4th joins while a client writes; the new node loads its
+# partitions (MOVING, then owner), the copies no ideal owner needs are
+# dropped, and every acknowledged key is readable through the new node with
+# exactly two copies in all; then a kill -9: the survivors restore the
+# second copy of what the dead node held, and every key is still there.
+cd "$(dirname "$0")/../.."
+BUILD=${EMBER_BUILD:-build}
+N=${CHAOS_REBAL_KEYS:-3000}
+. tests/chaos/lib.sh
+chaos_init
+JS=tests/chaos/cluster_rebal.js
+
+# entries I: node I's entries of cache rb.
+entries() { curl -s --max-time 5 "http://$(node_ip "$1"):8080/metrics" 2>/dev/null |
+            awk '$1 == "ember_cache_entries{cache=\"rb\"}" { print $2; exit }'; }
+# copies_are WANT I...: wait until the nodes hold WANT entries of rb in all
+# and none of them is loading.
+copies_are() {
+    want=$1; shift
+    t=0
+    while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
+        sum=0; busy=0
+        for i in "$@"; do
+            e=$(entries "$i"); sum=$((sum + ${e:-0}))
+            [ "$(metric "$i" ember_rebal_loading)" = 0 ] || busy=1
+        done
+        [ $busy = 0 ] && [ $sum = "$want" ] && return 0
+        sleep 0.2; t=$((t + 2))
+    done
+    echo "# copies: $sum of $want (busy $busy)"
+    return 1
+}
+
+node_start 1 $(cluster_flags 1) || finish
+node_start 2 $(cluster_flags 2 1) || finish
+node_start 3 $(cluster_flags 3 1) || finish
+for i in 1 2 3; do
+    wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_links 2 ||
+        { bad "node $i did not join"; finish; }
+done
+r=$(node $JS put "$(node_addr 1)" rb 1 0 "$N" 2>&1)
+[ "${r%% retried*}" = "acked $N failed 0" ] && ok "$N keys written, one backup each" || bad "first writes: $r"
+copies_are $((2 * N)) 1 2 3 && ok "two copies of every key on three nodes" || bad "copies before the join"
+
+# A 4th node joins while a client writes.
+node_start 4 $(cluster_flags 4 1) || finish
+node $JS put "$(node_addr 2)" rb 1 "$N" $((2 * N)) >"$CHAOS_TMP/w2" 2>"$CHAOS_TMP/w2.err" &
+wpid=$!
+for i in 1 2 3 4; do wait_metric "$i" ember_cluster_members 4 || bad "node $i: 4 members"; done
+wait $wpid
+acked=$(awk '{print $2}' "$CHAOS_TMP/w2")
+[ "$acked" = "$N" ] && ok "writes during the join: $(cat "$CHAOS_TMP/w2")" ||
+    bad "writes during the join: $(cat "$CHAOS_TMP/w2") $(head -3 "$CHAOS_TMP/w2.err")"
+copies_are $((4 * N)) 1 2 3 4 && ok "after rebalancing: two copies of each of $((2 * N)) keys" ||
+    bad "copies after the join"
+e4=$(entries 4)
+[ "${e4:-0}" -gt 0 ] && ok "the new node holds $e4 entries (loaded: $(metric 4 ember_rebal_loaded) partitions)" ||
+    bad "the new node holds nothing"
+[ "$(metric 1 ember_rebal_evicted)$(metric 2 ember_rebal_evicted)$(metric 3 ember_rebal_evicted)" != 000 ] &&
+    ok "old owners dropped the copies they no longer hold" || bad "nothing evicted"
+r=$(node $JS check "$(node_addr 4)" rb 0 $((2 * N)) 2>&1)
+[ "$r" = "ok $((2 * N)) missing 0 wrong 0" ] && ok "every key readable through the new node" ||
+    bad "reads through node 4: $r"
+
+# A kill -9: the second copies of what node 2 held come back on the others.
+node_kill 2
+for i in 1 3 4; do wait_metric "$i" ember_cluster_members 3 || bad "node $i: 3 members"; done
+copies_are $((4 * N)) 1 3 4 && ok "after kill -9: two copies again on the three survivors" ||
+    bad "copies after the kill"
+r=$(node $JS check "$(node_addr 3)" rb 0 $((2 * N)) 2>&1)
+[ "$r" = "ok $((2 * N)) missing 0 wrong 0" ] && ok "no acknowledged key lost" || bad "reads after the kill: $r"
+finish
