@@ -257,7 +257,7 @@ int cl_meta_entry_decode(const uint8_t *p, size_t n, cl_meta_entry *e)
         break;
     case CL_META_E_OWNERS_SET: {
         int rc = cl_meta_owners_check(r.p, r.n, &e->u.owners.exch, &e->u.owners.ngroups,
-                                      &e->u.owners.raw);
+                                      &e->u.owners.sw, &e->u.owners.raw);
         if (rc)
             rd_fail(&r, rc);
         else
@@ -800,6 +800,8 @@ int cl_meta_fsm_apply(cl_meta_fsm *f, uint64_t index, const uint8_t *p, size_t n
             break;
         case CL_META_E_OWNERS_SET:
             status = cl_meta_owners_apply(f, e->u.owners.ngroups, e->u.owners.raw, &changed);
+            if (changed && e->u.owners.sw)
+                f->minor++;
             break;
         }
         if (status == EM_NOMEM)

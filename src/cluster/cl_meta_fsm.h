@@ -32,7 +32,8 @@
  *                 Ignite's ClusterState ordinals)
  *   VOTERS_SET    u8 n (<= CL_META_MAX_VOTERS) | n x uuid
  *   EXCH_DONE     u64 exchange_id | u64 major | u32 minor
- *   OWNERS_SET    u64 exchange_id | u32 g (<= CL_META_MAX_CACHES) | g x group:
+ *   OWNERS_SET    u64 exchange_id | u32 g (<= CL_META_MAX_CACHES; bit 31 set: an
+ *                 affinity switch) | g x group:
  *                 i32 group | u32 parts (1..CL_META_MAX_PARTS) | u32 k (<= parts) |
  *                 k x { u32 partition (ascending, < parts) | u8 flags
  *                 (CL_META_OWN_LOST) | u8 n (<= CL_META_MAX_OWNERS) | u8 m (<= n)
@@ -57,7 +58,9 @@
  *                             named partition of each group gets those owners and
  *                             flags; a group's table starts with no owners (or
  *                             starts over when parts differs); groups of caches
- *                             not started are skipped; no version change.
+ *                             not started are skipped; minor + 1 when it is an
+ *                             affinity switch that changed something (clients
+ *                             refetch the partitions), else no version change.
  *                             CACHE_STOP drops the group's table.
  *
  * An entry that is malformed or refused is still "applied" (the log index
@@ -143,7 +146,7 @@ typedef struct cl_meta_entry {
         uint8_t state;                                          /* STATE_SET */
         struct { uint32_t n; cl_meta_uuid id[CL_META_MAX_VOTERS]; } voters;
         struct { uint64_t id, major; uint32_t minor; } exch;    /* EXCH_DONE */
-        struct { uint64_t exch; uint32_t ngroups; cl_meta_bytes raw; } owners; /* OWNERS_SET */
+        struct { uint64_t exch; uint32_t ngroups; int sw; cl_meta_bytes raw; } owners; /* OWNERS_SET */
     } u;
 } cl_meta_entry;
 
@@ -274,17 +277,20 @@ typedef struct cl_meta_owners_enc {
     size_t   at, grp_at;
     uint32_t ngroups, parts, nparts;
     int64_t  last_part;
+    int      sw;
 } cl_meta_owners_enc;
 int    cl_meta_enc_owners_begin(cl_meta_owners_enc *e, em_buf *out, uint64_t exch_id);
 int    cl_meta_enc_owners_group(cl_meta_owners_enc *e, int32_t grp, uint32_t parts);
 int    cl_meta_enc_owners_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags,
                                const uint64_t *order, uint32_t n, uint32_t moving);
 size_t cl_meta_enc_owners_size(const cl_meta_owners_enc *e);
+/* cl_meta_enc_owners_switch marks the entry an affinity switch. */
+void   cl_meta_enc_owners_switch(cl_meta_owners_enc *e);
 int    cl_meta_enc_owners_end(cl_meta_owners_enc *e);
 
 /* Used by cl_meta_fsm.c. */
 int  cl_meta_owners_check(const uint8_t *body, size_t n, uint64_t *exch_id, uint32_t *ngroups,
-                          cl_meta_bytes *raw);
+                          int *sw, cl_meta_bytes *raw);
 int  cl_meta_owners_table_check(const uint8_t *p, size_t n);
 int  cl_meta_owners_apply(cl_meta_fsm *f, uint32_t ngroups, cl_meta_bytes raw, int *changed);
 void cl_meta_owners_drop(cl_meta_fsm *f, int32_t grp);

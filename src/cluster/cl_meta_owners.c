@@ -16,6 +16,7 @@
 #include "util/mem.h"
 
 #define ENTRY_HDR 8
+#define OWN_SWITCH 0x80000000u    /* in the group count: the entry switches affinity */
 #define PART_HDR  3       /* u8 flags | u8 n | u8 moving */
 #define ENT_PART  7       /* u32 part | u8 flags | u8 n | u8 moving */
 
@@ -53,7 +54,7 @@ int cl_meta_enc_owners_group(cl_meta_owners_enc *e, int32_t grp, uint32_t parts)
     e->nparts = 0;
     e->last_part = -1;
     e->ngroups++;
-    em_st32(e->out->p + e->at + ENTRY_HDR + 8, e->ngroups);
+    em_st32(e->out->p + e->at + ENTRY_HDR + 8, e->ngroups | (e->sw ? OWN_SWITCH : 0));
     return 0;
 }
 
@@ -84,6 +85,12 @@ int cl_meta_enc_owners_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags,
 
 size_t cl_meta_enc_owners_size(const cl_meta_owners_enc *e) { return e->out->len - e->at; }
 
+void cl_meta_enc_owners_switch(cl_meta_owners_enc *e)
+{
+    e->sw = 1;
+    em_st32(e->out->p + e->at + ENTRY_HDR + 8, e->ngroups | OWN_SWITCH);
+}
+
 int cl_meta_enc_owners_end(cl_meta_owners_enc *e)
 {
     size_t body = e->out->len - e->at - ENTRY_HDR;
@@ -107,7 +114,7 @@ static int take(cur *c, size_t k, const uint8_t **at)
 }
 
 int cl_meta_owners_check(const uint8_t *body, size_t n, uint64_t *exch_id, uint32_t *ngroups,
-                         cl_meta_bytes *raw)
+                         int *sw, cl_meta_bytes *raw)
 {
     cur c = { body, n, 0 };
     const uint8_t *h;
@@ -116,6 +123,8 @@ int cl_meta_owners_check(const uint8_t *body, size_t n, uint64_t *exch_id, uint3
         return rc;
     *exch_id = em_ld64(h);
     *ngroups = em_ld32(h + 8);
+    *sw = (*ngroups & OWN_SWITCH) != 0;
+    *ngroups &= ~OWN_SWITCH;
     if (*ngroups > CL_META_MAX_CACHES)
         return EM_BADLEN;
     for (uint32_t g = 0; g < *ngroups; g++) {

@@ -524,6 +524,8 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
         for (uint32_t k = 0; k < ni && all; k++)
             all = in_list(t, own, no, (int)idl[k]);
         if (all) {
+            if (own[0] != idl[0])
+                cl_meta_enc_owners_switch(&enc);   /* a new primary: clients refetch */
             memcpy(own, idl, ni * sizeof *own);
             no = ni;
             uint32_t keep = 0;

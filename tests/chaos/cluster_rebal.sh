@@ -55,6 +55,9 @@ acked=$(awk '{print $2}' "$CHAOS_TMP/w2")
     bad "writes during the join: $(cat "$CHAOS_TMP/w2") $(head -3 "$CHAOS_TMP/w2.err")"
 copies_are $((4 * N)) 1 2 3 4 && ok "after rebalancing: two copies of each of $((2 * N)) keys" ||
     bad "copies after the join"
+mn=$(metric 4 ember_cluster_topology_minor)
+[ "${mn:-0}" -gt 0 ] && ok "the affinity switched (topology $(metric 4 ember_cluster_topology_major).$mn: clients refetch partitions)" ||
+    bad "no affinity switch after rebalancing (minor '$mn')"
 e4=$(entries 4)
 [ "${e4:-0}" -gt 0 ] && ok "the new node holds $e4 entries (loaded: $(metric 4 ember_rebal_loaded) partitions)" ||
     bad "the new node holds nothing"

@@ -439,6 +439,22 @@ TEST(cl_meta_fsm_owners_set)
                 CHECK(o.n == 2 && o.moving == 1 && cl_meta_owner_at(&o, 1) == 30);
     }
 
+    /* An affinity switch that changes something bumps the minor version
+     * (clients refetch the partitions); the same one again does not. */
+    REQUIRE_OK(cl_meta_enc_owners_begin(&oe, &b, 4));
+    cl_meta_enc_owners_switch(&oe);
+    REQUIRE_OK(cl_meta_enc_owners_group(&oe, 42, 3));
+    REQUIRE_OK(cl_meta_enc_owners_part(&oe, 2, 0, a + 1, 2, 0));
+    REQUIRE_OK(cl_meta_enc_owners_end(&oe));
+    em_buf_reset(&again);
+    REQUIRE_OK(em_buf_append(&again, b.p, b.len));
+    uint32_t m0 = f.minor;
+    REQUIRE_OK(apply_buf(&f, 6, &b, &eff));
+    CHECK_EQ(eff.changed, 1);
+    CHECK_EQ(f.minor, m0 + 1);
+    REQUIRE_OK(apply_buf(&f, 7, &again, &eff));
+    CHECK_EQ(f.minor, m0 + 1);
+
     /* Snapshot round trip keeps the table. */
     em_buf s1 = EM_BUF_INIT;
     snap(&f, &s1);
@@ -473,7 +489,7 @@ TEST(cl_meta_fsm_owners_set)
     /* Stopping the cache drops its table. */
     em_buf_reset(&b);
     REQUIRE_OK(cl_meta_enc_cache_stop(&b, 42));
-    REQUIRE_OK(apply_buf(&f, 6, &b, &eff));
+    REQUIRE_OK(apply_buf(&f, 8, &b, &eff));
     CHECK(cl_meta_fsm_owners(&f, 42) == NULL);
     em_buf_free(&b);
     em_buf_free(&again);
