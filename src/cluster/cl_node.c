@@ -1299,10 +1299,11 @@ static void on_tick(void *arg, uint64_t now)
     tick_members(n, now, leader);
     /* The lease (reference/cluster.md §3.9): a follower serves while it has
      * heard from the leader within lease_ms; the leader while it has heard
-     * from a majority of the members within it.  lease_ms is half the
-     * failure detection timeout, and links go silent-closed only after a
-     * whole one, so a node cut off stops serving well before the majority
-     * fails it and gives its partitions to others. */
+     * from a majority of the voters within it.  lease_ms is half the
+     * failure detection timeout, and the leader fails a member only a
+     * whole timeout after its link went down (links close after at least
+     * that long of silence), so a node cut off stops serving well before
+     * the majority fails it and gives its partitions to others. */
     uint64_t lease_ms = lease_window(n);
     int lease = 0;
     if (member && leader) {
@@ -1449,8 +1450,10 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         .consistent = "pending",
         .arg = n, .on_up = on_up, .on_frame = on_frame, .on_down = on_down, .on_tick = on_tick,
         /* Heartbeats often enough that a lease (half the failure detection
-         * timeout) spans several; a silent link closes after a whole one. */
-        .heartbeat_ms = hb_ms(cfg), .link_timeout_ms = fd_ms(cfg),
+         * timeout) spans several.  A silent link closes after the
+         * transport's own timeout (10 s), not sooner: a busy machine must
+         * not lose links to scheduling delays. */
+        .heartbeat_ms = hb_ms(cfg),
     };
     /* The consistent id defaults to the transport address, known only once
      * it is bound: bind first when the port is 0 (tests). */
