@@ -329,6 +329,8 @@ static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)
                           FORWARD_TIMEOUT_MS);
     if (rc == EM_NOMEM || rc == EM_STALE)
         return rc;                  /* EM_STALE: the caller looks again */
+    if (rc == EM_CLOSED && c->route_idem)
+        return rc;                  /* the caller re-maps it on the next topology */
     if (rc == EM_CLOSED || rc == EM_TIMEOUT)
         return pr_fail(c, PR_ST_FAILED, "The node owning this key did not answer (%s); "
                        "the request may or may not have run there", em_strerror(rc));
@@ -433,6 +435,22 @@ static int route_keys(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint
 }
 
 #define STALE_TRIES 300
+#define REMAP_TRIES 3
+#define REMAP_WAIT_MS 15000
+
+/* idempotent: ops whose second run changes nothing and answers the same
+ * (conditional ops and get-and-* are not: they would need the origin
+ * request's outcome, which is not replicated yet). */
+static int idempotent(int op)
+{
+    switch (op) {
+    case 1000: case 1001: case 1003: case 1004: case 1011: case 1012:
+    case 1014: case 1015: case 1018:
+        return 1;
+    default:
+        return 0;
+    }
+}
 
 /* sub_request builds, in b, the request c is handling restricted to the
  * keys (and values) that member `who` serves: the same header, the new
@@ -591,6 +609,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
     }
     int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
     em_buf *resp = &c->fwd_resp;    /* reused: a forwarded op allocates nothing */
+    int remaps = 0;
     for (int tries = 0;; tries++) {
         int owner;
         if ((rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner)) == EM_AGAIN) {
@@ -626,10 +645,36 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
             break;                  /* run here */
         }
         cl_meta_uuid to = t->m[owner].id;
+        uint64_t seen = cl_topo_index(t);
         cl_node_topo_release(t);
         size_t at = out->len;
+        c->route_idem = idempotent(op) && remaps < REMAP_TRIES;
         rc = ask(c, to, resp, out);
+        c->route_idem = 0;
         *done = 1;
+        if (rc == EM_CLOSED) {
+            /* The owner's link went down before it answered, and the
+             * request may run twice harmlessly: wait for a topology
+             * without that owner (or its link back), then map again, a
+             * bounded number of times - invisible to the client, as
+             * Ignite's remap is. */
+            out->len = at;
+            *done = 0;
+            remaps++;
+            uint64_t end = em_now_ms() + REMAP_WAIT_MS;
+            for (;;) {
+                t = cl_node_topo_acquire(c->srv->opt.cluster);
+                int member = 0;
+                for (uint32_t i = 0; i < t->n; i++)
+                    member |= cl_meta_uuid_eq(t->m[i].id, to);
+                if (!member || cl_node_link_up(c->srv->opt.cluster, to) || em_now_ms() >= end)
+                    break;
+                seen = cl_topo_index(t);
+                cl_node_topo_release(t);
+                (void)cl_node_topo_wait(c->srv->opt.cluster, seen, 200);
+            }
+            continue;
+        }
         if (rc != EM_STALE)
             break;
         /* The member asked is not the key's owner in its own topology: one

@@ -74,7 +74,7 @@ struct pr_conn {
     pr_conn   *sub;                 /* runs this node's part of a split batch */
     em_buf     fwd_resp;            /* a forwarded request's answer (reused) */
     int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
-    uint32_t   route_waited_ms;     /* this request's waits for a new owner */
+    uint8_t    route_idem;          /* the request routed now may run twice harmlessly */
     pr_cursor *cur;
     uint32_t   ncur, capcur;
     em_buf     kscratch, vscratch, escratch, tmp;
