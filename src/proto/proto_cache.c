@@ -450,10 +450,12 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         int wrc = cl_repl_finish(c->srv->opt.repl);
         if (!rc && wrc == EM_TIMEOUT)
             return pr_fail(c, PR_ST_FAILED, "The write was applied on the primary but not every "
-                           "owner of the key acknowledged it in time (FULL_SYNC); retry");
+                           "owner of the key acknowledged it in time (FULL_SYNC): it may or "
+                           "may not survive a failure of the primary; retry");
         if (!rc && wrc == EM_STALE)
             return pr_fail(c, PR_ST_FAILED, "The write was applied on this node but an owner "
-                           "refused it (the partition's primary changed); retry");
+                           "refused it (the partition's primary changed): it may or may not "
+                           "stay; retry");
         if (!rc && wrc)
             rc = wrc;
     }

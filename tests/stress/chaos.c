@@ -158,8 +158,14 @@ static char do_op(client *cl, int32_t key, int64_t value, int64_t *read)
         drop_conn(cl);
         return 'i';
     }
-    if (r.status != 0)
+    if (r.status != 0) {
+        /* A write the server says may or may not have happened (applied
+         * on the primary, not acknowledged by every owner; an owner that
+         * did not answer) is indeterminate, not failed. */
+        if (value >= 0 && r.n >= 14 && memmem(r.p, r.n, "may or may not", 14))
+            return 'i';
         return 'f';
+    }
     if (value < 0) {
         sx_rd d = { r.p, r.n, 0, 0 };
         uint8_t t = sx_rd_u8(&d);

@@ -1,0 +1,74 @@
+#!/bin/sh
+# cluster_nemesis.sh - the workloads on a 3-node cluster under the nemeses:
+# a cache with 2 backups (FULL_SYNC), clients spread over every node, and,
+# one at a time, a kill -9 of a node (restarted: it rejoins as a new member
+# and rebalancing brings its copies back), a SIGSTOP longer than the lease,
+# and an iptables cut of one node from the other two.  Checks: every
+# acknowledged add of the set workload is there afterwards (0 lost with at
+# most `backups` owners down), and the register history is linearizable.
+# CHAOS_SECONDS sets each workload's length (`make chaos` runs it longer).
+cd "$(dirname "$0")/../.."
+BUILD=${EMBER_BUILD:-build}
+SECS=${CHAOS_SECONDS:-8}
+. tests/chaos/lib.sh
+chaos_init
+JS=tests/chaos/cluster_rebal.js
+
+members_are() {
+    for i in "$@"; do
+        wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_lease 1 || return 1
+    done
+}
+
+# nemesis SECONDS: one fault at a time on node 2 or 3 until SECONDS passed;
+# the cluster is whole again (3 members, leases held) after each.
+nemesis() {
+    end=$(( $(date +%s) + $1 ))
+    round=0
+    while [ "$(date +%s)" -lt "$end" ]; do
+        v=$(( 2 + round % 2 ))
+        case $(( (round / 2) % 3 )) in
+            0) node_kill $v; node_start $v $(cluster_flags $v 1) || return 1 ;;
+            1) node_pause $v; sleep 2; node_resume $v ;;
+            2) net_cut $v 1 && net_cut 1 $v && o=$(( 5 - v )) && net_cut $v $o && net_cut $o $v ||
+                   return 1
+               sleep 2; net_heal ;;
+        esac
+        members_are 1 2 3 || { echo "nemesis: the cluster did not come back"; return 1; }
+        round=$((round + 1))
+    done
+    echo "nemesis: $round faults"
+}
+
+run_workload() {
+    w=$1
+    hist="$CHAOS_TMP/$w.history"
+    "$BUILD/ember-chaos" run --nodes "$(nodes_list 1 2 3)" --workload "$w" --cache "chaos-$w" \
+        --clients 4 --duration "$SECS" --timeout-ms 3000 --history "$hist" \
+        >"$CHAOS_TMP/$w.run" 2>&1 &
+    cpid=$!
+    nemesis "$SECS" || bad "$w: nemesis could not run"
+    wait $cpid
+    rc=$?
+    cat "$CHAOS_TMP/$w.run"
+    [ $rc -eq 0 ] || { bad "$w: ember-chaos run exited $rc"; return; }
+    if "$BUILD/ember-chaos" check --nodes "$(nodes_list 1 2 3)" --workload "$w" \
+        --cache "chaos-$w" --history "$hist" >"$CHAOS_TMP/$w.check" 2>&1; then
+        ok "$w: $(tail -1 "$CHAOS_TMP/$w.check")"
+    else
+        bad "$w: check failed"; cat "$CHAOS_TMP/$w.check"
+    fi
+    grep -q ' [1-9][0-9]* ok' "$CHAOS_TMP/$w.run" || bad "$w: no operation was acknowledged"
+}
+
+node_start 1 $(cluster_flags 1) || finish
+node_start 2 $(cluster_flags 2 1) || finish
+node_start 3 $(cluster_flags 3 1) || finish
+members_are 1 2 3 || { bad "the cluster did not form"; finish; }
+for w in set register; do
+    r=$(node $JS put "$(node_addr 1)" "chaos-$w" 2 0 0 2>&1) || { bad "cache chaos-$w: $r"; finish; }
+done
+ok "3 nodes, caches with 2 backups (FULL_SYNC)"
+run_workload set
+run_workload register
+finish
