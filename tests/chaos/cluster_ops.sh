@@ -1,0 +1,105 @@
+#!/bin/sh
+# cluster_ops.sh - the operator's commands on a 3-node cluster:
+#   ember-cli idle-verify finds no conflict on a healthy cluster (text and
+#   JSON, exit 0); after the debug hook (--debug-ops) changes one entry on
+#   the node that owns it without an update, idle-verify --against the
+#   figures saved before names that partition (exit 3).  Every partition has
+#   one owner until replication lands, so a corrupted copy has no other copy
+#   to disagree with: the check compares with the same node's saved figures
+#   (same update counter, other content).
+#   ember-cli cluster shows leader, uptime and lease per node, the cache's
+#   mode, backups, sizes and partition counts per node (text and JSON).
+cd "$(dirname "$0")/../.."
+BUILD=${EMBER_BUILD:-build}
+. tests/chaos/lib.sh
+chaos_init
+CLI="$BUILD/ember-cli"
+KEYS=40
+
+node_start 1 $(cluster_flags 1) --debug-ops || finish
+node_start 2 $(cluster_flags 2 1) --debug-ops || finish
+node_start 3 $(cluster_flags 3 1) --debug-ops || finish
+for i in 1 2 3; do
+    wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_links 2 ||
+        { bad "node $i did not join"; finish; }
+done
+cli() { n=$1; shift; "$CLI" -h "$(node_ip "$n")" -p "$CHAOS_PORT" "$@"; }
+cli 1 create ops >/dev/null || { bad "create"; finish; }
+# The exchange for the new cache: every node holds the same committed map.
+t=0
+while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
+    a=$(metric 1 ember_pme_map_exchange); b=$(metric 2 ember_pme_map_exchange)
+    c=$(metric 3 ember_pme_map_exchange)
+    [ -n "$a" ] && [ "$a" != 0 ] && [ "$a" = "$b" ] && [ "$b" = "$c" ] && break
+    sleep 0.1; t=$((t + 1))
+done
+k=1
+while [ $k -le $KEYS ]; do
+    cli $(( (k % 3) + 1 )) put ops "int:$k" "string:v$k" >/dev/null || bad "put $k"
+    k=$((k + 1))
+done
+
+# ---- idle-verify, healthy ----
+out=$(cli 2 idle-verify ops); rc=$?
+[ $rc = 0 ] && [ "$out" = "idle-verify: 1 cache, 1024 partitions, 3 nodes: no conflicts" ] &&
+    ok "idle-verify on a healthy cluster: no conflicts, exit 0" || bad "idle-verify ($rc): $out"
+js=$(cli 3 --json idle-verify); rc=$?
+echo "$js" | node -e '
+  const j = JSON.parse(require("fs").readFileSync(0, "utf8"));
+  process.exit(j.ok && j.agree && j.conflict_count === 0 && j.nodes === 3 &&
+               j.partitions === 1024 && j.errors.length === 0 ? 0 : 1);' && [ $rc = 0 ] &&
+    ok "idle-verify --json (every cache): agree, 0 conflicts, 3 nodes" || bad "idle-verify --json ($rc): $js"
+
+# ---- cluster ----
+txt=$(cli 1 cluster ops); rc=$?
+[ $rc = 0 ] && echo "$txt" | grep -q '^leader: [0-9a-f-]\{36\}$' &&
+    [ "$(echo "$txt" | grep -cE '^[0-9a-f-]{36}  [0-9]+h[0-9]{2}m[0-9]{2}s +(yes|no) +yes +ALIVE$')" = 3 ] &&
+    [ "$(echo "$txt" | grep -cE '^[0-9a-f-]{36}  [0-9]+h[0-9]{2}m[0-9]{2}s +yes ')" = 1 ] &&
+    echo "$txt" | grep -q '^cache ops: PARTITIONED, 0 backups, 1024 partitions$' &&
+    echo "$txt" | grep -q '^lost partitions: 0$' &&
+    ok "cluster (text): one leader, 3 nodes with uptime and lease, the cache's mode" ||
+    bad "cluster text ($rc): $txt"
+sum=$(echo "$txt" | awk '/^cache ops:/ { on = 1; next } on && $1 ~ /^[0-9a-f-]+$/ && NF == 7 { s += $2; p += $3 } END { print s, p }')
+[ "$sum" = "$KEYS 1024" ] && ok "cluster (text): sizes add up to $KEYS, primaries to 1024" ||
+    bad "cluster sizes/primaries: $sum"
+cj=$(cli 2 --json cluster); rc=$?
+echo "$cj" | node -e '
+  const j = JSON.parse(require("fs").readFileSync(0, "utf8")), d = j.details;
+  const c = d.caches.find(x => x.name === "ops");
+  const ok = j.ok && d.cluster && d.nodes.length === 3 && d.leader &&
+    d.nodes.filter(n => n.leader).length === 1 && d.nodes.every(n => n.answered && n.lease &&
+    n.uptime_ms > 0) && c && c.mode === "PARTITIONED" && c.backups === 0 &&
+    c.nodes.reduce((a, n) => a + n.size, 0) === '"$KEYS"' &&
+    c.nodes.reduce((a, n) => a + n.counts.primary, 0) === 1024 &&
+    c.nodes.every(n => n.cells.length === 1024) && c.lost.length === 0 &&
+    d.rebalance.partitions_done === 0;
+  process.exit(ok ? 0 : 1);' && [ $rc = 0 ] &&
+    ok "cluster --json: 3 nodes, one leader, leases, sizes and partition states per node" ||
+    bad "cluster --json ($rc): $(echo "$cj" | head -c 600)"
+
+# ---- a corrupted copy ----
+S=$CHAOS_TMP/verify.txt
+cli 1 idle-verify --save "$S" ops >/dev/null || bad "idle-verify --save"
+line=$(awk -F'\t' '$5 > 0 { print; exit }' "$S")
+part=$(echo "$line" | cut -f2); owner=$(echo "$line" | cut -f3)
+n=""
+for i in 1 2 3; do
+    echo "$cj" | node -e '
+      const j = JSON.parse(require("fs").readFileSync(0, "utf8"));
+      const m = j.details.nodes.find(x => x.id === process.argv[1]);
+      process.exit(m && m.thin_addr === process.argv[2] ? 0 : 1);' "$owner" "$(node_addr "$i")" && n=$i
+done
+[ -n "$n" ] && [ -n "$part" ] || { bad "no owner found for a non-empty partition ($line)"; finish; }
+r=$(cli "$n" debug-corrupt ops "$part") && [ "$r" = corrupted ] &&
+    ok "debug hook changed partition $part on node $n" || bad "debug-corrupt: $r"
+out=$(cli 2 idle-verify --against "$S" ops); rc=$?
+[ $rc = 3 ] && echo "$out" | grep -q "^idle-verify: 1 cache, 1024 partitions, 3 nodes: 1 conflict$" &&
+    echo "$out" | grep -q "^  cache ops partition $part: content changed without an update" &&
+    ok "idle-verify --against names partition $part, exit 3" || bad "idle-verify after corruption ($rc): $out"
+js=$(cli 1 --json idle-verify --against "$S" ops); rc=$?
+echo "$js" | node -e '
+  const j = JSON.parse(require("fs").readFileSync(0, "utf8"));
+  process.exit(!j.agree && j.conflict_count === 1 && j.conflicts[0].partition === +process.argv[1] &&
+               j.conflicts[0].copies[0].node === process.argv[2] ? 0 : 1);' "$part" "$owner" &&
+    [ $rc = 3 ] && ok "idle-verify --json names the partition and its owner" || bad "json after corruption ($rc): $js"
+finish
