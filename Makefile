@@ -231,7 +231,10 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/doc/ember
 	sed 's|/usr/local|$(PREFIX)|g' packaging/emberd.service \
 	  > $(DESTDIR)$(PREFIX)/lib/systemd/system/emberd.service
-	install -m 644 packaging/emberd.ini docs/operations.md $(DESTDIR)$(PREFIX)/share/doc/ember/
+	sed 's|/usr/local|$(PREFIX)|g' packaging/ember@.service \
+	  > $(DESTDIR)$(PREFIX)/lib/systemd/system/ember@.service
+	install -m 644 packaging/emberd.ini packaging/ember-node.ini docs/operations.md \
+	  $(DESTDIR)$(PREFIX)/share/doc/ember/
 
 clean:
 	rm -rf build
