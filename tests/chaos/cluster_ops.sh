@@ -102,4 +102,26 @@ echo "$js" | node -e '
   process.exit(!j.agree && j.conflict_count === 1 && j.conflicts[0].partition === +process.argv[1] &&
                j.conflicts[0].copies[0].node === process.argv[2] ? 0 : 1);' "$part" "$owner" &&
     [ $rc = 3 ] && ok "idle-verify --json names the partition and its owner" || bad "json after corruption ($rc): $js"
+
+# ---- a member that does not answer ----
+# SIGSTOP node 3: node 1 still answers `cluster` and /api/cluster, naming
+# node 3 as not answering (or, past the failure detection, without it).
+node_pause 3
+cj=$(cli 1 --json cluster); rc=$?
+api=$(curl -s --max-time 10 "http://$(node_ip 1):8080/api/cluster")
+node_resume 3
+# unanswered WHAT DOC: every member but node 3 answered; node 3 did not
+# (with the reason) or is gone.
+unanswered() {
+    echo "$2" | node -e '
+      const j = JSON.parse(require("fs").readFileSync(0, "utf8")), d = j.details || j;
+      const n3 = d.nodes.find(n => n.thin_addr === process.argv[1]);
+      const others = d.nodes.filter(n => n !== n3);
+      process.exit(others.every(n => n.answered) && (!n3 || (!n3.answered && n3.error)) ? 0 : 1);' \
+        "$(node_addr 3)" && ok "$1: a stopped member is reported as not answering" ||
+        bad "$1 with node 3 stopped: $(echo "$2" | head -c 600)"
+}
+unanswered "cluster --json" "$cj"
+unanswered "/api/cluster" "$api"
+[ $rc = 0 ] || bad "cluster with node 3 stopped exited $rc"
 finish

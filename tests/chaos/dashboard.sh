@@ -4,7 +4,8 @@
 # checks the DOM the page rendered within the virtual time budget: the three
 # nodes listed with one leader, one heat-map cell per partition per node for
 # each cache, the two charts drawn with a line per op seen, the rebalance
-# panel.  It saves a screenshot to build/dashboard.png.  Skipped (with the
+# panel.  It saves a screenshot to build/dashboard.png, then checks
+# /api/node and the page of a single node (one column).  Skipped (with the
 # reason) only when no chromium can be found or installed.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
@@ -96,4 +97,27 @@ browser --window-size=1280,900 --screenshot="$BUILD/dashboard.png" "$URL" >/dev/
     ok "screenshot saved to $BUILD/dashboard.png" || bad "no screenshot"
 rm -f "$CHAOS_TMP/load"
 wait "$LOAD"
+
+# /api/node: the serving node alone (the others not asked).
+echo "$(curl -s --max-time 10 "http://$(node_ip 3):8080/api/node")" | node -e '
+  const j = JSON.parse(require("fs").readFileSync(0, "utf8"));
+  const me = j.nodes.filter(n => n.self);
+  process.exit(j.nodes.length === 3 && me.length === 1 && me[0].answered &&
+               me[0].thin_addr === process.argv[1] &&
+               j.nodes.filter(n => !n.self).every(n => !n.answered) ? 0 : 1);' "$(node_addr 3)" &&
+    ok "/api/node answers for the serving node only" || bad "/api/node"
+
+# A single node (no cluster): one column.
+node_start 4 || finish
+cli 4 create solo >/dev/null && cli 4 put solo int:1 string:x >/dev/null || bad "single node put"
+browser --dump-dom "http://$(node_ip 4):8080/" >"$DOM"
+node -e '
+  const dom = require("fs").readFileSync(process.argv[1], "utf8"), fails = [];
+  const rows = (dom.match(/<tr class="node"/g) || []).length;
+  if (rows !== 1) fails.push(rows + " node rows");
+  if (!/single node/.test(dom)) fails.push("no single-node summary");
+  const cells = (dom.match(/class="cell cP"/g) || []).length;
+  if (cells !== 1024) fails.push(cells + " primary cells");
+  if (fails.length) { console.log(fails.join("; ")); process.exit(1); }' "$DOM" &&
+    ok "single node: one row, one column of 1024 primary cells" || bad "single-node page"
 finish
