@@ -406,6 +406,15 @@ static int node_info_decode(const uint8_t *p, size_t n, ninfo *ni)
     return 0;
 }
 
+int pr_node_info_check(const uint8_t *p, size_t n)
+{
+    ninfo ni;
+    memset(&ni, 0, sizeof ni);
+    int rc = node_info_decode(p, n, &ni);
+    ninfo_free(&ni);
+    return rc;
+}
+
 /* ask_member: NODE_INFO from member `to` over the cluster transport. */
 static void ask_member(pr_server *s, cl_meta_uuid to, uint32_t timeout_ms, ninfo *ni)
 {

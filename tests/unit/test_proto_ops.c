@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "proto/proto.h"
+#include "proto/proto_int.h"
 #include "proto/proto_stats.h"
 #include "util/err.h"
 #include "util/hash.h"
@@ -247,5 +248,35 @@ TEST(ops_node_and_cluster_info_on_a_single_node)
     em_buf_put_u8(&e.req, 7);
     CHECK_EQ(send_req(&e, &p, &n), 1);              /* unknown format */
     em_buf_free(&j);
+    pe_close(&e);
+}
+
+/* A member's NODE_INFO is input from the network: every truncation, a
+ * trailing byte, and counts larger than the bytes are refused. */
+TEST(ops_node_info_decode_refuses_malformed)
+{
+    pe_env e;
+    const uint8_t *p;
+    size_t n;
+    REQUIRE_OK(open_env(&e, 0));
+    create(&e, "a");
+    create(&e, "b");
+    req_begin(&e, PR_OP_NODE_INFO);
+    REQUIRE(send_req(&e, &p, &n) == 0);
+    em_buf b = EM_BUF_INIT;
+    em_buf_append(&b, p, n);
+    CHECK_OK(pr_node_info_check(b.p, b.len));
+    for (size_t k = 0; k < b.len; k++)
+        CHECK_EQ(pr_node_info_check(b.p, k), EM_PROTO);
+    em_buf_put_u8(&b, 0);
+    CHECK_EQ(pr_node_info_check(b.p, b.len), EM_PROTO);
+    b.len--;
+    uint8_t save = b.p[10];
+    b.p[10] = 0xff;                                 /* cache count 255 + ... */
+    CHECK_EQ(pr_node_info_check(b.p, b.len), EM_PROTO);
+    b.p[10] = save;
+    b.p[0] = 2;                                     /* another layout */
+    CHECK_EQ(pr_node_info_check(b.p, b.len), EM_PROTO);
+    em_buf_free(&b);
     pe_close(&e);
 }
