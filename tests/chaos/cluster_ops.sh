@@ -8,7 +8,9 @@
 #   to disagree with: the check compares with the same node's saved figures
 #   (same update counter, other content).
 #   ember-cli cluster shows leader, uptime and lease per node, the cache's
-#   mode, backups, sizes and partition counts per node (text and JSON).
+#   mode, backups, sizes and partition counts per node (text and JSON); with
+#   one member stopped (SIGSTOP), `cluster --json` and /api/cluster still
+#   answer and name it as not answering.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 . tests/chaos/lib.sh
