@@ -256,8 +256,15 @@ static void enc_cache(void *arg, st_cache *sc)
     if (e->rc || st_cache_destroyed(sc) || e->n >= OPS_MAX_CACHES)
         return;
     const st_cache_config *g = st_cache_cfg(sc);
+    /* The partitions' entry counts, read without their locks: NODE_INFO
+     * runs on the transport thread, which must not wait for a worker (an
+     * expired entry not yet reclaimed still counts). */
     int64_t size = 0;
-    st_size(sc, 0, &size);
+    for (uint32_t p = 0; p < st_cache_parts(sc); p++) {
+        uint64_t cntr, n;
+        if (st_part_info(sc, p, &cntr, &n) == 0)
+            size += (int64_t)n;
+    }
     size_t nl = strlen(g->name);
     if (nl > 255)
         nl = 255;
