@@ -6,7 +6,10 @@
 #   figures saved before names that partition (exit 3).  Every partition has
 #   one owner until replication lands, so a corrupted copy has no other copy
 #   to disagree with: the check compares with the same node's saved figures
-#   (same update counter, other content).
+#   (same update counter, other content).  A cache with one backup: with
+#   replication its owners agree and a corrupted copy is named as owners
+#   disagreeing; without it idle-verify names every partition whose backup
+#   copy is empty.
 #   ember-cli cluster shows leader, uptime and lease per node, the cache's
 #   mode, backups, sizes and partition counts per node (text and JSON); with
 #   one member stopped (SIGSTOP), `cluster --json` and /api/cluster still
@@ -104,6 +107,58 @@ echo "$js" | node -e '
   process.exit(!j.agree && j.conflict_count === 1 && j.conflicts[0].partition === +process.argv[1] &&
                j.conflicts[0].copies[0].node === process.argv[2] ? 0 : 1);' "$part" "$owner" &&
     [ $rc = 3 ] && ok "idle-verify --json names the partition and its owner" || bad "json after corruption ($rc): $js"
+
+# ---- a cache with a backup ----
+# Every partition of `rep` has two owners.  With replication (the backup
+# holds the same entries) idle-verify agrees, and a corrupted copy is a
+# disagreement between owners; without it (this build may predate it) the
+# backup copies are empty and idle-verify names exactly the non-empty
+# partitions.  Either way the test checks what idle-verify reports.
+out=$(node tests/chaos/cluster_ops.js make "$(node_addr 1)" rep 1 $KEYS 2>&1) ||
+    { bad "creating rep: $out"; finish; }
+# rep_state: "agree", "empty-backups N" (N non-empty partitions, every one
+# listed with its backup copy empty) or "other".
+rep_state() {
+    cli 2 --json idle-verify rep | node -e '
+      const j = JSON.parse(require("fs").readFileSync(0, "utf8"));
+      if (j.agree) { console.log("agree"); process.exit(0); }
+      const bad = j.conflicts.filter(c => !(c.reason === "owners disagree" && c.copies.length === 2 &&
+          c.copies.some(x => x.role === "primary" && x.size > 0) &&
+          c.copies.some(x => x.role === "backup" && x.size === 0 && x.counter === 0)));
+      console.log(bad.length || j.errors.length ? "other" : "empty-backups " + j.conflicts.length);'
+}
+st=$(rep_state)
+t=0
+while [ "$st" = other ] && [ $t -lt $((CHAOS_WAIT * 10)) ]; do   # backups catching up
+    sleep 0.1; t=$((t + 1)); st=$(rep_state)
+done
+cli 1 idle-verify --save "$CHAOS_TMP/rep.txt" rep >/dev/null
+nonempty=$(awk -F'\t' '$5 > 0 { print $2 }' "$CHAOS_TMP/rep.txt" | sort -u | wc -l)
+case $st in
+agree)
+    ok "rep (1 backup): primary and backup copies agree"
+    line=$(awk -F'\t' '$5 > 0 { print; exit }' "$CHAOS_TMP/rep.txt")
+    rpart=$(echo "$line" | cut -f2); rowner=$(echo "$line" | cut -f3)
+    rn=""
+    for i in 1 2 3; do
+        echo "$cj" | node -e '
+          const j = JSON.parse(require("fs").readFileSync(0, "utf8"));
+          const m = j.details.nodes.find(x => x.id === process.argv[1]);
+          process.exit(m && m.thin_addr === process.argv[2] ? 0 : 1);' "$rowner" "$(node_addr "$i")" && rn=$i
+    done
+    [ -n "$rn" ] && [ "$(cli "$rn" debug-corrupt rep "$rpart")" = corrupted ] || bad "corrupting rep $rpart on $rn"
+    out=$(cli 3 idle-verify rep); rc=$?
+    [ $rc = 3 ] && echo "$out" | grep -q "^  cache rep partition $rpart: owners disagree$" &&
+        [ "$(echo "$out" | grep -c '^  cache rep partition')" = 1 ] &&
+        ok "rep: a corrupted copy makes its owners disagree on partition $rpart, exit 3" ||
+        bad "rep after corruption ($rc): $out" ;;
+"empty-backups $nonempty")
+    echo "# no replication in this build: the backup copies are empty"
+    [ "$nonempty" -gt 0 ] && ok "rep (1 backup, no replication): idle-verify names the $nonempty partitions whose backup is empty" ||
+        bad "rep: no non-empty partition" ;;
+*)
+    bad "rep: idle-verify state '$st' ($nonempty non-empty partitions)" ;;
+esac
 
 # ---- a member that does not answer ----
 # SIGSTOP node 3: node 1 still answers `cluster` and /api/cluster, naming
