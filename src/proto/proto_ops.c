@@ -760,11 +760,11 @@ static void render_json(view *v, em_buf *o, char *cellbuf)
                 putf(o, "%s%u", nl++ ? "," : "", p);
         putf(o, "]}");
     }
-    /* Partitions are never moved yet (no rebalancing): MOVING cells are what
-     * a rebalance would have to fill; nothing is done until it exists. */
-    putf(o, "],\"rebalance\":{\"in_progress\":%s,\"partitions_moving\":%llu,"
-         "\"partitions_done\":0},\"cell_codes\":{", moving ? "true" : "false",
-         (unsigned long long)moving);
+    /* MOVING copies: ideal owners the full map says do not own their
+     * partition yet.  What is left to load; a reader that keeps the most it
+     * saw has the progress (the page does). */
+    putf(o, "],\"rebalance\":{\"in_progress\":%s,\"partitions_moving\":%llu},"
+         "\"cell_codes\":{", moving ? "true" : "false", (unsigned long long)moving);
     for (int k = 0; k < 7; k++)
         putf(o, "%s\"%c\":\"%s\"", k ? "," : "", CELL_KINDS[k], cell_names[k]);
     putf(o, "}}\n");
@@ -837,8 +837,8 @@ static void render_text(view *v, em_buf *o, char *cellbuf)
     }
     putf(o, "lost partitions: %llu\n", (unsigned long long)lost_total);
     if (moving)
-        putf(o, "rebalance: %llu partition copies MOVING, 0 done (ember does not rebalance "
-             "yet)\n", (unsigned long long)moving);
+        putf(o, "rebalance: %llu partition copies MOVING (not yet owned by their ideal "
+             "owners)\n", (unsigned long long)moving);
     else
         putf(o, "rebalance: none in progress\n");
 }

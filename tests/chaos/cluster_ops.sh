@@ -77,7 +77,7 @@ echo "$cj" | node -e '
     c.nodes.reduce((a, n) => a + n.size, 0) === '"$KEYS"' &&
     c.nodes.reduce((a, n) => a + n.counts.primary, 0) === 1024 &&
     c.nodes.every(n => n.cells.length === 1024) && c.lost.length === 0 &&
-    d.rebalance.partitions_done === 0;
+    d.rebalance.partitions_moving === 0 && !d.rebalance.in_progress;
   process.exit(ok ? 0 : 1);' && [ $rc = 0 ] &&
     ok "cluster --json: 3 nodes, one leader, leases, sizes and partition states per node" ||
     bad "cluster --json ($rc): $(echo "$cj" | head -c 600)"
