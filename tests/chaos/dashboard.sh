@@ -3,7 +3,8 @@
 # http://NODE:8080/ from node 2 of a running 3-node cluster and the test
 # checks the DOM the page rendered within the virtual time budget: the three
 # nodes listed with one leader, one heat-map cell per partition per node for
-# each cache, the two charts drawn with a line per op seen, the rebalance
+# each cache (a primary per partition, and a backup for the cache that has
+# one), the two charts drawn with a line per op seen, the rebalance
 # panel.  It saves a screenshot to build/dashboard.png, then checks
 # /api/node and the page of a single node (one column).  Skipped (with the
 # reason) only when no chromium can be found or installed.
@@ -33,7 +34,8 @@ for i in 1 2 3; do
 done
 cli() { n=$1; shift; "$CLI" -h "$(node_ip "$n")" -p "$CHAOS_PORT" "$@"; }
 cli 1 create dash >/dev/null || bad "create dash"
-cli 1 create orders >/dev/null || bad "create orders"
+out=$(node tests/chaos/cluster_ops.js make "$(node_addr 1)" orders 1 10 2>&1) ||
+    bad "create orders (1 backup): $out"
 k=1
 while [ $k -le 30 ]; do
     cli $(( (k % 3) + 1 )) put dash "int:$k" "string:v$k" >/dev/null || bad "put $k"
@@ -75,6 +77,8 @@ node -e '
     if (cells !== c.partitions * 3) fails.push(c.name + ": " + cells + " cells, want " + c.partitions * 3);
     const prim = (part.match(/class="cell cP"/g) || []).length;
     if (prim !== c.partitions) fails.push(c.name + ": " + prim + " primary cells");
+    const back = (part.match(/class="cell cB"/g) || []).length;
+    if (back !== c.partitions * c.backups) fails.push(c.name + ": " + back + " backup cells");
   }
   for (const id of ["ops-chart", "p99-chart"]) {
     const i = dom.indexOf("id=\"" + id + "\""), seg = dom.slice(i, dom.indexOf("</svg>", i));
