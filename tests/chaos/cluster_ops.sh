@@ -3,10 +3,10 @@
 #   ember-cli idle-verify finds no conflict on a healthy cluster (text and
 #   JSON, exit 0); after the debug hook (--debug-ops) changes one entry on
 #   the node that owns it without an update, idle-verify --against the
-#   figures saved before names that partition (exit 3).  Every partition has
-#   one owner until replication lands, so a corrupted copy has no other copy
-#   to disagree with: the check compares with the same node's saved figures
-#   (same update counter, other content).  A cache with one backup: with
+#   figures saved before names that partition (exit 3): in a cache without
+#   backups a corrupted copy has no other copy to disagree with, so the
+#   check compares with the same node's saved figures (same update counter,
+#   other content).  A cache with one backup: with
 #   replication its owners agree and a corrupted copy is named as owners
 #   disagreeing; without it idle-verify names every partition whose backup
 #   copy is empty.
