@@ -41,7 +41,7 @@ EXTRA_LIBS ?= -linih -lssl -lcrypto -lraft -luv -lsqlite3 $(ZIP_LIB)
 LIB_DIRS  := util binary store wal net sql proto cluster
 LIB_SRC   := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) \
              $(filter-out src/server/emberd.c,$(wildcard src/server/*.c))
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/dash_html.o
 LIB       := $(BUILD)/libember.a
 
 TEST_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/lib/*.c))
@@ -82,6 +82,13 @@ all: $(BINS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/lib -c $< -o $@
+
+# The dashboard page, embedded in the binary (src/server/dash.h).
+$(BUILD)/gen/dash_html.c: src/server/dash.html tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh srv_dash_html $< > $@.tmp && mv $@.tmp $@
+$(BUILD)/gen/dash_html.o: $(BUILD)/gen/dash_html.c
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -130,12 +137,15 @@ replay:
 FUZZ_BUILD ?= build/fuzz
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -Iinclude $(ZIP_DEF) -fno-omit-frame-pointer \
                -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/gen/dash_html.o
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/obj/gen/dash_html.o: $(BUILD)/gen/dash_html.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 $(FUZZ_BUILD)/libember-fuzz.a: $(FUZZ_LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
@@ -221,7 +231,10 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/doc/ember
 	sed 's|/usr/local|$(PREFIX)|g' packaging/emberd.service \
 	  > $(DESTDIR)$(PREFIX)/lib/systemd/system/emberd.service
-	install -m 644 packaging/emberd.ini docs/operations.md $(DESTDIR)$(PREFIX)/share/doc/ember/
+	sed 's|/usr/local|$(PREFIX)|g' packaging/ember@.service \
+	  > $(DESTDIR)$(PREFIX)/lib/systemd/system/ember@.service
+	install -m 644 packaging/emberd.ini packaging/ember-node.ini docs/operations.md \
+	  $(DESTDIR)$(PREFIX)/share/doc/ember/
 
 clean:
 	rm -rf build

@@ -941,3 +941,11 @@ void cl_pme_stats_get(cl_pme *p, cl_pme_stats *s)
     s->bad_frames = p->bad;
     unlock(p);
 }
+
+int cl_pme_map_copy(cl_pme *p, em_buf *out)
+{
+    lock(p);
+    int rc = em_buf_append(out, p->map.p, p->map.len);
+    unlock(p);
+    return rc;
+}

@@ -83,4 +83,8 @@ typedef struct cl_pme_stats {
 } cl_pme_stats;
 void cl_pme_stats_get(cl_pme *p, cl_pme_stats *s);
 
+/* cl_pme_map_copy appends the full map held here (encoded, cl_pmap.h; nothing
+ * before the first exchange) to out, for operators' views: 0 or EM_NOMEM. */
+int  cl_pme_map_copy(cl_pme *p, em_buf *out);
+
 #endif

@@ -669,6 +669,12 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
         return op_debug_stats(c, out);
     case PR_OP_RESET_LOST:
         return pr_op_reset_lost(c, r, out);
+    case PR_OP_CORRUPT:
+        if (!c->srv->opt.debug_ops)
+            break;
+        return pr_op_ops(c, op, r, out);
+    case PR_OP_PART_VERIFY: case PR_OP_NODE_INFO: case PR_OP_CLUSTER_INFO:
+        return pr_op_ops(c, op, r, out);
     default:
         if (op >= 1000 && op <= 1021)
             return pr_op_cache(c, op, r, out);

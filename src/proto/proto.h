@@ -54,6 +54,19 @@ enum pr_cluster_state {
 /* ember's own op: string cache name -> int partitions reset (Ignite's
  * resetLostPartitions, which thin clients lack; ember-cli cluster reset-lost). */
 #define PR_OP_RESET_LOST  32100
+/* ember's operator ops (proto_ops.c has the layouts):
+ *   PART_VERIFY   string cache -> per partition of this node's store: role,
+ *                 update counter, size, content checksum (ember-cli idle-verify);
+ *   CORRUPT       (debug_ops only) string cache, int partition -> bool: changes
+ *                 one entry's value of that partition here without advancing
+ *                 its update counter, as silent corruption would (tests);
+ *   NODE_INFO     -> this node's facts (uptime, lease, caches, op counters);
+ *   CLUSTER_INFO  byte format (0 JSON, 1 text) -> string: the whole cluster as
+ *                 this node sees it, every member's NODE_INFO included. */
+#define PR_OP_PART_VERIFY  32101
+#define PR_OP_CORRUPT      32102
+#define PR_OP_NODE_INFO    32103
+#define PR_OP_CLUSTER_INFO 32104
 
 /* pr_auth_fn checks handshake credentials (user NULL when none were sent):
  * 0 = accept, EM_AUTH = wrong, EM_TOOMANY = refused by a failure limiter.
@@ -78,6 +91,9 @@ typedef struct pr_options {
     /* debug_stats fills allocation counters summed over the server's threads. */
     void   (*debug_stats)(void *arg, em_mem_stats *sum);
     void    *debug_arg;
+    /* node_stats (optional): this node's request counters summed over its
+     * workers, and its uptime, for NODE_INFO and the dashboard. */
+    void   (*node_stats)(void *arg, struct pr_stats *sum, uint64_t *uptime_ms);
     /* persistent: some data region is persistent (informational; the WAL
      * state ops 5002/5003 answer per cache from the cache's own region). */
     int      persistent;
@@ -175,6 +191,13 @@ struct st_cache *pr_server_wait_cache(pr_server *s, int32_t id);
 /* pr_cluster_topology: the cluster's topology version changed; the next
  * reply on every connection carries AFFINITY_TOPOLOGY_CHANGED (1.4.0+). */
 void pr_cluster_topology(pr_server *s, uint64_t major, uint32_t minor);
+
+/* pr_cluster_info renders the cluster as this node sees it (what
+ * PR_OP_CLUSTER_INFO answers; the dashboard's /api/cluster): fmt 0 JSON, 1
+ * text; self_only: this node alone (/api/node).  Any thread but the
+ * transport's: it asks every other member (bounded by timeout_ms each).
+ * 0 or EM_NOMEM. */
+int  pr_cluster_info(pr_server *s, int fmt, int self_only, uint32_t timeout_ms, em_buf *out);
 
 struct cl_topo;
 /* pr_cluster_members records which nodes topology t has (metadata thread),

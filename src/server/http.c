@@ -1,4 +1,5 @@
-/* http.c - the operator HTTP endpoint (/metrics, /health): one thread, one
+/* http.c - the operator HTTP endpoint (/metrics, /health, the dashboard at /
+ * and its /api/ JSON, both from the api callback): one thread, one
  * poll loop over the listener, a wake pipe and up to HTTP_CONNS connections.
  * Each connection reads one request head (<= 8 KiB), gets one response with
  * Content-Length and "Connection: close", and is closed.  Message syntax:
@@ -40,6 +41,7 @@ struct srv_http {
     int                port;
     srv_http_render_fn render;
     srv_http_health_fn health;
+    int              (*api)(void *arg, int route, em_buf *out, const char **ctype);
     void              *arg;
     uint64_t           timeout_ns;
     pthread_t          thread;
@@ -132,6 +134,12 @@ void srv_http_parse(const char *p, size_t n, srv_http_req *r)
         r->route = SRV_HTTP_HEALTH;
     else if (span_is(target, tlen, "/metrics"))
         r->route = SRV_HTTP_METRICS;
+    else if (span_is(target, tlen, "/") || span_is(target, tlen, "/index.html"))
+        r->route = SRV_HTTP_ROOT;
+    else if (span_is(target, tlen, "/api/cluster"))
+        r->route = SRV_HTTP_API_CLUSTER;
+    else if (span_is(target, tlen, "/api/node"))
+        r->route = SRV_HTTP_API_NODE;
 }
 
 static void handle_request(srv_http *h, http_conn *c)
@@ -173,6 +181,17 @@ static void handle_request(srv_http *h, http_conn *c)
         }
         respond(h, c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", h->body.p,
                 h->body.len, head, NULL);
+    } else if (r.route >= SRV_HTTP_ROOT && h->api) {
+        em_buf_reset(&h->body);
+        const char *ctype = "application/json";
+        int rc = h->api(h->arg, r.route, &h->body, &ctype);
+        if (rc) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "failed: %s\n", em_strerror(rc));
+            text(h, c, 500, "Internal Server Error", msg, head, NULL);
+            return;
+        }
+        respond(h, c, 200, "OK", ctype, h->body.p, h->body.len, head, NULL);
     } else {
         text(h, c, 404, "Not Found", "not found\n", head, NULL);
     }
@@ -379,6 +398,7 @@ int srv_http_start_opts(const srv_http_options *o, srv_http **out)
     h->wake[0] = h->wake[1] = -1;
     h->render = o->render;
     h->health = o->health;
+    h->api = o->api;
     h->arg = o->arg;
     h->timeout_ns = (uint64_t)(o->timeout_ms > 0 ? o->timeout_ms : 5000) * 1000000u;
     h->port = o->port;
@@ -409,7 +429,7 @@ int srv_http_start_opts(const srv_http_options *o, srv_http **out)
 int srv_http_start(const char *host, int port, srv_http_render_fn render, void *arg,
                    srv_http **out)
 {
-    srv_http_options o = {host, port, render, arg, 0, NULL};
+    srv_http_options o = {host, port, render, arg, 0, NULL, NULL};
     return srv_http_start_opts(&o, out);
 }
 

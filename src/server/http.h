@@ -1,6 +1,7 @@
 /* http.h - emberd's operator HTTP endpoint: a minimal HTTP/1.1 server on its
  * own thread serving GET /metrics (Prometheus text from a callback) and
- * GET /health (200 "ok", or 503 naming each failed component).  Every response closes the connection; requests are bounded
+ * GET /health (200 "ok", or 503 naming each failed component), and, through
+ * a callback, the dashboard (GET /) and its JSON (GET /api/cluster, /api/node).  Every response closes the connection; requests are bounded
  * (8 KiB of request line + headers, no body) and slow clients are dropped
  * after a timeout.  A small poll loop serves up to 32 connections at once, so
  * one stalled client cannot block a scrape.  (RFC 9112 message syntax.)
@@ -30,6 +31,10 @@ typedef struct srv_http_options {
     void              *arg;         /* for render and health */
     int                timeout_ms;  /* whole request/response budget; 0 = 5000 */
     srv_http_health_fn health;      /* /health; NULL = always 200 "ok" */
+    /* api: the dashboard page (route SRV_HTTP_ROOT) and the /api/ JSON
+     * (SRV_HTTP_API_*): append the body to out, set *ctype; 0 or a negative
+     * code (-> 500).  NULL = 404.  HTTP thread, like render. */
+    int (*api)(void *arg, int route, em_buf *out, const char **ctype);
 } srv_http_options;
 
 /* srv_http_start binds host:port and starts the thread.  0, -errno (bind,
@@ -49,7 +54,8 @@ void srv_http_stop(srv_http *h);
  * bytes through the empty line, not NUL-terminated, not modified) decided
  * without sockets, so the parser can be fuzzed alone (tests/fuzz/fuzz_http.c).
  * status 0 = a GET or HEAD to route; 400 = malformed; 405 = other method. */
-enum { SRV_HTTP_OTHER = 0, SRV_HTTP_HEALTH = 1, SRV_HTTP_METRICS = 2 };
+enum { SRV_HTTP_OTHER = 0, SRV_HTTP_HEALTH = 1, SRV_HTTP_METRICS = 2, SRV_HTTP_ROOT = 3,
+       SRV_HTTP_API_CLUSTER = 4, SRV_HTTP_API_NODE = 5 };
 typedef struct srv_http_req {
     int status;     /* 0, 400 or 405 */
     int head;       /* HEAD: headers only */

@@ -375,3 +375,18 @@ int srv_metrics_render(srv_metrics *m, st_store *store, em_buf *b)
     }
     return o.err;
 }
+
+void srv_metrics_sum(srv_metrics *m, pr_stats *sum, uint64_t *uptime_ms)
+{
+    for (int w = 0; w < m->nblocks; w++) {
+        const srv_metrics_block *k = &m->blocks[w];
+        for (int s = 0; s < SRV_METRICS_SLOTS; s++) {
+            for (int i = 0; i < SRV_METRICS_BUCKETS; i++)
+                srv_counter_add(&sum->lat[s][i], rd(&k->lat[s][i]));
+            srv_counter_add(&sum->requests[s], rd(&k->requests[s]));
+            srv_counter_add(&sum->errors[s], rd(&k->errors[s]));
+            srv_counter_add(&sum->lat_sum_ns[s], rd(&k->lat_sum_ns[s]));
+        }
+    }
+    *uptime_ms = (em_now_ns() - m->start_ns) / 1000000u;
+}

@@ -66,6 +66,10 @@ void srv_metrics_set_sampling(srv_metrics *m, uint32_t every);
 srv_metrics_block *srv_metrics_worker(srv_metrics *m, int i);
 
 
+/* srv_metrics_sum: every worker's counters summed into sum (zeroed by the
+ * caller), and the time since the counters were created. */
+void srv_metrics_sum(srv_metrics *m, pr_stats *sum, uint64_t *uptime_ms);
+
 /* ---- health ----------------------------------------------------------------
  * Components whose failure GET /health reports and the gauge
  * ember_health_component_failed{component="..."} exports (0 or 1).  With

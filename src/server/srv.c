@@ -17,6 +17,7 @@
 #include "net/tls.h"
 #include "proto/proto.h"
 #include "server/auth.h"
+#include "server/dash.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/srv_cluster.h"
@@ -470,6 +471,28 @@ static int render_metrics(void *arg, em_buf *out)
     return rc ? rc : srv_cluster_metrics(s->cluster, out);
 }
 
+/* The dashboard (dash.html, embedded at build time) and its JSON: the
+ * cluster as this node sees it, every member asked over the cluster
+ * transport (500 ms each at most: the HTTP thread is the only one waiting). */
+static int render_api(void *arg, int route, em_buf *out, const char **ctype)
+{
+    srv *s = arg;
+    if (route == SRV_HTTP_ROOT) {
+        *ctype = "text/html; charset=utf-8";
+        return em_buf_append(out, srv_dash_html, srv_dash_html_len);
+    }
+    *ctype = "application/json";
+    return pr_cluster_info(s->ps, 0, route == SRV_HTTP_API_NODE, 500, out);
+}
+
+static void node_stats(void *arg, pr_stats *sum, uint64_t *uptime_ms)
+{
+    srv *s = arg;
+    *uptime_ms = 0;
+    if (s->metrics)
+        srv_metrics_sum(s->metrics, sum, uptime_ms);
+}
+
 static int render_health(void *arg, em_buf *out)
 {
     srv *s = arg;
@@ -694,6 +717,7 @@ int srv_start(srv **out, const srv_config *c)
     po.thin_port = c->port;
     po.debug_ops = c->debug_ops;
     po.debug_stats = debug_stats;
+    po.node_stats = node_stats;
     po.debug_arg = s;
     if (any_persistent) {
         po.persistent = 1;
@@ -823,7 +847,7 @@ int srv_start(srv **out, const srv_config *c)
     atomic_store(&s->net_pub, s->net);
     if (c->http) {
         srv_http_options ho = {c->http_host, c->http_port, render_metrics, s,
-                               (int)c->http_timeout_ms, render_health};
+                               (int)c->http_timeout_ms, render_health, render_api};
         /* Not fatal: a second emberd on one host (tests, a blue/green
          * switch) must still serve clients; the warning says what is off. */
         int hrc = srv_http_start_opts(&ho, &s->http);

@@ -25,7 +25,7 @@ cl() { i=$1; shift; "$CLI" -h "$(node_ip "$i")" -p "$CHAOS_PORT" --json "$@"; }
 # ids J: the sorted node ids in a cluster --json reply (the "nodes" part).
 ids() { sed 's/"endpoints".*//' | grep -o '"id":"[^"]*"' | sort | tr '\n' ' '; }
 # endpoints J: the sorted endpoints (id, port, addresses) of the reply.
-endpoints() { sed 's/.*"endpoints":\[//' | grep -o '{[^}]*}' | sort | tr '\n' ' '; }
+endpoints() { sed 's/.*"endpoints":\[//; s/\],"details":.*//' | grep -o '{[^}]*}' | sort | tr '\n' ' '; }
 
 # wait_listing I N: until node I's cluster listing has N nodes (it joins
 # before the others' topology reaches it).

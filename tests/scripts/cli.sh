@@ -101,10 +101,26 @@ if start_emberd; then
     check proto_10 0 'string:value' -- --protocol 1.0.0 get people key
     check_glob cluster_one 0 'topology 1.0, state ACTIVE, 1 node
 NODE ID*ORDER*CONSISTENT ID*THIN ADDRESS*
-*-*-*-*-*  1 *127.0.0.1:'"$PORT"'*127.0.0.1:'"$PORT"'*(this node)' -- cluster
-    check_glob cluster_json 0 '{"ok":true,"topology":{"major":1,"minor":0},"state":"ACTIVE","nodes":?{"id":"*","consistent_id":"127.0.0.1:'"$PORT"'","addresses":?"127.0.0.1"?,"port":'"$PORT"',"order":1,"local":true}?,"endpoints_version":1,"endpoints":?{"id":"*","port":'"$PORT"',"addresses":?"127.0.0.1"?}?}' -- --json cluster
+*-*-*-*-*  1 *127.0.0.1:'"$PORT"'*127.0.0.1:'"$PORT"'*(this node)
+leader: *-*-*-*-*
+NODE ID*UPTIME*LEADER*LEASE*STATE
+*-*-*-*-*  0h00m*s*yes*yes*ALIVE
+cache people: PARTITIONED, 0 backups, 1024 partitions
+  NODE*SIZE*PRIMARY*BACKUP*MOVING*RENTING*LOST
+  *-*-*-*-*           3     1024        0       0        0     0
+lost partitions: 0
+rebalance: none in progress' -- cluster
+    check_glob cluster_json 0 '{"ok":true,"topology":{"major":1,"minor":0},"state":"ACTIVE","nodes":?{"id":"*","consistent_id":"127.0.0.1:'"$PORT"'","addresses":?"127.0.0.1"?,"port":'"$PORT"',"order":1,"local":true}?,"endpoints_version":1,"endpoints":?{"id":"*","port":'"$PORT"',"addresses":?"127.0.0.1"?}?,"details":{"cluster":false,"state":"ACTIVE",*"nodes":?{"id":"*","self":true,*"leader":true,"answered":true,"uptime_ms":*,"lease":true,"caches":?{"name":"people","size":3}?*"caches":?{"name":"people",*"mode":"PARTITIONED","backups":0,"partitions":1024,*"primary":1024,*"lost":??}?,"rebalance":{"in_progress":false,*}}' -- --json cluster
     check_glob cluster_cache 0 '*PARTITIONS
-*  1024  (this node)' -- cluster people
+*  1024  (this node)
+leader: *' -- cluster people
+    check idle_verify 0 'idle-verify: 1 cache, 1024 partitions, 1 node: no conflicts' -- idle-verify
+    check idle_verify_named 0 'idle-verify: 1 cache, 1024 partitions, 1 node: no conflicts' -- idle-verify people
+    check_glob idle_verify_json 0 '{"ok":true,"agree":true,"caches":1,"partitions":1024,"nodes":1,"conflict_count":0,"conflicts":??,"errors":??}' -- --json idle-verify
+    check_glob idle_verify_missing 3 'idle-verify: 1 cache, 0 partitions, 1 node: 0 conflicts, some nodes did not answer
+  cache nosuch, node *: PART_VERIFY failed: Cache does not exist ?name=nosuch?' -- idle-verify nosuch
+    check idle_verify_bad_option 2 '' -- idle-verify --frob
+    check corrupt_needs_debug_ops 1 '' -- debug-corrupt people 0
     check_glob cluster_cache_json 0 '*"cache":"people","partition_aware":true,*"partition_count":1024,"partitions":?0,1,2,*,1023?}?*' -- --json cluster people
     check_glob cluster_no_cache 0 '*cache nosuch: not found*' -- cluster nosuch
     check cluster_state 0 'ACTIVE' -- cluster state

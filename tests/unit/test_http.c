@@ -145,7 +145,7 @@ TEST(http_oversized_request_refused)
 TEST(http_stalled_client_does_not_block_scrapes)
 {
     int calls = 0;
-    srv_http_options o = {"127.0.0.1", 0, fixed_render, &calls, 300, NULL};
+    srv_http_options o = {"127.0.0.1", 0, fixed_render, &calls, 300, NULL, NULL};
     srv_http *h;
     REQUIRE_OK(srv_http_start_opts(&o, &h));
     int port = srv_http_port(h);
@@ -228,7 +228,7 @@ static int health_fn(void *arg, em_buf *out)
 TEST(http_health_reports_failed_components)
 {
     _Atomic int failed = 0;     /* read on the HTTP thread */
-    srv_http_options o = {"127.0.0.1", 0, NULL, (void *)&failed, 0, health_fn};
+    srv_http_options o = {"127.0.0.1", 0, NULL, (void *)&failed, 0, health_fn, NULL};
     srv_http *h;
     REQUIRE_OK(srv_http_start_opts(&o, &h));
     int port = srv_http_port(h);
@@ -246,5 +246,58 @@ TEST(http_health_reports_failed_components)
     failed = -1;
     fetch(port, "GET /health HTTP/1.1\r\n\r\n", buf, sizeof buf);
     CHECK(strncmp(buf, "HTTP/1.1 500 ", 13) == 0);
+    srv_http_stop(h);
+}
+
+/* api_fn: the page for /, the route number for the /api/ paths. */
+static int api_fn(void *arg, int route, em_buf *out, const char **ctype)
+{
+    (void)arg;
+    char b[64];
+    int k;
+    if (route == SRV_HTTP_ROOT) {
+        *ctype = "text/html; charset=utf-8";
+        k = snprintf(b, sizeof b, "<html>page</html>");
+    } else
+        k = snprintf(b, sizeof b, "{\"route\":%d}", route);
+    return em_buf_append(out, b, (size_t)k);
+}
+
+TEST(http_routes_dashboard_and_api)
+{
+    srv_http_req r;
+    const char *cases[][2] = { {"GET / HTTP/1.1\r\n\r\n", "3"},
+                               {"GET /index.html HTTP/1.1\r\n\r\n", "3"},
+                               {"GET /api/cluster?x=1 HTTP/1.1\r\n\r\n", "4"},
+                               {"HEAD /api/node HTTP/1.1\r\n\r\n", "5"},
+                               {"GET /api/ HTTP/1.1\r\n\r\n", "0"},
+                               {"GET /api/clusterX HTTP/1.1\r\n\r\n", "0"} };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        srv_http_parse(cases[i][0], strlen(cases[i][0]), &r);
+        CHECK_EQ(r.status, 0);
+        CHECK_EQ(r.route, cases[i][1][0] - '0');
+    }
+    srv_http_options o = {"127.0.0.1", 0, NULL, NULL, 0, NULL, api_fn};
+    srv_http *h;
+    REQUIRE_OK(srv_http_start_opts(&o, &h));
+    int port = srv_http_port(h);
+    char buf[4096];
+    fetch(port, "GET / HTTP/1.1\r\n\r\n", buf, sizeof buf);
+    CHECK(strncmp(buf, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    CHECK(strstr(buf, "Content-Type: text/html; charset=utf-8\r\n") != NULL);
+    CHECK(strstr(buf, "\r\n\r\n<html>page</html>") != NULL);
+    fetch(port, "GET /api/cluster HTTP/1.1\r\n\r\n", buf, sizeof buf);
+    CHECK(strstr(buf, "Content-Type: application/json\r\n") != NULL);
+    CHECK(strstr(buf, "\r\n\r\n{\"route\":4}") != NULL);
+    fetch(port, "GET /api/node HTTP/1.1\r\n\r\n", buf, sizeof buf);
+    CHECK(strstr(buf, "\r\n\r\n{\"route\":5}") != NULL);
+    fetch(port, "GET /metrics HTTP/1.1\r\n\r\n", buf, sizeof buf);
+    CHECK(strncmp(buf, "HTTP/1.1 404 ", 13) == 0);      /* no render callback */
+    srv_http_stop(h);
+    /* without the callback the page is 404 */
+    srv_http_options o2 = {"127.0.0.1", 0, NULL, NULL, 0, NULL, NULL};
+    REQUIRE_OK(srv_http_start_opts(&o2, &h));
+    fetch(srv_http_port(h), "GET / HTTP/1.1\r\n\r\n", buf, sizeof buf);
+    CHECK(strncmp(buf, "HTTP/1.1 404 ", 13) == 0);
     srv_http_stop(h);
 }

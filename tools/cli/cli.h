@@ -82,6 +82,26 @@ int  cli_report(const cli_opts *o, int rc, const cli_err *e);
 #define CLI_CLUSTER_FEATURES 0x1c   /* CLUSTER_STATES, _GROUP_GET_NODES_ENDPOINTS, _GROUPS */
 int  cli_cmd_cluster(cli_conn *c, const cli_opts *o, const char *cache);
 
+/* cli_cluster_nodes: every node's id, consistent id and first thin address
+ * (CLUSTER_GROUP_GET_NODE_IDS / _INFO), for commands that ask each node.
+ * 0 or an exit code (reported).  *out is em_free'd by the caller. */
+typedef struct cli_node {
+    uint8_t id[16];
+    char    cid[256];
+    char    host[256];
+    int     port;
+    int     local;
+} cli_node;
+int  cli_cluster_nodes(cli_conn *c, const cli_opts *o, cli_node **out, uint32_t *n);
+
+/* cli_cmd_idle_verify: `ember-cli idle-verify [--save FILE] [--against FILE]
+ * [CACHE...]` (cli_verify.c).  Exit 0 when every partition's owners agree,
+ * 3 when some disagree (listed), 1/2 as the other commands. */
+int  cli_cmd_idle_verify(cli_conn *c, const cli_opts *o, char **args, int nargs);
+/* cli_cmd_corrupt: `ember-cli debug-corrupt CACHE PARTITION` (test hook;
+ * the node must run with debug_ops). */
+int  cli_cmd_corrupt(cli_conn *c, const cli_opts *o, const char *cache, const char *part);
+
 /* cli_uuid_str formats 16 wire bytes (two LE longs, msb first) as text. */
 void cli_uuid_str(const uint8_t u[16], char out[37]);
 

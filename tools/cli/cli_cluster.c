@@ -2,7 +2,10 @@
  * server belongs to, from CLUSTER_GROUP_GET_NODE_IDS (5100) and
  * CLUSTER_GROUP_GET_NODE_INFO (5101), the topology version of the response
  * header, the state (GET_STATE 5000), and with a cache the primary
- * partitions per node (CACHE_PARTITIONS 1101).  Layouts: the table in
+ * partitions per node (CACHE_PARTITIONS 1101); then what ember's own
+ * CLUSTER_INFO (32104) adds: uptime, leader and lease per node, caches with
+ * mode, backups and sizes per node, partition states per node (from the
+ * exchange's full map), lost partitions and rebalance progress.  Layouts: the table in
  * src/proto/proto_group.c, ignite-thin-protocol.md §4.1.  Every count in a
  * reply is checked against the bytes that carry it.
  */
@@ -336,6 +339,65 @@ static int get_endpoints(cli_conn *c, const cli_opts *o, em_buf *out, int64_t *v
     return 0;
 }
 
+/* ---- for other commands ---- */
+
+int cli_cluster_nodes(cli_conn *c, const cli_opts *o, cli_node **out, uint32_t *nout)
+{
+    node *nodes = NULL;
+    uint32_t nn = 0;
+    int64_t ver = 0;
+    *out = NULL;
+    *nout = 0;
+    int ret = get_ids(c, o, &nodes, &nn, &ver);
+    if (!ret)
+        ret = get_info(c, o, nodes, nn);
+    if (!ret && !(*out = em_calloc(nn ? nn : 1, sizeof **out))) {
+        fprintf(stderr, "ember-cli: out of memory\n");
+        ret = 2;
+    }
+    for (uint32_t i = 0; !ret && i < nn; i++) {
+        cli_node *d = &(*out)[i];
+        memcpy(d->id, nodes[i].id, 16);
+        snprintf(d->cid, sizeof d->cid, "%s", nodes[i].cid);
+        /* the first address the node publishes */
+        size_t k = strcspn(nodes[i].addrs, ",");
+        snprintf(d->host, sizeof d->host, "%.*s", (int)k, nodes[i].addrs);
+        d->port = nodes[i].port;
+        d->local = nodes[i].local;
+    }
+    if (!ret)
+        *nout = nn;
+    em_free(nodes);
+    return ret;
+}
+
+/* cluster_info: ember's CLUSTER_INFO (32104) in the format asked for (0
+ * JSON, 1 text): uptime, leader and lease per node, caches with sizes per
+ * node, partition states per node, lost partitions, rebalance. */
+static int cluster_info(cli_conn *c, const cli_opts *o, int fmt, em_buf *out)
+{
+    em_buf b = EM_BUF_INIT;
+    em_buf_put_u8(&b, (uint8_t)fmt);
+    const uint8_t *p;
+    size_t n;
+    cli_err e;
+    int rc = cli_call(c, 32104, &b, &p, &n, &e);
+    em_buf_free(&b);
+    if (rc)
+        return cli_report(o, rc, &e);
+    size_t pos = 0;
+    const uint8_t *s;
+    uint32_t sl;
+    if (cli_typed_string(p, n, &pos, &s, &sl) || !s || pos != n) {
+        snprintf(e.msg, sizeof e.msg, "malformed reply: CLUSTER_INFO");
+        return cli_report(o, CLI_ELOCAL, &e);
+    }
+    while (sl && s[sl - 1] == '\n')
+        sl--;
+    em_buf_append(out, s, sl);
+    return 0;
+}
+
 /* ---- output ---- */
 
 static void json_nodes(em_buf *out, const node *nodes, uint32_t nn, int with_parts)
@@ -415,6 +477,12 @@ int cli_cmd_cluster(cli_conn *c, const cli_opts *o, const char *cache)
      * ids reply's major otherwise. */
     int64_t major = c->has_topo ? c->topo_major : ver;
     int32_t minor = c->has_topo ? c->topo_minor : 0;
+    em_buf info = EM_BUF_INIT;
+    if ((ret = cluster_info(c, o, o->json ? 0 : 1, &info)) != 0) {
+        em_buf_free(&ep);
+        em_buf_free(&info);
+        goto out;
+    }
     em_buf out = EM_BUF_INIT;
     char tmp[256];
     int k;
@@ -433,6 +501,8 @@ int cli_cmd_cluster(cli_conn *c, const cli_opts *o, const char *cache)
         k = snprintf(tmp, sizeof tmp, ",\"endpoints_version\":%" PRId64 ",\"endpoints\":", ep_ver);
         em_buf_append(&out, tmp, (size_t)k);
         em_buf_append(&out, ep.p, ep.len);
+        em_buf_append(&out, ",\"details\":", 11);
+        em_buf_append(&out, info.p, info.len);
         em_buf_append(&out, "}\n", 2);
     } else {
         k = snprintf(tmp, sizeof tmp, "topology %" PRId64 ".%d, state %s, %u node%s\n", major,
@@ -465,9 +535,14 @@ int cli_cmd_cluster(cli_conn *c, const cli_opts *o, const char *cache)
                           nodes[i].local ? 14 : 1);
         }
     }
+    if (!o->json) {
+        em_buf_append(&out, info.p, info.len);
+        em_buf_append(&out, "\n", 1);
+    }
     fwrite(out.p, 1, out.len, stdout);
     em_buf_free(&out);
     em_buf_free(&ep);
+    em_buf_free(&info);
     ret = 0;
 out:
     for (uint32_t i = 0; i < nn; i++)

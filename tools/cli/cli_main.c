@@ -3,10 +3,10 @@
  *   ember-cli [options] ping | caches | create NAME | destroy NAME |
  *             put CACHE KEY VALUE | get CACHE KEY | remove CACHE KEY |
  *             size CACHE | stats | state [ACTIVE|ACTIVE_READ_ONLY|INACTIVE] |
- *             cluster [CACHE]
+ *             cluster [CACHE] | idle-verify [CACHE...]
  *
  * Exit codes: 0 success, 1 the server answered with an error, 2 usage,
- * connection or protocol errors.  Op layouts: ignite-thin-protocol.md §2.3-2.4.
+ * connection or protocol errors, 3 idle-verify found owners that disagree.  Op layouts: ignite-thin-protocol.md §2.3-2.4.
  */
 #include "cli.h"
 
@@ -52,6 +52,14 @@ static const char usage_text[] =
     "  cluster state [STATE]     the same as state\n"
     "  cluster reset-lost CACHE  bring the cache's lost partitions back (empty) on the\n"
     "                            current members (Ignite's resetLostPartitions)\n"
+    "  idle-verify [--save FILE] [--against FILE] [CACHE...]\n"
+    "                            compare every partition's update counter, size and\n"
+    "                            content checksum across its owners (all caches by\n"
+    "                            default); exit 3 and list them when some disagree.\n"
+    "                            --save keeps the figures, --against compares with\n"
+    "                            kept ones (content changed, counter did not)\n"
+    "  debug-corrupt CACHE PART  test hook (emberd --debug-ops): change one entry of\n"
+    "                            the partition on this node without an update\n"
     "\n"
     "keys and values are typed: int:5 long:5 short:5 byte:5 double:1.5 float:1.5\n"
     "bool:true char:x date:MS uuid:8-4-4-4-12 string:abc (untyped = string)\n"
@@ -607,7 +615,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int nargs; } cmds[] = {
         {"ping", 0}, {"caches", 0}, {"create", 1}, {"destroy", 1}, {"put", 3},
         {"get", 2},  {"remove", 2}, {"size", 1},   {"stats", 0},  {"state", -1},
-        {"cluster", -1}, {"reset-lost", 1},
+        {"cluster", -1}, {"reset-lost", 1}, {"idle-verify", -2}, {"debug-corrupt", 2},
     };
     int known = -1;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
@@ -615,7 +623,9 @@ int main(int argc, char **argv)
             known = (int)i;
     if (known < 0)
         return usage_error("unknown command '%s'", cmd);
-    if (cmds[known].nargs < 0 ? nargs > 1 : nargs != cmds[known].nargs) {
+    if (cmds[known].nargs == -2)
+        ;                           /* any number */
+    else if (cmds[known].nargs < 0 ? nargs > 1 : nargs != cmds[known].nargs) {
         char m[80];
         if (cmds[known].nargs < 0)
             snprintf(m, sizeof m, "'%s' takes at most 1 argument", cmd);
@@ -625,7 +635,7 @@ int main(int argc, char **argv)
         return usage_error("%s", m);
     }
 
-    if (!strcmp(cmd, "cluster")) {
+    if (!strcmp(cmd, "cluster") || !strcmp(cmd, "idle-verify")) {
         o.features = CLI_CLUSTER_FEATURES;
         if (!o.ver_pinned)
             o.ver = CLI_VER(1, 7, 0);
@@ -682,6 +692,10 @@ int main(int argc, char **argv)
         ret = cli_cmd_cluster(&c, &o, nargs ? args[0] : NULL);
     else if (!strcmp(cmd, "reset-lost"))
         ret = cmd_reset_lost(&c, &o, args[0]);
+    else if (!strcmp(cmd, "idle-verify"))
+        ret = cli_cmd_idle_verify(&c, &o, args, nargs);
+    else if (!strcmp(cmd, "debug-corrupt"))
+        ret = cli_cmd_corrupt(&c, &o, args[0], args[1]);
     else
         ret = cmd_stats(&c, &o);
     cli_close(&c);
