@@ -26,9 +26,12 @@ int cl_meta_raft_err(int rv)
     case RAFT_CANCELED:         return EM_CLOSED;
     case RAFT_CANTCHANGE:
     case RAFT_BUSY:             return EM_BUSY;
+    /* Another server still has the address: a restarted node whose old
+     * self the group has not removed yet.  Busy, not invalid: the join is
+     * retried and goes through once the removal committed. */
+    case RAFT_DUPLICATEADDRESS: return EM_BUSY;
     case RAFT_BADID:
     case RAFT_DUPLICATEID:
-    case RAFT_DUPLICATEADDRESS:
     case RAFT_BADROLE:
     case RAFT_INVALID:
     case RAFT_CANTBOOTSTRAP:

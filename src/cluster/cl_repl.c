@@ -362,7 +362,7 @@ static int replicate(cl_repl *r, const st_update *u)
         em_st32(h, (uint32_t)u->cache_id);
         em_st32(h + 4, u->partition);
         em_st64(h + 8, ctr);
-        em_st64(h + 16, t->major);
+        em_st64(h + 16, t->major << 32 | t->minor);  /* the epoch: the topology version */
         em_st32(h + 24, (uint32_t)(first->len - at - UPD_HDR));
         for (uint32_t i = 1; i < ns && !rc; i++)
             rc = em_buf_append(&r->peers[slots[i]]->out, first->p + at, first->len - at);
@@ -571,7 +571,7 @@ static int ack_put(cl_repl *r, int32_t cache, uint32_t part, uint64_t from, uint
 static int fenced(cl_topo *t, const st_cache_config *cfg, int32_t cache,
                   uint32_t part, uint64_t epoch, cl_meta_uuid from)
 {
-    if (epoch >= t->major)
+    if (epoch >= (t->major << 32 | t->minor))
         return 0;
     uint32_t idx[1];
     if (cl_repl_owners(t, cfg, cache, part, idx, 1) == 1 &&

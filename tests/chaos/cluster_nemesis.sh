@@ -10,6 +10,7 @@
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 SECS=${CHAOS_SECONDS:-8}
+NEMESES=${CHAOS_NEMESES:-kill pause cut}
 . tests/chaos/lib.sh
 chaos_init
 JS=tests/chaos/cluster_rebal.js
@@ -27,10 +28,13 @@ nemesis() {
     round=0
     while [ "$(date +%s)" -lt "$end" ]; do
         v=$(( 2 + round % 2 ))
-        case $(( (round / 2) % 3 )) in
-            0) node_kill $v; node_start $v $(cluster_flags $v 1) || return 1 ;;
-            1) node_pause $v; sleep 2; node_resume $v ;;
-            2) net_cut $v 1 && net_cut 1 $v && o=$(( 5 - v )) && net_cut $v $o && net_cut $o $v ||
+        set -- $NEMESES
+        k=$(( (round / 2) % $# + 1 ))
+        eval "kind=\${$k}"
+        case $kind in
+            kill) node_kill $v; node_start $v $(cluster_flags $v 1) || return 1 ;;
+            pause) node_pause $v; sleep 2; node_resume $v ;;
+            cut) net_cut $v 1 && net_cut 1 $v && o=$(( 5 - v )) && net_cut $v $o && net_cut $o $v ||
                    return 1
                sleep 2; net_heal ;;
         esac
