@@ -1,5 +1,6 @@
 // cluster_rebal.js - the Node.js client's side of cluster_rebal.sh.
-//   put ADDR CACHE BACKUPS FROM TO   create CACHE (PARTITIONED, BACKUPS, FULL_SYNC)
+//   put ADDR CACHE BACKUPS FROM TO [primary]  create CACHE (PARTITIONED, BACKUPS,
+//                                    FULL_SYNC; 'primary': reads from the primary only)
 //                                    if needed, put keys FROM..TO-1 = "v<k>";
 //                                    prints "acked N failed F"
 //   check ADDR CACHE FROM TO         read them: prints "ok N missing M wrong W"
@@ -8,14 +9,15 @@ const IgniteClient = require(path.join(__dirname, '../node/node_modules/apache-i
 const { IgniteClientConfiguration, CacheConfiguration, ObjectType } = IgniteClient;
 
 (async () => {
-    const [mode, addr, name, a, b, c] = process.argv.slice(2);
+    const [mode, addr, name, a, b, c, d] = process.argv.slice(2);
     const cl = new IgniteClient();
     await cl.connect(new IgniteClientConfiguration(addr));
     if (mode === 'put') {
         const cfg = new CacheConfiguration()
             .setCacheMode(CacheConfiguration.CACHE_MODE.PARTITIONED)
             .setBackups(parseInt(a))
-            .setWriteSynchronizationMode(CacheConfiguration.WRITE_SYNCHRONIZATION_MODE.FULL_SYNC);
+            .setWriteSynchronizationMode(CacheConfiguration.WRITE_SYNCHRONIZATION_MODE.FULL_SYNC)
+            .setReadFromBackup(d !== 'primary');
         const cache = (await cl.getOrCreateCache(name, cfg)).setKeyType(ObjectType.PRIMITIVE_TYPE.INTEGER);
         // A put that fails (not acknowledged) is retried, as an application
         // would: a FULL_SYNC write can time out while a topology changes.
