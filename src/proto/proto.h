@@ -152,6 +152,17 @@ void pr_cluster_members(pr_server *s, const struct cl_topo *t);
 pr_conn *pr_conn_new(pr_server *s);
 void     pr_conn_free(pr_conn *c);
 
+/* Prefetch across connections (issue #22): a loop pass that read one
+ * request from each of many connections (unpipelined clients) gives every
+ * one's bytes to pr_pf_add before running any, then calls pr_pf_run once:
+ * the store misses of all those requests overlap (store.h st_pf_*).  Only a
+ * buffer holding exactly one whole single-key cache request is taken (a
+ * pipelined batch is prefetched by pr_feed itself); at most PR_PF_MAX per
+ * pass.  The batch is the calling thread's; pr_pf_run empties it.  Hints
+ * only: nothing is decoded or changed. */
+void pr_pf_add(pr_conn *c, const uint8_t *p, size_t n);
+void pr_pf_run(void);
+
 /* pr_feed consumes whole frames from p[0..n), appending one reply per
  * request to out, and stops early (leaving frames unconsumed) once out->len
  * exceeds out_cap.  *consumed = bytes used.  Returns 0, or a negative code
