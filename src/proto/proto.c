@@ -753,7 +753,8 @@ void pr_conn_set_stats(pr_conn *c, pr_stats *st)
 
 /* ---- framing ---------------------------------------------------------- */
 
-#define PR_PF_MAX 64
+#define PR_PF_MAX 32             /* frames one pr_feed call prefetches ahead */
+#define PR_PF_PASS 128           /* frames a loop pass prefetches (pr_pf_add) */
 
 static int pf_op(int op)
 {
@@ -768,21 +769,21 @@ static int pf_op(int op)
 
 /* The keys of one batch, between their preparation and the store's steps. */
 typedef struct pf_batch {
-    st_pf     pf[PR_PF_MAX];
-    st_cache *sc[PR_PF_MAX];
-    uint32_t  hint[PR_PF_MAX];
-    int       m;
+    st_pf     pf[PR_PF_PASS];
+    st_cache *sc[PR_PF_PASS];
+    uint32_t  hint[PR_PF_PASS];
+    int       m, cap;
     st_cache *last;                 /* the last cache looked up, and its id */
     int32_t   last_id;
 } pf_batch;
 
-static _Thread_local pf_batch tl_pf;
+static _Thread_local pf_batch tl_pf = {.cap = PR_PF_PASS};
 
 /* pf_frame prepares the key of one whole frame b[0..len) (op, request id,
  * cache id, flags 0 or keep-binary, key), if it is a single-key cache op. */
 static void pf_frame(pr_conn *c, pf_batch *bt, const uint8_t *b, uint32_t len)
 {
-    if (bt->m >= PR_PF_MAX || len < 16 || !pf_op(em_ld16(b)) || (b[14] & ~1u))
+    if (bt->m >= bt->cap || len < 16 || !pf_op(em_ld16(b)) || (b[14] & ~1u))
         return;
     int32_t id = (int32_t)em_ld32(b + 10);
     st_cache *s = bt->last && id == bt->last_id ? bt->last : st_cache_find(c->srv->st, id);
@@ -811,12 +812,20 @@ static void pf_run(pf_batch *bt)
 
 void pr_pf_add(pr_conn *c, const uint8_t *p, size_t n)
 {
-    if (!c->ready || c->srv->opt.cluster || n < 4)
+    if (!c->ready || c->srv->opt.cluster)
         return;
-    uint32_t len = em_ld32(p);
-    if (len == 0 || len > c->srv->opt.max_msg || n - 4 != len)
-        return;
-    pf_frame(c, &tl_pf, p + 4, len);
+    size_t pos = 0;
+    uint32_t max = c->srv->opt.max_msg;
+    while (tl_pf.m < tl_pf.cap && n - pos >= 4) {
+        uint32_t len = em_ld32(p + pos);
+        if (len == 0 || len > max || n - pos - 4 < len)
+            break;
+        pf_frame(c, &tl_pf, p + pos + 4, len);
+        pos += 4 + len;
+    }
+    /* pr_feed on these very bytes need not prefetch what was walked here */
+    c->pf_from = p;
+    c->pf_to = p + pos;
 }
 
 void pr_pf_run(void)
@@ -837,6 +846,7 @@ static size_t prefetch_ahead(pr_conn *c, const uint8_t *p, size_t n)
 {
     pf_batch bt;
     bt.m = 0;
+    bt.cap = PR_PF_MAX;
     bt.last = NULL;
     int frames = 0;
     size_t pos = 0;
@@ -861,6 +871,9 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
     size_t pos = 0, pf_end = 0;
     int rc = 0;
     int pf = c->ready && !c->srv->opt.cluster;
+    if (c->pf_from == p)
+        pf_end = (size_t)(c->pf_to - p);    /* pr_pf_add walked these this pass */
+    c->pf_from = c->pf_to = NULL;
     while (pos < n && out->len <= out_cap) {
         size_t left = n - pos;
         if (pf && pos >= pf_end) {

@@ -79,6 +79,7 @@ struct pr_conn {
     uint32_t   stats_left;          /* requests until the next timed one */
     uint32_t   pf_vlen;             /* last value GET read or PUT wrote: how much
                                        of each entry the batch prefetch fetches */
+    const uint8_t *pf_from, *pf_to; /* bytes pr_pf_add prefetched this pass */
     char       peer[64];            /* client address, for the auth hook */
     struct sq_sess *sql;            /* SQL cursors and connections, lazily */
 };
