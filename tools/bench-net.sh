@@ -10,8 +10,8 @@
 # so slow drift of the shared machine hits all servers alike.  The tables
 # give per-cell medians over the rounds and each server's CPU/op as a ratio
 # to the floor's, taken per round (the adjacent pair) and then the median.
-# Writes the table into README.md between <!-- bench-net:begin --> and
-# <!-- bench-net:end -->, the raw rows (one per cell, server and round) into
+# Writes the table into README.md (and BENCHMARKS.md) between
+# <!-- bench-net:begin --> and <!-- bench-net:end -->, the raw rows (one per cell, server and round) into
 # docs/bench-net.csv and a chart of the medians into docs/bench-net.svg.
 #
 # Environment: BUILD (build), BENCH_SECONDS (4) and BENCH_WARMUP (1) per cell,
@@ -49,7 +49,7 @@ mkdir -p "$OUT" "$DOCS"
 
 # The source, read before the build: the build uses what is in the tree now.
 REV=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
-if [ "$REV" != '?' ] && [ -n "$(git status --porcelain -- . ':!README.md' \
+if [ "$REV" != '?' ] && [ -n "$(git status --porcelain -- . ':!README.md' ':!BENCHMARKS.md' \
         ':!docs/bench-net.csv' ':!docs/bench-net.svg' 2>/dev/null)" ]; then
     REV=$REV-dirty
     if [ "${BENCH_ALLOW_DIRTY:-0}" != 1 ] && [ "${BENCH_NO_README:-0}" != 1 ]; then
@@ -353,8 +353,13 @@ if ! grep -q '<!-- bench-net:begin -->' README.md; then
     fi
     cat "$OUT/readme.tmp" >README.md
 fi
-awk -v block="$BLOCK" '
-    /<!-- bench-net:begin -->/ { print; while ((getline l < block) > 0) print l; skip = 1; next }
-    /<!-- bench-net:end -->/ { skip = 0 }
-    !skip { print }' README.md >"$OUT/readme.tmp" && cat "$OUT/readme.tmp" >README.md
-echo "bench-net: README.md, $DOCS/bench-net.csv, $DOCS/bench-net.svg updated"
+# README.md, and BENCHMARKS.md where it has the markers (§N1 there).
+for f in README.md BENCHMARKS.md; do
+    grep -q '<!-- bench-net:begin -->' "$f" 2>/dev/null || continue
+    awk -v block="$BLOCK" '
+        /<!-- bench-net:begin -->/ { print; while ((getline l < block) > 0) print l; close(block); skip = 1; next }
+        /<!-- bench-net:end -->/ { skip = 0 }
+        !skip { print }' "$f" >"$OUT/readme.tmp" && cat "$OUT/readme.tmp" >"$f"
+    echo "bench-net: $f updated"
+done
+echo "bench-net: $DOCS/bench-net.csv, $DOCS/bench-net.svg updated"
