@@ -867,15 +867,19 @@ void st_pf_entry(st_cache *c, const st_pf *pf, size_t value_hint)
     if (!e)
         return;
     /* Addresses only from here: e is not read (it may be freed by now, and
-     * a prefetch of a stale address is harmless).  The header and key, then
-     * the value's lines (a PUT overwrites them in place: write intent).
-     * At most 1 KiB of it: a batch's prefetches share the core's few
-     * outstanding-miss slots (st_pf_entry stalled on them with 4 KiB), and
-     * the hardware prefetcher follows a longer copy by itself. */
+     * a prefetch of a stale address is harmless).  The header and key into
+     * L1, the value's further lines into L2 (prefetcht1): into L1 they
+     * stalled this loop on the core's few outstanding-miss slots (87 % of
+     * st_pf_entry's samples at 1 KiB, P16) while the copy still missed;
+     * with L2 the copy's share fell from 10.4 % to 5.5 % of emberd's CPU
+     * (docs/profile-net.md).  At most 1 KiB: the hardware prefetcher
+     * follows a longer copy by itself. */
     const uint8_t *a = (const uint8_t *)e;
     size_t end = sizeof *e + 32 + (value_hint < 1024 ? value_hint : 1024);
-    for (size_t off = 0; off < end + 63; off += 64)
-        __builtin_prefetch(a + off, 1);
+    __builtin_prefetch(a, 1);
+    __builtin_prefetch(a + 64, 1);
+    for (size_t off = 128; off < end + 63; off += 64)
+        __builtin_prefetch(a + off, 0, 2);
 }
 
 /* read_op: GET, LOCAL_PEEK (pm: the peek modes) or CONTAINS_KEY. */
