@@ -525,7 +525,9 @@ static void conn_setup(net_loop *l, int fd, const struct sockaddr_storage *ss, s
     c->ctx = ctx;
     c->peer = *ss;
     c->peer_len = sl;
-    c->accepted_ms = c->active_ms = c->write_ms = em_now_ms();
+    /* The pass's stamp, not a fresh clock read: tick() at the end of this
+     * pass compares with that stamp, and a later value would underflow. */
+    c->accepted_ms = c->active_ms = c->write_ms = l->now_ms;
     if (s->tls && !outgoing) {
         if (net_tls_new(s->tls, fd, &c->tls) != 0) {
             atomic_fetch_sub(&s->nconns, 1);
@@ -963,9 +965,10 @@ int net_server_start(net_server **out, const net_options *opt)
 /* One loop per CPU, except on one or two CPUs: there a single loop.  On the
  * 2-vCPU development VM with the client on the same cores (issue #22,
  * docs/profile-net.md), two loops against one gave, unpipelined (1 KiB,
- * 90/10, 50 connections), 1.51x vs 1.20x the floor server's CPU per op and
- * p99 2.0 ms vs 0.74 ms: two busy loops plus the kernel's softirq work on
- * two cores mean every loop wakes on another CPU (~40 us here).  Machines
+ * 90/10, 50 connections), 1.37x vs 1.13x the floor server's CPU per op and
+ * p99 6.7 ms vs 3.7 ms under load (1.51x vs 1.20x, 2.0 ms vs 0.74 ms on a
+ * quieter box), for ~1.5x the pipelined throughput: two busy loops plus the
+ * client on two cores mean every loop wakes on another CPU (~40 us here).  Machines
  * with more CPUs were not measured; they keep one loop per CPU. */
 int net_default_threads(void)
 {
