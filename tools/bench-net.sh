@@ -250,7 +250,10 @@ NCELLS=$(echo $CELLS | wc -w)
 NSRV=$(echo $SERVERS | wc -w)
 {
     echo "N1 grid, measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) vCPU ($CPU), loopback,"
-    echo "by \`make bench-net\` (tools/bench-net.sh, $((T1 - T0)) s): $NCELLS cells x $NSRV servers x $ROUNDS"
+    ENVS=
+    [ "$ROUNDS" != 3 ] && ENVS="${ENVS}BENCH_ROUNDS=$ROUNDS "
+    [ "$SECS" != 4 ] && ENVS="${ENVS}BENCH_SECONDS=$SECS "
+    echo "by \`${ENVS}make bench-net\` (tools/bench-net.sh, $((T1 - T0)) s): $NCELLS cells x $NSRV servers x $ROUNDS"
     echo "interleaved rounds (per value size the servers run side by side and each cell is"
     echo "measured on each server in turn, round after round). Each measurement:"
     echo "\`ember-bench load --proto ignite|resp|memcache --connections 50 --threads $THREADS --pipeline P"
