@@ -37,6 +37,9 @@ endif
 CFLAGS  += $(ZIP_DEF)
 # Libraries from Debian used by the server layers (tools/deps.sh installs them).
 EXTRA_LIBS ?= -linih -lssl -lcrypto -lraft -luv -lsqlite3 $(ZIP_LIB)
+# ember-bench only: liburing for `ember-bench floor --uring` (the servers do
+# not link it).
+BENCH_LIBS ?= -luring
 
 LIB_DIRS  := util binary store wal net sql proto cluster
 LIB_SRC   := $(foreach d,$(LIB_DIRS),$(wildcard src/$(d)/*.c)) \
@@ -102,7 +105,7 @@ $(BUILD)/unit-tests: $(UNIT_OBJ) $(TEST_LIB_OBJ) $(LIB)
 $(BUILD)/integration-tests: $(INTEG_OBJ) $(TEST_LIB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/ember-bench: $(BENCH_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(BENCH_LIBS)
 $(BUILD)/ember-cli: $(CLI_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/ember-wal: $(WALT_OBJ) $(LIB)

@@ -131,15 +131,7 @@ static void conn_fail(worker *w, conn *c, const char *why, int err)
 
 /* ---------------------------------------------------------------- keys */
 
-static inline uint64_t rnd(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 2685821657736338717ull;
-}
+static inline uint64_t rnd(uint64_t *s) { return ld_rnd(s); }
 
 static inline int key_is_set(run *R, uint32_t key)
 {
@@ -955,9 +947,7 @@ static int cmd_load(int argc, char **argv)
         goto out;
     /* A fixed seed: separate runs (e.g. --no-prefill after an earlier run
      * filled the keys) agree on what every key's value must be. */
-    uint64_t seed = 0x5eed0000u + o->value_size;
-    for (uint32_t i = 0; i < o->value_size; i++)
-        R->cfg.filler[i] = (uint8_t)('a' + rnd(&seed) % 26);
+    ld_filler(R->cfg.filler, o->value_size);
     R->max_req = ld_max_request(&R->cfg);
     R->max_resp = ld_max_response(&R->cfg);
 

@@ -68,6 +68,22 @@ size_t ld_enc_get_or_create(const ld_cfg *cfg, uint8_t *dst, uint64_t rid);
 /* ld_value_ok: do value bytes p[0..n) equal what any writer puts under key? */
 int ld_value_ok(const ld_cfg *cfg, uint32_t key, const uint8_t *p, size_t n);
 
+/* ld_rnd: the load generator's xorshift64* step (keys, mixes, filler). */
+static inline uint64_t ld_rnd(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 2685821657736338717ull;
+}
+
+/* ld_filler writes the run's filler for value size n (n bytes at dst): a
+ * fixed seed per size, so separate runs, and `ember-bench floor`, agree on
+ * every key's value without talking to each other. */
+void ld_filler(uint8_t *dst, uint32_t n);
+
 /* Key text used by string keys: "key:" and 10 decimal digits. */
 #define LD_KEY_LEN 14
 void ld_key_text(uint32_t key, uint8_t out[LD_KEY_LEN]);

@@ -59,6 +59,13 @@ void ld_key_text(uint32_t key, uint8_t out[LD_KEY_LEN])
     }
 }
 
+void ld_filler(uint8_t *dst, uint32_t n)
+{
+    uint64_t seed = 0x5eed0000u + n;
+    for (uint32_t i = 0; i < n; i++)
+        dst[i] = (uint8_t)('a' + ld_rnd(&seed) % 26);
+}
+
 /* The value every writer stores under key: the key as 8 LE bytes (cut to the
  * value size), then the run's filler.  Deterministic per key, so a GET can be
  * verified whichever connection's PUT won. */

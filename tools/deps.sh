@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 PKGS="gcc make clang libclang-rt-14-dev libinih-dev libssl-dev libsqlite3-dev pkg-config
       redis-server memcached gnuplot-nox procps iproute2 iptables strace curl libraft-dev libuv1-dev
-      libdeflate-dev zlib1g-dev chromium fonts-liberation"
+      libdeflate-dev zlib1g-dev chromium fonts-liberation liburing-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

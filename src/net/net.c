@@ -10,6 +10,12 @@
  * connection to the loop owning the fewest (its inbox + eventfd).  Durable
  * replies: with a before_send callback, replies produced in a loop pass are
  * held until the callback (e.g. a WAL group fsync) has returned 0.
+ * Prefetch staging: with on_peek, a pass reads its readable connections
+ * first and shows the bytes to the layer above before running any (below).
+ * Why epoll and not io_uring: the floor server in both forms (ember-bench
+ * floor [--uring], bench/bench_floor.c, numbers there) spent the same CPU
+ * per op unpipelined and at 1 KiB pipelined, and at most ~9 % less with
+ * io_uring at 64 B pipelined, inside this machine's spread (issue #22).
  */
 #include "net/net.h"
 #include "net/tls.h"
@@ -34,6 +40,8 @@
 #include "util/mem.h"
 
 #define RBUF_SIZE     (64 * 1024)
+#define STAGE_SIZE    (256 * 1024)  /* one pass's reads, with on_peek (below) */
+#define STAGE_MAX     256           /* connections staged per pass */
 #define MIN_READ      4096          /* free space ensured before a buffered read */
 #define READS_PER_EV  16            /* fairness: reads per readiness event */
 #define TICK_MS       200           /* timer scan period */
@@ -97,6 +105,11 @@ struct net_loop {
     handoff    *spare;              /* the inbox's other half (drain_inbox) */
     size_t      spare_cap;
     net_conn   *pending;            /* replies held for before_send */
+    uint64_t    now_ms;             /* the clock, read once per loop pass */
+    uint8_t    *stage;              /* STAGE_SIZE: with on_peek, this pass's reads */
+    size_t      stage_len;
+    int         nstaged;
+    struct staged { net_conn *c; uint32_t off, len, full; } *staged;
     _Atomic uint32_t load;          /* connections owned + in the inbox */
     uint32_t    nparked;            /* connections with parked set */
     _Atomic int wake_posted;        /* a resume_parked call is queued */
@@ -238,7 +251,7 @@ static int flush(net_conn *c)
         ssize_t w = conn_send(c, c->out.p + c->out_off, c->out.len - c->out_off);
         if (w > 0) {
             c->out_off += (size_t)w;
-            c->write_ms = em_now_ms();
+            c->write_ms = c->loop->now_ms;
             continue;
         }
         if (w < 0 && errno == EINTR)
@@ -335,6 +348,18 @@ static void pump(net_conn *c)
         conn_close(c);
 }
 
+/* after_read: the end of a read event (replies go now, or after
+ * before_send). */
+static void after_read(net_conn *c)
+{
+    if (c->closing || c->close_pending)
+        return;
+    if (deferred(c->loop))
+        mark_pending(c);
+    else
+        pump(c);
+}
+
 static void on_readable(net_conn *c)
 {
     net_loop *l = c->loop;
@@ -370,7 +395,7 @@ static void on_readable(net_conn *c)
             conn_close(c);
             return;
         }
-        c->active_ms = em_now_ms();
+        c->active_ms = l->now_ms;
         size_t used;
         int rc;
         if (direct) {
@@ -389,12 +414,82 @@ static void on_readable(net_conn *c)
         if ((size_t)r < room && !(c->tls && net_tls_pending(c->tls)))
             break;                  /* drained the socket (and the TLS buffer) */
     }
-    if (c->closing || c->close_pending)
-        return;
-    if (deferred(l))
-        mark_pending(c);
-    else
-        pump(c);
+    after_read(c);
+}
+
+/* ---- staged reads (on_peek) ----------------------------------------------
+ * With on_peek, a pass reads every readable plaintext connection that holds
+ * no bytes into the loop's stage buffer first, shows all those buffers to
+ * the layer above (which prefetches what their requests will touch), and
+ * only then runs them: the store misses of one unpipelined request per
+ * connection overlap instead of following each other (issue #22).  Any
+ * other connection (TLS, bytes held, paused, the stage full) takes the
+ * ordinary path at once. */
+
+/* stage_read: one read of c into the stage; 1 if c was staged (or closed),
+ * 0 if it must take the ordinary path. */
+static int stage_read(net_loop *l, net_conn *c)
+{
+    size_t room = STAGE_SIZE - l->stage_len;
+    if (room > RBUF_SIZE)
+        room = RBUF_SIZE;
+    if (c->tls || c->in.len || l->nstaged == STAGE_MAX || room < MIN_READ ||
+        c->out.len - c->out_off > l->srv->lim.out_soft_cap)
+        return 0;
+    uint8_t *dst = l->stage + l->stage_len;
+    ssize_t r;
+    do
+        r = conn_recv(c, dst, room);
+    while (r < 0 && errno == EINTR);
+    if (r == 0) {
+        close_after_flush(c);
+        return 1;
+    }
+    if (r < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            after_read(c);          /* as on_readable with nothing to read */
+            return 1;
+        }
+        conn_close(c);
+        return 1;
+    }
+    c->active_ms = l->now_ms;
+    struct staged *st = &l->staged[l->nstaged++];
+    st->c = c;
+    st->off = (uint32_t)l->stage_len;
+    st->len = (uint32_t)r;
+    st->full = (size_t)r == room;
+    l->stage_len += (size_t)r;
+    l->srv->cb.on_peek(l->srv->cb.arg, c->state, dst, (size_t)r);
+    return 1;
+}
+
+/* run_staged gives each staged buffer to on_data, as on_readable's direct
+ * path does, then finishes each connection's read event. */
+static void run_staged(net_loop *l)
+{
+    l->srv->cb.on_peek_done(l->srv->cb.arg);
+    for (int i = 0; i < l->nstaged; i++) {
+        struct staged *st = &l->staged[i];
+        net_conn *c = st->c;
+        if (c->closing || c->close_pending)
+            continue;               /* closed meanwhile: its bytes go with it */
+        const uint8_t *p = l->stage + st->off;
+        size_t used;
+        int rc = deliver(c, p, st->len, &used);
+        if (rc == 0 && used < st->len && em_buf_append(&c->in, p + used, st->len - used) != 0)
+            rc = EM_NOMEM;
+        if (rc < 0) {
+            close_after_flush(c);
+            continue;
+        }
+        if (st->full)
+            on_readable(c);         /* the socket may hold more: the ordinary path */
+        else
+            after_read(c);
+    }
+    l->nstaged = 0;
+    l->stage_len = 0;
 }
 
 /* tls_step advances a TLS handshake; once done, reads what the client sent. */
@@ -443,7 +538,9 @@ static void conn_setup(net_loop *l, int fd, const struct sockaddr_storage *ss, s
     c->ctx = ctx;
     c->peer = *ss;
     c->peer_len = sl;
-    c->accepted_ms = c->active_ms = c->write_ms = em_now_ms();
+    /* The pass's stamp, not a fresh clock read: tick() at the end of this
+     * pass compares with that stamp, and a later value would underflow. */
+    c->accepted_ms = c->active_ms = c->write_ms = l->now_ms;
     if (s->tls && !outgoing) {
         if (net_tls_new(s->tls, fd, &c->tls) != 0) {
             atomic_fetch_sub(&s->nconns, 1);
@@ -723,13 +820,19 @@ static void *loop_main(void *arg)
     net_server *s = l->srv;
     tl_loop = l;
     struct epoll_event evs[256];
-    l->next_tick_ms = em_now_ms() + TICK_MS;
+    l->now_ms = em_now_ms();
+    l->next_tick_ms = l->now_ms + TICK_MS;
     while (!atomic_load(&s->stop)) {
-        uint64_t now = em_now_ms();
+        /* One clock read per pass, after the wait: the timers (handshake,
+         * idle, write stall) are checked every TICK_MS, so a pass-old stamp
+         * is exact enough for them, and a clock read per send and per
+         * receive cost ~1-2 % of CPU unpipelined (docs/profile-net.md). */
+        uint64_t now = l->now_ms;
         int timeout = l->next_tick_ms > now ? (int)(l->next_tick_ms - now) : 0;
         int n = epoll_wait(l->ep, evs, 256, timeout);
         if (n < 0 && errno != EINTR)
             break;
+        l->now_ms = now = em_now_ms();
         for (int i = 0; i < n; i++) {
             void *tag = evs[i].data.ptr;
             uint32_t ev = evs[i].events;
@@ -756,12 +859,14 @@ static void *loop_main(void *arg)
                 continue;
             if (c->paused && (ev & (EPOLLERR | EPOLLHUP)))
                 conn_close(c);      /* gone while we held its replies */
-            else if (!c->paused && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)))
+            else if (!c->paused && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) &&
+                     !(l->stage && stage_read(l, c)))
                 on_readable(c);
         }
+        if (l->nstaged)
+            run_staged(l);
         if (l->pending)
             send_pending(l);
-        now = em_now_ms();
         if (now >= l->next_tick_ms) {
             tick(l, now);
             l->next_tick_ms = now + TICK_MS;
@@ -838,6 +943,8 @@ static void destroy(net_server *s)
         if (l->ep >= 0)
             close(l->ep);
         em_free(l->rbuf);
+        em_free(l->stage);
+        em_free(l->staged);
     }
     em_free(s->loops);
     if (s->lfd >= 0)
@@ -863,11 +970,7 @@ int net_server_start(net_server **out, const net_options *opt)
         s->lim.out_hard_cap = s->lim.out_soft_cap;
     s->cb = opt->cb;
     s->tls = opt->tls;
-    int n = opt->threads;
-    if (n <= 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        n = cpus > 0 ? (int)cpus : 1;
-    }
+    int n = opt->threads > 0 ? opt->threads : net_default_threads();
     if (n > 256)
         n = 256;
     int rc = open_listener(opt, &s->lfd, &s->port);
@@ -915,6 +1018,14 @@ int net_server_start(net_server **out, const net_options *opt)
         l->spare = em_malloc(INBOX_CAP0 * sizeof *l->spare);
         l->inbox_cap = l->inbox ? INBOX_CAP0 : 0;
         l->spare_cap = l->spare ? INBOX_CAP0 : 0;
+        if (s->cb.on_peek && s->cb.on_peek_done) {
+            l->stage = em_malloc(STAGE_SIZE);
+            l->staged = em_malloc(STAGE_MAX * sizeof *l->staged);
+            if (!l->stage || !l->staged) {
+                destroy(s);
+                return EM_NOMEM;
+            }
+        }
         if (l->ep < 0 || l->evfd < 0 || !l->rbuf || !l->inbox || !l->spare) {
             rc = l->ep < 0 || l->evfd < 0 ? -errno : EM_NOMEM;
             destroy(s);
@@ -948,6 +1059,22 @@ int net_server_start(net_server **out, const net_options *opt)
     }
     *out = s;
     return 0;
+}
+
+/* One loop per CPU, except on one or two CPUs: there a single loop.  On the
+ * 2-vCPU development VM with the client on the same cores (issue #22,
+ * docs/profile-net.md), two loops against one gave, unpipelined (1 KiB,
+ * 90/10, 50 connections), 1.37x vs 1.13x the floor server's CPU per op and
+ * p99 6.7 ms vs 3.7 ms under load (1.51x vs 1.20x, 2.0 ms vs 0.74 ms on a
+ * quieter box), for ~1.5x the pipelined throughput: two busy loops plus the
+ * client on two cores mean every loop wakes on another CPU (~40 us here).  Machines
+ * with more CPUs were not measured; they keep one loop per CPU. */
+int net_default_threads(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus <= 2)
+        return 1;
+    return cpus > 256 ? 256 : (int)cpus;
 }
 
 int net_server_port(const net_server *s) { return s->port; }

@@ -53,6 +53,13 @@ typedef struct net_callbacks {
     /* on_tls_fail: a TLS handshake failed (optional); the connection closes
      * right after (on_close follows). */
     void (*on_tls_fail)(void *arg, net_conn *c, const char *why);
+    /* on_peek / on_peek_done (optional, together): a loop pass first reads
+     * one buffer from each readable plaintext connection that has no bytes
+     * held, shows each to on_peek (p[0..n) stays valid and unchanged until
+     * on_data gets the same bytes; on_peek may only look, e.g. to prefetch),
+     * calls on_peek_done once, then runs on_data on each in turn. */
+    void (*on_peek)(void *arg, void *state, const uint8_t *p, size_t n);
+    void (*on_peek_done)(void *arg);
     /* on_tick (optional): every timer scan (about 200 ms) on each loop, after
      * the loop's own timeouts; for heartbeats and delayed work. */
     void (*on_tick)(void *arg, int loop, uint64_t now_ms);
@@ -66,7 +73,7 @@ struct net_tls_ctx;
 typedef struct net_options {
     const char *host;             /* numeric IPv4/IPv6 address or name; NULL = 127.0.0.1 */
     int         port;             /* 0 = any free port (see net_server_port) */
-    int         threads;          /* worker loops; <= 0 = one per online CPU */
+    int         threads;          /* worker loops; <= 0 = net_default_threads() */
     net_limits  limits;
     net_callbacks cb;
     struct net_tls_ctx *tls;      /* TLS only on this port; NULL = plaintext (borrowed) */
@@ -75,6 +82,9 @@ typedef struct net_options {
 /* net_server_start binds and listens, then starts the worker threads.
  * Returns 0 or -errno / EM_NOMEM; on failure nothing is left running. */
 int  net_server_start(net_server **out, const net_options *opt);
+/* net_default_threads: the loop count for threads <= 0 (one per CPU; one
+ * loop on machines with one or two CPUs). */
+int  net_default_threads(void);
 /* net_server_port: the bound port (useful with port 0). */
 int  net_server_port(const net_server *s);
 /* net_server_stop closes the listener and every connection (calling

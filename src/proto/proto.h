@@ -210,6 +210,17 @@ void pr_cluster_members(pr_server *s, const struct cl_topo *t);
 pr_conn *pr_conn_new(pr_server *s);
 void     pr_conn_free(pr_conn *c);
 
+/* Prefetch across connections (issue #22): a loop pass that read from many
+ * connections gives each one's bytes to pr_pf_add before running any, then
+ * calls pr_pf_run once, then pr_feed on each with the same p: the store
+ * misses of the whole pass's single-key cache requests overlap (store.h
+ * st_pf_*), even with one request per connection.  At most PR_PF_PASS
+ * requests per pass; pr_feed prefetches the rest of a pipelined batch
+ * itself.  The batch is the calling thread's; pr_pf_run empties it.  Hints
+ * only: frames are walked by their lengths, nothing is decoded or changed. */
+void pr_pf_add(pr_conn *c, const uint8_t *p, size_t n);
+void pr_pf_run(void);
+
 /* pr_feed consumes whole frames from p[0..n), appending one reply per
  * request to out, and stops early (leaving frames unconsumed) once out->len
  * exceeds out_cap.  *consumed = bytes used.  Returns 0, or a negative code

@@ -344,10 +344,13 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     switch (op) {
     case 1000:      /* GET */
         if ((rc = pr_val_begin(out, &pos)) == 0 &&
-            (rc = st_get(sc, o, k, kl, out, &flag)) == 0)
+            (rc = st_get(sc, o, k, kl, out, &flag)) == 0) {
+            c->pf_vlen = (uint32_t)(out->len - pos);
             rc = pr_val_end(c, out, pos, flag);
+        }
         break;
     case 1001:      /* PUT */
+        c->pf_vlen = (uint32_t)vl;
         rc = st_put(sc, o, k, kl, v, vl);
         break;
     case 1002:      /* PUT_IF_ABSENT -> bool stored */

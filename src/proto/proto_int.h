@@ -83,6 +83,9 @@ struct pr_conn {
     char       msg[512];            /* error message of the current request */
     pr_stats  *stats;               /* the worker's counters, or NULL */
     uint32_t   stats_left;          /* requests until the next timed one */
+    uint32_t   pf_vlen;             /* last value GET read or PUT wrote: how much
+                                       of each entry the batch prefetch fetches */
+    const uint8_t *pf_from, *pf_to; /* bytes pr_pf_add prefetched this pass */
     char       peer[64];            /* client address, for the auth hook */
     struct sq_sess *sql;            /* SQL cursors and connections, lazily */
     struct pr_txslot *txs;          /* open transactions (proto_tx.c), lazily */
@@ -154,9 +157,9 @@ int pr_fail(pr_conn *c, int status, const char *fmt, ...)
 /* pr_bad_request: a request that could not be decoded (status 1). */
 int pr_bad_request(pr_conn *c, int code);
 
-/* Reply value helpers.  pr_val_begin reserves room for a 27 wrapper before a
- * stored value is appended by the store; pr_val_end turns what was appended
- * into its reply form (null if !found, 27-wrapped if complex). */
+/* Reply value helpers.  pr_val_begin marks where the store appends a stored
+ * value; pr_val_end turns what was appended into its reply form (null if
+ * !found, 27-wrapped if complex), in place for plain values. */
 int pr_val_begin(em_buf *out, size_t *pos);
 int pr_val_end(pr_conn *c, em_buf *out, size_t pos, int found);
 /* pr_put_stored appends a stored key or value in reply form. */

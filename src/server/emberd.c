@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "net/net.h"
 #include "server/auth.h"
 #include "server/srv.h"
 #include "util/err.h"
@@ -27,7 +28,7 @@ static void usage(FILE *f)
         "  --config FILE          read settings from an INI file (key = value)\n"
         "  --host ADDR            listen address\n"
         "  --port N               listen port (0 = any free port)\n"
-        "  --threads N            worker event loops (0 = one per CPU)\n"
+        "  --threads N            worker event loops (0 = one per CPU, 1 on 1-2 CPUs)\n"
         "  --log-level LEVEL      debug, info, warn, error, off\n"
         "  --debug-ops            enable the private allocation-stats op (32000)\n"
         "  --add-user USER        add USER to users_file (or --users-file FILE), or\n"
@@ -138,7 +139,7 @@ int main(int argc, char **argv)
         EM_ERROR("emberd: cannot start on %s:%d: %s", cfg.host, cfg.port, em_strerror(rc));
         return 1;
     }
-    long nthreads = cfg.threads > 0 ? cfg.threads : sysconf(_SC_NPROCESSORS_ONLN);
+    long nthreads = cfg.threads > 0 ? cfg.threads : net_default_threads();
     EM_INFO("emberd listening on %s:%d (thin-client protocol 1.0.0-1.7.0, %ld worker threads)",
             cfg.host, srv_port(s), nthreads > 0 ? nthreads : 1);
 

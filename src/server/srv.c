@@ -146,7 +146,7 @@ typedef struct key_desc {
 static const key_desc keys[] = {
     K("host", 's', host, "address to listen on (127.0.0.1)"),
     K("port", 'i', port, "thin-client port (10800; 0 = any free port)"),
-    K("threads", 'i', threads, "worker event loops (0 = one per CPU)"),
+    K("threads", 'i', threads, "worker event loops (0 = one per CPU, 1 on 1-2 CPUs)"),
     K("max_message_size", 'u', max_message_size, "largest request after the handshake (64m)"),
     K("max_handshake_size", 'u', max_handshake_size, "largest message before the handshake succeeds (1m)"),
     K("handshake_timeout", 't', handshake_timeout_ms, "close connections without a handshake after (10000 ms; 0 = off)"),
@@ -547,6 +547,20 @@ static void tx_wake(void *arg)
         (void)net_wake_parked(n);
 }
 
+/* on_peek / on_peek_done: a pass's unpipelined requests prefetched
+ * together (net.h, proto.h pr_pf_add). */
+static void on_peek(void *arg, void *state, const uint8_t *p, size_t n)
+{
+    (void)arg;
+    pr_pf_add(((srv_conn *)state)->pc, p, n);
+}
+
+static void on_peek_done(void *arg)
+{
+    (void)arg;
+    pr_pf_run();
+}
+
 static void on_close(void *arg, void *state)
 {
     (void)arg;
@@ -787,8 +801,7 @@ int srv_start(srv **out, const srv_config *c)
     }
     {
         /* One counter block per worker loop (net/ makes the same count). */
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        int nw = c->threads > 0 ? c->threads : (cpus > 0 ? (int)cpus : 1);
+        int nw = c->threads > 0 ? c->threads : net_default_threads();
         if ((rc = srv_metrics_new(nw > 256 ? 256 : nw, &s->metrics)) != 0)
             goto fail;
         s->count_requests = c->metrics;
@@ -835,6 +848,8 @@ int srv_start(srv **out, const srv_config *c)
     no.cb.arg = s;
     no.cb.on_open = on_open;
     no.cb.on_data = on_data;
+    no.cb.on_peek = on_peek;
+    no.cb.on_peek_done = on_peek_done;
     no.cb.on_close = on_close;
     no.cb.on_resume = on_resume;
     no.cb.on_tls_fail = on_tls_fail;

@@ -127,6 +127,27 @@ typedef struct st_opctx {
     em_buf *scratch;                /* for key normalisation; NULL = internal */
 } st_opctx;
 
+/* Batch prefetch (issue #22): a pipelined batch of single-key requests
+ * spends most of its store time on dependent cache misses (the slot, then
+ * the entry, then its value).  The caller prepares every key of the batch
+ * (st_pf_key), then runs st_pf_slot over all of them, then st_pf_entry, and only then
+ * executes the requests: each step issues
+ * prefetches for the next one, so the misses of the whole batch overlap
+ * instead of following each other.  Every step is only a hint: it changes
+ * nothing, takes the partition's lock for what it reads (so it never reads
+ * a freed table or entry), and a key it cannot prepare cheaply (anything
+ * but int, long and ASCII strings) is skipped.  k[0..avail) is unvalidated
+ * wire data: st_pf_key checks the bounds itself. */
+typedef struct st_pf {
+    uint32_t part, tag;
+} st_pf;
+int  st_pf_key(st_cache *c, const uint8_t *k, size_t avail, st_pf *pf);   /* 1 = prepared */
+void st_pf_slot(st_cache *c, const st_pf *pf);
+/* st_pf_entry prefetches the entry's header and key and the first
+ * value_hint bytes of its value (the caller's guess, e.g. the size of the
+ * last value it read; at most 1 KiB are prefetched). */
+void st_pf_entry(st_cache *c, const st_pf *pf, size_t value_hint);
+
 /* Key-value operations.  k/v are validated data objects (klen/vlen bytes).
  * Functions that return a previous value append it to `out` and set *found
  * (a null previous value appends nothing and sets *found = 0).  Return 0 or a

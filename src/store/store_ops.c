@@ -871,6 +871,88 @@ static int peek_counts(const st_cache *c, uint32_t pi, const st_peek *pm)
     return kind && pm->offheap;     /* primaries and backups live off the heap */
 }
 
+/* ---- batch prefetch (store.h) ---------------------------------------- */
+
+int st_pf_key(st_cache *c, const uint8_t *k, size_t avail, st_pf *pf)
+{
+    int32_t hash;
+    uint32_t len;
+    if (avail >= 5 && k[0] == BIN_INT) {
+        hash = (int32_t)em_ld32(k + 1);
+        len = 5;
+    } else if (avail >= 9 && k[0] == BIN_LONG) {
+        hash = em_hash_long((int64_t)em_ld64(k + 1));
+        len = 9;
+    } else if (avail >= 5 && k[0] == BIN_STRING && em_ld32(k + 1) <= avail - 5 &&
+               em_ld32(k + 1) <= 256) {
+        /* ASCII only: then String.hashCode is 31*h + byte, as
+         * bin_key_prepare computes it for the validated key later. */
+        uint32_t n = em_ld32(k + 1), h = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (k[5 + i] & 0x80)
+                return 0;
+            h = 31 * h + k[5 + i];
+        }
+        hash = (int32_t)h;
+        len = 5 + n;
+    } else {
+        return 0;
+    }
+    pf->part = bin_partition(hash, c->nparts);
+    pf->tag = key_tag(hash, len);
+    __builtin_prefetch(&c->parts[pf->part]);
+    return 1;
+}
+
+void st_pf_slot(st_cache *c, const st_pf *pf)
+{
+    st_part *p = &c->parts[pf->part];
+    st_lock_acquire(&p->lock);
+    if (!st_part_dead(c, p) && p->slots)
+        __builtin_prefetch(&p->slots[pf->tag & p->mask]);
+    st_lock_release(&p->lock);
+}
+
+/* pf_probe: under p's lock, the first entry from pf's home slot whose tag
+ * matches (what slot_find will compare first), or NULL.  Reads slots only. */
+static st_entry *pf_probe(st_cache *c, st_part *p, const st_pf *pf)
+{
+    if (st_part_dead(c, p) || !p->slots)
+        return NULL;
+    for (uint32_t i = pf->tag & p->mask, n = 0; n <= p->mask; i = (i + 1) & p->mask, n++) {
+        const st_slot *s = &p->slots[i];
+        if (!s->e)
+            return NULL;
+        if (s->tag == pf->tag)
+            return s->e;
+    }
+    return NULL;
+}
+
+void st_pf_entry(st_cache *c, const st_pf *pf, size_t value_hint)
+{
+    st_part *p = &c->parts[pf->part];
+    st_lock_acquire(&p->lock);
+    st_entry *e = pf_probe(c, p, pf);
+    st_lock_release(&p->lock);
+    if (!e)
+        return;
+    /* Addresses only from here: e is not read (it may be freed by now, and
+     * a prefetch of a stale address is harmless).  The header and key into
+     * L1, the value's further lines into L2 (prefetcht1): into L1 they
+     * stalled this loop on the core's few outstanding-miss slots (87 % of
+     * st_pf_entry's samples at 1 KiB, P16) while the copy still missed;
+     * with L2 the copy's share fell from 10.4 % to 5.5 % of emberd's CPU
+     * (docs/profile-net.md).  At most 1 KiB: the hardware prefetcher
+     * follows a longer copy by itself. */
+    const uint8_t *a = (const uint8_t *)e;
+    size_t end = sizeof *e + 32 + (value_hint < 1024 ? value_hint : 1024);
+    __builtin_prefetch(a, 1);
+    __builtin_prefetch(a + 64, 1);
+    for (size_t off = 128; off < end + 63; off += 64)
+        __builtin_prefetch(a + off, 0, 2);
+}
+
 /* read_op: GET, LOCAL_PEEK (pm: the peek modes) or CONTAINS_KEY. */
 static int read_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
                    int mode, const st_peek *pm, em_buf *out, int *found)

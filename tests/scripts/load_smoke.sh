@@ -97,6 +97,35 @@ else
     bad "no $BUILD/emberd to run against"
 fi
 
+# ---- ember-bench floor (the N1 yardstick; epoll and io_uring forms) ----
+# The client verifies every GET against the value it expects for the key, so
+# 0 errors means the floor answers the protocol as emberd does.
+for form in epoll uring; do
+    flag=; [ $form = uring ] && flag=--uring
+    FP=27400 up=0 try=0
+    while [ $up = 0 ] && [ $try -lt 5 ]; do
+        FP=$(free_port "$FP")
+        # shellcheck disable=SC2086
+        "$BENCH" floor --port "$FP" --value-size 1024 $flag >"$TMP/floor.log" 2>&1 &
+        FPID=$!
+        PIDS="$PIDS $FPID"
+        wait_port "$FPID" "$FP" && up=1
+        FP=$((FP + 1)) try=$((try + 1))
+    done
+    FP=$((FP - 1))
+    if [ $up = 1 ]; then
+        # shellcheck disable=SC2086
+        run_load "floor ($form): 1 KiB, pipeline 16, string keys" --proto ignite --port "$FP" \
+            $COMMON --value-size 1024 --pipeline 16 --duration 1 --pid "$FPID"
+        # shellcheck disable=SC2086
+        run_load "floor ($form): int keys, 50% GET, handshake 1.7.0" --proto ignite \
+            --port "$FP" $COMMON --key-type int --value-size 1024 --mix 50 \
+            --ignite-version 1.7.0 --duration 1
+    else
+        bad "floor ($form) did not start: $(head -c 400 "$TMP/floor.log")"
+    fi
+done
+
 # ---- redis-server ----
 if command -v redis-server >/dev/null; then
     # A port free now may be taken before redis binds it (other test runs

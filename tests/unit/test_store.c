@@ -1147,3 +1147,57 @@ TEST(store_peek_modes_by_copy)
     em_buf_free(&out);
     st_close(s);
 }
+
+/* Batch prefetch hints (store.h st_pf_*): only int, long and ASCII string
+ * keys are prepared, bounds are checked against hostile lengths, the same
+ * key always lands on the same partition and tag, and the steps change
+ * nothing and allocate nothing, whether the key is present or not. */
+TEST(store_prefetch_hints)
+{
+    st_store *s = open_store(0, 0);
+    st_cache *c = make_cache(s, "pf", 0);
+    REQUIRE(c);
+    uint8_t kb[64];
+    st_pf a, b;
+    /* an empty cache: no table yet */
+    size_t kl = sval(kb, "key:0000000001");
+    CHECK_EQ(st_pf_key(c, kb, kl, &a), 1);
+    st_pf_slot(c, &a);
+    st_pf_entry(c, &a, 1024);
+    for (int i = 0; i < 2000; i++)
+        CHECK_OK(put_il(c, NULL, i, i * 3));
+    CHECK_EQ(st_pf_key(c, kb, ikey(kb, 42), &a), 1);
+    CHECK_EQ(st_pf_key(c, kb, ikey(kb, 42), &b), 1);
+    CHECK(a.part == b.part && a.tag == b.tag);
+    CHECK_EQ(st_pf_key(c, kb, 4, &b), 0);           /* int cut short */
+    CHECK_EQ(st_pf_key(c, kb, lval(kb, 42), &b), 1);
+    CHECK_EQ(st_pf_key(c, kb, 8, &b), 0);           /* long cut short */
+    kl = sval(kb, "abc");
+    CHECK_EQ(st_pf_key(c, kb, kl, &b), 1);
+    CHECK_EQ(st_pf_key(c, kb, kl - 1, &b), 0);      /* string longer than the bytes */
+    em_st32(kb + 1, 0xffffffffu);
+    CHECK_EQ(st_pf_key(c, kb, kl, &b), 0);          /* hostile length */
+    kl = sval(kb, "\xc3\xa9t\xc3\xa9");
+    CHECK_EQ(st_pf_key(c, kb, kl, &b), 0);          /* not ASCII: left to the real path */
+    kb[0] = 101;
+    CHECK_EQ(st_pf_key(c, kb, 1, &b), 0);           /* null */
+    CHECK_EQ(st_pf_key(c, kb, 0, &b), 0);
+    em_mem_stats m0 = em_mem_thread();
+    for (int i = 0; i < 3000; i++) {                /* present and absent keys */
+        if (st_pf_key(c, kb, ikey(kb, i), &a) != 1) {
+            CHECK(0);
+            break;
+        }
+        st_pf_slot(c, &a);
+        st_pf_entry(c, &a, (size_t)i);
+    }
+    em_mem_stats m1 = em_mem_thread();
+    CHECK_EQ(m1.allocs - m0.allocs, 0);
+    int64_t v = 0;
+    for (int i = 0; i < 2000; i += 97) {
+        CHECK_EQ(get_il(c, i, &v), 1);
+        CHECK_EQ(v, (int64_t)i * 3);
+    }
+    CHECK_EQ(get_il(c, 2500, &v), 0);
+    st_close(s);
+}
