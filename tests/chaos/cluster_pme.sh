@@ -59,6 +59,11 @@ node_kill 2
 for i in 1 3 4; do
     wait_metric "$i" ember_cluster_members 3 || bad "node $i still sees node 2"
 done
+# The map of the kill's exchange (not the one before it) must name losses.
+t=0
+while [ $t -lt $((CHAOS_WAIT * 10)) ] && [ "$(metric 1 ember_pme_lost_partitions)" = 0 ]; do
+    sleep 0.1; t=$((t + 1))
+done
 maps_agree 1 3 4 && ok "after kill -9: the three survivors hold one full map" ||
     bad "maps differ after a kill"
 lost=$(metric 1 ember_pme_lost_partitions)
