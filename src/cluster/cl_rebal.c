@@ -36,7 +36,7 @@
 #define DONE_EVERY_MS   300         /* a loaded copy reports until it owns */
 #define MAX_REMOVED     (1u << 20)  /* removed keys remembered per load */
 #define MAX_OWN         256
-#define SUP_HDR         17
+#define SUP_HDR         25    /* ... | u32 n | u64 the supplier's counter at its snapshot */
 #define F_LAST          1
 #define F_AGAIN         2
 
@@ -61,6 +61,7 @@ typedef struct send {
     cl_meta_uuid to;
     int32_t      grp;
     uint32_t     part, seq;
+    uint64_t     cntr;          /* the partition's counter when the snapshot began */
     st_scan     *sc;
     struct send *next;
 } send;
@@ -242,6 +243,11 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
             r->st.batches_in++;
             r->st.bytes_in += n;
             if (!rc && (flags & F_LAST)) {
+                /* The copy is whole: it takes the supplier's counter (the
+                 * live stream raises it past that from here). */
+                st_cache *c = st_cache_find(r->cfg.store, grp);
+                if (c)
+                    (void)st_part_raise(c, part, em_ld64(p + 17));
                 l->state = L_LOADED;
                 r->st.loaded++;
                 removed_reset(l);
@@ -336,6 +342,7 @@ static void supply_reply(cl_rebal *r, const demand *d, uint8_t flags)
     em_st32(b + 8, d->seq);
     b[12] = flags;
     em_st32(b + 13, 0);
+    em_st64(b + 17, 0);
     (void)cl_node_send(r->cfg.node, d->from, CL_NET_MSG_REBAL_SUPPLY, b, sizeof b);
 }
 
@@ -382,6 +389,8 @@ static void serve(cl_rebal *r, const demand *d)
             supply_reply(r, d, F_AGAIN);
             return;
         }
+        uint64_t size;
+        (void)st_part_info(c, d->part, &s->cntr, &size);
         s->to = d->from;
         s->grp = d->grp;
         s->part = d->part;
@@ -408,6 +417,7 @@ static void serve(cl_rebal *r, const demand *d)
     }
     b->p[12] = more ? 0 : F_LAST;
     em_st32(b->p + 13, bc.n);
+    em_st64(b->p + 17, s->cntr);
     (void)cl_node_send(r->cfg.node, d->from, CL_NET_MSG_REBAL_SUPPLY, b->p, b->len);
     r->st.batches_out++;
     r->st.entries_out += bc.n;

@@ -23,7 +23,8 @@
  * Wire (little-endian):
  *   REBAL_DEMAND  i32 grp | u32 part | u32 seq
  *   REBAL_SUPPLY  i32 grp | u32 part | u32 seq | u8 flags (1 last, 2 not
- *                 yet: ask again) | u32 n | n x { u32 klen | key | u32 vlen
+ *                 yet: ask again) | u32 n | u64 the supplier's partition counter at
+ *                 its snapshot | n x { u32 klen | key | u32 vlen
  *                 | value | i64 expire_at_ms }
  *   REBAL_DONE    i32 grp | u32 part
  */

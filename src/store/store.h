@@ -266,6 +266,10 @@ int st_clear_part(st_cache *c, uint32_t pi, int notify_obs);
  * without its lock: a moment's values).  EM_RANGE for a partition out of
  * range, EM_NOCACHE after a destroy. */
 int st_part_info(st_cache *c, uint32_t part, uint64_t *cntr, uint64_t *size);
+/* st_part_raise raises partition part's update counter to cntr (a copy
+ * loaded from another owner takes that owner's counter); never lowers it. */
+int st_part_raise(st_cache *c, uint32_t part, uint64_t cntr);
+/* st_apply_absent does not move the counter (see st_part_raise). */
 /* st_cache_parts: the cache's partition count. */
 uint32_t st_cache_parts(const st_cache *c);
 

@@ -417,6 +417,19 @@ int st_part_info(st_cache *c, uint32_t part, uint64_t *cntr, uint64_t *size)
 
 uint32_t st_cache_parts(const st_cache *c) { return c->nparts; }
 
+int st_part_raise(st_cache *c, uint32_t part, uint64_t cntr)
+{
+    if (part >= c->nparts)
+        return EM_RANGE;
+    st_part *p = &c->parts[part];
+    st_lock_acquire(&p->lock);
+    int rc = st_part_dead(c, p) ? EM_NOCACHE : 0;
+    if (!rc)
+        replayed(p, cntr ? cntr : atomic_load_explicit(&p->st.upd, memory_order_relaxed));
+    st_lock_release(&p->lock);
+    return rc;
+}
+
 /* ---- eviction --------------------------------------------------------- */
 
 /* Picks a random occupied slot of a random partition; returns its partition
@@ -495,6 +508,7 @@ typedef struct wreq {
     int has_abs;                 /* replay: absolute deadline below */
     int64_t abs_at;
     uint64_t cntr;               /* replay: the update's counter (0 = none) */
+    int keep_cntr;               /* a loaded entry: the counter stays (rebalancing) */
     const uint8_t *expect; size_t elen;
     em_buf *out;                 /* previous/existing value, or NULL */
     int *found;
@@ -584,7 +598,7 @@ retry:
             entry_drop(c, p, i);
             ST_BUMP(p->st.expirations, 1);
         }
-        if (!w->notify)
+        if (!w->notify && !w->keep_cntr)
             replayed(p, w->cntr);
         if (w->done)
             *w->done = 1;
@@ -675,7 +689,7 @@ retry:
     if (!observe) {
         if (w->notify)
             advance(p);
-        else
+        else if (!w->keep_cntr)
             replayed(p, w->cntr);
     }
     ST_BUMP(p->puts, 1);
@@ -796,7 +810,8 @@ int st_apply_absent(st_store *s, const st_update *u, int *done)
     kprep x;
     int rc = key_prep(c, NULL, u->key, u->klen, &x);
     if (!rc) {
-        wreq w = {.mode = W_IF_ABSENT, .has_abs = 1, .abs_at = u->expire_at_ms, .done = done};
+        wreq w = {.mode = W_IF_ABSENT, .has_abs = 1, .abs_at = u->expire_at_ms, .done = done,
+                  .keep_cntr = 1};
         rc = do_write(c, &x, u->val, u->vlen, &w);
     }
     buf_drop(&x.own);
@@ -1162,9 +1177,11 @@ int st_clear_part(st_cache *c, uint32_t pi, int notify_obs)
         if (notify_obs && st_has_observer(c->store)) {
             st_update u = {.kind = ST_UPD_CLEAR, .cache_id = c->id, .partition = pi};
             rc = notify(c, &u);
-        } else {
+        } else if (notify_obs) {
             advance(p);
         }
+        /* notify_obs 0 (a replayed CLEAR, a copy dropped): the counter
+         * stays, so a copy loaded again later takes its supplier's. */
         if (!rc) {
             ST_BUMP(p->st.removals, p->count);
             st_part_free_all(c, p);

@@ -85,4 +85,22 @@ r=$(node $JS put "$(node_addr 1)" chaos-register 2 0 0 primary 2>&1) ||
 ok "3 nodes, caches with 2 backups (FULL_SYNC)"
 run_workload set "$NEMESES_ALL"
 run_workload register "$REGISTER_NEMESES"
+# The final check: every owner of every partition holds the same entries.
+# After kill -9 and rejoin the copies can still differ (a rebalanced copy
+# may miss a write made while its link to the primary was being replaced;
+# see the README), so `make test` skips it and `make chaos` shows it.
+if [ "$SECS" -lt 30 ] && [ -z "${CHAOS_VERIFY:-}" ]; then
+    finish
+fi
+members_are 1 2 3 || bad "the cluster did not settle"
+t=0
+while [ $t -lt 60 ] && [ "$(metric 1 ember_rebal_loading)$(metric 2 ember_rebal_loading)$(metric 3 ember_rebal_loading)" != 000 ]; do
+    sleep 0.5; t=$((t + 1))
+done
+if "$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" idle-verify chaos-set chaos-register \
+        >"$CHAOS_TMP/verify" 2>&1; then
+    ok "idle-verify: the owners of every partition agree ($(tail -1 "$CHAOS_TMP/verify"))"
+else
+    bad "idle-verify after the faults:"; cat "$CHAOS_TMP/verify"
+fi
 finish

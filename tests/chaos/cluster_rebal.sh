@@ -74,4 +74,7 @@ copies_are $((4 * N)) 1 3 4 && ok "after kill -9: two copies again on the three 
     bad "copies after the kill"
 r=$(node $JS check "$(node_addr 3)" rb 0 $((2 * N)) 2>&1)
 [ "$r" = "ok $((2 * N)) missing 0 wrong 0" ] && ok "no acknowledged key lost" || bad "reads after the kill: $r"
+"$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" idle-verify rb >"$CHAOS_TMP/verify" 2>&1 &&
+    ok "idle-verify: every partition's owners hold the same entries" ||
+    { bad "idle-verify after rebalancing:"; cat "$CHAOS_TMP/verify"; }
 finish
