@@ -45,7 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r.status != 0 && r.status != 400 && r.status != 405)
         abort();
     if (r.status == 0 && r.route != SRV_HTTP_OTHER && r.route != SRV_HTTP_HEALTH &&
-        r.route != SRV_HTTP_METRICS)
+        r.route != SRV_HTTP_METRICS && r.route != SRV_HTTP_ROOT &&
+        r.route != SRV_HTTP_API_CLUSTER && r.route != SRV_HTTP_API_NODE)
         abort();
     if (r.status == 0 && !r.head && memcmp(in, "GET ", 4) != 0)
         abort();                    /* only GET and HEAD are routed */
