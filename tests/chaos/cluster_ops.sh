@@ -109,11 +109,9 @@ echo "$js" | node -e '
     [ $rc = 3 ] && ok "idle-verify --json names the partition and its owner" || bad "json after corruption ($rc): $js"
 
 # ---- a cache with a backup ----
-# Every partition of `rep` has two owners.  With replication (the backup
-# holds the same entries) idle-verify agrees, and a corrupted copy is a
-# disagreement between owners; without it (this build may predate it) the
-# backup copies are empty and idle-verify names exactly the non-empty
-# partitions.  Either way the test checks what idle-verify reports.
+# Every partition of `rep` has two owners: with replication the backup
+# holds the same entries, so idle-verify agrees, and a corrupted copy is a
+# disagreement between owners.
 out=$(node tests/chaos/cluster_ops.js make "$(node_addr 1)" rep 1 $KEYS 2>&1) ||
     { bad "creating rep: $out"; finish; }
 # rep_state: "agree", "empty-backups N" (N non-empty partitions, every one
@@ -152,10 +150,6 @@ agree)
         [ "$(echo "$out" | grep -c '^  cache rep partition')" = 1 ] &&
         ok "rep: a corrupted copy makes its owners disagree on partition $rpart, exit 3" ||
         bad "rep after corruption ($rc): $out" ;;
-"empty-backups $nonempty")
-    echo "# no replication in this build: the backup copies are empty"
-    [ "$nonempty" -gt 0 ] && ok "rep (1 backup, no replication): idle-verify names the $nonempty partitions whose backup is empty" ||
-        bad "rep: no non-empty partition" ;;
 *)
     bad "rep: idle-verify state '$st' ($nonempty non-empty partitions)" ;;
 esac
