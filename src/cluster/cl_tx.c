@@ -529,7 +529,8 @@ static int lock_in_order(cl_tx *tx)
             if (tx->e[i].wkind || (tx->iso == CL_TX_SERIALIZABLE && tx->e[i].rseen))
                 o[tx->norder++] = i;
         tl_sort_tx = tx;
-        qsort(o, tx->norder, sizeof *o, key_cmp);
+        if (tx->norder > 1)         /* an empty transaction has no order array */
+            qsort(o, tx->norder, sizeof *o, key_cmp);
     }
     for (; tx->locked_upto < tx->norder; tx->locked_upto++) {
         tx_ent *e = &tx->e[tx->order[tx->locked_upto]];
