@@ -81,6 +81,12 @@ struct cl_rebal {
     demand       done_q[MAX_QUEUE];   /* coordinator: REBAL_DONE reports */
     uint32_t     ndone;
     send        *sends;             /* rebalancing thread only */
+    /* Frames decided under mu go out after it is released (flush): a send
+     * enters the node, and a thread inside the node (the metadata thread
+     * publishing a topology, the transport delivering a frame) may be
+     * waiting for mu - sending under it would order the two locks both ways. */
+    struct outq { cl_meta_uuid to; uint16_t type; uint8_t n; uint8_t b[12]; } oq[256];
+    uint32_t     noq;
     em_buf       out;               /* rebalancing thread: a SUPPLY being built */
     cl_rebal_stats st;
 };
@@ -167,6 +173,32 @@ static void load_drop(cl_rebal *r, load *l)
 
 /* ---- messages ---- */
 
+/* queue: a frame to send once mu is released (under mu).  A full queue
+ * drops it: the sender's timer sends it again. */
+static void queue(cl_rebal *r, cl_meta_uuid to, uint16_t type, const uint8_t *b, uint8_t n)
+{
+    if (r->noq >= sizeof r->oq / sizeof r->oq[0])
+        return;
+    struct outq *q = &r->oq[r->noq++];
+    q->to = to;
+    q->type = type;
+    q->n = n;
+    memcpy(q->b, b, n);
+}
+
+/* flush sends what was queued (not under mu). */
+static void flush(cl_rebal *r)
+{
+    struct outq q[256];
+    lock(r);
+    uint32_t n = r->noq;
+    memcpy(q, r->oq, sizeof q[0] * n);
+    r->noq = 0;
+    unlock(r);
+    for (uint32_t i = 0; i < n; i++)
+        (void)cl_node_send(r->cfg.node, q[i].to, q[i].type, q[i].b, q[i].n);
+}
+
 static void send_demand(cl_rebal *r, load *l)
 {
     uint8_t b[12];
@@ -174,19 +206,16 @@ static void send_demand(cl_rebal *r, load *l)
     em_st32(b + 4, l->part);
     em_st32(b + 8, l->seq);
     l->sent_ms = em_now_ms();
-    (void)cl_node_send(r->cfg.node, l->supplier, CL_NET_MSG_REBAL_DEMAND, b, sizeof b);
+    queue(r, l->supplier, CL_NET_MSG_REBAL_DEMAND, b, sizeof b);
 }
 
-static void send_done(cl_rebal *r, load *l)
+static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
 {
-    cl_meta_uuid lid;
-    if (cl_node_leader(r->cfg.node, &lid))
-        return;
     uint8_t b[8];
     em_st32(b, (uint32_t)l->grp);
     em_st32(b + 4, l->part);
     l->sent_ms = em_now_ms();
-    (void)cl_node_send(r->cfg.node, lid, CL_NET_MSG_REBAL_DONE, b, sizeof b);
+    queue(r, leader, CL_NET_MSG_REBAL_DONE, b, sizeof b);
 }
 
 /* apply_supply applies one SUPPLY batch to load l (checked first). */
@@ -227,6 +256,8 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
     uint8_t flags = p[12];
     if (flags & ~(F_LAST | F_AGAIN))
         return EM_PROTO;
+    cl_meta_uuid lid;
+    int have_lid = cl_node_leader(r->cfg.node, &lid) == 0;
     lock(r);
     load *l = load_find(r, grp, part);
     int rc = 0;
@@ -251,10 +282,12 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                 l->state = L_LOADED;
                 r->st.loaded++;
                 removed_reset(l);
-                send_done(r, l);
+                if (have_lid)
+                    send_done(r, l, lid);
             }
             if (rc && rc != EM_NOMEM) {
                 unlock(r);
+                flush(r);
                 return rc;          /* a malformed batch: the link closes */
             }
             if (rc) {
@@ -264,6 +297,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
         }
     }
     unlock(r);
+    flush(r);
     return 0;
 }
 
@@ -310,6 +344,7 @@ void cl_rebal_on_apply(void *arg, const st_update *u)
         }
     }
     unlock(r);
+    flush(r);
 }
 
 /* ---- the supplier ---- */
@@ -627,6 +662,8 @@ static void *run(void *arg)
             }
             cl_node_topo_release(t);
         }
+        cl_meta_uuid lid;
+        int have_lid = cl_node_leader(r->cfg.node, &lid) == 0;
         lock(r);
         uint64_t loading = 0;
         for (uint32_t i = 0; i < r->nloads; i++) {
@@ -638,12 +675,13 @@ static void *run(void *arg)
                 l->seq = 0;                 /* silence: start over */
                 removed_reset(l);
                 send_demand(r, l);
-            } else {
-                send_done(r, l);
+            } else if (have_lid) {
+                send_done(r, l, lid);
             }
         }
         r->st.loading = loading;
         unlock(r);
+        flush(r);
     }
     em_free(q);
     em_free(dn);
