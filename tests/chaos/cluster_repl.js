@@ -115,7 +115,11 @@ async function ops(n, eps) {
             // Batches across owners: split per primary, replies merged.
             const bk = [2000001, 2000002, 2000003, 2000004, 2000005, 2000006, 2000007, 2000008];
             await at(0).putAll(bk.map((x) => new CacheEntry(x, 'b' + x)));
-            const got = await at(1).getAll(bk.concat([2999999]));
+            // (Read from copies: only FULL_SYNC has them all before the reply.)
+            let got = await at(1).getAll(bk.concat([2999999]));
+            if (sync !== SYNC.FULL_SYNC)
+                await until(async () => (got = await at(1).getAll(bk.concat([2999999]))).length ===
+                                        bk.length || 'not yet', 'getAll across owners');
             eq(got.length, bk.length, 'getAll across owners: entries');
             for (const e of got) eq(e.getValue(), 'b' + e.getKey(), 'getAll value');
             eq(await at(2).containsKeys(bk), true, 'containsKeys across owners');
