@@ -396,14 +396,6 @@ static int propose(cl_pme *p, em_buf *e)
 
 #define PLAN_LOST UINT32_MAX
 
-static int in_set(const uint32_t *a, uint32_t n, uint32_t x)
-{
-    for (uint32_t i = 0; i < n; i++)
-        if (a[i] == x)
-            return 1;
-    return 0;
-}
-
 /* plan_part decides one partition of a group that has committed owners:
  * 0 when nothing changes; PLAN_LOST when every owner left; else the count
  * written to own (the owners, primary first, then *nm MOVING members).
@@ -451,7 +443,7 @@ static uint32_t plan_part(cl_topo *t, const cl_pme_group *gr, const sview *v, ui
         own[0] = b;
     }
     for (uint32_t i = 0; i < ni; i++)
-        if (!in_set(own, n, idl[i]) && !in_set(mov, m, idl[i]) && m < MAX_OWNERS) {
+        if (!is_owner(own, n, idl[i]) && !is_owner(mov, m, idl[i]) && m < MAX_OWNERS) {
             mov[m++] = idl[i];
             changed = 1;
         }

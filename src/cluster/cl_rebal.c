@@ -475,9 +475,8 @@ static void serve(cl_rebal *r, const demand *d)
 
 typedef struct scan_ctx { cl_rebal *r; cl_topo *t; uint64_t gen; } scan_ctx;
 
-static int in_list(const cl_topo *t, const uint32_t *a, uint32_t n, int self)
+static int in_list(const uint32_t *a, uint32_t n, int self)
 {
-    (void)t;
     for (uint32_t i = 0; i < n; i++)
         if ((int)a[i] == self)
             return 1;
@@ -498,7 +497,7 @@ static void scan_cache(void *arg, st_cache *c)
     for (uint32_t part = 0; part < parts; part++) {
         uint32_t no = cl_topo_owners(t, grp, parts, 0, 0, part, own, MAX_OWN);
         uint32_t nm = any_moving ? cl_topo_moving(t, grp, parts, part, mv, MAX_OWN) : 0;
-        int owner = in_list(t, own, no, t->self), moving = in_list(t, mv, nm, t->self);
+        int owner = in_list(own, no, t->self), moving = in_list(mv, nm, t->self);
         load *l = load_find(r, grp, part);
         if (moving && no) {
             if (!l && r->nloads < MAX_LOADS) {
@@ -567,7 +566,7 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
         }
         int all = ni > 0;
         for (uint32_t k = 0; k < ni && all; k++)
-            all = in_list(t, own, no, (int)idl[k]);
+            all = in_list(own, no, (int)idl[k]);
         if (all) {
             if (own[0] != idl[0])
                 cl_meta_enc_owners_switch(&enc);   /* a new primary: clients refetch */
@@ -575,7 +574,7 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
             no = ni;
             uint32_t keep = 0;
             for (uint32_t k = 0; k < nm; k++)
-                if (in_list(t, idl, ni, (int)mv[k]))
+                if (in_list(idl, ni, (int)mv[k]))
                     mv[keep++] = mv[k];
             nm = keep;
         }
