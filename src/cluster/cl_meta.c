@@ -432,6 +432,7 @@ fail_handles:
 static void *meta_main(void *arg)
 {
     cl_meta *m = arg;
+    pthread_setname_np(pthread_self(), "em-meta");
     int rc = meta_open(m);
     pthread_mutex_lock(&m->mu);
     m->started = 1;

@@ -21,6 +21,7 @@
 #include "net/net.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/log.h"
 #include "util/mem.h"
 
 enum link_phase { PH_HELLO, PH_AUTH, PH_UP };
@@ -60,6 +61,7 @@ struct cl_net {
     uint8_t     *secret;
     net_server  *srv;
     cl_net_link *up;             /* loop thread only */
+    uint64_t     slow_logged;    /* loop thread only: the last slow() line */
     _Atomic uint64_t st[8];
     /* Spare send blocks (cl_net_send): a steady stream of frames reuses
      * them, so sending allocates nothing once the pool holds enough. */
@@ -172,6 +174,7 @@ typedef struct post_send {
  * bytes: enough for the frames in flight of a busy replication stream,
  * bounded so a burst of huge frames does not stay resident. */
 #define POOL_MAX       64u
+#define SLOW_MS        250u     /* a callback this long delays heartbeats */
 #define POOL_BLOCK_MAX (256u << 10)
 #define POOL_MIN_CAP   512u
 #define POOL_PREFILL   16u
@@ -425,6 +428,19 @@ static void *cb_open(void *arg, net_conn *c)
     return l;
 }
 
+/* slow logs (at most every 10 s) a callback that held the transport thread
+ * long enough to delay heartbeats: everything else on the cluster port,
+ * leases included, waits behind it. */
+static void slow(cl_net *n, const char *what, unsigned type, uint64_t since)
+{
+    uint64_t now = em_now_ms();
+    if (now - since < SLOW_MS || now - n->slow_logged < 10000)
+        return;
+    n->slow_logged = now;
+    EM_WARN("cluster transport: %s %u held the transport thread for %llu ms", what, type,
+            (unsigned long long)(now - since));
+}
+
 static int cb_data(void *arg, net_conn *c, void *state, const uint8_t *p, size_t n,
                    em_buf *out, size_t out_cap, size_t *consumed)
 {
@@ -472,6 +488,7 @@ static int cb_data(void *arg, net_conn *c, void *state, const uint8_t *p, size_t
             rc = refuse(l, "handshake frame on an up link");
         } else if (f.type != CL_NET_MSG_PING && net->o.on_frame) {
             net->o.on_frame(net->o.arg, l, f.type, f.payload, f.len);
+            slow(net, "a frame of type", f.type, l->rx_ms);
             if (l->close_req)
                 rc = EM_PROTO;          /* the link closes once cb_data returns */
         }
@@ -524,8 +541,10 @@ static void cb_tick(void *arg, int loop, uint64_t now)
         if (now - l->tx_ms >= hb && put_frame(l, CL_NET_MSG_PING, NULL, 0) == 0)
             (void)net_conn_kick(l->conn);
     }
-    if (n->o.on_tick)
+    if (n->o.on_tick) {
         n->o.on_tick(n->o.arg, now);
+        slow(n, "the tick", 0, now);
+    }
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -571,6 +590,7 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
     }
     n->o.secret = n->secret;
     net_options no = {
+        .name = "em-cluster",
         .host = o->host, .port = o->port, .threads = 1,
         .limits = {
             .max_conns = 1024,
@@ -631,13 +651,16 @@ void cl_net_link_addr(const cl_net_link *l, char *buf, size_t len)
 
 uint64_t cl_net_peer_rx_ms(cl_net *n, uint64_t msb, uint64_t lsb)
 {
+    /* The latest over every link to it: while a duplicate link is being
+     * replaced both are up, and the older may be the one gone quiet. */
+    uint64_t rx = 0;
     for (cl_net_link *l = n->up; l; l = l->next) {
         uint64_t a, b;
         cl_net_link_peer(l, &a, &b);
-        if (a == msb && b == lsb)
-            return l->rx_ms;
+        if (a == msb && b == lsb && l->rx_ms > rx)
+            rx = l->rx_ms;
     }
-    return 0;
+    return rx;
 }
 
 void cl_net_link_close(cl_net_link *l, const char *why)

@@ -130,7 +130,8 @@ struct cl_node {
     _Atomic(cl_node_frame_fn) frame_fn;
     _Atomic(void *) frame_arg;
     _Atomic uint64_t live_topos;  /* topology snapshots not yet freed */
-    _Atomic int   lease;          /* 1 while this member may serve (on_tick) */
+    _Atomic int   lease;          /* on_tick's last verdict, for its log line */
+    _Atomic uint64_t lease_until; /* ms: serves while em_now_ms() is below it */
     int           was_leader;
 };
 
@@ -887,6 +888,28 @@ int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_
     return pend_wait(n, &p, rc, end, 1);
 }
 
+static uint32_t fd_ms(const cl_node_cfg *cfg)
+{
+    return cfg->failure_detection_ms ? cfg->failure_detection_ms : 10000;
+}
+
+int cl_node_propose_wait(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms)
+{
+    uint64_t now = em_now_ms(), end = now + timeout_ms;
+    uint64_t elect = now + 2 * (uint64_t)fd_ms(&n->cfg);
+    if (elect < end)
+        end = elect;
+    for (;;) {
+        int rc = cl_node_propose(n, entry, len, (uint32_t)(end - now));
+        now = em_now_ms();
+        if (rc != EM_NOTLEADER || now + 100 >= end)
+            return rc;
+        struct timespec ts = { 0, 100 * 1000000L };
+        nanosleep(&ts, NULL);
+        now = em_now_ms();
+    }
+}
+
 /* ---- join (leader side) ------------------------------------------------------ */
 
 typedef struct join_ctx {
@@ -1192,7 +1215,7 @@ static int id_less(cl_meta_uuid a, cl_meta_uuid b)
  * fail members without a link for failure_detection_ms. */
 static void tick_members(cl_node *n, uint64_t now, int leader)
 {
-    uint32_t fd = n->cfg.failure_detection_ms ? n->cfg.failure_detection_ms : 10000;
+    uint32_t fd = fd_ms(&n->cfg);
     cl_topo *t = cl_node_topo_acquire(n);
     struct { char ip[64]; int port; } dial[16];
     int ndial = 0;
@@ -1279,7 +1302,7 @@ static void tick_join(cl_node *n, uint64_t now, int leader)
  * timeout. */
 static uint64_t lease_window(const cl_node *n)
 {
-    uint32_t fd = n->cfg.failure_detection_ms ? n->cfg.failure_detection_ms : 10000;
+    uint32_t fd = fd_ms(&n->cfg);
     return fd / 2;
 }
 
@@ -1305,32 +1328,41 @@ static void on_tick(void *arg, uint64_t now)
      * that long of silence), so a node cut off stops serving well before
      * the majority fails it and gives its partitions to others. */
     uint64_t lease_ms = lease_window(n);
-    int lease = 0;
+    uint64_t until = 0;         /* the lease ends lease_ms after the last hearing */
     if (member && leader) {
         /* A majority of the voters, as Raft counts it (a 2-node cluster
-         * has one voter: its leader alone). */
+         * has one voter: its leader alone): the lease lasts from the
+         * hearing of the voter that completes the majority, most recent
+         * first. */
         cl_meta_info info;
         cl_meta_get_info(n->meta, &info);
         cl_topo *t = cl_node_topo_acquire(n);
-        uint32_t nv = info.voters < 8 ? info.voters : 8, heard = 0;
+        uint32_t nv = info.voters < 8 ? info.voters : 8, nh = 0;
+        uint64_t rx[8];
         for (uint32_t v = 0; v < nv; v++) {
-            if (info.voter_ids[v] == n->raft_id) {
-                heard++;
-                continue;
-            }
-            for (uint32_t i = 0; i < t->n; i++)
-                if (t->m[i].raft_id == info.voter_ids[v]) {
-                    uint64_t rx = cl_net_peer_rx_ms(n->net, t->m[i].id.msb, t->m[i].id.lsb);
-                    heard += rx && now - rx < lease_ms;
-                }
+            uint64_t r = 0;
+            if (info.voter_ids[v] == n->raft_id)
+                r = now;
+            for (uint32_t i = 0; i < t->n && !r; i++)
+                if (t->m[i].raft_id == info.voter_ids[v])
+                    r = cl_net_peer_rx_ms(n->net, t->m[i].id.msb, t->m[i].id.lsb);
+            uint32_t j = nh++;
+            for (; j > 0 && rx[j - 1] < r; j--)
+                rx[j] = rx[j - 1];
+            rx[j] = r;
         }
         cl_node_topo_release(t);
-        lease = nv == 0 || heard * 2 > nv;
+        uint64_t r = nv == 0 ? now : rx[nv / 2];
+        until = r ? r + lease_ms : 0;
     } else if (member) {
         cl_meta_uuid lid;
         uint64_t rx = leader_id(n, &lid) ? cl_net_peer_rx_ms(n->net, lid.msb, lid.lsb) : 0;
-        lease = rx && now - rx < lease_ms;
+        until = rx ? rx + lease_ms : 0;
     }
+    /* A deadline, not a flag: a member that was stopped (SIGSTOP, a stall)
+     * holds no lease the moment it runs again, before this tick comes. */
+    atomic_store_explicit(&n->lease_until, until, memory_order_relaxed);
+    int lease = now < until;
     if (atomic_exchange(&n->lease, lease) != lease && member)
         EM_WARN("cluster: %s", lease ? "lease regained: serving cache operations again"
                                      : "lease lost (the leader or a majority not heard from): "
@@ -1341,7 +1373,22 @@ static void on_tick(void *arg, uint64_t now)
     leave_cb(n);
 }
 
-int cl_node_has_lease(cl_node *n) { return atomic_load_explicit(&n->lease, memory_order_relaxed); }
+int cl_node_has_lease(cl_node *n)
+{
+    return em_now_ms() < atomic_load_explicit(&n->lease_until, memory_order_relaxed);
+}
+
+int cl_node_lease_wait(cl_node *n)
+{
+    uint64_t end = em_now_ms() + lease_window(n);
+    while (!cl_node_has_lease(n)) {
+        if (em_now_ms() >= end)
+            return 0;
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
 
 /* ---- lifecycle ------------------------------------------------------------------ */
 
@@ -1391,10 +1438,6 @@ static void set_err(const cl_node_cfg *cfg, const char *fmt, const char *what)
         snprintf(cfg->errmsg, CL_NODE_ERRMSG, fmt, what);
 }
 
-static uint32_t fd_ms(const cl_node_cfg *cfg)
-{
-    return cfg->failure_detection_ms ? cfg->failure_detection_ms : 10000;
-}
 
 static uint32_t hb_ms(const cl_node_cfg *cfg)
 {

@@ -175,9 +175,16 @@ int      cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part);
 uint64_t cl_topo_last_exchange(const cl_topo *t);
 
 /* cl_node_has_lease: 1 while this member may serve cache operations: it
- * leads the metadata group or has a link up to the leader (checked every
- * transport tick, about 200 ms). */
+ * heard from the leader (the leader: from a majority of the voters) within
+ * half the failure detection timeout.  Renewed every transport tick, and
+ * a deadline, so a member resumed after a stop has none until it hears
+ * again. */
 int cl_node_has_lease(cl_node *n);
+
+/* cl_node_lease_wait: 1 once this member holds a lease, waiting at most a
+ * lease window (a member that just joined, or a transport that stalled,
+ * renews within one); 0 when it still has none. */
+int cl_node_lease_wait(cl_node *n);
 
 /* cl_node_id: this node's id. */
 cl_meta_uuid cl_node_id(const cl_node *n);
@@ -200,6 +207,15 @@ void cl_node_links(cl_node *n, uint32_t *up, uint64_t *refused);
  * apply on this node (bounded by timeout_ms): 0, the FSM's refusal code,
  * EM_TIMEOUT, EM_NOTLEADER when no leader is known. */
 int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms);
+
+/* cl_node_propose_wait is cl_node_propose for an operator's or a client's
+ * request: while no leader is known (an election after the coordinator
+ * left) it tries again, for at most twice the failure detection timeout
+ * within timeout_ms, instead of failing at once.  EM_NOTLEADER means the
+ * entry was never appended, so trying again cannot apply it twice.  Not
+ * for the coordinator's own decisions: those must not reach a newer
+ * leader. */
+int cl_node_propose_wait(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms);
 
 /* cl_node_call sends p[0..n) to member `to` (on_call there) and waits for
  * its answer, appended to resp: 0, the remote's error code, EM_CLOSED when

@@ -771,6 +771,7 @@ done:
 static void *run(void *arg)
 {
     cl_pme *p = arg;
+    pthread_setname_np(pthread_self(), "em-pme");
     uint64_t last_freq = 0;
     for (;;) {
         lock(p);
@@ -911,7 +912,7 @@ int cl_pme_reset_lost(cl_pme *p, int32_t grp, uint32_t *reset)
     }
     cl_node_topo_release(t);
     if (!rc && *reset && !(rc = cl_meta_enc_owners_end(&enc)))
-        rc = cl_node_propose(p->node, e.p, e.len, PROPOSE_MS);
+        rc = cl_node_propose_wait(p->node, e.p, e.len, PROPOSE_MS);
     em_buf_free(&e);
     em_free(g);
     if (!rc && *reset)

@@ -31,6 +31,7 @@
 
 #define BATCH_DEFAULT   (512u << 10)
 #define MAX_LOADS       4096        /* partitions loading here at once */
+#define IX_CAP          (2 * MAX_LOADS) /* the loads' index: a power of two, half full at most */
 #define MAX_QUEUE       4096        /* demands / reports waiting */
 #define RETRY_MS        2000        /* a demand unanswered this long goes again */
 #define DONE_EVERY_MS   300         /* a loaded copy reports until it owns */
@@ -76,6 +77,12 @@ struct cl_rebal {
     uint64_t     gen;
     load        *loads;
     uint32_t     nloads;
+    /* ix: open addressing over (group, partition), load index + 1; every
+     * partition scan and every live update looks a load up, so a linear
+     * search (4096 loads x every partition of every cache) held mu, and
+     * with it the transport thread, for seconds.  Rebuilt after drops. */
+    uint32_t     ix[IX_CAP];
+    int          ix_stale;
     demand       dq[MAX_QUEUE];
     uint32_t     ndq;
     demand       done_q[MAX_QUEUE];   /* coordinator: REBAL_DONE reports */
@@ -156,12 +163,48 @@ static void removed_reset(load *l)
     l->cnt = 0;
 }
 
+static uint32_t ix_slot(int32_t grp, uint32_t part)
+{
+    return ((uint32_t)grp * 0x9E3779B1u ^ (part + 1) * 0x85EBCA77u) & (IX_CAP - 1);
+}
+
+static void ix_add(cl_rebal *r, uint32_t i)
+{
+    uint32_t h = ix_slot(r->loads[i].grp, r->loads[i].part);
+    while (r->ix[h])
+        h = (h + 1) & (IX_CAP - 1);
+    r->ix[h] = i + 1;
+}
+
 static load *load_find(cl_rebal *r, int32_t grp, uint32_t part)
 {
-    for (uint32_t i = 0; i < r->nloads; i++)
-        if (r->loads[i].grp == grp && r->loads[i].part == part)
-            return &r->loads[i];
+    if (r->ix_stale) {
+        memset(r->ix, 0, sizeof r->ix);
+        for (uint32_t i = 0; i < r->nloads; i++)
+            ix_add(r, i);
+        r->ix_stale = 0;
+    }
+    for (uint32_t h = ix_slot(grp, part); r->ix[h]; h = (h + 1) & (IX_CAP - 1)) {
+        load *l = &r->loads[r->ix[h] - 1];
+        if (l->grp == grp && l->part == part)
+            return l;
+    }
     return NULL;
+}
+
+/* load_new: a fresh load of (grp, part), which load_find did not find. */
+static load *load_new(cl_rebal *r, int32_t grp, uint32_t part)
+{
+    if (r->nloads >= MAX_LOADS)
+        return NULL;
+    load *l = &r->loads[r->nloads];
+    memset(l, 0, sizeof *l);
+    l->grp = grp;
+    l->part = part;
+    if (!r->ix_stale)
+        ix_add(r, r->nloads);
+    r->nloads++;
+    return l;
 }
 
 static void load_drop(cl_rebal *r, load *l)
@@ -169,6 +212,7 @@ static void load_drop(cl_rebal *r, load *l)
     em_buf_free(&l->keys);
     em_free(l->tab);
     *l = r->loads[--r->nloads];
+    r->ix_stale = 1;
 }
 
 /* ---- messages ---- */
@@ -473,7 +517,10 @@ static void serve(cl_rebal *r, const demand *d)
 
 /* ---- this node's loads and evictions ---- */
 
-typedef struct scan_ctx { cl_rebal *r; cl_topo *t; uint64_t gen; } scan_ctx;
+/* evict: (i32 group, u32 partition) pairs the scan found to clear, cleared
+ * after mu is released (clearing a large partition under it would hold up
+ * the transport thread, which takes mu for every live update). */
+typedef struct scan_ctx { cl_rebal *r; cl_topo *t; uint64_t gen; em_buf evict; } scan_ctx;
 
 static int in_list(const uint32_t *a, uint32_t n, int self)
 {
@@ -500,11 +547,7 @@ static void scan_cache(void *arg, st_cache *c)
         int owner = in_list(own, no, t->self), moving = in_list(mv, nm, t->self);
         load *l = load_find(r, grp, part);
         if (moving && no) {
-            if (!l && r->nloads < MAX_LOADS) {
-                l = &r->loads[r->nloads++];
-                memset(l, 0, sizeof *l);
-                l->grp = grp;
-                l->part = part;
+            if (!l && (l = load_new(r, grp, part)) != NULL) {
                 l->supplier = t->m[own[0]].id;
                 l->state = L_DEMANDING;
                 send_demand(r, l);
@@ -521,10 +564,28 @@ static void scan_cache(void *arg, st_cache *c)
             uint64_t cntr, size;
             if (st_part_info(c, part, &cntr, &size) == 0 && size) {
                 /* No copy of this partition is this node's any more. */
-                (void)st_clear_part(c, part, 0);
-                r->st.evicted++;
+                uint8_t e[8];
+                em_st32(e, (uint32_t)grp);
+                em_st32(e + 4, part);
+                (void)em_buf_append(&x->evict, e, sizeof e);
             }
         }
+    }
+}
+
+/* evict clears the partitions the scan listed (not under mu). */
+static void evict(cl_rebal *r, const em_buf *ev)
+{
+    uint64_t n = 0;
+    for (size_t at = 0; at + 8 <= ev->len; at += 8) {
+        st_cache *c = st_cache_find(r->cfg.store, (int32_t)em_ld32(ev->p + at));
+        if (c && st_clear_part(c, em_ld32(ev->p + at + 4), 0) == 0)
+            n++;
+    }
+    if (n) {
+        lock(r);
+        r->st.evicted += n;
+        unlock(r);
     }
 }
 
@@ -607,6 +668,7 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
 static void *run(void *arg)
 {
     cl_rebal *r = arg;
+    pthread_setname_np(pthread_self(), "em-rebal");
     uint64_t last_scan = 0;
     demand *q = em_malloc(sizeof *q * MAX_QUEUE);
     demand *dn = em_malloc(sizeof *dn * MAX_QUEUE);
@@ -648,7 +710,7 @@ static void *run(void *arg)
             cl_topo *t = cl_node_topo_acquire(r->cfg.node);
             if (t->self >= 0) {
                 lock(r);
-                scan_ctx x = { r, t, ++r->gen };
+                scan_ctx x = { r, t, ++r->gen, EM_BUF_INIT };
                 st_cache_each(r->cfg.store, scan_cache, &x);
                 /* Loads this node is no longer asked for (it owns the
                  * partition now, or the exchange dropped the copy). */
@@ -658,6 +720,8 @@ static void *run(void *arg)
                     else
                         i++;
                 unlock(r);
+                evict(r, &x.evict);
+                em_buf_free(&x.evict);
             }
             cl_node_topo_release(t);
         }

@@ -126,6 +126,7 @@ struct net_server {
     net_limits    lim;
     net_callbacks cb;
     net_tls_ctx  *tls;
+    char          name[16];       /* the loop threads' name */
     _Atomic int   stop;
     _Atomic uint32_t nconns;
     /* src: the listener's own address (port 0) when it is a specific one:
@@ -819,6 +820,7 @@ static void *loop_main(void *arg)
     net_loop *l = arg;
     net_server *s = l->srv;
     tl_loop = l;
+    pthread_setname_np(pthread_self(), s->name);
     struct epoll_event evs[256];
     l->now_ms = em_now_ms();
     l->next_tick_ms = l->now_ms + TICK_MS;
@@ -970,6 +972,7 @@ int net_server_start(net_server **out, const net_options *opt)
         s->lim.out_hard_cap = s->lim.out_soft_cap;
     s->cb = opt->cb;
     s->tls = opt->tls;
+    snprintf(s->name, sizeof s->name, "%s", opt->name ? opt->name : "em-net");
     int n = opt->threads > 0 ? opt->threads : net_default_threads();
     if (n > 256)
         n = 256;

@@ -77,6 +77,7 @@ typedef struct net_options {
     net_limits  limits;
     net_callbacks cb;
     struct net_tls_ctx *tls;      /* TLS only on this port; NULL = plaintext (borrowed) */
+    const char *name;             /* the loop threads' name (top -H, perf); NULL = "em-net" */
 } net_options;
 
 /* net_server_start binds and listens, then starts the worker threads.

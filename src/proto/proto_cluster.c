@@ -30,7 +30,7 @@
 
 int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *what)
 {
-    int rc = cl_node_propose(c->srv->opt.cluster, entry, len, PROPOSE_TIMEOUT_MS);
+    int rc = cl_node_propose_wait(c->srv->opt.cluster, entry, len, PROPOSE_TIMEOUT_MS);
     switch (rc) {
     case 0:
         return 0;
@@ -233,7 +233,6 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
 enum { LOSS_READ_ONLY_SAFE = 0, LOSS_READ_ONLY_ALL = 1, LOSS_READ_WRITE_SAFE = 2,
        LOSS_READ_WRITE_ALL = 3, LOSS_IGNORE = 4 };
 
-#define LEASE_WAIT_MS 500
 
 /* lost_refusal: the error Ignite gives for an operation on a lost partition
  * (GridDhtTopologyFutureAdapter's validation), or 0 when the cache's policy
@@ -581,20 +580,11 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         return pr_fail(c, PR_ST_FAILED, "This node is not a member of the cluster now (it is "
                        "joining, or the others failed it; restart it to rejoin): use another node");
     }
-    if (!cl_node_has_lease(c->srv->opt.cluster)) {
-        /* The lease is renewed every transport tick: a member that just
-         * joined may not have had one yet. */
-        uint64_t end = em_now_ms() + LEASE_WAIT_MS;
-        while (!cl_node_has_lease(c->srv->opt.cluster) && em_now_ms() < end) {
-            struct timespec ts = { 0, 10 * 1000000L };
-            nanosleep(&ts, NULL);
-        }
-        if (!cl_node_has_lease(c->srv->opt.cluster)) {
-            cl_node_topo_release(t);
-            return pr_fail(c, PR_ST_FAILED, "This node has no lease: it is cut off from the "
-                           "cluster's majority (no leader reachable) and serves no cache "
-                           "operations until it is back; use another node");
-        }
+    if (!cl_node_lease_wait(c->srv->opt.cluster)) {
+        cl_node_topo_release(t);
+        return pr_fail(c, PR_ST_FAILED, "This node has no lease: it is cut off from the "
+                       "cluster's majority (no leader reachable) and serves no cache "
+                       "operations until it is back; use another node");
     }
     if (t->n <= 1) {
         cl_node_topo_release(t);

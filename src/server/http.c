@@ -284,6 +284,7 @@ static void accept_all(srv_http *h)
 static void *http_thread(void *arg)
 {
     srv_http *h = arg;
+    pthread_setname_np(pthread_self(), "em-http");
     struct pollfd pf[2 + HTTP_CONNS];
     int idx[2 + HTTP_CONNS];
     for (;;) {

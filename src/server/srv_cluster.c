@@ -173,6 +173,7 @@ typedef struct worker_arg { srv_cluster *sc; int i; } worker_arg;
 
 static void *worker(void *arg)
 {
+    pthread_setname_np(pthread_self(), "em-fwd");
     srv_cluster *sc = ((worker_arg *)arg)->sc;
     int wi = ((worker_arg *)arg)->i;
     em_free(arg);

@@ -1087,6 +1087,7 @@ static void deadline_after(struct timespec *ts, uint32_t ms)
 static void *bg_main(void *arg)
 {
     wal *w = arg;
+    pthread_setname_np(pthread_self(), "em-wal");
     pthread_mutex_lock(&w->mu);
     while (!w->closing) {
         struct timespec ts;
@@ -1104,6 +1105,7 @@ static void *bg_main(void *arg)
 static void *ck_main(void *arg)
 {
     wal *w = arg;
+    pthread_setname_np(pthread_self(), "em-checkpoint");
     pthread_mutex_lock(&w->mu);
     while (!w->closing) {
         struct timespec ts;
