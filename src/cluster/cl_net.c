@@ -152,12 +152,31 @@ static int release_held(cl_net_link *l, uint64_t now)
     return sent ? net_conn_kick(l->conn) != 0 : 0;
 }
 
+static int id_less(uint64_t am, uint64_t al, uint64_t bm, uint64_t bl)
+{
+    if (am != bm)
+        return (int64_t)am < (int64_t)bm;
+    return (int64_t)al < (int64_t)bl;
+}
+
+int cl_net_link_canonical(const cl_net_link *l)
+{
+    const cl_net *n = l->net;
+    return l->outgoing == id_less(n->o.node_msb, n->o.node_lsb, l->peer_msb, l->peer_lsb);
+}
+
+/* find_up: the up link to a peer, the canonical one when there are two
+ * (sends move to it the moment it is up; the other is about to close). */
 static cl_net_link *find_up(cl_net *n, uint64_t msb, uint64_t lsb)
 {
+    cl_net_link *any = NULL;
     for (cl_net_link *l = n->up; l; l = l->next)
-        if (l->peer_msb == msb && l->peer_lsb == lsb)
-            return l;
-    return NULL;
+        if (l->peer_msb == msb && l->peer_lsb == lsb) {
+            if (cl_net_link_canonical(l))
+                return l;
+            any = l;
+        }
+    return any;
 }
 
 typedef struct post_send {
@@ -333,13 +352,6 @@ static int refuse(cl_net_link *l, const char *why)
 }
 
 /* Node ids compare as Java UUIDs do (signed halves), the order used everywhere. */
-static int id_less(uint64_t am, uint64_t al, uint64_t bm, uint64_t bl)
-{
-    if (am != bm)
-        return (int64_t)am < (int64_t)bm;
-    return (int64_t)al < (int64_t)bl;
-}
-
 static int on_hello(cl_net_link *l, const uint8_t *p, size_t n)
 {
     cl_net *net = l->net;
@@ -378,9 +390,7 @@ static int on_auth(cl_net_link *l, const uint8_t *p, size_t n)
     cl_net_link *old = find_up(net, l->peer_msb, l->peer_lsb);
     if (old) {
         /* Keep the link opened by the smaller node id. */
-        int mine_smaller = id_less(net->o.node_msb, net->o.node_lsb, l->peer_msb, l->peer_lsb);
-        int keep_new = l->outgoing == mine_smaller;
-        if (!keep_new) {
+        if (!cl_net_link_canonical(l)) {
             snprintf(l->why, sizeof l->why, "duplicate link");
             return EM_CLOSED;
         }

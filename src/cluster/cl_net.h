@@ -205,6 +205,11 @@ int  cl_net_post(cl_net *n, void (*fn)(void *arg, int cancelled), void *arg);
 /* Link facts, loop thread only. */
 void cl_net_link_peer(const cl_net_link *l, uint64_t *msb, uint64_t *lsb);
 int  cl_net_link_outgoing(const cl_net_link *l);
+/* cl_net_link_canonical: 1 for the link opened by the smaller node id, the
+ * one that stays when both nodes connected (a joining node's link to its
+ * seed is often the other one: it closes once the seed dials back, and the
+ * frames it held unread go with it). */
+int  cl_net_link_canonical(const cl_net_link *l);
 void cl_net_link_addr(const cl_net_link *l, char *buf, size_t len);
 /* cl_net_peer_rx_ms: when the up link to node (msb, lsb) last received a
  * frame (PINGs included), on em_now_ms's clock; 0 when no link is up.

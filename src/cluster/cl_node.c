@@ -120,8 +120,10 @@ struct cl_node {
     uint64_t      last_join_ms, last_seed_ms;
     watch         w[MAX_TRACKED];
     uint32_t      nw;
-    cl_meta_uuid  up[MAX_TRACKED];   /* peers with an up link */
+    cl_meta_uuid  up[MAX_TRACKED];   /* peers with the canonical link up */
     uint32_t      nup;
+    cl_meta_uuid  linked[MAX_TRACKED]; /* an entry per up link, canonical or not */
+    uint32_t      nlinked;
     uint64_t      joins_inflight[8];
     pending      *pend;
     uint64_t      next_req;
@@ -132,7 +134,6 @@ struct cl_node {
     _Atomic uint64_t live_topos;  /* topology snapshots not yet freed */
     _Atomic int   lease;          /* on_tick's last verdict, for its log line */
     _Atomic uint64_t lease_until; /* ms: serves while em_now_ms() is below it */
-    int           was_leader;
 };
 
 static int  is_up(const cl_node *n, cl_meta_uuid id);
@@ -1038,13 +1039,19 @@ static void leader_join(cl_node *n, const uint8_t *p, size_t len)
 /* ---- transport callbacks (transport thread) -------------------------------- */
 
 /* up links, by peer id: the tick's view of who is reachable. */
+/* A member counts as up (cl_node_link_up, calls, proposals, replication to
+ * MOVING copies, rebalancing demands) only over the canonical link: data
+ * on the other one is lost when it closes as the duplicate.  Frames still
+ * flow on either (a join request goes out on the link to a seed). */
 static void on_up(void *arg, cl_net_link *l, const cl_net_hello *h)
 {
     cl_node *n = arg;
-    (void)l;
+    cl_meta_uuid id = { h->node_msb, h->node_lsb };
     pthread_mutex_lock(&n->mu);
-    if (n->nup < MAX_TRACKED)
-        n->up[n->nup++] = (cl_meta_uuid){ h->node_msb, h->node_lsb };
+    if (n->nlinked < MAX_TRACKED)
+        n->linked[n->nlinked++] = id;
+    if (cl_net_link_canonical(l) && n->nup < MAX_TRACKED)
+        n->up[n->nup++] = id;
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -1063,6 +1070,15 @@ static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
     uint64_t msb, lsb;
     cl_net_link_peer(l, &msb, &lsb);
     pthread_mutex_lock(&n->mu);
+    for (uint32_t i = 0; i < n->nlinked; i++)
+        if (n->linked[i].msb == msb && n->linked[i].lsb == lsb) {
+            n->linked[i] = n->linked[--n->nlinked];
+            break;
+        }
+    if (!cl_net_link_canonical(l)) {
+        pthread_mutex_unlock(&n->mu);
+        return;                     /* never counted up (on_up) */
+    }
     for (uint32_t i = 0; i < n->nup; i++)
         if (n->up[i].msb == msb && n->up[i].lsb == lsb) {
             n->up[i] = n->up[--n->nup];
@@ -1231,8 +1247,10 @@ static void tick_members(cl_node *n, uint64_t now, int leader)
         for (uint32_t j = 0; j < n->nw; j++)
             if (cl_meta_uuid_eq(n->w[j].id, w.id))
                 w = n->w[j];
-        if (leader && !n->was_leader)
-            w.seen_ms = now;          /* a new leader gives everyone a full timeout */
+        /* Every member keeps these hearings, leader or not: a member elected
+         * after the coordinator died fails it a timeout after its own link
+         * to it went down, not a timeout after the election (which made a
+         * coordinator's failover an election longer than a primary's). */
         if (is_up(n, w.id)) {
             w.seen_ms = now;
         } else {
@@ -1255,7 +1273,6 @@ static void tick_members(cl_node *n, uint64_t now, int leader)
     }
     memcpy(n->w, nw, k * sizeof *nw);
     n->nw = k;
-    n->was_leader = leader;
     pthread_mutex_unlock(&n->mu);
     cl_node_topo_release(t);
     for (int i = 0; i < ndial; i++)
@@ -1280,8 +1297,8 @@ static void tick_join(cl_node *n, uint64_t now, int leader)
     int retry = !leader && now - n->last_join_ms >= RETRY_MS;
     if (retry) {
         n->last_join_ms = now;
-        nto = n->nup;
-        memcpy(to, n->up, nto * sizeof *to);
+        nto = n->nlinked;           /* a seed's link is often not the canonical one */
+        memcpy(to, n->linked, nto * sizeof *to);
     }
     pthread_mutex_unlock(&n->mu);
     if (go)
@@ -1535,9 +1552,16 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         goto fail;
     }
     char merr[CL_META_ERRMSG] = "";
+    /* The election timeout follows a short failure detection timeout: a
+     * coordinator killed under fd 1 s is replaced (libraft waits 1x-2x the
+     * timeout) and the new one fails it within about 2 s; 1000 ms, libraft's
+     * own default, from fd 3 s up. */
+    unsigned elect = cfg->election_ms;
+    if (!elect)
+        elect = fd_ms(cfg) / 3 < 300 ? 300 : fd_ms(cfg) / 3 > 1000 ? 1000 : fd_ms(cfg) / 3;
     cl_meta_cfg mc = {
         .raft_id = n->raft_id, .raft_addr = n->raft_addr, .dir = n->dir,
-        .bootstrap = cfg->bootstrap, .election_ms = cfg->election_ms,
+        .bootstrap = cfg->bootstrap, .election_ms = elect,
         .heartbeat_ms = cfg->heartbeat_ms, .segment_size = 1u << 20, .errmsg = merr,
     };
     rc = cl_meta_start(&n->meta, &mc);

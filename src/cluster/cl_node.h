@@ -70,7 +70,7 @@ typedef struct cl_node_cfg {
     const char *dir;               /* existing directory: dir/meta-<node id>/ is made */
     const char *thin_addr;         /* "ip:port" published for clients, or NULL */
     uint32_t    failure_detection_ms;  /* 0 = 10 000 */
-    unsigned    election_ms;       /* 0 = libraft's 1000 */
+    unsigned    election_ms;       /* 0 = a third of failure_detection_ms, 300..1000 */
     unsigned    heartbeat_ms;      /* 0 = libraft's 100 */
     uint64_t    node_msb, node_lsb;/* 0, 0 = a random UUID v4 */
     void       *arg;

@@ -37,6 +37,7 @@
 #define DONE_EVERY_MS   300         /* a loaded copy reports until it owns */
 #define MAX_REMOVED     (1u << 20)  /* removed keys remembered per load */
 #define MAX_OWN         256
+#define MAX_UP          256         /* members whose links the rebalancer tracks */
 #define SUP_HDR         25    /* ... | u32 n | u64 the supplier's counter at its snapshot */
 #define F_LAST          1
 #define F_AGAIN         2
@@ -92,8 +93,13 @@ struct cl_rebal {
      * enters the node, and a thread inside the node (the metadata thread
      * publishing a topology, the transport delivering a frame) may be
      * waiting for mu - sending under it would order the two locks both ways. */
-    struct outq { cl_meta_uuid to; uint16_t type; uint8_t n; uint8_t b[12]; } oq[256];
+    /* Frames decided under mu, sent after it: room for a demand per load
+     * and the reports beside them (a join makes thousands of loads at once;
+     * a queue of 256 dropped the rest until their 2 s retry). */
+    struct outq { cl_meta_uuid to; uint16_t type; uint8_t n; uint8_t b[12]; } oq[MAX_LOADS + 256];
     uint32_t     noq;
+    cl_meta_uuid up[MAX_UP];    /* members with a link up (links_refresh) */
+    uint32_t     nup;
     em_buf       out;               /* rebalancing thread: a SUPPLY being built */
     cl_rebal_stats st;
 };
@@ -234,13 +240,18 @@ static void queue(cl_rebal *r, cl_meta_uuid to, uint16_t type, const uint8_t *b,
 static void flush(cl_rebal *r)
 {
     struct outq q[256];
-    lock(r);
-    uint32_t n = r->noq;
-    memcpy(q, r->oq, sizeof q[0] * n);
-    r->noq = 0;
-    unlock(r);
-    for (uint32_t i = 0; i < n; i++)
-        (void)cl_node_send(r->cfg.node, q[i].to, q[i].type, q[i].b, q[i].n);
+    for (;;) {
+        lock(r);
+        uint32_t n = r->noq < 256 ? r->noq : 256;
+        memcpy(q, r->oq, sizeof q[0] * n);
+        memmove(r->oq, r->oq + n, sizeof q[0] * (r->noq - n));
+        r->noq -= n;
+        unlock(r);
+        if (!n)
+            return;
+        for (uint32_t i = 0; i < n; i++)
+            (void)cl_node_send(r->cfg.node, q[i].to, q[i].type, q[i].b, q[i].n);
+    }
 }
 
 static void send_demand(cl_rebal *r, load *l)
@@ -251,6 +262,38 @@ static void send_demand(cl_rebal *r, load *l)
     em_st32(b + 8, l->seq);
     l->sent_ms = em_now_ms();
     queue(r, l->supplier, CL_NET_MSG_REBAL_DEMAND, b, sizeof b);
+}
+
+/* demand_when_up: send_demand once this node has a link to the supplier;
+ * without one (a joined node's mesh is still forming) the frame would be
+ * dropped and wait out RETRY_MS, so the load asks again 100 ms later.
+ * r->up is the rebalancer thread's view of the links (refreshed before it
+ * takes mu: cl_node_link_up takes the node's lock). */
+static void demand_when_up(cl_rebal *r, load *l)
+{
+    for (uint32_t i = 0; i < r->nup; i++)
+        if (cl_meta_uuid_eq(r->up[i], l->supplier)) {
+            send_demand(r, l);
+            return;
+        }
+    l->sent_ms = em_now_ms() - RETRY_MS + 100;
+}
+
+/* links_refresh fills r->up with the members this node has a link to (not
+ * under mu). */
+static void links_refresh(cl_rebal *r)
+{
+    cl_meta_uuid up[MAX_UP];
+    uint32_t n = 0;
+    cl_topo *t = cl_node_topo_acquire(r->cfg.node);
+    for (uint32_t i = 0; i < t->n && n < MAX_UP; i++)
+        if ((int)i != t->self && cl_node_link_up(r->cfg.node, t->m[i].id))
+            up[n++] = t->m[i].id;
+    cl_node_topo_release(t);
+    lock(r);
+    memcpy(r->up, up, sizeof up[0] * n);
+    r->nup = n;
+    unlock(r);
 }
 
 static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
@@ -550,13 +593,13 @@ static void scan_cache(void *arg, st_cache *c)
             if (!l && (l = load_new(r, grp, part)) != NULL) {
                 l->supplier = t->m[own[0]].id;
                 l->state = L_DEMANDING;
-                send_demand(r, l);
+                demand_when_up(r, l);
             } else if (l && !cl_meta_uuid_eq(l->supplier, t->m[own[0]].id) &&
                        l->state == L_DEMANDING) {
                 l->supplier = t->m[own[0]].id;      /* the primary changed: start over */
                 l->seq = 0;
                 removed_reset(l);
-                send_demand(r, l);
+                demand_when_up(r, l);
             }
             if (l)
                 l->gen = x->gen;
@@ -705,6 +748,7 @@ static void *run(void *arg)
         if (nd && cl_node_is_leader(r->cfg.node))
             coordinate(r, dn, nd);
         uint64_t now = em_now_ms();
+        links_refresh(r);
         if (kicked || now - last_scan >= 1000) {
             last_scan = now;
             cl_topo *t = cl_node_topo_acquire(r->cfg.node);
@@ -737,7 +781,7 @@ static void *run(void *arg)
             if (l->state == L_DEMANDING) {
                 l->seq = 0;                 /* silence: start over */
                 removed_reset(l);
-                send_demand(r, l);
+                demand_when_up(r, l);
             } else if (have_lid) {
                 send_done(r, l, lid);
             }

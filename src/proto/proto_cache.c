@@ -341,6 +341,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
      * sends it and waits for the acks a FULL_SYNC cache asks for. */
     if (c->srv->opt.repl)
         cl_repl_begin();
+    size_t out_at = out->len;
     switch (op) {
     case 1000:      /* GET */
         if ((rc = pr_val_begin(out, &pos)) == 0 &&
@@ -455,6 +456,25 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
             return pr_fail(c, PR_ST_FAILED, "The write was applied on the primary but not every "
                            "owner of the key acknowledged it in time (FULL_SYNC): it may or "
                            "may not survive a failure of the primary; retry");
+        if (!rc && wrc == EM_STALE && (k || bt.p) && pr_cluster_idempotent(op)) {
+            /* The partition's primary moved (an affinity switch after
+             * rebalancing) while this ran here as its primary: an op that
+             * may run twice runs again on the new primary, whose stream
+             * then brings this node's copy in line.  Forwarded, the sender
+             * maps it again; from a client, this node does. */
+            out->len = out_at;
+            if (c->forwarded) {
+                c->stale = 1;
+                return pr_fail(c, PR_ST_FAILED, "The partition's primary changed while the "
+                               "write ran here");
+            }
+            const uint8_t *kend = r->p + r->pos;
+            int done = 0;
+            rc = k ? pr_cluster_reroute(c, op, sc, k, k + kl, 1, 0, out, &done)
+                   : pr_cluster_reroute(c, op, sc, bt.p, kend, (int)bt.left, bt.pairs, out, &done);
+            if (done || rc)
+                return rc;
+        }
         if (!rc && wrc == EM_STALE)
             return pr_fail(c, PR_ST_FAILED, "The write was applied on this node but an owner "
                            "refused it (the partition's primary changed): it may or may not "

@@ -436,11 +436,12 @@ static int route_keys(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint
 #define STALE_TRIES 300
 #define REMAP_TRIES 3
 #define REMAP_WAIT_MS 15000
+#define REROUTE_WAIT_MS 2000
 
-/* idempotent: ops whose second run changes nothing and answers the same
- * (conditional ops and get-and-* are not: they would need the origin
- * request's outcome, which is not replicated yet). */
-static int idempotent(int op)
+/* pr_cluster_idempotent: ops whose second run changes nothing and answers
+ * the same (conditional ops and get-and-* are not: they would need the
+ * origin request's outcome, which is not replicated yet). */
+int pr_cluster_idempotent(int op)
 {
     switch (op) {
     case 1000: case 1001: case 1003: case 1004: case 1011: case 1012:
@@ -638,7 +639,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         uint64_t seen = cl_topo_index(t);
         cl_node_topo_release(t);
         size_t at = out->len;
-        c->route_idem = idempotent(op) && remaps < REMAP_TRIES;
+        c->route_idem = pr_cluster_idempotent(op) && remaps < REMAP_TRIES;
         rc = ask(c, to, resp, out);
         c->route_idem = 0;
         *done = 1;
@@ -684,6 +685,28 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         t = cl_node_topo_acquire(c->srv->opt.cluster);
     }
     return rc;
+}
+
+int pr_cluster_reroute(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
+                       int nkeys, int pairs, em_buf *out, int *done)
+{
+    /* The topology that moved the primary may not have reached this node
+     * yet (the refusing owner applied it first): wait for it, bounded. */
+    cl_node *n = c->srv->opt.cluster;
+    cl_topo *t = cl_node_topo_acquire(n);
+    uint64_t seen = cl_topo_index(t);
+    cl_node_topo_release(t);
+    uint64_t end = em_now_ms() + REROUTE_WAIT_MS;
+    for (;;) {
+        *done = 0;
+        int rc = pr_cluster_route(c, op, sc, kp, kend, nkeys, pairs, out, done);
+        if (*done || rc || em_now_ms() >= end)
+            return rc;          /* not done: this node is still the primary here */
+        (void)cl_node_topo_wait(n, seen, 50);
+        t = cl_node_topo_acquire(n);
+        seen = cl_topo_index(t);
+        cl_node_topo_release(t);
+    }
 }
 
 int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,

@@ -286,6 +286,14 @@ int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *wh
  * items ([kp, kend): one key, or a batch's items, pairs when pairs). */
 int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
                      int nkeys, int pairs, em_buf *out, int *done);
+/* pr_cluster_reroute: pr_cluster_route for an idempotent op that ran here
+ * as the primary while the primary moved: waits (bounded) until this
+ * node's topology sends it elsewhere, then routes it there (*done = 1).
+ * *done = 0: still the primary here after the wait. */
+int pr_cluster_reroute(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
+                       int nkeys, int pairs, em_buf *out, int *done);
+/* pr_cluster_idempotent: 1 for ops that may run twice harmlessly. */
+int pr_cluster_idempotent(int op);
 /* pr_cluster_owner_check: on a forwarded request, is this node the one
  * that serves its keys in its own topology?  0, or a failure reply with
  * c->stale set (the forwarding node looks again: pr_conn_take_stale). */
