@@ -159,10 +159,24 @@ static void apply_cb(struct raft_apply *req, int status, void *result)
     } else {
         op_finish(op, cl_meta_raft_err(status), NULL);
     }
-    if (m->shutting)
+    if (m->shutting) {
         maybe_close(m);
-    else
+    } else if (status != 0) {
+        /* libraft fails its pending requests while it steps down, before
+         * its leader state is gone: a raft_apply from inside that callback
+         * dereferenced what was being torn down (TSan saw the SEGV).  The
+         * proposals still waiting were never handed to it: they fail as
+         * "not the leader" (never appended, so callers may retry). */
+        while (m->prop_head) {
+            meta_op *w = m->prop_head;
+            m->prop_head = w->next;
+            raft_free(w->buf.base);
+            op_finish(w, EM_NOTLEADER, NULL);
+        }
+        m->prop_tail = &m->prop_head;
+    } else {
         pump_proposals(m);
+    }
 }
 
 /* pump_proposals hands waiting proposals to libraft, CL_META_APPLY_WINDOW

@@ -541,8 +541,10 @@ static void serve(cl_rebal *r, const demand *d)
     em_st32(b->p + 13, bc.n);
     em_st64(b->p + 17, s->cntr);
     (void)cl_node_send(r->cfg.node, d->from, CL_NET_MSG_REBAL_SUPPLY, b->p, b->len);
+    lock(r);                        /* serve runs outside mu; the stats are read under it */
     r->st.batches_out++;
     r->st.entries_out += bc.n;
+    unlock(r);
     s->seq = d->seq + 1;
     if (!more) {
         for (pp = &r->sends; *pp; pp = &(*pp)->next)
