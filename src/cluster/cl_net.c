@@ -441,14 +441,18 @@ static void *cb_open(void *arg, net_conn *c)
 /* slow logs (at most every 10 s) a callback that held the transport thread
  * long enough to delay heartbeats: everything else on the cluster port,
  * leases included, waits behind it. */
-static void slow(cl_net *n, const char *what, unsigned type, uint64_t since)
+static void slow(cl_net *n, int frame_type, uint64_t since)
 {
     uint64_t now = em_now_ms();
     if (now - since < SLOW_MS || now - n->slow_logged < 10000)
         return;
     n->slow_logged = now;
-    EM_WARN("cluster transport: %s %u held the transport thread for %llu ms", what, type,
-            (unsigned long long)(now - since));
+    if (frame_type >= 0)
+        EM_WARN("cluster transport: a frame of type %d held the transport thread for %llu ms",
+                frame_type, (unsigned long long)(now - since));
+    else
+        EM_WARN("cluster transport: the tick held the transport thread for %llu ms",
+                (unsigned long long)(now - since));
 }
 
 static int cb_data(void *arg, net_conn *c, void *state, const uint8_t *p, size_t n,
@@ -498,7 +502,7 @@ static int cb_data(void *arg, net_conn *c, void *state, const uint8_t *p, size_t
             rc = refuse(l, "handshake frame on an up link");
         } else if (f.type != CL_NET_MSG_PING && net->o.on_frame) {
             net->o.on_frame(net->o.arg, l, f.type, f.payload, f.len);
-            slow(net, "a frame of type", f.type, l->rx_ms);
+            slow(net, f.type, l->rx_ms);
             if (l->close_req)
                 rc = EM_PROTO;          /* the link closes once cb_data returns */
         }
@@ -553,7 +557,7 @@ static void cb_tick(void *arg, int loop, uint64_t now)
     }
     if (n->o.on_tick) {
         n->o.on_tick(n->o.arg, now);
-        slow(n, "the tick", 0, now);
+        slow(n, -1, now);
     }
 }
 

@@ -1038,8 +1038,7 @@ static void leader_join(cl_node *n, const uint8_t *p, size_t len)
 
 /* ---- transport callbacks (transport thread) -------------------------------- */
 
-/* up links, by peer id: the tick's view of who is reachable. */
-/* A member counts as up (cl_node_link_up, calls, proposals, replication to
+/* Up links, by peer id: the tick's view of who is reachable.  A member counts as up (cl_node_link_up, calls, proposals, replication to
  * MOVING copies, rebalancing demands) only over the canonical link: data
  * on the other one is lost when it closes as the duplicate.  Frames still
  * flow on either (a join request goes out on the link to a seed). */
@@ -1053,6 +1052,16 @@ static void on_up(void *arg, cl_net_link *l, const cl_net_hello *h)
     if (cl_net_link_canonical(l) && n->nup < MAX_TRACKED)
         n->up[n->nup++] = id;
     pthread_mutex_unlock(&n->mu);
+}
+
+/* id_drop removes one entry equal to id from a[0..*n) (order not kept). */
+static void id_drop(cl_meta_uuid *a, uint32_t *n, cl_meta_uuid id)
+{
+    for (uint32_t i = 0; i < *n; i++)
+        if (cl_meta_uuid_eq(a[i], id)) {
+            a[i] = a[--*n];
+            return;
+        }
 }
 
 static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
@@ -1069,21 +1078,14 @@ static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
     }
     uint64_t msb, lsb;
     cl_net_link_peer(l, &msb, &lsb);
+    cl_meta_uuid id = { msb, lsb };
     pthread_mutex_lock(&n->mu);
-    for (uint32_t i = 0; i < n->nlinked; i++)
-        if (n->linked[i].msb == msb && n->linked[i].lsb == lsb) {
-            n->linked[i] = n->linked[--n->nlinked];
-            break;
-        }
+    id_drop(n->linked, &n->nlinked, id);
     if (!cl_net_link_canonical(l)) {
         pthread_mutex_unlock(&n->mu);
         return;                     /* never counted up (on_up) */
     }
-    for (uint32_t i = 0; i < n->nup; i++)
-        if (n->up[i].msb == msb && n->up[i].lsb == lsb) {
-            n->up[i] = n->up[--n->nup];
-            break;
-        }
+    id_drop(n->up, &n->nup, id);
     /* Calls waiting on that member will get no answer over this link. */
     int woke = 0;
     for (pending *q = n->pend; q; q = q->next)
@@ -1455,7 +1457,6 @@ static void set_err(const cl_node_cfg *cfg, const char *fmt, const char *what)
         snprintf(cfg->errmsg, CL_NODE_ERRMSG, fmt, what);
 }
 
-
 static uint32_t hb_ms(const cl_node_cfg *cfg)
 {
     uint32_t hb = fd_ms(cfg) / 8;
@@ -1557,8 +1558,10 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
      * timeout) and the new one fails it within about 2 s; 1000 ms, libraft's
      * own default, from fd 3 s up. */
     unsigned elect = cfg->election_ms;
-    if (!elect)
-        elect = fd_ms(cfg) / 3 < 300 ? 300 : fd_ms(cfg) / 3 > 1000 ? 1000 : fd_ms(cfg) / 3;
+    if (!elect) {
+        elect = fd_ms(cfg) / 3;
+        elect = elect < 300 ? 300 : elect > 1000 ? 1000 : elect;
+    }
     cl_meta_cfg mc = {
         .raft_id = n->raft_id, .raft_addr = n->raft_addr, .dir = n->dir,
         .bootstrap = cfg->bootstrap, .election_ms = elect,
