@@ -78,6 +78,10 @@ endif
 ifneq ($(wildcard tests/stress/chaos.c),)
 BINS += $(BUILD)/ember-chaos
 endif
+# emberd with one planted replication bug each (src/cluster/cl_repl.c says
+# which), for tests/chaos/planted.sh: the checkers must catch them.
+PLANTS := ack_early no_resend
+BINS += $(PLANTS:%=$(BUILD)/plant/emberd-%)
 
 .PHONY: all deps test run run-cluster asan tsan bench fuzz clean install replay replay-bins chaos
 all: $(BINS)
@@ -99,6 +103,17 @@ $(LIB): $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/emberd: $(BUILD)/src/server/emberd.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# The planted object comes before the library, so the linker never takes the
+# library's own cl_repl.o.
+# Static patterns: a loose one would also match the dependency files' names
+# (make's built-in rules try to remake cl_repl-X.d from cl_repl-X.d.o).
+PLANT_OBJ := $(PLANTS:%=$(BUILD)/plant/cl_repl-%.o)
+$(PLANT_OBJ): $(BUILD)/plant/cl_repl-%.o: src/cluster/cl_repl.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DEM_PLANT_$(shell echo $* | tr a-z A-Z) -c -o $@ $<
+$(PLANTS:%=$(BUILD)/plant/emberd-%): $(BUILD)/plant/emberd-%: $(BUILD)/src/server/emberd.o \
+		$(BUILD)/plant/cl_repl-%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/unit-tests: $(UNIT_OBJ) $(TEST_LIB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

@@ -27,6 +27,7 @@
 
 #include "cluster/cl_aff.h"
 #include "cluster/cl_meta_fsm.h"
+#include "cluster/cl_net.h"
 
 typedef struct cl_node cl_node;
 
@@ -101,6 +102,9 @@ typedef struct cl_node_cfg {
     /* on_refused (optional): a link refused in its handshake, either way,
      * with the peer's address and why (transport thread). */
     void (*on_refused)(void *arg, const char *peer, const char *why);
+    /* fault (optional, tests): the transport's fault hook (cl_net_opts). */
+    cl_net_fault_fn fault;
+    void       *fault_arg;
     char       *errmsg;            /* NULL or CL_NODE_ERRMSG bytes */
 } cl_node_cfg;
 

@@ -33,13 +33,34 @@
 #define MAX_PEERS       1024u        /* node ids met in one process life */
 #define CACHE_BUCKETS   256u
 #define MAX_OWNERS      64u          /* owners looked at per partition */
-#define UPD_HDR         28u          /* i32 cache | u32 part | u64 ctr | u64 epoch | u32 len */
+#define UPD_HDR         36u          /* i32 cache | u32 part | u64 ctr | u64 prev | u64 epoch | u32 len */
+#define UPD_RESTART     0x80000000u  /* in len: the epoch changed since prev was sent */
 #define ACK_ENTRY       28u          /* i32 cache | u32 part | u64 ctr | u64 from | i32 status */
 #define TICKET_MAX      256u
 #define MAX_UPDATE_REC  (64u << 20)
+#define SEND_CHUNK      (4u << 20)   /* a resent window leaves in frames of about this */
+#define MAX_RETAIN      (64u << 20)  /* unsettled bytes kept per peer before giving up */
+
+/* Planted bugs, compiled in only for tests/chaos/planted.sh (the Makefile's
+ * build/plant/emberd-*): each is a defect a checker of the fault-injection
+ * suite must catch before that checker is trusted.
+ *   EM_PLANT_ACK_EARLY  a FULL_SYNC write is answered before it is
+ *                       replicated (the tick sends it later): the set
+ *                       workload under kill -9 must find acknowledged
+ *                       writes lost;
+ *   EM_PLANT_NO_RESEND  lost frames are never sent again and an owner skips
+ *                       a gap at once: under the fault hook, idle-verify
+ *                       must find copies that differ. */
+#ifdef EM_PLANT_NO_RESEND
+#define PLANT_NO_RESEND 1
+#else
+#define PLANT_NO_RESEND 0
+#endif
 
 typedef struct ackv {
     _Atomic uint64_t sent, acked;
+    _Atomic uint64_t settled;           /* acked or refused: its copy need not be kept */
+    uint64_t sent_epoch;                /* epoch of the last update sent (partition lock) */
     uint64_t refused_lo, refused_hi;    /* the last refused range (under wait_mu) */
 } ackv;
 
@@ -49,14 +70,27 @@ typedef struct rcache {
     _Atomic uint64_t *ctr;          /* primary: last counter taken, per partition */
     uint64_t *applied;              /* owner: highest contiguous counter applied */
     uint64_t *epoch;                /* owner: epoch those were applied in */
+    uint32_t *src;                  /* owner: peer slot + 1 of applied's sender */
+    uint64_t *gap_ms;               /* owner: when the stream's current gap began */
     _Atomic(ackv *) ack[MAX_PEERS]; /* per peer slot: parts entries, lazily */
     struct rcache *_Atomic next;
 } rcache;
 
+/* A peer's stream.  out holds [head, sent): updates sent that the peer has
+ * neither acked nor refused, kept to send again, and [sent, len): updates
+ * queued.  A frame lost with a link (or dropped by the loop for want of
+ * one) is sent again when the peer asks for it (it saw a gap) or when the
+ * oldest kept update waited a retransmit interval (the loss was the last
+ * frame); the peer skips what it already has. */
 typedef struct peer {
     cl_meta_uuid    id;
+    uint32_t        slot;
     pthread_mutex_t mu;
-    em_buf          out;            /* queued updates (REPL_UPDATE payload) */
+    em_buf          out;            /* REPL_UPDATE payload */
+    size_t          head, sent;
+    uint64_t        moved_ms;       /* when head last moved (or the window opened) */
+    uint64_t        resent_ms;      /* the last retransmission */
+    _Atomic int     nack;           /* the peer asked for a retransmission */
 } peer;
 
 /* A FULL_SYNC waiter: it sleeps on its own condition until the ack it
@@ -81,9 +115,10 @@ struct cl_repl {
     pthread_mutex_t wait_mu;        /* FULL_SYNC waiters */
     waiter         *waiters;
     em_buf          ack_out;        /* transport thread: acks of one frame */
-    _Atomic uint64_t st[7];
+    _Atomic uint64_t st[11];
 };
-enum { S_SENT, S_FRAMES, S_APPLIED, S_ACKS, S_REFUSED, S_WAITS, S_TIMEOUTS };
+enum { S_SENT, S_FRAMES, S_APPLIED, S_ACKS, S_REFUSED, S_WAITS, S_TIMEOUTS, S_RESENT,
+       S_NACKS, S_SKIPPED, S_GIVEUP };
 static void count(cl_repl *r, int i, uint64_t d)
 {
     atomic_fetch_add_explicit(&r->st[i], d, memory_order_relaxed);
@@ -115,6 +150,18 @@ static uint32_t cfg_parts(const st_cache_config *cfg)
     return cfg->partitions ? cfg->partitions : 1024;
 }
 
+static void rcache_free(rcache *c)
+{
+    for (uint32_t i = 0; i < MAX_PEERS; i++)
+        em_free(atomic_load(&c->ack[i]));
+    em_free(c->ctr);
+    em_free(c->applied);
+    em_free(c->epoch);
+    em_free(c->src);
+    em_free(c->gap_ms);
+    em_free(c);
+}
+
 static rcache *cache_find(cl_repl *r, int32_t id)
 {
     rcache *c = atomic_load_explicit(&r->caches[(uint32_t)id % CACHE_BUCKETS],
@@ -142,11 +189,10 @@ static rcache *cache_get(cl_repl *r, int32_t id, uint32_t parts)
         c->ctr = em_calloc(parts, sizeof *c->ctr);
         c->applied = em_calloc(parts, sizeof *c->applied);
         c->epoch = em_calloc(parts, sizeof *c->epoch);
-        if (!c->ctr || !c->applied || !c->epoch) {
-            em_free(c->ctr);
-            em_free(c->applied);
-            em_free(c->epoch);
-            em_free(c);
+        c->src = em_calloc(parts, sizeof *c->src);
+        c->gap_ms = em_calloc(parts, sizeof *c->gap_ms);
+        if (!c->ctr || !c->applied || !c->epoch || !c->src || !c->gap_ms) {
+            rcache_free(c);
             c = NULL;
         } else {
             /* Newest first: a recreated cache's record shadows the old. */
@@ -190,6 +236,7 @@ static int peer_slot(cl_repl *r, cl_meta_uuid id, int make)
         peer *p = em_calloc(1, sizeof *p);
         if (p) {
             p->id = id;
+            p->slot = n;
             pthread_mutex_init(&p->mu, NULL);
             r->peers[n] = p;
             atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
@@ -200,14 +247,99 @@ static int peer_slot(cl_repl *r, cl_meta_uuid id, int make)
     return slot;
 }
 
-/* peer_send sends p's queued updates; p->mu held. */
+/* Retransmission: after rto_ms without progress the window goes again, and
+ * after retain_ms it is given up (the peer left, or is too far behind:
+ * it refuses what it lacks once it has waited as long, see on_update). */
+static uint64_t rto_ms(const cl_repl *r)
+{
+    uint64_t t = r->o.timeout_ms / 8;
+    return t < 100 ? 100 : t > 1000 ? 1000 : t;
+}
+
+static uint32_t rec_len(const uint8_t *h) { return em_ld32(h + 32) & ~UPD_RESTART; }
+
+/* prune drops from the window the updates the peer settled (acked or
+ * refused), oldest first; p->mu held. */
+static void prune(cl_repl *r, peer *p, uint64_t now)
+{
+    size_t h = p->head;
+    while (h < p->sent) {
+        const uint8_t *x = p->out.p + h;
+        rcache *c = cache_find(r, (int32_t)em_ld32(x));
+        uint32_t part = em_ld32(x + 4);
+        ackv *a = c && part < c->parts
+                      ? atomic_load_explicit(&c->ack[p->slot], memory_order_acquire) : NULL;
+        if (a && atomic_load_explicit(&a[part].settled, memory_order_acquire) < em_ld64(x + 8))
+            break;
+        h += UPD_HDR + rec_len(x);
+    }
+    if (h != p->head) {
+        p->head = h;
+        p->moved_ms = now;
+    } else if (p->sent > p->head && (now - p->moved_ms > 2ull * r->o.timeout_ms ||
+                                     p->sent - p->head > MAX_RETAIN)) {
+        p->head = p->sent;
+        p->moved_ms = now;
+        count(r, S_GIVEUP, 1);
+    }
+    if (p->head == p->out.len) {
+        em_buf_reset(&p->out);
+        p->head = p->sent = 0;
+    } else if (p->head && p->head >= p->out.len - p->head) {
+        /* What is left is no larger than what goes: moving it down costs
+         * no more than the appends did, and the buffer stays as large as
+         * the window, not as the stream. */
+        memmove(p->out.p, p->out.p + p->head, p->out.len - p->head);
+        p->out.len -= p->head;
+        p->sent -= p->head;
+        p->head = 0;
+    }
+}
+
+/* send_range sends out[from, to) in frames of whole updates. */
+static void send_range(cl_repl *r, peer *p, size_t from, size_t to)
+{
+    while (from < to) {
+        size_t end = from;
+        while (end < to) {
+            size_t one = UPD_HDR + rec_len(p->out.p + end);
+            if (end > from && end + one - from > SEND_CHUNK)
+                break;
+            end += one;
+        }
+        if (cl_node_send(r->o.node, p->id, CL_NET_MSG_REPL_UPDATE, p->out.p + from,
+                         end - from) == 0)
+            count(r, S_FRAMES, 1);
+        from = end;
+    }
+}
+
+/* peer_send sends p's queued updates, and its whole window again when the
+ * peer asked or the window made no progress for rto_ms; p->mu held. */
 static void peer_send(cl_repl *r, peer *p)
 {
-    if (!p->out.len)
+    if (p->head == p->out.len)
         return;
-    if (cl_node_send(r->o.node, p->id, CL_NET_MSG_REPL_UPDATE, p->out.p, p->out.len) == 0)
-        count(r, S_FRAMES, 1);
-    em_buf_reset(&p->out);
+    uint64_t now = em_now_ms();
+    prune(r, p, now);
+    int again = atomic_exchange_explicit(&p->nack, 0, memory_order_acq_rel);
+    /* Timed out: again only over a link that is up (a peer about to be
+     * failed would make every interval copy the whole window for nothing). */
+    if (p->sent > p->head && !again && now - p->moved_ms >= rto_ms(r) &&
+        now - p->resent_ms >= rto_ms(r) && cl_node_link_up(r->o.node, p->id))
+        again = 1;
+    if (PLANT_NO_RESEND)
+        again = 0;
+    size_t from = p->sent;
+    if (again && p->sent > p->head) {
+        from = p->head;
+        p->resent_ms = now;
+        count(r, S_RESENT, 1);
+    }
+    if (p->head == p->sent)
+        p->moved_ms = now;          /* the window opens with what leaves now */
+    send_range(r, p, from, p->out.len);
+    p->sent = p->out.len;
 }
 
 static void flush_peers(cl_repl *r, int try)
@@ -357,15 +489,26 @@ static int replicate(cl_repl *r, const st_update *u)
         first->len += UPD_HDR;
         rc = wal_encode_update(first, u, em_wall_ms());
     }
+    uint64_t epoch = t->major << 32 | t->minor;     /* the epoch: the topology version */
     if (!rc) {
         uint8_t *h = first->p + at;
         em_st32(h, (uint32_t)u->cache_id);
         em_st32(h + 4, u->partition);
         em_st64(h + 8, ctr);
-        em_st64(h + 16, t->major << 32 | t->minor);  /* the epoch: the topology version */
-        em_st32(h + 24, (uint32_t)(first->len - at - UPD_HDR));
+        em_st64(h + 24, epoch);
+        em_st32(h + 32, (uint32_t)(first->len - at - UPD_HDR));
         for (uint32_t i = 1; i < ns && !rc; i++)
             rc = em_buf_append(&r->peers[slots[i]]->out, first->p + at, first->len - at);
+    }
+    /* Per owner: the counter last sent to it for this partition, so it can
+     * tell a lost update from one that was never its own, and whether the
+     * epoch changed since (a new stream may begin here). */
+    for (uint32_t i = 0; i < ns && !rc; i++) {
+        ackv *a = atomic_load_explicit(&c->ack[slots[i]], memory_order_acquire);
+        uint8_t *h = r->peers[slots[i]]->out.p + was[i];
+        em_st64(h + 16, atomic_load_explicit(&a[u->partition].sent, memory_order_relaxed));
+        if (a[u->partition].sent_epoch != epoch)
+            em_st32(h + 32, em_ld32(h + 32) | UPD_RESTART);
     }
     if (rc) {
         for (uint32_t i = 0; i < ns; i++)   /* nothing half-appended stays queued */
@@ -375,6 +518,7 @@ static int replicate(cl_repl *r, const st_update *u)
         for (uint32_t i = 0; i < ns; i++) {
             ackv *a = atomic_load_explicit(&c->ack[slots[i]], memory_order_acquire);
             atomic_store_explicit(&a[u->partition].sent, ctr, memory_order_release);
+            a[u->partition].sent_epoch = epoch;
         }
         count(r, S_SENT, ns);
     }
@@ -468,6 +612,11 @@ int cl_repl_finish(cl_repl *r)
         cl_repl_begin();
         return 0;
     }
+#ifdef EM_PLANT_ACK_EARLY
+    cl_repl_begin();
+    tk->r = NULL;
+    return 0;
+#endif
     flush_peers(r, 0);
     if (!tk->full_sync || !tk->n) {
         cl_repl_begin();
@@ -545,7 +694,7 @@ static int ack_put(cl_repl *r, int32_t cache, uint32_t part, uint64_t from, uint
     em_buf *b = &r->ack_out;
     for (size_t at = 0; at < b->len; at += ACK_ENTRY)
         if ((int32_t)em_ld32(b->p + at) == cache && em_ld32(b->p + at + 4) == part &&
-            ((int32_t)em_ld32(b->p + at + 24) == 0) == (status == 0)) {
+            (int32_t)em_ld32(b->p + at + 24) == status) {
             if (ctr > em_ld64(b->p + at + 8))
                 em_st64(b->p + at + 8, ctr);
             if (from < em_ld64(b->p + at + 16))
@@ -580,11 +729,28 @@ static int fenced(cl_topo *t, const st_cache_config *cfg, int32_t cache,
     return 1;
 }
 
+/* The stream rules, per partition, for an update (ctr, prev) from the
+ * sender with slot + 1 = src:
+ *  - from the sender of what was applied: a duplicate when ctr <= applied,
+ *    next when prev <= applied (counters between were not this owner's),
+ *    else a gap: something this owner should have is missing;
+ *  - from another sender: a new stream when prev is 0 (its first update to
+ *    this owner) or the epoch changed since prev (a new primary, or a copy
+ *    loading again: what came before is the exchange's and rebalancing's to
+ *    bring), else a gap.
+ * A gap is answered EM_AGAIN, nothing applied, and the primary sends its
+ * window again.  Only when it lasts timeout_ms (the primary no longer has
+ * the updates) are the missing ones refused - their writers get an error,
+ * never an ack - and the stream goes on, so one lost frame cannot stop a
+ * partition's writes for good. */
 static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8_t *p,
                       size_t n)
 {
     em_buf_reset(&r->ack_out);
+    int slot = peer_slot(r, from, 1);
+    uint32_t src = slot < 0 ? 0 : (uint32_t)slot + 1;
     cl_topo *t = cl_node_topo_acquire(r->o.node);
+    uint64_t now = 0;
     int any = 0;
     size_t at = 0;
     while (at < n) {
@@ -593,8 +759,10 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
         int32_t cache = (int32_t)em_ld32(p + at);
         uint32_t part = em_ld32(p + at + 4);
         uint64_t ctr = em_ld64(p + at + 8);
-        uint64_t epoch = em_ld64(p + at + 16);
-        uint32_t len = em_ld32(p + at + 24);
+        uint64_t prev = em_ld64(p + at + 16);
+        uint64_t epoch = em_ld64(p + at + 24);
+        int restart = (em_ld32(p + at + 32) & UPD_RESTART) != 0;
+        uint32_t len = rec_len(p + at);
         if (len > n - at - UPD_HDR || len > MAX_UPDATE_REC)
             break;
         const uint8_t *rec = p + at + UPD_HDR;
@@ -609,69 +777,76 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
         } else {
             const st_cache_config *cfg = st_cache_cfg(sc);
             uint32_t parts = cfg_parts(cfg);
-            if (part >= parts || !ctr)
+            if (part >= parts || !ctr || prev >= ctr || !src)
                 status = EM_PROTO;
             else if (!(c = cache_get(r, cache, parts)))
-                status = EM_NOMEM;
-            else if (fenced(t, cfg, cache, part, epoch, from))
-                status = EM_STALE;
-            else if (epoch < c->epoch[part])
-                status = EM_STALE;
+                status = EM_AGAIN;  /* out of memory: ask again later */
         }
+        int same = c && c->src[part] == src;
+        if (!status && same && ctr <= c->applied[part]) {
+            (void)ack_put(r, cache, part, 0, c->applied[part], 0);   /* a duplicate */
+            continue;
+        }
+        if (!status && (fenced(t, st_cache_cfg(sc), cache, part, epoch, from) ||
+                        epoch < c->epoch[part]))
+            status = EM_STALE;
         if (!status) {
-            if (epoch > c->epoch[part]) {
-                /* A new stream (a new primary epoch): it starts here.  Its
-                 * earlier updates are the exchange's and rebalancing's to
-                 * bring. */
+            int gap = same ? prev > c->applied[part] : !(restart || prev == 0);
+            if (gap) {
+                if (!now)
+                    now = em_now_ms();
+                if (!c->gap_ms[part])
+                    c->gap_ms[part] = now;
+                if (!PLANT_NO_RESEND && now - c->gap_ms[part] < r->o.timeout_ms) {
+                    (void)ack_put(r, cache, part, same ? c->applied[part] + 1 : prev, prev,
+                                  EM_AGAIN);
+                    count(r, S_NACKS, 1);
+                    continue;
+                }
+                if (same)           /* given up: refused, never acked */
+                    (void)ack_put(r, cache, part, c->applied[part] + 1, prev, EM_STALE);
+                count(r, S_SKIPPED, 1);
+            }
+            if (!same || gap) {
+                c->src[part] = src;
+                c->applied[part] = ctr - 1;
+            }
+            c->gap_ms[part] = 0;
+            if (epoch > c->epoch[part])
                 c->epoch[part] = epoch;
-                c->applied[part] = ctr - 1;
+            wal_cmd cmd;
+            st_update u;
+            st_cache_config vcfg;
+            status = wal_cmd_unmarshal(rec, len, &cmd);
+            if (!status)
+                status = wal_decode_update(&cmd, &u, &vcfg);
+            if (!status && (u.cache_id != cache || u.partition != part ||
+                            (u.kind != ST_UPD_PUT && u.kind != ST_UPD_REMOVE &&
+                             u.kind != ST_UPD_CLEAR)))
+                status = EM_PROTO;
+            if (!status) {
+                status = st_apply(r->o.store, &u);
+                /* The owner's own log: st_apply does not call the
+                 * observer, so the WAL hears of it once, here. */
+                if (!status && r->down)
+                    status = r->down(r->down_arg, &u);
+                if (!status && r->o.on_apply)
+                    r->o.on_apply(r->o.on_apply_arg, &u);
             }
-            if (ctr > c->applied[part] + 1) {
-                /* A gap: updates were lost (a link that dropped frames and
-                 * came back within the failure detection timeout).  Their
-                 * writers are refused - a cumulative ack past them would
-                 * be a lie - and the stream goes on from this update, so
-                 * one lost frame does not stop the partition's writes.
-                 * Bringing the lost updates back is rebalancing's job. */
-                (void)ack_put(r, cache, part, c->applied[part] + 1, ctr - 1, EM_STALE);
-                count(r, S_REFUSED, 1);
-                c->applied[part] = ctr - 1;
+            if (!status) {
+                c->applied[part] = ctr;
+                any = 1;
+                count(r, S_APPLIED, 1);
+                (void)ack_put(r, cache, part, 0, ctr, 0);
+                continue;
             }
-            if (ctr <= c->applied[part]) {
-                ctr = c->applied[part];     /* a duplicate: ack what we have */
-            } else {
-                wal_cmd cmd;
-                st_update u;
-                st_cache_config vcfg;
-                status = wal_cmd_unmarshal(rec, len, &cmd);
-                if (!status)
-                    status = wal_decode_update(&cmd, &u, &vcfg);
-                if (!status && (u.cache_id != cache || u.partition != part ||
-                                (u.kind != ST_UPD_PUT && u.kind != ST_UPD_REMOVE &&
-                                 u.kind != ST_UPD_CLEAR)))
-                    status = EM_PROTO;
-                if (!status) {
-                    status = st_apply(r->o.store, &u);
-                    /* The owner's own log: st_apply does not call the
-                     * observer, so the WAL hears of it once, here. */
-                    if (!status && r->down)
-                        status = r->down(r->down_arg, &u);
-                    if (!status && r->o.on_apply)
-                        r->o.on_apply(r->o.on_apply_arg, &u);
-                }
-                if (!status) {
-                    c->applied[part] = ctr;
-                    any = 1;
-                    count(r, S_APPLIED, 1);
-                }
-            }
+            if (status == EM_NOMEM)
+                status = EM_AGAIN;  /* not applied: the window brings it again */
+            else
+                c->applied[part] = ctr; /* refused, settled: the stream goes past it */
         }
-        if (status)
-            count(r, S_REFUSED, 1);
-        if (status)
-            (void)ack_put(r, cache, part, ctr, ctr, status);
-        else
-            (void)ack_put(r, cache, part, 0, c->applied[part], 0);
+        count(r, S_REFUSED, 1);
+        (void)ack_put(r, cache, part, ctr, ctr, status);
     }
     cl_node_topo_release(t);
     if (any && r->o.durable) {
@@ -688,6 +863,7 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
     int slot = peer_slot(r, from, 0);
     if (slot < 0)
         return;
+    int nack = 0;
     pthread_mutex_lock(&r->wait_mu);
     for (size_t at = 0; at + ACK_ENTRY <= n; at += ACK_ENTRY) {
         int32_t cache = (int32_t)em_ld32(p + at);
@@ -701,12 +877,21 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
         ackv *a = atomic_load_explicit(&c->ack[slot], memory_order_acquire);
         if (!a)
             continue;
+        if (status == EM_AGAIN) {
+            /* A gap there: the window goes again (below, or with the next
+             * send when a writer holds the stream). */
+            atomic_store_explicit(&r->peers[slot]->nack, 1, memory_order_release);
+            nack = 1;
+            continue;
+        }
         if (status) {
             a[part].refused_lo = lo;
             a[part].refused_hi = ctr;
         } else if (atomic_load_explicit(&a[part].acked, memory_order_relaxed) < ctr) {
             atomic_store_explicit(&a[part].acked, ctr, memory_order_release);
         }
+        if (atomic_load_explicit(&a[part].settled, memory_order_relaxed) < ctr)
+            atomic_store_explicit(&a[part].settled, ctr, memory_order_release);
         count(r, S_ACKS, 1);
         /* Wake the writers this ack (or refusal) may complete. */
         for (waiter *w = r->waiters; w; w = w->next)
@@ -714,6 +899,13 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                 pthread_cond_signal(&w->cv);
     }
     pthread_mutex_unlock(&r->wait_mu);
+    /* Transport thread, inside the node's life lock: only tried, as in
+     * cl_repl_flush. */
+    peer *pe = r->peers[slot];
+    if (nack && pthread_mutex_trylock(&pe->mu) == 0) {
+        peer_send(r, pe);
+        pthread_mutex_unlock(&pe->mu);
+    }
 }
 
 void cl_repl_on_frame(cl_repl *r, cl_net_link *l, cl_meta_uuid from, uint16_t type,
@@ -755,12 +947,7 @@ void cl_repl_stop(cl_repl *r)
         rcache *c = atomic_load(&r->caches[b]);
         while (c) {
             rcache *next = atomic_load(&c->next);
-            for (uint32_t i = 0; i < MAX_PEERS; i++)
-                em_free(atomic_load(&c->ack[i]));
-            em_free(c->ctr);
-            em_free(c->applied);
-            em_free(c->epoch);
-            em_free(c);
+            rcache_free(c);
             c = next;
         }
     }
@@ -785,4 +972,8 @@ void cl_repl_stats_get(const cl_repl *r, cl_repl_stats *s)
     s->refused = atomic_load_explicit(&r->st[S_REFUSED], memory_order_relaxed);
     s->waits = atomic_load_explicit(&r->st[S_WAITS], memory_order_relaxed);
     s->timeouts = atomic_load_explicit(&r->st[S_TIMEOUTS], memory_order_relaxed);
+    s->resent = atomic_load_explicit(&r->st[S_RESENT], memory_order_relaxed);
+    s->nacks = atomic_load_explicit(&r->st[S_NACKS], memory_order_relaxed);
+    s->skipped = atomic_load_explicit(&r->st[S_SKIPPED], memory_order_relaxed);
+    s->given_up = atomic_load_explicit(&r->st[S_GIVEUP], memory_order_relaxed);
 }

@@ -27,14 +27,23 @@
  * topology major version; the partition map exchange will supply primary
  * epochs).  An owner refuses an update whose epoch is older than its own
  * topology's unless the sender is still the partition's primary there (the
- * primary epoch would not have changed), and refuses a gap within one
- * epoch (a lost frame: applying past it would hide the loss); the refusal
- * travels back in the ack and fails a FULL_SYNC write waiting for it.
+ * primary epoch would not have changed); the refusal travels back in the
+ * ack and fails a FULL_SYNC write waiting for it.
+ *
+ * Lost frames.  A primary keeps each update it sent until the owner acks
+ * or refuses it and sends the kept window again when the owner reports a
+ * gap (every update names the counter sent to that owner before it) or
+ * when nothing was settled for a retransmit interval; owners skip what
+ * they have.  An owner never applies past a gap, and refuses the missing
+ * updates only after waiting timeout_ms for them (on_update in cl_repl.c).
  *
  * Wire (little-endian).  REPL_UPDATE payload: one or more updates, each
- *   i32 cache id | u32 partition | u64 counter | u64 epoch | u32 len | record
+ *   i32 cache id | u32 partition | u64 counter | u64 previous counter sent
+ *   to this owner | u64 epoch | u32 len (bit 31: epoch changed) | record
  * REPL_ACK payload: one or more entries, each
- *   i32 cache id | u32 partition | u64 counter | i32 status (0 or EM_*)
+ *   i32 cache id | u32 partition | u64 counter | u64 from | i32 status
+ *   (0: applied up to counter; EM_AGAIN: a gap from..counter, send again;
+ *   another EM_*: from..counter refused)
  */
 #ifndef EM_CL_REPL_H
 #define EM_CL_REPL_H
@@ -106,6 +115,10 @@ uint32_t cl_repl_owners(cl_topo *t, const st_cache_config *cfg, int32_t cache_id
 
 typedef struct cl_repl_stats {
     uint64_t sent_updates, sent_frames, applied, acks_in, refused, waits, timeouts;
+    uint64_t resent;                /* windows sent again (asked for, or no progress) */
+    uint64_t nacks;                 /* updates this owner answered "gap, send again" */
+    uint64_t skipped;               /* gaps given up on: the missing updates refused */
+    uint64_t given_up;              /* windows dropped unsettled (peer gone or too far behind) */
 } cl_repl_stats;
 void cl_repl_stats_get(const cl_repl *r, cl_repl_stats *s);
 

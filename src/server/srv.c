@@ -197,6 +197,7 @@ static const key_desc keys[] = {
     K("cluster_secret", 's', cluster_secret, "shared secret peers must prove (none)"),
     K("cluster_dir", 's', cluster_dir, "metadata group directory (a temporary one)"),
     K("failure_detection_timeout", 't', failure_detection_timeout_ms, "a member unreachable this long is failed (10000 ms)"),
+    K("cluster_fault", 's', cluster_fault, "tests only: drop=P,dup=P,delay=P (percent of replication frames) (none)"),
 };
 #undef K
 

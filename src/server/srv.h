@@ -66,6 +66,7 @@ typedef struct srv_config {
     char     cluster_secret[256];   /* "" = none */
     char     cluster_dir[512];      /* metadata group directory; "" = temporary */
     uint32_t failure_detection_timeout_ms; /* 10000 */
+    char     cluster_fault[128];    /* tests: "drop=P,dup=P,delay=P"; "" = none */
     /* Named data regions ([region:NAME]: persistence, max_size, eviction). */
     struct srv_region {
         char     name[64];

@@ -21,6 +21,7 @@
 #include "cluster/cl_repl.h"
 #include "proto/proto.h"
 #include "server/srv.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -61,6 +62,8 @@ struct srv_cluster {
     int     (*durable)(void *arg);  /* wait for the WAL's group commit, or NULL */
     void     *durable_arg;
     char     tmpdir[256];         /* "" when cluster_dir was given */
+    uint32_t f_drop, f_dup, f_delay;/* cluster_fault: per mille of replication frames */
+    uint64_t f_rng;                 /* its generator (transport thread only) */
     uint64_t last_major;
     uint32_t last_minor, last_n;
 };
@@ -279,6 +282,60 @@ static int pme_part_info(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, 
     return pr_cluster_part_info(arg, grp, part, cntr, size);
 }
 
+/* cluster_fault, a test hook: drop, duplicate or delay (1-50 ms, so they
+ * arrive out of order) the given percent of outgoing replication frames,
+ * the faults the stream's retransmission must make harmless.  Other frames
+ * pass: their own retries are tested by real kills and partitions. */
+static int fault_parse(srv_cluster *sc, const char *spec)
+{
+    sc->f_rng = (uint64_t)em_now_ms() * 0x9e3779b97f4a7c15ull | 1;
+    for (const char *p = spec; *p;) {
+        char key[16];
+        double pct;
+        int used = 0;
+        if (sscanf(p, "%15[a-z]=%lf%n", key, &pct, &used) != 2 || pct < 0 || pct > 100)
+            return EM_CONFIG;
+        uint32_t pm = (uint32_t)(pct * 10 + 0.5);
+        if (!strcmp(key, "drop"))
+            sc->f_drop = pm;
+        else if (!strcmp(key, "dup"))
+            sc->f_dup = pm;
+        else if (!strcmp(key, "delay"))
+            sc->f_delay = pm;
+        else
+            return EM_CONFIG;
+        p += used;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return EM_CONFIG;
+    }
+    return sc->f_drop + sc->f_dup + sc->f_delay <= 1000 ? 0 : EM_CONFIG;
+}
+
+static int fault_fn(void *arg, uint64_t to_msb, uint64_t to_lsb, uint16_t type,
+                    uint32_t *delay_ms)
+{
+    (void)to_msb;
+    (void)to_lsb;
+    srv_cluster *sc = arg;
+    if (type != CL_NET_MSG_REPL_UPDATE && type != CL_NET_MSG_REPL_ACK)
+        return CL_NET_PASS;
+    sc->f_rng ^= sc->f_rng << 13;
+    sc->f_rng ^= sc->f_rng >> 7;
+    sc->f_rng ^= sc->f_rng << 17;
+    uint32_t x = (uint32_t)(sc->f_rng % 1000);
+    if (x < sc->f_drop)
+        return CL_NET_DROP;
+    if ((x -= sc->f_drop) < sc->f_dup)
+        return CL_NET_DUP;
+    if ((x -= sc->f_dup) < sc->f_delay) {
+        *delay_ms = 1 + (uint32_t)(sc->f_rng >> 32) % 50;
+        return CL_NET_DELAY;
+    }
+    return CL_NET_PASS;
+}
+
 /* on_refused: a peer refused in its handshake, or one that refused us. */
 static void on_refused(void *arg, const char *peer, const char *why)
 {
@@ -305,6 +362,14 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     pthread_cond_init(&sc->q_cv, NULL);
     sc->durable = durable;
     sc->durable_arg = durable_arg;
+    if (c->cluster_fault[0] && fault_parse(sc, c->cluster_fault)) {
+        EM_ERROR("cluster: cluster_fault '%s': want drop=P,dup=P,delay=P (percent)",
+                 c->cluster_fault);
+        pthread_cond_destroy(&sc->q_cv);
+        pthread_mutex_destroy(&sc->q_mu);
+        em_free(sc);
+        return EM_CONFIG;
+    }
     const char *dir = c->cluster_dir;
     if (!dir[0]) {
         snprintf(sc->tmpdir, sizeof sc->tmpdir, "/tmp/ember-cluster-XXXXXX");
@@ -330,6 +395,11 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         .on_entry = on_entry, .on_restore = on_restore, .on_call_later = on_call_later,
         .on_repl = on_repl, .on_tick = on_tick, .errmsg = err,
     };
+    if (c->cluster_fault[0]) {
+        nc.fault = fault_fn;
+        nc.fault_arg = sc;
+        EM_WARN("cluster: fault hook on: %s of replication frames", c->cluster_fault);
+    }
     for (int i = 0; i < FWD_WORKERS; i++) {
         worker_arg *wa = em_malloc(sizeof *wa);
         if (!wa)
@@ -530,10 +600,17 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       "# TYPE ember_repl_frames_sent counter\nember_repl_frames_sent %llu\n"
                       "# TYPE ember_repl_updates_applied counter\nember_repl_updates_applied %llu\n"
                       "# TYPE ember_repl_refused counter\nember_repl_refused %llu\n"
-                      "# TYPE ember_repl_sync_timeouts counter\nember_repl_sync_timeouts %llu\n",
+                      "# TYPE ember_repl_sync_timeouts counter\nember_repl_sync_timeouts %llu\n"
+                      "# TYPE ember_repl_resent counter\nember_repl_resent %llu\n"
+                      "# TYPE ember_repl_gaps counter\nember_repl_gaps %llu\n"
+                      "# TYPE ember_repl_gaps_skipped counter\nember_repl_gaps_skipped %llu\n"
+                      "# TYPE ember_repl_windows_given_up counter\n"
+                      "ember_repl_windows_given_up %llu\n",
                       (unsigned long long)rs.sent_updates, (unsigned long long)rs.sent_frames,
                       (unsigned long long)rs.applied, (unsigned long long)rs.refused,
-                      (unsigned long long)rs.timeouts);
+                      (unsigned long long)rs.timeouts, (unsigned long long)rs.resent,
+                      (unsigned long long)rs.nacks, (unsigned long long)rs.skipped,
+                      (unsigned long long)rs.given_up);
     }
     cl_rebal *rb = atomic_load(&sc->rebal);
     if (rb) {

@@ -424,8 +424,11 @@ int st_part_raise(st_cache *c, uint32_t part, uint64_t cntr)
     st_part *p = &c->parts[part];
     st_lock_acquire(&p->lock);
     int rc = st_part_dead(c, p) ? EM_NOCACHE : 0;
-    if (!rc)
-        replayed(p, cntr ? cntr : atomic_load_explicit(&p->st.upd, memory_order_relaxed));
+    /* Not replayed(): its 0 means "one more", and a copy loaded from an
+     * owner whose counter is 0 (an empty partition) must stay at 0, not
+     * differ from that owner by one. */
+    if (!rc && cntr > atomic_load_explicit(&p->st.upd, memory_order_relaxed))
+        atomic_store_explicit(&p->st.upd, cntr, memory_order_relaxed);
     st_lock_release(&p->lock);
     return rc;
 }

@@ -228,6 +228,21 @@ async function memStats(cache) {
     return m;
 }
 
+// metric(ep, name): a counter from the node's /metrics (HTTP on port 8080 of
+// its address), for saying what else happened when a check fails.
+function metric(ep, name) {
+    return new Promise((res) => {
+        require('http').get(`http://${ep.split(':')[0]}:8080/metrics`, (r) => {
+            let body = '';
+            r.on('data', (d) => { body += d; });
+            r.on('end', () => {
+                const line = body.split('\n').find((l) => l.startsWith(name + ' '));
+                res(line ? Number(line.split(' ')[1]) : NaN);
+            });
+        }).on('error', () => res(NaN));
+    });
+}
+
 // alloc N SIZE eps: N overwrites of SIZE-byte values on a FULL_SYNC cache
 // with 2 backups, spread over every endpoint (so each node is near, primary
 // and backup), after a warm-up: allocations and bytes per node.
@@ -243,8 +258,9 @@ async function alloc(n, size, eps) {
     const val = (i) => String.fromCharCode(97 + (i % 26)).repeat(size);
     for (let r = 0; r < 6; r++)
         for (let i = 0; i < keys; i++) await c[(i + r) % c.length].put(i, val(i + r));
-    const before = [];
+    const before = [], resent = [];
     for (const x of c) before.push(await memStats(x));
+    for (const ep of eps) resent.push(await metric(ep, 'ember_repl_resent'));
     for (let i = 0; i < n; i++) await c[i % c.length].put(i % keys, val(i));
     await new Promise((res) => setTimeout(res, 300));   /* loops publish their counters per pass */
     let bad = 0;
@@ -252,7 +268,8 @@ async function alloc(n, size, eps) {
     for (let j = 0; j < c.length; j++) {
         const m = await memStats(c[j]);
         const da = m.allocs - before[j].allocs, db = m.bytes - before[j].bytes;
-        rows.push(`${eps[j]} ${da} allocs ${db} B`);
+        const rs = (await metric(eps[j], 'ember_repl_resent')) - resent[j];
+        rows.push(`${eps[j]} ${da} allocs ${db} B` + (da || db ? ` (${rs} windows resent)` : ''));
         if (da || db) bad++;
     }
     console.log(`${bad ? 'FAIL' : 'ok'} ${n} replicated ${size} B overwrites (FULL_SYNC, 2 backups): ${rows.join('; ')}`);

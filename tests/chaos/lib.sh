@@ -19,6 +19,7 @@
 #   ok NAME / bad NAME / finish   counting, final "N passed, N failed"
 
 CHAOS_PORT=${CHAOS_PORT:-10800}
+CHAOS_EMBERD=${CHAOS_EMBERD:-}       # another emberd binary (tests/chaos/planted.sh)
 CHAOS_WAIT=${CHAOS_WAIT:-120}         # seconds a start may take on a loaded box
 
 chaos_init() {
@@ -87,7 +88,7 @@ node_start() {
     mkdir -p "$dir"
     n=$(ls "$dir" | grep -c '^emberd\..*\.log$')
     log="$dir/emberd.$n.log"
-    "$BUILD/emberd" --host "$ip" --port "$CHAOS_PORT" --http-host "$ip" --http-port 8080 \
+"${CHAOS_EMBERD:-$BUILD/emberd}" --host "$ip" --port "$CHAOS_PORT" --http-host "$ip" --http-port 8080 \
         --wal-path "$dir/data" "$@" >"$log" 2>&1 &
     pid=$!
     eval "CHAOS_PID_$i=$pid; CHAOS_LOG_$i=$log"

@@ -1050,6 +1050,26 @@ static int refuse_obs(void *arg, const st_update *u)
     return *(int *)arg;
 }
 
+/* A copy loaded from another owner takes its counter, never a lower one -
+ * and an empty owner's 0 leaves a fresh copy at 0 (idle-verify compares
+ * counters, so one more than the owner would be a conflict). */
+TEST(store_part_raise_takes_the_owners_counter)
+{
+    st_store *s = open_store(0, 0);
+    st_cache *c = make_cache(s, "raise", 2);
+    REQUIRE_OK(st_part_raise(c, 0, 0));
+    CHECK_EQ(part_cntr(c, 0), 0);
+    REQUIRE_OK(st_part_raise(c, 0, 7));
+    CHECK_EQ(part_cntr(c, 0), 7);
+    REQUIRE_OK(st_part_raise(c, 0, 3));
+    CHECK_EQ(part_cntr(c, 0), 7);
+    REQUIRE_OK(st_part_raise(c, 0, 0));
+    CHECK_EQ(part_cntr(c, 0), 7);
+    CHECK_EQ(part_cntr(c, 1), 0);
+    CHECK_EQ(st_part_raise(c, 2, 1), EM_RANGE);
+    st_close(s);
+}
+
 TEST(store_part_counter_advances_per_write)
 {
     st_store *s = open_store(0, 0);
