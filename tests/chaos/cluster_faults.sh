@@ -44,6 +44,7 @@ for w in set register; do
     else
         bad "$w: check failed"; cat "$CHAOS_TMP/$w.check"
     fi
+    chaos_row faults "$w"
 done
 
 # The faults happened, the stream repaired them, and nobody gave up.

@@ -39,7 +39,12 @@ nemesis() {
             pause) node_pause $v; sleep 2; node_resume $v ;;
             cut) net_cut $v 1 && net_cut 1 $v && o=$(( 5 - v )) && net_cut $v $o && net_cut $o $v ||
                    return 1
-               sleep 2; net_heal ;;
+               # Node v is a minority of one until the heal: no write may be
+               # acknowledged through it meanwhile (index v-1 in --nodes).
+               from=$("$BUILD/ember-chaos" now)
+               sleep 2
+               echo "$((v - 1)) $from $("$BUILD/ember-chaos" now)" >>"$WINDOWS"
+               net_heal ;;
         esac
         members_are 1 2 3 || { echo "nemesis: the cluster did not come back"; return 1; }
         round=$((round + 1))
@@ -51,6 +56,8 @@ run_workload() {
     w=$1
     NEMESES=$2
     hist="$CHAOS_TMP/$w.history"
+    WINDOWS="$CHAOS_TMP/$w.windows"
+    : >"$WINDOWS"
     "$BUILD/ember-chaos" run --nodes "$(nodes_list 1 2 3)" --workload "$w" --cache "chaos-$w" \
         --clients 4 --duration "$SECS" --timeout-ms 3000 --history "$hist" \
         >"$CHAOS_TMP/$w.run" 2>&1 &
@@ -62,11 +69,12 @@ run_workload() {
     cat "$CHAOS_TMP/$w.run"
     [ $rc -eq 0 ] || { bad "$w: ember-chaos run exited $rc"; return; }
     if "$BUILD/ember-chaos" check --nodes "$(nodes_list 1 2 3)" --workload "$w" \
-        --cache "chaos-$w" --history "$hist" >"$CHAOS_TMP/$w.check" 2>&1; then
-        ok "$w: $(tail -1 "$CHAOS_TMP/$w.check")"
+        --cache "chaos-$w" --history "$hist" --windows "$WINDOWS" >"$CHAOS_TMP/$w.check" 2>&1; then
+        ok "$w: $(grep '^check' "$CHAOS_TMP/$w.check"); $(grep '^minority' "$CHAOS_TMP/$w.check")"
     else
         bad "$w: check failed"; cat "$CHAOS_TMP/$w.check"
     fi
+    chaos_row "$(echo $NEMESES | tr ' ' '+')" "$w"
     grep -q ' [1-9][0-9]* ok' "$CHAOS_TMP/$w.run" || bad "$w: no operation was acknowledged"
 }
 

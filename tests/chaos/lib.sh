@@ -17,6 +17,7 @@
 #   net_cut I J           drop packets from I to J (one way; call twice for both)
 #   net_heal              remove every rule this run added
 #   ok NAME / bad NAME / finish   counting, final "N passed, N failed"
+#   chaos_row NEMESIS WORKLOAD    a line of the results table
 
 CHAOS_PORT=${CHAOS_PORT:-10800}
 CHAOS_EMBERD=${CHAOS_EMBERD:-}       # another emberd binary (tests/chaos/planted.sh)
@@ -175,6 +176,23 @@ wait_metric() {
         t=$((t + 1))
     done
     return 1
+}
+
+# chaos_row NEMESES WORKLOAD: one line of the results table
+# (tools/chaos-table.sh) from $CHAOS_TMP/WORKLOAD.run and .check:
+# operations, acknowledged, failed, indeterminate, lost, linearizability
+# violations (keys), writes acknowledged on a minority side.
+chaos_row() {
+    r=$(grep '^run:' "$CHAOS_TMP/$2.run")
+    row_count() { echo "$r" | sed -n "s/.* \([0-9]*\) $1,.*/\1/p"; }
+    ok_=$(row_count ok); fail_=$(row_count fail); info_=$(row_count info)
+    lost=$(sed -n 's/^check set: [0-9]* acknowledged, \([0-9]*\) lost, \([0-9]*\) wrong.*/\1 \2/p' \
+        "$CHAOS_TMP/$2.check" | awk '{ print $1 + $2 }')
+    nonlin=$(grep -c '^key [0-9]*:' "$CHAOS_TMP/$2.check")
+    minority=$(sed -n 's/^minority: \([0-9]*\) writes.*(\([1-9][0-9]*\) windows)/\1/p' \
+        "$CHAOS_TMP/$2.check")
+    echo "row $1 | $2 | $((ok_ + fail_ + info_)) | $ok_ | $fail_ | $info_ | ${lost:--} |" \
+         "$( [ "$2" = register ] && echo "$nonlin" || echo -) | ${minority:--}"
 }
 
 # cluster_flags I [SEED]: the flags of a cluster member I (bootstrap when no

@@ -14,10 +14,18 @@
  * the op did not happen), info (no answer: timeout or lost connection, the
  * op may or may not have happened).  History line, one per op:
  *
- *   <kind> <client> <key> <value> <invoke_us> <return_us> <outcome>
+ *   <kind> <client> <key> <value> <invoke_us> <return_us> <outcome> <node>
  *
  * kind w (put) or r (get; value = what was read, -1 for null); times are
- * CLOCK_MONOTONIC microseconds; return_us is 0 for info.
+ * CLOCK_MONOTONIC microseconds; return_us is 0 for info; node is the index
+ * in --nodes of the node the op went to (absent in hand-made histories).
+ *
+ * Minority side: `check --windows FILE` also counts writes acknowledged by
+ * a node while it was cut off from the majority - FILE has one line
+ * "<node index> <from_us> <to_us>" per cut (`ember-chaos now` prints the
+ * clock the history uses), and an acknowledged write invoked and answered
+ * inside such a window, through that node, is a violation: its copies on
+ * the other side could not have been reached.
  */
 #include "stress.h"
 #include "util/err.h"
@@ -43,6 +51,7 @@ typedef struct opts {
     const char *workload;
     const char *cache;
     const char *history;
+    const char *windows;       /* check: minority-side windows, or NULL */
     int       clients;
     double    duration_s;
     int       keys;
@@ -57,6 +66,7 @@ typedef struct hop {
     int64_t value;
     int64_t inv_us, ret_us;
     char    outcome;           /* 'o' ok, 'f' fail, 'i' info */
+    int     node;              /* index in --nodes; -1 unknown */
 } hop;
 
 typedef struct client {
@@ -206,6 +216,7 @@ static void *client_main(void *arg)
             h.key = (cl->id + 1) * 1000000 + seq++;
             h.value = h.key ^ 0x5a5a;
         }
+        h.node = cl->node % o->nnodes;
         h.inv_us = now_us();
         int64_t got = -1;
         h.outcome = do_op(cl, h.key, h.kind == 'w' ? h.value : -1, &got);
@@ -226,9 +237,9 @@ static int write_history(const char *path, client *cls, int n)
     for (int i = 0; i < n; i++)
         for (size_t j = 0; j < cls[i].nops; j++) {
             const hop *h = &cls[i].ops[j];
-            fprintf(f, "%c %d %d %lld %lld %lld %c\n", h->kind, h->client, h->key,
+            fprintf(f, "%c %d %d %lld %lld %lld %c %d\n", h->kind, h->client, h->key,
                     (long long)h->value, (long long)h->inv_us, (long long)h->ret_us,
-                    h->outcome);
+                    h->outcome, h->node);
         }
     return fclose(f);
 }
@@ -294,11 +305,11 @@ static hop *load_history(const char *path, size_t *n)
     *n = 0;
     char line[256];
     while (v && fgets(line, sizeof line, f)) {
-        hop h;
+        hop h = { .node = -1 };
         long long val, inv, ret;
         char kind, oc;
-        if (sscanf(line, "%c %d %d %lld %lld %lld %c", &kind, &h.client, &h.key, &val, &inv,
-                   &ret, &oc) != 7)
+        if (sscanf(line, "%c %d %d %lld %lld %lld %c %d", &kind, &h.client, &h.key, &val, &inv,
+                   &ret, &oc, &h.node) < 7)
             continue;
         h.kind = kind; h.value = val; h.inv_us = inv; h.ret_us = ret; h.outcome = oc;
         if (*n == cap) {
@@ -503,7 +514,7 @@ static int check_register(const opts *o, hop *h, size_t n)
             em_free(all);
             return 2;
         }
-        all[n++] = (hop){ 'r', -1, k, got, inv, now_us(), 'o' };
+        all[n++] = (hop){ 'r', -1, k, got, inv, now_us(), 'o', -1 };
     }
     drop_conn(&cl);
     int bad = 0;
@@ -616,6 +627,34 @@ static int cmd_judge(const opts *o)
     return bad;
 }
 
+/* check_minority counts the writes acknowledged through a node inside one
+ * of its minority-side windows (see the top of this file). */
+static int check_minority(const char *path, const hop *h, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "ember-chaos: cannot read %s\n", path);
+        return 2;
+    }
+    long bad = 0, windows = 0;
+    int node;
+    long long from, to;
+    while (fscanf(f, "%d %lld %lld", &node, &from, &to) == 3) {
+        windows++;
+        for (size_t i = 0; i < n; i++)
+            if (h[i].kind == 'w' && h[i].outcome == 'o' && h[i].node == node &&
+                h[i].inv_us >= from && h[i].ret_us <= to) {
+                if (bad++ < 10)
+                    fprintf(stderr, "MINORITY ack: key %d value %lld through node %d at "
+                            "%lld..%lld us, cut %lld..%lld\n", h[i].key, (long long)h[i].value,
+                            node, (long long)h[i].inv_us, (long long)h[i].ret_us, from, to);
+            }
+    }
+    fclose(f);
+    printf("minority: %ld writes acknowledged on a minority side (%ld windows)\n", bad, windows);
+    return bad ? 1 : 0;
+}
+
 static int cmd_check(const opts *o)
 {
     size_t n = 0;
@@ -624,21 +663,23 @@ static int cmd_check(const opts *o)
         fprintf(stderr, "ember-chaos: cannot read %s\n", o->history);
         return 2;
     }
-    int rc;
+    int rc, mrc = o->windows ? check_minority(o->windows, h, n) : 0;
     if (strcmp(o->workload, "register") == 0) {
         rc = check_register(o, h, n);
     } else {
         rc = check_set(o, h, n);
         em_free(h);
     }
-    return rc;
+    return rc ? rc : mrc;
 }
 
 static void usage(void)
 {
     fprintf(stderr,
             "usage: ember-chaos run|check --nodes IP:PORT[,IP:PORT...] --history FILE\n"
+            "         [--windows FILE]  (check: minority-side windows, see chaos.c)\n"
             "       ember-chaos judge --history FILE [--keys N]   (register check only)\n"
+            "       ember-chaos now   (the history's clock, microseconds)\n"
             "       ember-chaos partitions --nodes IP:PORT --cache NAME  (owner per partition)\n"
             "         [--workload set|register] [--cache NAME] [--clients N]\n"
             "         [--duration SECONDS] [--keys N] [--timeout-ms MS] [--max-ops N]\n");
@@ -650,6 +691,10 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
+    if (!strcmp(argv[1], "now")) {
+        printf("%lld\n", (long long)now_us());
+        return 0;
+    }
     opts o = { .workload = "set", .cache = "chaos", .clients = 4, .duration_s = 5,
                .keys = 5, .timeout_ms = 2000, .max_ops = 1000000 };
     for (int i = 2; i < argc; i++) {
@@ -659,6 +704,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--workload")) o.workload = v;
         else if (!strcmp(a, "--cache")) o.cache = v;
         else if (!strcmp(a, "--history")) o.history = v;
+        else if (!strcmp(a, "--windows")) o.windows = v;
         else if (!strcmp(a, "--clients")) o.clients = atoi(v);
         else if (!strcmp(a, "--duration")) o.duration_s = atof(v);
         else if (!strcmp(a, "--keys")) o.keys = atoi(v);
