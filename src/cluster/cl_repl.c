@@ -248,8 +248,9 @@ static int peer_slot(cl_repl *r, cl_meta_uuid id, int make)
 }
 
 /* Retransmission: after rto_ms without progress the window goes again, and
- * after retain_ms it is given up (the peer left, or is too far behind:
- * it refuses what it lacks once it has waited as long, see on_update). */
+ * after twice the FULL_SYNC bound (or MAX_RETAIN bytes) it is given up (the
+ * peer left, or is too far behind: it refuses what it lacks once it has
+ * waited the bound, see on_update). */
 static uint64_t rto_ms(const cl_repl *r)
 {
     uint64_t t = r->o.timeout_ms / 8;
