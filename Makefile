@@ -83,7 +83,7 @@ endif
 PLANTS := ack_early no_resend
 BINS += $(PLANTS:%=$(BUILD)/plant/emberd-%)
 
-.PHONY: all deps test run run-cluster asan tsan bench fuzz clean install replay replay-bins chaos
+.PHONY: all deps test run run-cluster asan tsan trace bench fuzz clean install replay replay-bins chaos
 all: $(BINS)
 
 $(BUILD)/%.o: %.c
@@ -220,6 +220,13 @@ tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build/tsan OPT=-O1 SAN="-fsanitize=thread" all
 	@$(MAKE) --no-print-directory replay
 	@EM_SANITIZER=tsan REPLAY_BUILD=$(ASAN_BUILD) tools/run-tests.sh build/tsan --no-node
+
+# The allocation-trace build: emberd writes every allocation made between
+# two DEBUG_STATS requests (--debug-ops) with a backtrace to its log, e.g.
+#   make trace && EMBER_BUILD=build/trace CHAOS_KEEP=1 sh tests/chaos/cluster_repl.sh
+# to find what breaks a 0 B/op check.
+trace: deps
+	@$(MAKE) --no-print-directory BUILD=build/trace SAN="-DEM_ALLOC_TRACE -rdynamic" all
 
 # The fault-injection suite (tests/chaos/), each workload CHAOS_SECONDS long;
 # `make test` runs the same scenarios for a few seconds each.

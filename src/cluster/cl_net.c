@@ -44,6 +44,7 @@ struct cl_net_link {
     uint8_t   in_data;           /* inside cb_data: the loop sends after it */
     uint8_t   close_req;         /* cl_net_link_close from on_frame: close after it */
     uint8_t   nonce[CL_NET_NONCE];
+    uint8_t   dial_nonce[CL_NET_NONCE]; /* the connecting side's nonce: both ends know it */
     uint64_t  peer_msb, peer_lsb;
     uint64_t  peer_major;
     uint32_t  peer_minor;
@@ -366,6 +367,7 @@ static int on_hello(cl_net_link *l, const uint8_t *p, size_t n)
         return refuse(l, "connected to itself");
     l->peer_msb = h.node_msb;
     l->peer_lsb = h.node_lsb;
+    memcpy(l->dial_nonce, l->outgoing ? l->nonce : h.nonce, CL_NET_NONCE);
     l->peer_major = h.top_major;
     l->peer_minor = h.top_minor;
     memcpy(l->peer_cid, h.consistent, h.consistent_len);
@@ -381,6 +383,20 @@ static int on_hello(cl_net_link *l, const uint8_t *p, size_t n)
     return 0;
 }
 
+/* keeps: whether a new link to a peer replaces the up one, by a rule both
+ * ends apply alike whatever order they see the two come up in: the link
+ * opened by the smaller node id, and of two opened by the same side (a
+ * redial while the first was still in its handshake) the one whose
+ * connecting nonce is smaller.  Ends that chose differently would each
+ * close the link the other kept, and lose both. */
+static int keeps(const cl_net_link *l, const cl_net_link *old)
+{
+    int c = cl_net_link_canonical(l), oc = cl_net_link_canonical(old);
+    if (c != oc)
+        return c;
+    return memcmp(l->dial_nonce, old->dial_nonce, CL_NET_NONCE) < 0;
+}
+
 static int on_auth(cl_net_link *l, const uint8_t *p, size_t n)
 {
     cl_net *net = l->net;
@@ -389,8 +405,7 @@ static int on_auth(cl_net_link *l, const uint8_t *p, size_t n)
         return refuse(l, "cluster secret proof failed");
     cl_net_link *old = find_up(net, l->peer_msb, l->peer_lsb);
     if (old) {
-        /* Keep the link opened by the smaller node id. */
-        if (!cl_net_link_canonical(l)) {
+        if (!keeps(l, old)) {
             snprintf(l->why, sizeof l->why, "duplicate link");
             return EM_CLOSED;
         }
@@ -536,9 +551,15 @@ static void cb_close(void *arg, void *state)
     em_free(l);
 }
 
-static void cb_tick(void *arg, int loop, uint64_t now)
+static void cb_tick(void *arg, int loop, uint64_t pass_now)
 {
     cl_net *n = arg;
+    /* The loop's stamp is from the start of its pass, and frames of this
+     * pass set rx_ms from the clock: older than them, `now - rx_ms` wrapped
+     * and closed live links as silent (a redial, and the calls and
+     * replication in flight on them lost).  A fresh read is never older. */
+    uint64_t now = em_now_ms();
+    (void)pass_now;
     uint32_t hb = n->o.heartbeat_ms ? n->o.heartbeat_ms : 1000;
     uint32_t to = n->o.link_timeout_ms ? n->o.link_timeout_ms : 10000;
     (void)loop;

@@ -143,6 +143,7 @@ static int  leader_id(cl_node *n, cl_meta_uuid *out);
  * wait for a peer's answer would wait for this very thread. */
 static _Thread_local int tl_transport;
 static void timespec_in(struct timespec *ts, uint64_t ms);
+static uint32_t fd_ms(const cl_node_cfg *cfg);
 
 /* enter/leave: a callback's hold on the node (0 = stopping: return). */
 static int enter(cl_node *n)
@@ -681,7 +682,17 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
         return EM_TOOBIG;
     em_buf b = EM_BUF_INIT;
     pthread_mutex_lock(&n->mu);
-    int up = is_up(n, to);
+    /* A member joins the topology before every link to it is up (the
+     * smaller id dials it on its next tick): a call to it waits for the
+     * link, a failure detection timeout at most, and is not sent if none
+     * comes up. */
+    uint64_t t0 = em_now_ms(), wait = fd_ms(&n->cfg) < timeout_ms ? fd_ms(&n->cfg) : timeout_ms;
+    int up;
+    while (!(up = is_up(n, to)) && !n->stopping && em_now_ms() - t0 < wait) {
+        struct timespec ts;
+        timespec_in(&ts, 50);
+        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+    }
     q.req = ++n->next_req;
     if (up) {
         q.next = n->pend;
@@ -690,7 +701,7 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
     pthread_mutex_unlock(&n->mu);
     if (!up) {
         pthread_cond_destroy(&cv);
-        return EM_CLOSED;
+        return EM_NOLINK;
     }
     /* Request id and request in one send block (cl_net_send copies it):
      * from the stack when small, so a forwarded op allocates nothing. */
@@ -1049,8 +1060,10 @@ static void on_up(void *arg, cl_net_link *l, const cl_net_hello *h)
     pthread_mutex_lock(&n->mu);
     if (n->nlinked < MAX_TRACKED)
         n->linked[n->nlinked++] = id;
-    if (cl_net_link_canonical(l) && n->nup < MAX_TRACKED)
+    if (cl_net_link_canonical(l) && n->nup < MAX_TRACKED) {
         n->up[n->nup++] = id;
+        pthread_cond_broadcast(&n->cv);     /* calls waiting for the link */
+    }
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -1079,6 +1092,13 @@ static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
     uint64_t msb, lsb;
     cl_net_link_peer(l, &msb, &lsb);
     cl_meta_uuid id = { msb, lsb };
+    if (cl_net_link_canonical(l)) {
+        /* Calls and replication to the member wait for the next link: an
+         * operator reads here why the last one went. */
+        char peer[64];
+        cl_net_link_addr(l, peer, sizeof peer);
+        EM_WARN("cluster: link with %s closed: %s", peer, why);
+    }
     pthread_mutex_lock(&n->mu);
     id_drop(n->linked, &n->nlinked, id);
     if (!cl_net_link_canonical(l)) {
@@ -1413,7 +1433,7 @@ int cl_node_lease_wait(cl_node *n)
 
 cl_meta_uuid cl_node_id(const cl_node *n) { return n->id; }
 
-void cl_node_links(cl_node *n, uint32_t *up, uint64_t *refused)
+void cl_node_links(cl_node *n, uint32_t *up, uint64_t *refused, uint64_t *opened)
 {
     cl_net_stats st;
     cl_net_stats_get(n->net, &st);
@@ -1421,6 +1441,7 @@ void cl_node_links(cl_node *n, uint32_t *up, uint64_t *refused)
     *up = n->nup;
     pthread_mutex_unlock(&n->mu);
     *refused = st.refused;
+    *opened = st.links_up;
 }
 
 int cl_node_is_leader(cl_node *n)

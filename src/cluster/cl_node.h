@@ -204,8 +204,9 @@ void cl_node_mem_stats(cl_node *n, struct em_mem_stats *sum);
 int cl_node_is_leader(cl_node *n);
 
 /* cl_node_links: peers with an up link now; refused: handshakes refused
- * (either side) since start. */
-void cl_node_links(cl_node *n, uint32_t *up, uint64_t *refused);
+ * (either side) since start; opened: links that completed their handshake
+ * since start (more than one per peer means links were lost or redialed). */
+void cl_node_links(cl_node *n, uint32_t *up, uint64_t *refused, uint64_t *opened);
 
 /* cl_node_propose proposes an entry through the leader and waits for it to
  * apply on this node (bounded by timeout_ms): 0, the FSM's refusal code,

@@ -473,6 +473,7 @@ static int unsupported(pr_conn *c, int op, const char *what)
 static int op_debug_stats(pr_conn *c, em_buf *out)
 {
     em_mem_stats m;
+    em_mem_trace_flip();    /* a measurement's two snapshots bracket the trace */
     if (c->srv->opt.debug_stats)
         c->srv->opt.debug_stats(c->srv->opt.debug_arg, &m);
     else

@@ -328,8 +328,11 @@ static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)
                           FORWARD_TIMEOUT_MS);
     if (rc == EM_NOMEM || rc == EM_STALE)
         return rc;                  /* EM_STALE: the caller looks again */
-    if (rc == EM_CLOSED && c->route_idem)
-        return rc;                  /* the caller re-maps it on the next topology */
+    if ((rc == EM_CLOSED && c->route_idem) || (rc == EM_NOLINK && c->route_remap))
+        return EM_CLOSED;           /* the caller re-maps it on the next topology */
+    if (rc == EM_NOLINK)
+        return pr_fail(c, PR_ST_FAILED, "The node owning this key is not reachable from this "
+                       "node (no link to it); the request did not run");
     if (rc == EM_CLOSED || rc == EM_TIMEOUT)
         return pr_fail(c, PR_ST_FAILED, "The node owning this key did not answer (%s); "
                        "the request may or may not have run there", em_strerror(rc));
@@ -640,12 +643,14 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         cl_node_topo_release(t);
         size_t at = out->len;
         c->route_idem = pr_cluster_idempotent(op) && remaps < REMAP_TRIES;
+        c->route_remap = remaps < REMAP_TRIES;
         rc = ask(c, to, resp, out);
-        c->route_idem = 0;
+        c->route_idem = c->route_remap = 0;
         *done = 1;
         if (rc == EM_CLOSED) {
             /* The owner's link went down before it answered, and the
-             * request may run twice harmlessly: wait for a topology
+             * request may run twice harmlessly (or it was never sent):
+             * wait for a topology
              * without that owner (or its link back), then map again, a
              * bounded number of times - invisible to the client, as
              * Ignite's remap is. */

@@ -75,6 +75,7 @@ struct pr_conn {
     em_buf     fwd_resp;            /* a forwarded request's answer (reused) */
     int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
     uint8_t    route_idem;          /* the request routed now may run twice harmlessly */
+    uint8_t    route_remap;         /* ... or may be mapped again if it was not sent */
     pr_cursor *cur;
     uint32_t   ncur, capcur;
     em_buf     kscratch, vscratch, escratch, tmp;

@@ -551,7 +551,7 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
      * rebalancing is over (what an operator, or a benchmark, waits for). */
     moving_sum mv = { t, 0 };
     st_cache_each(pr_server_store(sc->ps), add_moving, &mv);
-    char line[4096];
+    char line[8192];                /* about 3.5 KB today: room for more without a check per line */
     int n = snprintf(line, sizeof line,
                      "# TYPE ember_cluster_members gauge\nember_cluster_members %u\n"
                      "# TYPE ember_cluster_topology_major gauge\nember_cluster_topology_major %llu\n"
@@ -566,12 +566,13 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                      (unsigned long long)mv.n);
     cl_node_topo_release(t);
     uint32_t up;
-    uint64_t refused;
-    cl_node_links(sc->node, &up, &refused);
+    uint64_t refused, opened;
+    cl_node_links(sc->node, &up, &refused, &opened);
     n += snprintf(line + n, sizeof line - (size_t)n,
                   "# TYPE ember_cluster_links gauge\nember_cluster_links %u\n"
-                  "# TYPE ember_cluster_links_refused counter\nember_cluster_links_refused %llu\n",
-                  up, (unsigned long long)refused);
+                  "# TYPE ember_cluster_links_refused counter\nember_cluster_links_refused %llu\n"
+                  "# TYPE ember_cluster_links_opened counter\nember_cluster_links_opened %llu\n",
+                  up, (unsigned long long)refused, (unsigned long long)opened);
     cl_pme *pme = atomic_load(&sc->pme);
     if (pme) {
         cl_pme_stats ps;
@@ -629,5 +630,7 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       (unsigned long long)bs.batches_out, (unsigned long long)bs.evicted,
                       (unsigned long long)bs.owned);
     }
+    if (n < 0 || (size_t)n >= sizeof line)
+        return 0;                   /* cannot happen at this size; never read past line */
     return em_buf_append(out, line, (size_t)n);
 }

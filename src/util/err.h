@@ -55,6 +55,7 @@
     X(NOTLEADER,    -30500, "not the metadata group's leader")                   \
     X(LOSTLEADER,   -30501, "leadership lost before the entry committed; it may still commit") \
     X(BUSY,         -30502, "a membership change is already in progress")        \
+    X(NOLINK,       -30503, "no link to that member (the request was not sent)") \
     X(STALE,        -30520, "an owner refused the update (older epoch, or an update lost before it)")
 
 enum {

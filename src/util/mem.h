@@ -42,4 +42,9 @@ int64_t em_mem_live_blocks(void);
 void     em_mem_fail_after(uint64_t n, int sticky);
 uint64_t em_mem_failures(void);
 
+/* em_mem_trace_flip turns the allocation trace on or off: built with
+ * -DEM_ALLOC_TRACE (make trace), each allocation while on is written with a
+ * backtrace to stderr; otherwise it does nothing. */
+void     em_mem_trace_flip(void);
+
 #endif

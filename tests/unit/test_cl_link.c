@@ -29,6 +29,7 @@ typedef struct node {
     int frames;
     uint64_t seq[64];            /* payloads of REPL_UPDATE frames, in arrival order */
     int fault_mode;              /* CL_NET_* applied to REPL_UPDATE */
+    int slow_us;                 /* on_frame takes this long (a busy callback) */
     uint32_t delay_ms;
 } node;
 
@@ -50,8 +51,11 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
     pthread_mutex_lock(&n->mu);
     if (type == CL_NET_MSG_REPL_UPDATE && len == 8 && n->frames < 64)
         n->seq[n->frames++] = em_ld64(p);
+    int slow = n->slow_us;
     pthread_cond_broadcast(&n->cv);
     pthread_mutex_unlock(&n->mu);
+    if (slow)
+        usleep((useconds_t)slow);
     /* Echo an ACK back on the same link from the loop thread. */
     if (type == CL_NET_MSG_REPL_UPDATE)
         (void)cl_net_link_send(l, CL_NET_MSG_REPL_ACK, p, len);
@@ -236,6 +240,44 @@ TEST(cl_link_one_link_per_pair_when_both_connect)
     node_stop(&b);
 }
 
+/* settled: every one of `links` connections between a and b went up or was
+ * refused at both ends, and each end keeps exactly `keep` up links. */
+static int settled(node *a, node *b, int links, int keep)
+{
+    uint64_t end = em_now_ms() + WAIT_MS;
+    for (;;) {
+        int ok = 1;
+        for (node *n = a; n; n = n == a ? b : NULL) {
+            pthread_mutex_lock(&n->mu);
+            ok &= n->ups + n->refusals == links && n->ups - n->downs_up == keep;
+            pthread_mutex_unlock(&n->mu);
+        }
+        if (ok || em_now_ms() >= end)
+            return ok;
+        usleep(10000);
+    }
+}
+
+TEST(cl_link_redials_keep_the_same_link_at_both_ends)
+{
+    /* The smaller id redials while its earlier connects are still in their
+     * handshakes (a busy machine, a retry timer): both ends see the links
+     * come up in their own order, and must still keep the same one - ends
+     * that each keep the newest close each other's and lose both. */
+    for (int round = 0; round < 5; round++) {
+        node a, b;
+        REQUIRE_OK(node_start(&a, 1, "c1", NULL, 0));
+        REQUIRE_OK(node_start(&b, 2, "c1", NULL, 0));
+        for (int i = 0; i < 8; i++)
+            REQUIRE_OK(cl_net_connect(a.net, "127.0.0.1", cl_net_port(b.net)));
+        CHECK(settled(&a, &b, 8, 1));
+        REQUIRE_OK(send_seq(&a, 2, 7));
+        CHECK(wait_for(&b, &b.frames, 1));
+        node_stop(&a);
+        node_stop(&b);
+    }
+}
+
 TEST(cl_link_fault_hook_drops_duplicates_and_reorders)
 {
     node a, b;
@@ -342,6 +384,34 @@ TEST(cl_link_hostile_peers_close_alone)
     CHECK_EQ(get(&a, &a.downs_up), 0);
     node_stop(&b);
     node_stop(&a);
+}
+
+TEST(cl_link_busy_link_is_not_taken_for_silent)
+{
+    /* Frames that keep the transport thread busy past a millisecond stamp
+     * their arrival later than the loop pass that runs the timer check: the
+     * check must not read that as a link silent for ever. */
+    node a, b;
+    REQUIRE_OK(node_start(&a, 1, "c1", NULL, 0));
+    REQUIRE_OK(node_start(&b, 2, "c1", NULL, 0));
+    pthread_mutex_lock(&a.mu);
+    a.slow_us = 2000;
+    pthread_mutex_unlock(&a.mu);
+    REQUIRE_OK(cl_net_connect(b.net, "127.0.0.1", cl_net_port(a.net)));
+    CHECK(wait_for(&a, &a.ups, 1));
+    CHECK(wait_for(&b, &b.ups, 1));
+    /* Bursts of two frames for about 2 s: about ten timer checks, each
+     * likely at the end of a pass that took 4 ms. */
+    uint64_t end = em_now_ms() + 2000;
+    while (em_now_ms() < end) {
+        REQUIRE_OK(send_seq(&b, 1, 1));
+        REQUIRE_OK(send_seq(&b, 1, 2));
+        usleep(5000);
+    }
+    CHECK_EQ(get(&a, &a.downs_up), 0);
+    CHECK_EQ(get(&b, &b.downs_up), 0);
+    node_stop(&a);
+    node_stop(&b);
 }
 
 TEST(cl_link_silent_peer_is_closed_after_link_timeout)
