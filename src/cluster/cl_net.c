@@ -582,6 +582,18 @@ static void cb_tick(void *arg, int loop, uint64_t pass_now)
     }
 }
 
+/* cb_tls_fail: a peer that is not in the cluster's TLS (plaintext, another
+ * CA, no certificate) is refused like any other handshake: counted and
+ * logged with why, once per attempt. */
+static void cb_tls_fail(void *arg, net_conn *c, const char *why)
+{
+    cl_net *n = arg;
+    char peer[64];
+    net_conn_peer(c, peer, sizeof peer);
+    count(n, S_REFUSED);
+    EM_WARN("cluster: link with %s refused: TLS handshake failed: %s", peer, why);
+}
+
 /* ---- lifecycle ------------------------------------------------------------ */
 
 static int name_ok(const char *s)
@@ -634,7 +646,8 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
             .out_hard_cap = 256u << 20,
         },
         .cb = { .arg = n, .on_open = cb_open, .on_data = cb_data, .on_close = cb_close,
-                .on_tick = cb_tick },
+                .on_tick = cb_tick, .on_tls_fail = cb_tls_fail },
+        .tls = o->tls,
     };
     int rc = net_server_start(&n->srv, &no);
     if (rc) {

@@ -178,6 +178,8 @@ typedef struct cl_net_opts {
     void (*on_tick)(void *arg, uint64_t now_ms);
     cl_net_fault_fn fault;       /* NULL = pass everything */
     void           *fault_arg;
+    struct net_tls_ctx *tls;     /* a peer context (net/tls.h): every link in TLS,
+                                  * both ways; NULL = plaintext (borrowed) */
 } cl_net_opts;
 
 /* cl_net_start listens and starts the loop.  0, EM_INVAL, -errno, EM_NOMEM.

@@ -1531,7 +1531,7 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         .node_msb = n->id.msb, .node_lsb = n->id.lsb,
         .consistent = "pending",
         .arg = n, .on_up = on_up, .on_frame = on_frame, .on_down = on_down, .on_tick = on_tick,
-        .fault = cfg->fault, .fault_arg = cfg->fault_arg,
+        .fault = cfg->fault, .fault_arg = cfg->fault_arg, .tls = cfg->tls,
         /* Heartbeats often enough that a lease (half the failure detection
          * timeout) spans several.  A silent link closes after the
          * transport's own timeout (10 s), not sooner: a busy machine must

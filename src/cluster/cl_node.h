@@ -105,6 +105,7 @@ typedef struct cl_node_cfg {
     /* fault (optional, tests): the transport's fault hook (cl_net_opts). */
     cl_net_fault_fn fault;
     void       *fault_arg;
+    struct net_tls_ctx *tls;       /* the transport in TLS (cl_net_opts), or NULL */
     char       *errmsg;            /* NULL or CL_NODE_ERRMSG bytes */
 } cl_node_cfg;
 

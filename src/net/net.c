@@ -248,6 +248,8 @@ static ssize_t conn_recv(net_conn *c, void *p, size_t n)
  * unless the socket buffer is full). */
 static int flush(net_conn *c)
 {
+    if (c->tls_hs)
+        return 0;                   /* queued until the handshake is done */
     while (c->out_off < c->out.len) {
         ssize_t w = conn_send(c, c->out.p + c->out_off, c->out.len - c->out_off);
         if (w > 0) {
@@ -493,11 +495,13 @@ static void run_staged(net_loop *l)
     l->stage_len = 0;
 }
 
-/* tls_step advances a TLS handshake; once done, reads what the client sent. */
+/* tls_step advances a TLS handshake (an outgoing one starts on the event
+ * that says the connect ended); once done, reads what the peer sent and
+ * sends what on_open queued meanwhile. */
 static void tls_step(net_conn *c)
 {
     int want;
-    int rc = net_tls_accept_step(c->tls, &want);
+    int rc = net_tls_handshake_step(c->tls, &want);
     if (rc == EM_AGAIN) {
         if (set_interest(c, want == NET_TLS_WANT_WRITE ? EPOLLOUT : EPOLLIN | EPOLLRDHUP) < 0)
             conn_close(c);
@@ -505,7 +509,9 @@ static void tls_step(net_conn *c)
     }
     if (rc < 0) {
         net_server *s = c->loop->srv;
-        if (s->cb.on_tls_fail)
+        /* A connect that failed is not a handshake that failed. */
+        int refused = c->outgoing && rc < 0 && rc > -4096;
+        if (s->cb.on_tls_fail && !refused)
             s->cb.on_tls_fail(s->cb.arg, c, rc == EM_CLOSED ? "peer closed" : net_tls_errstr());
         conn_close(c);
         return;
@@ -542,8 +548,8 @@ static void conn_setup(net_loop *l, int fd, const struct sockaddr_storage *ss, s
     /* The pass's stamp, not a fresh clock read: tick() at the end of this
      * pass compares with that stamp, and a later value would underflow. */
     c->accepted_ms = c->active_ms = c->write_ms = l->now_ms;
-    if (s->tls && !outgoing) {
-        if (net_tls_new(s->tls, fd, &c->tls) != 0) {
+    if (s->tls) {
+        if (net_tls_new(s->tls, fd, outgoing, &c->tls) != 0) {
             atomic_fetch_sub(&s->nconns, 1);
             atomic_fetch_sub(&l->load, 1);
             close(fd);
@@ -1198,8 +1204,8 @@ int net_conn_kick(net_conn *c)
 {
     if (c->closing)
         return EM_CLOSED;
-    if (c->close_pending || c->pending)
-        return 0;                   /* leaves with the pass's held replies */
+    if (c->close_pending || c->pending || c->tls_hs)
+        return 0;                   /* leaves with the pass's held replies, or after the handshake */
     if (flush(c) < 0 || update_interest(c) < 0) {
         conn_close(c);
         return EM_CLOSED;

@@ -1,4 +1,5 @@
-/* tls.c - OpenSSL server side for net/: context setup (TLS 1.2 minimum,
+/* tls.c - OpenSSL for net/ (server side, and both sides of node-to-node
+ * links): context setup (TLS 1.2 minimum,
  * AEAD-only TLS 1.2 ciphers, no compression, no renegotiation) and
  * non-blocking handshake / read / write steps mapped onto ember's codes.
  * Contract with the event loop: tls.h.
@@ -66,12 +67,14 @@ int net_tls_ctx_new(const net_tls_options *o, net_tls_ctx **out, char *err, size
             snprintf(err, errlen, "TLS: a server certificate (tls_cert) is required");
         return EM_CONFIG;
     }
-    if (o->verify_client && !o->ca_file) {
+    if ((o->verify_client || o->peer) && !o->ca_file) {
         if (err && errlen)
-            snprintf(err, errlen, "TLS: client certificate checks need a CA file (tls_ca)");
+            snprintf(err, errlen, o->peer ? "TLS: node-to-node links check each other's "
+                                            "certificates: a CA file (tls_ca) is required"
+                                          : "TLS: client certificate checks need a CA file (tls_ca)");
         return EM_CONFIG;
     }
-    SSL_CTX *s = SSL_CTX_new(TLS_server_method());
+    SSL_CTX *s = SSL_CTX_new(o->peer ? TLS_method() : TLS_server_method());
     if (!s)
         return ctx_fail(err, errlen, "cannot create context", NULL);
     int rc = 0;
@@ -118,7 +121,11 @@ int net_tls_ctx_new(const net_tls_options *o, net_tls_ctx **out, char *err, size
         if (names)
             SSL_CTX_set_client_CA_list(s, names);   /* takes ownership */
     }
-    if (o->verify_client == NET_TLS_VERIFY_REQUIRE)
+    /* A peer context verifies the other end in both roles (as a client it
+     * checks the server's chain; FAIL_IF_NO_PEER_CERT applies as a server).
+     * Nodes name each other by node id in the cluster handshake, not by
+     * host name: the chain to the cluster's CA is the check. */
+    if (o->peer || o->verify_client == NET_TLS_VERIFY_REQUIRE)
         SSL_CTX_set_verify(s, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
     else if (o->verify_client == NET_TLS_VERIFY_OPTIONAL)
         SSL_CTX_set_verify(s, SSL_VERIFY_PEER, NULL);
@@ -149,7 +156,7 @@ void net_tls_ctx_free(net_tls_ctx *ctx)
     em_free(ctx);
 }
 
-int net_tls_new(net_tls_ctx *ctx, int fd, net_tls **out)
+int net_tls_new(net_tls_ctx *ctx, int fd, int connect, net_tls **out)
 {
     *out = NULL;
     net_tls *t = em_malloc(sizeof *t);
@@ -164,7 +171,10 @@ int net_tls_new(net_tls_ctx *ctx, int fd, net_tls **out)
         em_free(t);
         return EM_NOMEM;
     }
-    SSL_set_accept_state(t->ssl);
+    if (connect)
+        SSL_set_connect_state(t->ssl);
+    else
+        SSL_set_accept_state(t->ssl);
     *out = t;
     return 0;
 }
@@ -209,7 +219,7 @@ static int map(net_tls *t, int r, int *want, int reading)
     }
 }
 
-int net_tls_accept_step(net_tls *t, int *want)
+int net_tls_handshake_step(net_tls *t, int *want)
 {
     *want = 0;
     ERR_clear_error();

@@ -1,13 +1,14 @@
 /* tls.h - TLS for net/'s event loops (OpenSSL): a server context (TLS 1.2
- * and 1.3 only, server certificate, optional client-certificate checks) and
+ * and 1.3 only, server certificate, optional client-certificate checks), or
+ * a peer context for node-to-node links (both ends, mutual certificates), and
  * non-blocking per-connection wrappers that never block and report what the
  * socket must become ready for next.  A plaintext client on a TLS port fails
- * its handshake (net_tls_accept_step < 0) and is closed by the loop; nothing
+ * its handshake (net_tls_handshake_step < 0) and is closed by the loop; nothing
  * else is affected.
  *
  * Event-loop contract:
- *   accept -> net_tls_new(ctx, fd)
- *   while net_tls_accept_step() == EM_AGAIN: wait for *want (READ/WRITE)
+ *   accept -> net_tls_new(ctx, fd, 0); connected -> net_tls_new(ctx, fd, 1)
+ *   while net_tls_handshake_step() == EM_AGAIN: wait for *want (READ/WRITE)
  *   then net_tls_read / net_tls_write in place of recv / send;
  *   after a read, if net_tls_pending() > 0 read again before waiting
  *   (those bytes are already out of the kernel: epoll will not report them);
@@ -35,6 +36,10 @@ typedef struct net_tls_options {
     int         verify_client;    /* enum net_tls_verify */
     const char *ciphers;          /* TLS 1.2 cipher list; NULL = ECDHE/DHE AEAD only */
     const char *ciphersuites;     /* TLS 1.3 suites; NULL = OpenSSL's default */
+    int         peer;             /* node-to-node links: the context serves both
+                                   * ends (net_tls_new's connect), presents the
+                                   * certificate either way and requires a peer
+                                   * certificate that verifies against ca_file */
 } net_tls_options;
 
 /* Which readiness an EM_AGAIN result waits for. */
@@ -46,15 +51,16 @@ int  net_tls_ctx_new(const net_tls_options *o, net_tls_ctx **out, char *err, siz
 void net_tls_ctx_free(net_tls_ctx *ctx);
 
 /* net_tls_new starts the server side of a connection on the non-blocking
- * socket fd (not owned: the caller closes it).  0 or EM_NOMEM. */
-int  net_tls_new(net_tls_ctx *ctx, int fd, net_tls **out);
+ * socket fd (not owned: the caller closes it), or with connect the client
+ * side (a peer context's, once the socket is connected).  0 or EM_NOMEM. */
+int  net_tls_new(net_tls_ctx *ctx, int fd, int connect, net_tls **out);
 void net_tls_free(net_tls *t);
 
-/* net_tls_accept_step advances the handshake.  0 = done; EM_AGAIN = wait
+/* net_tls_handshake_step advances the handshake.  0 = done; EM_AGAIN = wait
  * for *want; EM_CLOSED = the peer went away; EM_PROTO = the handshake failed
  * (plaintext client, protocol version below 1.2, certificate refused, ...):
  * net_tls_errstr() says why.  Close the connection on any negative result. */
-int  net_tls_accept_step(net_tls *t, int *want);
+int  net_tls_handshake_step(net_tls *t, int *want);
 
 /* net_tls_read: > 0 bytes read into buf; 0 = the peer closed (close_notify
  * or EOF); EM_AGAIN = nothing now, wait for *want; EM_PROTO / -errno on

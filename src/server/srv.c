@@ -195,6 +195,7 @@ static const key_desc keys[] = {
     K("bootstrap", 'b', bootstrap, "create the cluster when none exists; one node only (false)"),
     K("consistent_id", 's', consistent_id, "this node's identity for affinity (cluster_host:cluster_port)"),
     K("cluster_secret", 's', cluster_secret, "shared secret peers must prove (none)"),
+    K("cluster_tls", 'b', cluster_tls, "node-to-node links in TLS with tls_cert/tls_key, peers checked against tls_ca (false)"),
     K("cluster_dir", 's', cluster_dir, "metadata group directory (a temporary one)"),
     K("failure_detection_timeout", 't', failure_detection_timeout_ms, "a member unreachable this long is failed (10000 ms)"),
     K("cluster_fault", 's', cluster_fault, "tests only: drop=P,dup=P,delay=P (percent of replication frames) (none)"),
@@ -784,7 +785,7 @@ int srv_start(srv **out, const srv_config *c)
                               c->tls_key[0] ? c->tls_key : NULL,
                               c->tls_ca[0] ? c->tls_ca : NULL, NET_TLS_VERIFY_NONE,
                               c->tls_ciphers[0] ? c->tls_ciphers : NULL,
-                              c->tls_ciphersuites[0] ? c->tls_ciphersuites : NULL};
+                              c->tls_ciphersuites[0] ? c->tls_ciphersuites : NULL, 0};
         if (!strcmp(c->tls_client_auth, "optional"))
             to.verify_client = NET_TLS_VERIFY_OPTIONAL;
         else if (!strcmp(c->tls_client_auth, "require"))

@@ -64,6 +64,7 @@ typedef struct srv_config {
     int      bootstrap;             /* create the cluster if none exists */
     char     consistent_id[256];    /* "" = cluster_host:cluster_port */
     char     cluster_secret[256];   /* "" = none */
+    int      cluster_tls;           /* transport links in TLS (tls_cert, tls_key, tls_ca) */
     char     cluster_dir[512];      /* metadata group directory; "" = temporary */
     uint32_t failure_detection_timeout_ms; /* 10000 */
     char     cluster_fault[128];    /* tests: "drop=P,dup=P,delay=P"; "" = none */

@@ -19,6 +19,7 @@
 #include "cluster/cl_pme.h"
 #include "cluster/cl_rebal.h"
 #include "cluster/cl_repl.h"
+#include "net/tls.h"
 #include "proto/proto.h"
 #include "server/srv.h"
 #include "util/clock.h"
@@ -50,6 +51,7 @@ struct srv_cluster {
     _Atomic(cl_pme *) pme;
     _Atomic(cl_rebal *) rebal;
     cl_repl *_Atomic repl;
+    net_tls_ctx *tls;               /* cluster_tls: the transport's peer context */
     pthread_t workers[FWD_WORKERS];
     int       nworkers;
     pthread_mutex_t q_mu;
@@ -395,6 +397,29 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         .on_entry = on_entry, .on_restore = on_restore, .on_call_later = on_call_later,
         .on_repl = on_repl, .on_tick = on_tick, .errmsg = err,
     };
+    if (c->cluster_tls) {
+        /* The thin-client port's certificate settings, for both ends of every
+         * link; every peer must present a certificate of the same CA. */
+        net_tls_options to = {
+            .cert_file = c->tls_cert[0] ? c->tls_cert : NULL,
+            .key_file = c->tls_key[0] ? c->tls_key : NULL,
+            .ca_file = c->tls_ca[0] ? c->tls_ca : NULL,
+            .ciphers = c->tls_ciphers[0] ? c->tls_ciphers : NULL,
+            .ciphersuites = c->tls_ciphersuites[0] ? c->tls_ciphersuites : NULL,
+            .peer = 1,
+        };
+        char terr[512];
+        if (net_tls_ctx_new(&to, &sc->tls, terr, sizeof terr) != 0) {
+            EM_ERROR("cluster_tls: %s", terr);
+            pthread_cond_destroy(&sc->q_cv);
+            pthread_mutex_destroy(&sc->q_mu);
+            if (sc->tmpdir[0])
+                nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+            em_free(sc);
+            return EM_CONFIG;
+        }
+        nc.tls = sc->tls;
+    }
     if (c->cluster_fault[0]) {
         nc.fault = fault_fn;
         nc.fault_arg = sc;
@@ -468,6 +493,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         EM_ERROR("%s", err[0] ? err : em_strerror(rc));
         if (sc->tmpdir[0])
             nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        net_tls_ctx_free(sc->tls);
         em_free(sc);
         return rc;
     }
@@ -476,8 +502,8 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         EM_WARN("cluster: no cluster_secret set: any process that reaches %s:%d can join the "
                 "cluster or pose as a member; set cluster_secret on every node", host,
                 c->cluster_port);
-    EM_INFO("cluster '%s': transport %s:%d, metadata group %s:%d, %s", c->cluster_name, host,
-            c->cluster_port, host, c->raft_port,
+    EM_INFO("cluster '%s': transport %s:%d%s, metadata group %s:%d, %s", c->cluster_name, host,
+            c->cluster_port, sc->tls ? " (TLS)" : "", host, c->raft_port,
             c->bootstrap ? "bootstrapping" : "joining through seeds");
     *out = sc;
     return 0;
@@ -507,6 +533,7 @@ void srv_cluster_stop(srv_cluster *sc)
     pthread_mutex_destroy(&sc->q_mu);
     if (sc->tmpdir[0])
         nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    net_tls_ctx_free(sc->tls);      /* after the transport that used it */
     em_free(sc);
 }
 

@@ -1,0 +1,80 @@
+#!/bin/sh
+# cluster_tls.sh - the cluster transport in TLS (cluster_tls, with the
+# tls_cert / tls_key / tls_ca settings of the thin-client port): 3 nodes
+# whose certificates share a CA form one topology and serve keys forwarded
+# between them over those links; a plaintext node and a node whose
+# certificate no trusted CA signed are refused at the handshake, and the
+# topology stays as it was.
+cd "$(dirname "$0")/../.."
+BUILD=${EMBER_BUILD:-build}
+. tests/chaos/lib.sh
+chaos_init
+command -v openssl >/dev/null 2>&1 || { bad "openssl not installed"; finish; }
+
+P="$CHAOS_TMP/pki"
+mkdir -p "$P"
+(
+    cd "$P" || exit 1
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key \
+        -out ca.pem -days 2 -subj "/CN=ember cluster test CA" 2>/dev/null &&
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout node.key \
+        -out node.csr -subj "/CN=ember node" 2>/dev/null &&
+    openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem \
+        -days 2 2>/dev/null &&
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout rogue.key \
+        -out rogue.pem -days 2 -subj "/CN=rogue" 2>/dev/null
+) || { bad "could not make the test certificates"; finish; }
+TLS="--cluster-tls true --tls-cert $P/node.pem --tls-key $P/node.key --tls-ca $P/ca.pem"
+cli() { n=$1; shift; "$BUILD/ember-cli" -h "$(node_ip "$n")" -p "$CHAOS_PORT" "$@"; }
+
+node_start 1 $(cluster_flags 1) $TLS || finish
+node_start 2 $(cluster_flags 2 1) $TLS || finish
+node_start 3 $(cluster_flags 3 1) $TLS || finish
+joined=1
+for i in 1 2 3; do
+    wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_joined 1 || joined=0
+done
+[ $joined = 1 ] && ok "3 nodes with certificates of one CA form one topology" ||
+    { bad "the TLS nodes did not form"; finish; }
+grep -q 'transport .*:47100 (TLS)' "$CHAOS_LOG_1" && ok "the transport says it runs in TLS" ||
+    bad "no '(TLS)' in node 1's start line"
+
+# Keys of every owner: node 2 takes the writes, node 3 the reads, so most go
+# over the links between members.
+cli 1 create tlsc >/dev/null || bad "create the cache"
+good=0
+for k in $(seq 1 24); do
+    cli 2 put tlsc "k$k" "v$k" >/dev/null && [ "$(cli 3 get tlsc "k$k")" = "string:v$k" ] &&
+        good=$((good + 1))
+done
+[ $good = 24 ] && ok "24 keys written through node 2 read back through node 3" ||
+    bad "only $good of 24 keys read back through node 3"
+
+# A plaintext node, then one whose certificate no trusted CA signed (it
+# learns only that node 1 closed the link: under TLS 1.3 the client's side
+# of the handshake ends before the server has checked its certificate).
+r1=$(metric 1 ember_cluster_links_refused)
+node_start 4 $(cluster_flags 4 1) || finish
+node_start 5 $(cluster_flags 5 1) --cluster-tls true --tls-cert "$P/rogue.pem" \
+    --tls-key "$P/rogue.key" --tls-ca "$P/ca.pem" || finish
+t=0
+while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
+    grep -q 'TLS handshake failed: .*wrong version number' "$CHAOS_LOG_1" &&
+        grep -q 'TLS handshake failed: .*certificate verify failed' "$CHAOS_LOG_1" && break
+    sleep 0.1; t=$((t + 1))
+done
+[ "$(metric 4 ember_cluster_joined)" = 0 ] &&
+    [ "$(metric 1 ember_cluster_links_refused)" -gt "$r1" ] 2>/dev/null &&
+    ok "a plaintext node is refused" || bad "plaintext node: joined $(metric 4 ember_cluster_joined)"
+[ "$(metric 5 ember_cluster_joined)" = 0 ] &&
+    grep -q 'TLS handshake failed: .*certificate verify failed' "$CHAOS_LOG_1" &&
+    ok "a node whose certificate no trusted CA signed is refused" ||
+    bad "rogue node: joined $(metric 5 ember_cluster_joined)"
+grep -m1 'wrong version number' "$CHAOS_LOG_1" | sed 's/^.* W /     node 1: /'
+grep -m1 'certificate verify failed' "$CHAOS_LOG_1" | sed 's/^.* W /     node 1: /'
+for i in 1 2 3; do
+    [ "$(metric "$i" ember_cluster_members)" = 3 ] || joined=0
+done
+[ $joined = 1 ] && ok "refused nodes leave the topology as it was" || bad "topology changed"
+[ "$(cli 3 get tlsc k7)" = string:v7 ] && ok "the cluster still serves" || bad "no read after the refusals"
+finish
