@@ -1097,7 +1097,10 @@ static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
          * operator reads here why the last one went. */
         char peer[64];
         cl_net_link_addr(l, peer, sizeof peer);
-        EM_WARN("cluster: link with %s closed: %s", peer, why);
+        if (strcmp(why, "duplicate link") == 0)
+            EM_INFO("cluster: link with %s closed: %s (another link to it stays)", peer, why);
+        else
+            EM_WARN("cluster: link with %s closed: %s", peer, why);
     }
     pthread_mutex_lock(&n->mu);
     id_drop(n->linked, &n->nlinked, id);

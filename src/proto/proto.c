@@ -677,6 +677,10 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
         if (!c->srv->opt.debug_ops)
             break;
         return pr_op_ops(c, op, r, out);
+    case PR_OP_PART_SNAPSHOT:
+        if (!c->forwarded)
+            break;
+        return pr_op_part_snapshot(c, r, out);
     case PR_OP_PART_VERIFY: case PR_OP_NODE_INFO: case PR_OP_CLUSTER_INFO:
         return pr_op_ops(c, op, r, out);
     default:

@@ -67,6 +67,11 @@ enum pr_cluster_state {
 #define PR_OP_CORRUPT      32102
 #define PR_OP_NODE_INFO    32103
 #define PR_OP_CLUSTER_INFO 32104
+/* Between members only (answered on forwarded requests, an unknown op to a
+ * client): int cache id, int partition -> the partition's snapshot
+ * (st_part_snapshot's records), from its primary, for a scan over the
+ * cluster. */
+#define PR_OP_PART_SNAPSHOT 32105
 
 /* pr_auth_fn checks handshake credentials (user NULL when none were sent):
  * 0 = accept, EM_AUTH = wrong, EM_TOOMANY = refused by a failure limiter.

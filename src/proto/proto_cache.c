@@ -529,8 +529,6 @@ int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out)
     int rc = pr_cache_header(c, r, &h);
     if (rc)
         return rc;
-    if ((rc = pr_cluster_scan_check(c)) != 0)
-        return rc;
     const uint8_t *f;
     size_t fl;
     if ((rc = pr_rd_obj(c, r, &f, &fl)) != 0)
@@ -543,6 +541,9 @@ int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out)
         return pr_bad_request(c, EM_TRUNCATED);
     if (page <= 0)
         page = 1024;                /* Ignite's default page size */
+    int cluster;
+    if ((rc = pr_cluster_scan_mode(c, local, &cluster)) != 0)
+        return rc;
     uint32_t maxc = c->srv->opt.max_cursors;
     if (maxc && c->ncur >= maxc)
         return pr_fail(c, PR_ST_TOO_MANY_CURSORS,
@@ -556,7 +557,9 @@ int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out)
         c->capcur = cap;
     }
     st_scan *sc;
-    if ((rc = st_scan_open(h.cache, part < 0 ? -1 : part, &sc)) != 0)
+    rc = cluster ? st_scan_open_via(h.cache, part < 0 ? -1 : part, pr_cluster_scan_fetch, c, &sc)
+                 : st_scan_open(h.cache, part < 0 ? -1 : part, &sc);
+    if (rc)
         return pr_st_err(c, &h, rc);
     int64_t id = atomic_fetch_add(&c->srv->next_cursor, 1);
     int more = 0;
@@ -565,7 +568,7 @@ int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out)
         rc = scan_page(c, sc, (uint32_t)page, out, &more);
     if (rc || !more) {
         st_scan_close(sc);          /* the last page was sent: free it now */
-        return rc ? pr_st_err(c, &h, rc) : 0;
+        return rc > 0 ? rc : rc ? pr_st_err(c, &h, rc) : 0;     /* > 0: a member's answer */
     }
     c->cur[c->ncur++] = (pr_cursor){ id, sc, (uint32_t)page };
     return 0;
@@ -589,7 +592,7 @@ int pr_op_scan_page(pr_conn *c, pr_rd *r, em_buf *out)
         cursor_drop(c, idx);
     if (rc == EM_NOCACHE)
         return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache was destroyed during the scan");
-    return rc == EM_NOMEM || rc == 0 ? rc : pr_fail(c, PR_ST_FAILED, "Scan failed: %s", em_strerror(rc));
+    return rc == EM_NOMEM || rc >= 0 ? rc : pr_fail(c, PR_ST_FAILED, "Scan failed: %s", em_strerror(rc));
 }
 
 int pr_op_resource_close(pr_conn *c, pr_rd *r, em_buf *out)

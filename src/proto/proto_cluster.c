@@ -389,9 +389,10 @@ static int fan_out(pr_conn *c, int op, cl_topo *t)
     return rc;
 }
 
-int pr_cluster_scan_check(pr_conn *c)
+int pr_cluster_scan_mode(pr_conn *c, int local, int *cluster)
 {
-    if (!c->srv->opt.cluster || c->forwarded)
+    *cluster = 0;
+    if (!c->srv->opt.cluster || c->forwarded || local)
         return 0;
     cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
     uint32_t n = t->n;
@@ -400,10 +401,94 @@ int pr_cluster_scan_check(pr_conn *c)
     if (self < 0)
         return pr_fail(c, PR_ST_FAILED, "This node is not a member of the cluster now: use "
                        "another node");
-    if (n <= 1)
-        return 0;
-    return pr_fail(c, PR_ST_FAILED, "Scan queries over a cluster of %u nodes are not "
-                   "supported by ember yet (they would see only this node's keys)", n);
+    *cluster = n > 1;
+    return 0;
+}
+
+#define SCAN_FETCH_MS   30000       /* one partition's fetch, retries included */
+#define SCAN_PIECE_MAX  (CL_NET_MAX_FRAME_DEFAULT - 4096)
+
+/* pr_cluster_scan_fetch (st_snap_fn): partition `part` from its primary in
+ * the topology of the moment - here when this node is it, else over the
+ * transport (PR_OP_PART_SNAPSHOT) - so each partition is read once, from
+ * one copy, wherever owners move during the scan.  An owner that moved, is
+ * not decided yet or did not answer is looked up again on the next
+ * topology, SCAN_FETCH_MS at most. */
+int pr_cluster_scan_fetch(void *arg, st_cache *sc, uint32_t part, em_buf *snap)
+{
+    pr_conn *c = arg;
+    cl_node *node = c->srv->opt.cluster;
+    const st_cache_config *g = st_cache_cfg(sc);
+    int32_t id = st_cache_id(sc);
+    uint8_t req[18];
+    em_st16(req, PR_OP_PART_SNAPSHOT);
+    em_st64(req + 2, 1);
+    em_st32(req + 10, (uint32_t)id);
+    em_st32(req + 14, part);
+    uint64_t end = em_now_ms() + SCAN_FETCH_MS;
+    for (;;) {
+        cl_topo *t = cl_node_topo_acquire(node);
+        uint32_t idx[64];
+        int lost = cl_topo_part_lost(t, id, part);
+        uint32_t n = lost ? 0 : cl_repl_owners(t, g, id, part, idx, 64);
+        int self = t->self, primary = n ? (int)idx[0] : -1;
+        cl_meta_uuid to = n ? t->m[idx[0]].id : (cl_meta_uuid){ 0, 0 };
+        uint64_t seen = cl_topo_index(t);
+        cl_node_topo_release(t);
+        if (lost)
+            return pr_fail(c, PR_ST_FAILED, "Failed to run the scan: partition %u of cache %s "
+                           "is lost (every owner left)", part, g->name);
+        if (primary == self)
+            return st_part_snapshot(sc, part, snap);
+        int rc = EM_AGAIN;
+        if (n) {
+            em_buf_reset(&c->fwd_resp);
+            rc = cl_node_call(node, to, req, sizeof req, &c->fwd_resp, FORWARD_TIMEOUT_MS);
+            if (!rc)
+                return parse_reply(c, c->fwd_resp.p, c->fwd_resp.len, snap);
+        }
+        if (rc == EM_NOMEM)
+            return rc;
+        if (em_now_ms() >= end)
+            return pr_fail(c, PR_ST_FAILED, "The primary of partition %u of cache %s did not "
+                           "answer the scan (%s); retry", part, g->name, em_strerror(rc));
+        (void)cl_node_topo_wait(node, seen, 200);
+    }
+}
+
+int pr_op_part_snapshot(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    int32_t id, part;
+    if (pr_rd_i32(r, &id) || pr_rd_i32(r, &part))
+        return pr_bad_request(c, EM_TRUNCATED);
+    st_cache *sc = pr_cluster_wait_cache(c, id);
+    if (!sc)
+        return pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache does not exist [cacheId= %d]", id);
+    const st_cache_config *g = st_cache_cfg(sc);
+    uint32_t parts = g->partitions ? g->partitions : 1024;
+    if (part < 0 || (uint32_t)part >= parts)
+        return pr_fail(c, PR_ST_FAILED, "Invalid partition %d", part);
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+    uint32_t idx[1];
+    uint32_t n = cl_repl_owners(t, g, id, (uint32_t)part, idx, 1);
+    int mine = n && (int)idx[0] == t->self;
+    cl_node_topo_release(t);
+    if (!mine) {
+        c->stale = 1;               /* the scanning node looks again */
+        return pr_fail(c, PR_ST_FAILED, "This node is not the partition's primary in its topology");
+    }
+    size_t at = out->len;
+    int rc = st_part_snapshot(sc, (uint32_t)part, out);
+    if (!rc && out->len - at > SCAN_PIECE_MAX)
+        rc = pr_fail(c, PR_ST_FAILED, "Partition %d of cache %s holds more than a cluster scan "
+                     "moves in one piece (%u MiB)", part, g->name, SCAN_PIECE_MAX >> 20);
+    else if (rc == EM_NOCACHE)
+        rc = pr_fail(c, PR_ST_CACHE_NOT_FOUND, "Cache was destroyed during the scan");
+    else if (rc && rc != EM_NOMEM)
+        rc = pr_fail(c, PR_ST_FAILED, "Scan failed: %s", em_strerror(rc));
+    if (rc)
+        out->len = at;
+    return rc;
 }
 
 /* route_keys: the member serving every key of the request (*owner), -1 for
@@ -650,10 +735,9 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         if (rc == EM_CLOSED) {
             /* The owner's link went down before it answered, and the
              * request may run twice harmlessly (or it was never sent):
-             * wait for a topology
-             * without that owner (or its link back), then map again, a
-             * bounded number of times - invisible to the client, as
-             * Ignite's remap is. */
+             * wait for a topology without that owner (or its link back),
+             * then map again, a bounded number of times - invisible to the
+             * client, as Ignite's remap is. */
             out->len = at;
             *done = 0;
             remaps++;

@@ -300,9 +300,15 @@ int pr_cluster_idempotent(int op);
  * c->stale set (the forwarding node looks again: pr_conn_take_stale). */
 int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,
                            const uint8_t *kend, int nkeys, int pairs);
-/* pr_cluster_scan_check: a scan on a cluster of several members is refused
- * until scans cover every member (status returned, message set), else 0. */
-int pr_cluster_scan_check(pr_conn *c);
+/* pr_cluster_scan_mode: *cluster = 1 when a scan must cover the members'
+ * partitions (a cluster of several members, not a local scan, not a
+ * forwarded request); 0, or a failure status (this node is no member). */
+int pr_cluster_scan_mode(pr_conn *c, int local, int *cluster);
+/* pr_cluster_scan_fetch: the st_snap_fn of a cluster scan (arg: the pr_conn
+ * that owns the cursor); pr_op_part_snapshot answers PR_OP_PART_SNAPSHOT,
+ * a partition's snapshot, on the partition's primary (forwarded only). */
+int pr_cluster_scan_fetch(void *arg, st_cache *sc, uint32_t part, em_buf *snap);
+int pr_op_part_snapshot(pr_conn *c, pr_rd *r, em_buf *out);
 /* pr_exec_request runs one request frame body on c (proto.c). */
 int pr_exec_request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out);
 /* pr_cluster_sync: on a cluster member, catch up with every change the

@@ -195,6 +195,16 @@ typedef int (*st_kve_fn)(void *arg, const uint8_t *k, size_t klen, const uint8_t
                          size_t vlen, int64_t expire_at_ms);
 int  st_scan_next_page_exp(st_scan *sc, uint32_t max, st_kve_fn fn, void *arg, int *more);
 void st_scan_close(st_scan *sc);
+/* A partition's snapshot: every live entry, appended to snap as records of
+ * u32 klen | u32 vlen | u64 expire_at (wall-clock ms, 0 = never) | key
+ * (normalised) | value, little-endian.  st_part_snapshot takes it here
+ * under the partition's lock; a scan opened with st_scan_open_via asks
+ * fetch for each partition instead (a cluster scan takes each one from its
+ * primary, wherever it is), and serves its pages from those bytes.  fetch
+ * returns 0 or an error the page returns. */
+typedef int (*st_snap_fn)(void *arg, st_cache *c, uint32_t part, em_buf *snap);
+int  st_part_snapshot(st_cache *c, uint32_t part, em_buf *snap);
+int  st_scan_open_via(st_cache *c, int32_t part, st_snap_fn fetch, void *arg, st_scan **out);
 
 /* Statistics, readable per cache (lock-free reads of relaxed counters). */
 typedef struct st_cache_stats {

@@ -29,6 +29,8 @@ struct st_scan {
     uint32_t  next_part, end_part;
     em_buf    snap;
     size_t    pos;
+    st_snap_fn fetch;               /* NULL = this store's partitions */
+    void     *fetch_arg;
 };
 
 int st_scan_open(st_cache *c, int32_t part, st_scan **out)
@@ -56,14 +58,34 @@ void st_scan_close(st_scan *sc)
     em_free(sc);
 }
 
+int st_scan_open_via(st_cache *c, int32_t part, st_snap_fn fetch, void *arg, st_scan **out)
+{
+    int rc = st_scan_open(c, part, out);
+    if (!rc) {
+        (*out)->fetch = fetch;
+        (*out)->fetch_arg = arg;
+    }
+    return rc;
+}
+
 static int snapshot(st_scan *sc)
 {
-    st_cache *c = sc->c;
-    st_part *p = &c->parts[sc->next_part];
-    int64_t now = 0;
-    int rc = 0;
     em_buf_reset(&sc->snap);
     sc->pos = 0;
+    uint32_t part = sc->next_part++;
+    return sc->fetch ? sc->fetch(sc->fetch_arg, sc->c, part, &sc->snap)
+                     : st_part_snapshot(sc->c, part, &sc->snap);
+}
+
+/* The records' bounds are checked as they are read: a fetched snapshot
+ * came over the network. */
+int st_part_snapshot(st_cache *c, uint32_t part, em_buf *snap)
+{
+    if (part >= c->nparts)
+        return EM_RANGE;
+    st_part *p = &c->parts[part];
+    int64_t now = 0;
+    int rc = 0;
     st_lock_acquire(&p->lock);
     if (st_part_dead(c, p)) {
         rc = EM_NOCACHE;
@@ -93,18 +115,17 @@ static int snapshot(st_scan *sc)
                 continue;       /* invisible; reclaimed by writes or the tick */
         }
         size_t n = (size_t)e->klen + e->vlen;
-        if ((rc = em_buf_reserve(&sc->snap, SNAP_HDR + n)) != 0)
+        if ((rc = em_buf_reserve(snap, SNAP_HDR + n)) != 0)
             goto out;
-        uint8_t *d = sc->snap.p + sc->snap.len;
+        uint8_t *d = snap->p + snap->len;
         em_st32(d, e->klen);
         em_st32(d + 4, e->vlen);
         em_st64(d + 8, (uint64_t)e->expire_at);
         memcpy(d + SNAP_HDR, e->data, n);
-        sc->snap.len += SNAP_HDR + n;
+        snap->len += SNAP_HDR + n;
     }
 out:
     st_lock_release(&p->lock);
-    sc->next_part++;
     return rc;
 }
 
@@ -120,7 +141,12 @@ static int next_page(st_scan *sc, uint32_t max, st_kv_fn fn, st_kve_fn fne, void
     for (;;) {
         while (sc->pos < sc->snap.len && emitted < max) {
             const uint8_t *d = sc->snap.p + sc->pos;
+            size_t left = sc->snap.len - sc->pos;
+            if (left < SNAP_HDR)
+                return EM_TRUNCATED;
             uint32_t kl = em_ld32(d), vl = em_ld32(d + 4);
+            if ((uint64_t)kl + vl > left - SNAP_HDR)
+                return EM_TRUNCATED;
             const uint8_t *k = d + SNAP_HDR;
             sc->pos += SNAP_HDR + (size_t)kl + vl;
             emitted++;

@@ -4,7 +4,8 @@
 # and REPLICATED caches in each write synchronisation mode, every owner
 # holding each key; then kill -9 of one node during FULL_SYNC writes: every
 # acknowledged write is still readable through the survivors, and writes go
-# on once the topology drops the killed node.
+# on once the topology drops the killed node; scan queries through any node
+# return each entry once (cluster_scan.js).
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 KEYS=${CHAOS_REPL_KEYS:-60}
@@ -36,6 +37,15 @@ run_js expiry "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
 # backups (the counting allocator's totals over each node's threads).
 run_js alloc 3000 64 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
 run_js alloc 3000 1024 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
+
+# Scans over the cluster: every partition once, from its primary.
+if out=$(node tests/chaos/cluster_scan.js "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)" 2>&1); then
+    echo "$out" | sed 's/^ok /ok   scan: /'
+    PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
+else
+    echo "$out"
+    bad "node client: scan"
+fi
 
 # kill -9 of node 3 while node 1 takes FULL_SYNC writes (2 backups: every
 # node holds every key, so the survivors hold every acknowledged one).
