@@ -510,7 +510,7 @@ static void tls_step(net_conn *c)
     if (rc < 0) {
         net_server *s = c->loop->srv;
         /* A connect that failed is not a handshake that failed. */
-        int refused = c->outgoing && rc < 0 && rc > -4096;
+        int refused = c->outgoing && rc > -4096;    /* -errno, not an EM_ code */
         if (s->cb.on_tls_fail && !refused)
             s->cb.on_tls_fail(s->cb.arg, c, rc == EM_CLOSED ? "peer closed" : net_tls_errstr());
         conn_close(c);

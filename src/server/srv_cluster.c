@@ -351,6 +351,17 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
     return remove(path);
 }
 
+/* undo_early: a start refused by its configuration, before any thread ran. */
+static int undo_early(srv_cluster *sc)
+{
+    pthread_cond_destroy(&sc->q_cv);
+    pthread_mutex_destroy(&sc->q_mu);
+    if (sc->tmpdir[0])
+        nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    em_free(sc);
+    return EM_CONFIG;
+}
+
 int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node_id[16],
                       const char *thin_addr, pr_server *ps, int (*durable)(void *arg),
                       void *durable_arg)
@@ -367,10 +378,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     if (c->cluster_fault[0] && fault_parse(sc, c->cluster_fault)) {
         EM_ERROR("cluster: cluster_fault '%s': want drop=P,dup=P,delay=P (percent)",
                  c->cluster_fault);
-        pthread_cond_destroy(&sc->q_cv);
-        pthread_mutex_destroy(&sc->q_mu);
-        em_free(sc);
-        return EM_CONFIG;
+        return undo_early(sc);
     }
     const char *dir = c->cluster_dir;
     if (!dir[0]) {
@@ -411,12 +419,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         char terr[512];
         if (net_tls_ctx_new(&to, &sc->tls, terr, sizeof terr) != 0) {
             EM_ERROR("cluster_tls: %s", terr);
-            pthread_cond_destroy(&sc->q_cv);
-            pthread_mutex_destroy(&sc->q_mu);
-            if (sc->tmpdir[0])
-                nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-            em_free(sc);
-            return EM_CONFIG;
+            return undo_early(sc);
         }
         nc.tls = sc->tls;
     }

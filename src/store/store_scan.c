@@ -77,8 +77,6 @@ static int snapshot(st_scan *sc)
                      : st_part_snapshot(sc->c, part, &sc->snap);
 }
 
-/* The records' bounds are checked as they are read: a fetched snapshot
- * came over the network. */
 int st_part_snapshot(st_cache *c, uint32_t part, em_buf *snap)
 {
     if (part >= c->nparts)
@@ -139,6 +137,7 @@ static int next_page(st_scan *sc, uint32_t max, st_kv_fn fn, st_kve_fn fne, void
     if (max == 0)
         max = 1024;
     for (;;) {
+        /* Bounds checked per record: a fetched snapshot came over the network. */
         while (sc->pos < sc->snap.len && emitted < max) {
             const uint8_t *d = sc->snap.p + sc->pos;
             size_t left = sc->snap.len - sc->pos;
