@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "cluster/cl_net.h"
+#include "cluster/cl_rid.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/mem.h"
@@ -35,6 +36,9 @@
 #define MAX_OWNERS      64u          /* owners looked at per partition */
 #define UPD_HDR         36u          /* i32 cache | u32 part | u64 ctr | u64 prev | u64 epoch | u32 len */
 #define UPD_RESTART     0x80000000u  /* in len: the epoch changed since prev was sent */
+#define UPD_RID         0x40000000u  /* in len: the origin request id follows the header */
+#define UPD_FLAGS       (UPD_RESTART | UPD_RID)
+#define RID_EXT         18u          /* u64 origin | u64 seq | u16 op */
 #define ACK_ENTRY       28u          /* i32 cache | u32 part | u64 ctr | u64 from | i32 status */
 #define TICKET_MAX      256u
 #define MAX_UPDATE_REC  (64u << 20)
@@ -257,7 +261,10 @@ static uint64_t rto_ms(const cl_repl *r)
     return t < 100 ? 100 : t > 1000 ? 1000 : t;
 }
 
-static uint32_t rec_len(const uint8_t *h) { return em_ld32(h + 32) & ~UPD_RESTART; }
+static uint32_t rec_len(const uint8_t *h) { return em_ld32(h + 32) & ~UPD_FLAGS; }
+static uint32_t ext_len(const uint8_t *h) { return em_ld32(h + 32) & UPD_RID ? RID_EXT : 0; }
+/* upd_size: one update's bytes in a stream, header to end of record. */
+static size_t upd_size(const uint8_t *h) { return UPD_HDR + ext_len(h) + rec_len(h); }
 
 /* prune drops from the window the updates the peer settled (acked or
  * refused), oldest first; p->mu held. */
@@ -272,7 +279,7 @@ static void prune(cl_repl *r, peer *p, uint64_t now)
                       ? atomic_load_explicit(&c->ack[p->slot], memory_order_acquire) : NULL;
         if (a && atomic_load_explicit(&a[part].settled, memory_order_acquire) < em_ld64(x + 8))
             break;
-        h += UPD_HDR + rec_len(x);
+        h += upd_size(x);
     }
     if (h != p->head) {
         p->head = h;
@@ -303,7 +310,7 @@ static void send_range(cl_repl *r, peer *p, size_t from, size_t to)
     while (from < to) {
         size_t end = from;
         while (end < to) {
-            size_t one = UPD_HDR + rec_len(p->out.p + end);
+            size_t one = upd_size(p->out.p + end);
             if (end > from && end + one - from > SEND_CHUNK)
                 break;
             end += one;
@@ -485,9 +492,14 @@ static int replicate(cl_repl *r, const st_update *u)
      * owner's stream - and copied into the others'. */
     em_buf *first = &r->peers[slots[0]]->out;
     size_t at = first->len;
-    rc = em_buf_reserve(first, UPD_HDR);
+    /* A write a forwarder may retry carries its origin request id, so every
+     * owner can answer the retry after a failover (cl_rid.h). */
+    cl_rid rid;
+    uint16_t rid_op = 0;
+    uint32_t ext = u->kind != ST_UPD_CLEAR && cl_rid_current(&rid, &rid_op) ? RID_EXT : 0;
+    rc = em_buf_reserve(first, UPD_HDR + ext);
     if (!rc) {
-        first->len += UPD_HDR;
+        first->len += UPD_HDR + ext;
         rc = wal_encode_update(first, u, em_wall_ms());
     }
     uint64_t epoch = t->major << 32 | t->minor;     /* the epoch: the topology version */
@@ -497,7 +509,12 @@ static int replicate(cl_repl *r, const st_update *u)
         em_st32(h + 4, u->partition);
         em_st64(h + 8, ctr);
         em_st64(h + 24, epoch);
-        em_st32(h + 32, (uint32_t)(first->len - at - UPD_HDR));
+        em_st32(h + 32, (uint32_t)(first->len - at - UPD_HDR - ext) | (ext ? UPD_RID : 0));
+        if (ext) {
+            em_st64(h + UPD_HDR, rid.origin);
+            em_st64(h + UPD_HDR + 8, rid.seq);
+            em_st16(h + UPD_HDR + 16, rid_op);
+        }
         for (uint32_t i = 1; i < ns && !rc; i++)
             rc = em_buf_append(&r->peers[slots[i]]->out, first->p + at, first->len - at);
     }
@@ -546,6 +563,8 @@ static int observe(void *arg, const st_update *u)
     }
     if (u->kind != ST_UPD_PUT && u->kind != ST_UPD_REMOVE && u->kind != ST_UPD_CLEAR)
         return 0;                   /* cache starts and stops: the metadata group */
+    if (u->kind != ST_UPD_CLEAR)
+        cl_rid_note_effect();       /* a retried write must not run again */
     return replicate(r, u);
 }
 
@@ -763,11 +782,18 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
         uint64_t prev = em_ld64(p + at + 16);
         uint64_t epoch = em_ld64(p + at + 24);
         int restart = (em_ld32(p + at + 32) & UPD_RESTART) != 0;
-        uint32_t len = rec_len(p + at);
-        if (len > n - at - UPD_HDR || len > MAX_UPDATE_REC)
+        uint32_t len = rec_len(p + at), ext = ext_len(p + at);
+        if (ext > n - at - UPD_HDR || len > n - at - UPD_HDR - ext || len > MAX_UPDATE_REC)
             break;
-        const uint8_t *rec = p + at + UPD_HDR;
-        at += UPD_HDR + len;
+        cl_rid rid = { 0, 0 };
+        uint16_t rid_op = 0;
+        if (ext) {
+            rid.origin = em_ld64(p + at + UPD_HDR);
+            rid.seq = em_ld64(p + at + UPD_HDR + 8);
+            rid_op = em_ld16(p + at + UPD_HDR + 16);
+        }
+        const uint8_t *rec = p + at + UPD_HDR + ext;
+        at += UPD_HDR + ext + len;
         st_cache *sc = st_cache_find(r->o.store, cache);
         if (!sc && r->o.find_cache)
             sc = r->o.find_cache(r->o.find_arg, cache);
@@ -833,6 +859,8 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                     status = r->down(r->down_arg, &u);
                 if (!status && r->o.on_apply)
                     r->o.on_apply(r->o.on_apply_arg, &u);
+                if (!status && ext && r->o.rids)
+                    cl_rids_learn(r->o.rids, rid, rid_op);
             }
             if (!status) {
                 c->applied[part] = ctr;

@@ -39,7 +39,9 @@
  *
  * Wire (little-endian).  REPL_UPDATE payload: one or more updates, each
  *   i32 cache id | u32 partition | u64 counter | u64 previous counter sent
- *   to this owner | u64 epoch | u32 len (bit 31: epoch changed) | record
+ *   to this owner | u64 epoch | u32 len (bit 31: epoch changed; bit 30: the
+ *   write's origin request id follows) | [u64 origin | u64 seq | u16 op] |
+ *   record
  * REPL_ACK payload: one or more entries, each
  *   i32 cache id | u32 partition | u64 counter | u64 from | i32 status
  *   (0: applied up to counter; EM_AGAIN: a gap from..counter, send again;
@@ -72,6 +74,9 @@ typedef struct cl_repl_opts {
      * (rebalancing remembers removals of partitions it is loading). */
     void    (*on_apply)(void *arg, const st_update *u);
     void     *on_apply_arg;
+    /* rids (optional): the window of recent request ids, which learns the
+     * id of every update that carries one (cl_rid.h). */
+    struct cl_rids *rids;
 } cl_repl_opts;
 
 /* cl_repl_start chains the observer in front of the store's current one and

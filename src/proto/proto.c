@@ -135,6 +135,8 @@ void pr_conn_free(pr_conn *c)
     pr_txs_close(c);
     pr_conn_free(c->sub);
     em_buf_free(&c->fwd_resp);
+    em_buf_free(&c->rid_env);
+    em_buf_free(&c->rid_resp);
     sq_sess_free(c->sql);
     em_free(c->cur);
     em_buf_free(&c->kscratch);
@@ -681,6 +683,10 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
         if (!c->forwarded)
             break;
         return pr_op_part_snapshot(c, r, out);
+    case PR_OP_RID_CALL:
+        if (!c->forwarded)
+            break;
+        return pr_op_rid_call(c, r, out);
     case PR_OP_PART_VERIFY: case PR_OP_NODE_INFO: case PR_OP_CLUSTER_INFO:
         return pr_op_ops(c, op, r, out);
     default:

@@ -20,6 +20,7 @@ struct bin_registry;
 struct cl_node;
 struct cl_meta_entry;
 struct cl_meta_fsm;
+struct cl_rids;
 
 /* Status codes of reference §1.6. */
 enum pr_status {
@@ -72,6 +73,12 @@ enum pr_cluster_state {
  * (st_part_snapshot's records), from its primary, for a scan over the
  * cluster. */
 #define PR_OP_PART_SNAPSHOT 32105
+/* Between members only: u64 origin, u64 sequence, then a whole single-key
+ * write request (op, id, payload) -> that request's reply.  The forwarder
+ * names the write with an origin request id and keeps it through re-maps;
+ * the owner runs it once, and answers a retry with the first run's outcome
+ * (cluster/cl_rid.h). */
+#define PR_OP_RID_CALL      32106
 
 /* pr_auth_fn checks handshake credentials (user NULL when none were sent):
  * 0 = accept, EM_AUTH = wrong, EM_TOOMANY = refused by a failure limiter.
@@ -121,6 +128,11 @@ typedef struct pr_options {
     /* repl: the cluster's replication (cluster/cl_repl.h), set with
      * pr_server_set_repl; NULL = no copies on other nodes.  Borrowed. */
     struct cl_repl *repl;
+    /* exit_after_writes (tests only): the process exits at once after the
+     * Nth write it ran for a PR_OP_RID_CALL took effect - replicated, its
+     * reply not sent - so a test can fail a primary at the worst moment.
+     * 0 = never. */
+    uint32_t exit_after_writes;
     void    *state_arg;
     /* thin_host / thin_port: where this node serves thin clients, as the
      * cluster-group ops (5100-5102) report it on a single node ("" / 0:
@@ -190,6 +202,10 @@ int  pr_conn_take_stale(pr_conn *c);
  * waiting a bounded time for a cache start the metadata group has not
  * applied here yet (NULL if none). */
 void pr_server_set_repl(pr_server *s, struct cl_repl *r);
+/* pr_server_set_rids: the window of recent request ids (cluster/cl_rid.h)
+ * this member answers retried writes from, and the origin it names the
+ * writes it forwards with (before requests run; NULL = none).  Borrowed. */
+void pr_server_set_rids(pr_server *s, struct cl_rids *w);
 struct st_store *pr_server_store(pr_server *s);
 struct st_cache *pr_server_wait_cache(pr_server *s, int32_t id);
 

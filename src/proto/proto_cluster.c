@@ -14,8 +14,11 @@
  */
 #include "proto/proto_int.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "binary/binary.h"
 #include "cluster/cl_meta_fsm.h"
@@ -24,6 +27,7 @@
 #include "util/clock.h"
 #include "util/hash.h"
 #include "cluster/cl_repl.h"
+#include "cluster/cl_rid.h"
 #include "util/mem.h"
 
 #define PROPOSE_TIMEOUT_MS 30000
@@ -657,6 +661,155 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
     return rc;
 }
 
+/* ---- origin request ids (cluster/cl_rid.h) ---- */
+
+/* rid_op: the single-key writes a forwarder names with an origin request
+ * id.  Reads need none (they change nothing); batches are split per owner
+ * and keep the re-run rule of idempotent ops. */
+static int rid_op(int op)
+{
+    switch (op) {
+    case 1001: case 1002: case 1005: case 1006: case 1007: case 1008: case 1009:
+    case 1010: case 1014: case 1016: case 1017:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void pr_server_set_rids(pr_server *s, struct cl_rids *w)
+{
+    uint64_t o = 0;
+    if (w && getrandom(&o, sizeof o, 0) != (ssize_t)sizeof o)
+        o = em_now_ns() ^ ((uint64_t)getpid() << 40);
+    s->rid_origin = o;
+    s->rids = w;
+}
+
+/* rid_envelope builds, in c->rid_env, the request c handles under a new
+ * origin request id: PR_OP_RID_CALL, the request's own id, origin,
+ * sequence, the request. */
+static int rid_envelope(pr_conn *c)
+{
+    em_buf *b = &c->rid_env;
+    em_buf_reset(b);
+    uint64_t seq = atomic_fetch_add_explicit(&c->srv->rid_seq, 1, memory_order_relaxed) + 1;
+    int rc = em_buf_put_le16(b, PR_OP_RID_CALL);
+    if (!rc)
+        rc = em_buf_append(b, c->req_body + 2, 8);
+    if (!rc)
+        rc = em_buf_put_le64(b, c->srv->rid_origin);
+    if (!rc)
+        rc = em_buf_put_le64(b, seq);
+    if (!rc)
+        rc = em_buf_append(b, c->req_body, c->req_len);
+    return rc;
+}
+
+/* rid_here runs c->rid_env on this node, as a forwarded request: 0 (the
+ * reply's payload appended to out), its error, or EM_STALE (this node is
+ * not the key's owner in its own topology either). */
+static int rid_here(pr_conn *c, em_buf *resp, em_buf *out)
+{
+    if (!c->sub && !(c->sub = pr_fwd_conn_new(c->srv)))
+        return EM_NOMEM;
+    em_buf_reset(resp);
+    int rc = pr_exec_request(c->sub, c->rid_env.p, c->rid_env.len, resp);
+    if (rc)
+        return rc;
+    if (pr_conn_take_stale(c->sub))
+        return EM_STALE;
+    return parse_reply(c, resp->p, resp->len, out);
+}
+
+/* applied_reply: the reply of a write that took effect on a former
+ * primary, rebuilt from what its update told this copy. */
+static int applied_reply(pr_conn *c, uint16_t op, em_buf *out)
+{
+    switch (op) {
+    case 1001: case 1014:
+        return 0;                   /* no payload */
+    case 1002: case 1009: case 1010: case 1016: case 1017:
+        return pr_put_bool(out, 1); /* the condition held: it took effect */
+    case 1008:
+        return em_buf_put_u8(out, 101);     /* it stored: no previous value */
+    default:
+        return pr_fail(c, PR_ST_FAILED, "The request ran on the key's former primary, which "
+                       "failed before answering: it took effect (its update reached this "
+                       "node) and was not run again, but its previous value was not kept; "
+                       "read the key for its current value");
+    }
+}
+
+/* The forwarder waits FORWARD_TIMEOUT_MS for an answer: a retry waiting
+ * for its first run answers before that. */
+#define RID_WAIT_MS (FORWARD_TIMEOUT_MS - 1000)
+
+int pr_op_rid_call(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    if (r->n - r->pos < 16 + 10)
+        return pr_bad_request(c, EM_TRUNCATED);
+    cl_rid id = { em_ld64(r->p + r->pos), em_ld64(r->p + r->pos + 8) };
+    const uint8_t *body = r->p + r->pos + 16;
+    size_t len = r->n - r->pos - 16;
+    int op = em_ld16(body);
+    if (!rid_op(op))
+        return pr_fail(c, PR_ST_FAILED, "Malformed forwarded write (op %d)", op);
+    cl_rids *w = c->srv->rids;
+    if (w) {
+        cl_rid_res res;
+        switch (cl_rids_claim(w, id, (uint16_t)op, RID_WAIT_MS, &res)) {
+        case CL_RID_DONE:
+            if (res.status)
+                return pr_fail(c, res.status, "%.*s", (int)res.len, (const char *)res.data);
+            if (res.big)
+                return pr_fail(c, PR_ST_FAILED, "The request ran on the key's owner, which lost "
+                               "the link before answering: it took effect and was not run "
+                               "again, but its reply was too large to keep; read the key");
+            return em_buf_append(out, res.data, res.len);
+        case CL_RID_APPLIED:
+            return applied_reply(c, res.op, out);
+        case CL_RID_BUSY:
+            return pr_fail(c, PR_ST_FAILED, "The request still runs on the key's owner (its "
+                           "first attempt lost the link); it may or may not take effect");
+        default:
+            break;                  /* CL_RID_NEW: ours to run */
+        }
+    }
+    const uint8_t *ob = c->req_body;
+    size_t ol = c->req_len;
+    em_buf *resp = &c->rid_resp;
+    em_buf_reset(resp);
+    cl_rid_set_current(&id, (uint16_t)op);
+    int rc = pr_exec_request(c, body, len, resp);
+    int effect = cl_rid_effect();
+    cl_rid_set_current(NULL, 0);
+    c->req_body = ob;
+    c->req_len = ol;
+    size_t at = out->len;
+    if (!rc)
+        rc = parse_reply(c, resp->p, resp->len, out);
+    else if (rc != EM_NOMEM)
+        rc = pr_fail(c, PR_ST_FAILED, "Request failed: %s", em_strerror(rc));
+    if (w) {
+        if (!rc)
+            cl_rids_finish(w, id, effect, 0, out->p + at, out->len - at);
+        else    /* refused as stale: it did not run (a retry runs it) */
+            cl_rids_finish(w, id, effect && !c->stale, rc > 0 ? rc : PR_ST_FAILED,
+                           (const uint8_t *)c->msg, strlen(c->msg));
+    }
+    uint32_t ex = c->srv->opt.exit_after_writes;
+    if (ex && effect &&
+        atomic_fetch_add_explicit(&c->srv->rid_ran, 1, memory_order_relaxed) + 1 == ex) {
+        /* Tests only: fail this node now, the write applied and replicated,
+         * its reply not sent. */
+        static const char m[] = "exit_after_writes: exiting after a forwarded write ran\n";
+        (void)!write(2, m, sizeof m - 1);
+        _exit(9);
+    }
+    return rc;
+}
+
 int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
                      int nkeys, int pairs, em_buf *out, int *done)
 {
@@ -689,6 +842,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
     int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
     em_buf *resp = &c->fwd_resp;    /* reused: a forwarded op allocates nothing */
     int remaps = 0;
+    int named = 0;                  /* c->rid_env holds the write under its id */
     for (int tries = 0;; tries++) {
         int owner;
         if ((rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner)) == EM_AGAIN) {
@@ -719,17 +873,46 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
             *done = 1;
             break;
         }
-        if (owner < 0 || owner == t->self) {
+        if ((owner < 0 || owner == t->self) && !named) {
             cl_node_topo_release(t);
             break;                  /* run here */
+        }
+        size_t at = out->len;
+        if (owner < 0 || owner == t->self) {
+            /* A named write re-mapped to this node (its owner failed and
+             * this node's copy took over): it runs here under its id, as
+             * the owner would run it, so a first run that reached this
+             * copy is not run again. */
+            cl_node_topo_release(t);
+            rc = rid_here(c, resp, out);
+            *done = 1;
+            goto stale;
         }
         cl_meta_uuid to = t->m[owner].id;
         uint64_t seen = cl_topo_index(t);
         cl_node_topo_release(t);
-        size_t at = out->len;
-        c->route_idem = pr_cluster_idempotent(op) && remaps < REMAP_TRIES;
+        if (!named && nkeys == 1 && rid_op(op) && c->srv->rids) {
+            if ((rc = rid_envelope(c)) != 0) {
+                *done = 1;
+                break;
+            }
+            named = 1;
+        }
+        /* A named write may always be re-mapped (bounded): the owner that
+         * ran it answers again from its window, or its copy does. */
+        c->route_idem = (named || pr_cluster_idempotent(op)) && remaps < REMAP_TRIES;
         c->route_remap = remaps < REMAP_TRIES;
-        rc = ask(c, to, resp, out);
+        if (named) {
+            const uint8_t *ob = c->req_body;
+            size_t ol = c->req_len;
+            c->req_body = c->rid_env.p;
+            c->req_len = c->rid_env.len;
+            rc = ask(c, to, resp, out);
+            c->req_body = ob;
+            c->req_len = ol;
+        } else {
+            rc = ask(c, to, resp, out);
+        }
         c->route_idem = c->route_remap = 0;
         *done = 1;
         if (rc == EM_CLOSED) {
@@ -755,6 +938,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
             }
             continue;
         }
+    stale:
         if (rc != EM_STALE)
             break;
         /* The member asked is not the key's owner in its own topology: one

@@ -53,6 +53,10 @@ struct pr_server {
     pthread_cond_t  apply_cv;
     struct pr_group_hist *hist;
     struct cl_txm *txm;             /* transactions (cluster/cl_tx.h) */
+    struct cl_rids *rids;           /* recent request ids (cluster/cl_rid.h) */
+    uint64_t rid_origin;            /* names the writes this node forwards */
+    _Atomic uint64_t rid_seq;
+    _Atomic uint32_t rid_ran;       /* writes run for PR_OP_RID_CALL (exit_after_writes) */
 };
 
 typedef struct pr_cursor {
@@ -73,6 +77,7 @@ struct pr_conn {
     int        stale;               /* forwarded: refused, not the key's owner here */
     pr_conn   *sub;                 /* runs this node's part of a split batch */
     em_buf     fwd_resp;            /* a forwarded request's answer (reused) */
+    em_buf     rid_env, rid_resp;   /* a PR_OP_RID_CALL sent, a write's reply (reused) */
     int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
     uint8_t    route_idem;          /* the request routed now may run twice harmlessly */
     uint8_t    route_remap;         /* ... or may be mapped again if it was not sent */
@@ -309,6 +314,9 @@ int pr_cluster_scan_mode(pr_conn *c, int local, int *cluster);
  * a partition's snapshot, on the partition's primary (forwarded only). */
 int pr_cluster_scan_fetch(void *arg, st_cache *sc, uint32_t part, em_buf *snap);
 int pr_op_part_snapshot(pr_conn *c, pr_rd *r, em_buf *out);
+/* pr_op_rid_call answers PR_OP_RID_CALL (forwarded only): the write runs
+ * once per origin request id. */
+int pr_op_rid_call(pr_conn *c, pr_rd *r, em_buf *out);
 /* pr_exec_request runs one request frame body on c (proto.c). */
 int pr_exec_request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out);
 /* pr_cluster_sync: on a cluster member, catch up with every change the

@@ -199,6 +199,7 @@ static const key_desc keys[] = {
     K("cluster_dir", 's', cluster_dir, "metadata group directory (a temporary one)"),
     K("failure_detection_timeout", 't', failure_detection_timeout_ms, "a member unreachable this long is failed (10000 ms)"),
     K("cluster_fault", 's', cluster_fault, "tests only: drop=P,dup=P,delay=P (percent of replication frames) (none)"),
+    K("cluster_exit_after_writes", 'u', cluster_exit_after_writes, "tests only: exit after the Nth forwarded write ran here, before its reply (0 = never)"),
 };
 #undef K
 
@@ -732,6 +733,7 @@ int srv_start(srv **out, const srv_config *c)
     snprintf(po.thin_host, sizeof po.thin_host, "%s", c->host);
     po.thin_port = c->port;
     po.debug_ops = c->debug_ops;
+    po.exit_after_writes = c->cluster_exit_after_writes;
     po.debug_stats = debug_stats;
     po.node_stats = node_stats;
     po.debug_arg = s;

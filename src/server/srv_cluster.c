@@ -19,6 +19,7 @@
 #include "cluster/cl_pme.h"
 #include "cluster/cl_rebal.h"
 #include "cluster/cl_repl.h"
+#include "cluster/cl_rid.h"
 #include "net/tls.h"
 #include "proto/proto.h"
 #include "server/srv.h"
@@ -65,6 +66,7 @@ struct srv_cluster {
     void     *durable_arg;
     char     tmpdir[256];         /* "" when cluster_dir was given */
     uint32_t f_drop, f_dup, f_delay;/* cluster_fault: per mille of replication frames */
+    struct cl_rids *rids;           /* recent request ids (replication and proto) */
     uint64_t f_rng;                 /* its generator (transport thread only) */
     uint64_t last_major;
     uint32_t last_minor, last_n;
@@ -464,12 +466,17 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
             .on_apply = cl_rebal_on_apply, .on_apply_arg = rb,
         };
         cl_repl *r = NULL;
-        if ((rc = cl_repl_start(&r, &ro)) != 0) {
+        if ((rc = cl_rids_new(&sc->rids)) == 0) {
+            ro.rids = sc->rids;
+            rc = cl_repl_start(&r, &ro);
+        }
+        if (rc) {
             cl_node_stop(sc->node, 0);
             sc->node = NULL;
             cl_rebal_stop(atomic_exchange(&sc->rebal, NULL));
         } else {
             pr_server_set_repl(ps, r);
+            pr_server_set_rids(ps, sc->rids);
             atomic_store(&sc->repl, r);
         }
     }
@@ -483,6 +490,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
             sc->node = NULL;
             cl_repl *r = atomic_exchange(&sc->repl, NULL);
             pr_server_set_repl(ps, NULL);
+            pr_server_set_rids(ps, NULL);
             cl_repl_stop(r);
             cl_rebal_stop(atomic_exchange(&sc->rebal, NULL));
         } else {
@@ -493,6 +501,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     }
     if (rc) {
         workers_stop(sc);
+        cl_rids_free(sc->rids);
         EM_ERROR("%s", err[0] ? err : em_strerror(rc));
         if (sc->tmpdir[0])
             nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
@@ -529,7 +538,9 @@ void srv_cluster_stop(srv_cluster *sc)
     cl_repl *r = atomic_load(&sc->repl);
     atomic_store(&sc->repl, NULL);
     pr_server_set_repl(sc->ps, NULL);
+    pr_server_set_rids(sc->ps, NULL);
     cl_repl_stop(r);
+    cl_rids_free(sc->rids);
     atomic_store(&sc->rebal, NULL);
     cl_rebal_stop(rb);
     pthread_cond_destroy(&sc->q_cv);
@@ -642,6 +653,20 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       (unsigned long long)rs.timeouts, (unsigned long long)rs.resent,
                       (unsigned long long)rs.nacks, (unsigned long long)rs.skipped,
                       (unsigned long long)rs.given_up);
+    }
+    if (sc->rids) {
+        cl_rids_stats ws;
+        cl_rids_stats_get(sc->rids, &ws);
+        n += snprintf(line + n, sizeof line - (size_t)n,
+                      "# TYPE ember_rid_retries_answered counter\n"
+                      "ember_rid_retries_answered{from=\"ran_here\"} %llu\n"
+                      "ember_rid_retries_answered{from=\"replicated\"} %llu\n"
+                      "# TYPE ember_rid_retries_busy counter\nember_rid_retries_busy %llu\n"
+                      "# TYPE ember_rid_learned counter\nember_rid_learned %llu\n"
+                      "# TYPE ember_rid_evicted counter\nember_rid_evicted %llu\n",
+                      (unsigned long long)ws.retries_done, (unsigned long long)ws.retries_applied,
+                      (unsigned long long)ws.busy, (unsigned long long)ws.learned,
+                      (unsigned long long)ws.evicted);
     }
     cl_rebal *rb = atomic_load(&sc->rebal);
     if (rb) {
