@@ -663,9 +663,10 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
 
 /* ---- origin request ids (cluster/cl_rid.h) ---- */
 
-/* rid_op: the single-key writes a forwarder names with an origin request
- * id.  Reads need none (they change nothing); batches are split per owner
- * and keep the re-run rule of idempotent ops. */
+/* rid_op: the single-key writes PR_OP_RID_CALL runs under an origin
+ * request id (a forwarder names the non-idempotent ones, see
+ * pr_cluster_route).  Reads need none (they change nothing); batches are
+ * split per owner and keep the re-run rule of idempotent ops. */
 static int rid_op(int op)
 {
     switch (op) {
@@ -891,7 +892,13 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         cl_meta_uuid to = t->m[owner].id;
         uint64_t seen = cl_topo_index(t);
         cl_node_topo_release(t);
-        if (!named && nkeys == 1 && rid_op(op) && c->srv->rids) {
+        /* PUT and CLEAR_KEY are not named yet: running them again is
+         * what today repairs a copy that missed their first run (frames
+         * lost with a failing primary, a gap given up), which answering
+         * from the window would leave behind - until copies that missed
+         * updates are reloaded, they keep the re-run rule. */
+        if (!named && nkeys == 1 && rid_op(op) && !pr_cluster_idempotent(op) &&
+            c->srv->rids) {
             if ((rc = rid_envelope(c)) != 0) {
                 *done = 1;
                 break;
@@ -899,7 +906,8 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
             named = 1;
         }
         /* A named write may always be re-mapped (bounded): the owner that
-         * ran it answers again from its window, or its copy does. */
+         * ran it answers again from its window, or a copy that took over
+         * does. */
         c->route_idem = (named || pr_cluster_idempotent(op)) && remaps < REMAP_TRIES;
         c->route_remap = remaps < REMAP_TRIES;
         if (named) {
