@@ -201,7 +201,6 @@ TEST(cl_rid_named_write_runs_once)
     key_req(&in, 1001, 2);
     int_val(&in, 21);
     CHECK(run(c, &in, &resp, &p, &n) == 0);
-    named(&env, &in, 2);            /* seq 2 again, whatever it carries */
     key_req(&in, 1001, 2);
     int_val(&in, 20);
     named(&env, &in, 2);
