@@ -26,6 +26,7 @@
  */
 #include "cluster/cl_meta_fsm.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "util/err.h"
@@ -1110,3 +1111,9 @@ int cl_meta_fsm_restore(cl_meta_fsm *f, const uint8_t *p, size_t n)
     return restore_body(f, p + SNAP_HDR, (size_t)body, ver);
 }
 
+void cl_meta_uuid_str(cl_meta_uuid u, char out[37])
+{
+    snprintf(out, 37, "%08x-%04x-%04x-%04x-%012llx", (unsigned)(u.msb >> 32),
+             (unsigned)(u.msb >> 16) & 0xffff, (unsigned)u.msb & 0xffff,
+             (unsigned)(u.lsb >> 48) & 0xffff, (unsigned long long)(u.lsb & 0xffffffffffffULL));
+}

@@ -310,5 +310,7 @@ static inline int cl_meta_uuid_eq(cl_meta_uuid a, cl_meta_uuid b)
 {
     return a.msb == b.msb && a.lsb == b.lsb;
 }
+/* cl_meta_uuid_str: u as Java prints a UUID (36 characters and a NUL). */
+void cl_meta_uuid_str(cl_meta_uuid u, char out[37]);
 
 #endif

@@ -68,6 +68,7 @@
     X(REBAL_DEMAND, 50)         \
     X(REBAL_SUPPLY, 51)         \
     X(REBAL_DONE,   52)         \
+    X(REBAL_STALE,  53)         \
     X(FWD_REQ,      64)         \
     X(FWD_RESP,     65)
 

@@ -64,6 +64,7 @@ typedef struct seed { char ip[64]; int port; } seed;
 /* A group's committed owners, resolved to member indices of the snapshot
  * (owners no longer members are left out, and the partition marked). */
 #define GRP_DROPPED 0x80u
+#define GRP_PRIMARY_GONE 0x40u        /* ... and that owner was its primary */
 typedef struct topo_grp {
     int32_t   grp;
     uint32_t  parts;
@@ -322,6 +323,12 @@ int cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part)
     return g && part < g->parts && (g->flags[part] & GRP_DROPPED);
 }
 
+int cl_topo_primary_dropped(cl_topo *t, int32_t grp, uint32_t part)
+{
+    const topo_grp *g = topo_group((topo_ref *)t, grp);
+    return g && part < g->parts && (g->flags[part] & GRP_PRIMARY_GONE);
+}
+
 uint64_t cl_topo_last_exchange(const cl_topo *t) { return ((const topo_ref *)t)->last_exch; }
 uint64_t cl_topo_index(const cl_topo *t) { return ((const topo_ref *)t)->index; }
 
@@ -441,7 +448,7 @@ static int build_groups(topo_ref *r, const cl_meta_fsm *s)
                     g->mov[p] += (uint8_t)moving;
                     g->nmoving += (uint32_t)moving;
                 } else {
-                    g->flags[p] |= GRP_DROPPED;
+                    g->flags[p] |= GRP_DROPPED | (i == 0 && !moving ? GRP_PRIMARY_GONE : 0);
                 }
             }
             p++;

@@ -175,6 +175,8 @@ uint32_t cl_topo_lost_count(cl_topo *t, int32_t grp);
 /* cl_topo_part_dropped: 1 when some committed owner of the partition is no
  * longer a member (the next exchange decides again). */
 int      cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part);
+/* cl_topo_primary_dropped: 1 when the one that left was its primary. */
+int      cl_topo_primary_dropped(cl_topo *t, int32_t grp, uint32_t part);
 
 /* cl_topo_last_exchange: the id of the last exchange committed on t. */
 uint64_t cl_topo_last_exchange(const cl_topo *t);

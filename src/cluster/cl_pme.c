@@ -396,12 +396,35 @@ static int propose(cl_pme *p, em_buf *e)
 
 #define PLAN_LOST UINT32_MAX
 
+/* note_behind: the primary left, and own[0] is its successor with counter
+ * best_c.  An owner that reported less missed updates only the old primary
+ * had sent, which nobody will send again (the new primary's stream starts
+ * afresh).  Under FULL_SYNC those writes were never acknowledged, so the
+ * copy stays an owner (it holds every acknowledged write, and losing an
+ * owner here would lose them with the next failure); it is told to catch
+ * up once the decision is committed (cl_pme_cfg.behind).  behind gets
+ * u32 member | i32 group | u32 partition per such copy. */
+static void note_behind(const sview *v, const cl_pme_group *gr, uint32_t part, uint64_t best_c,
+                        const uint32_t *own, uint32_t n, em_buf *behind)
+{
+    for (uint32_t i = 1; i < n; i++) {
+        cl_psingle_part x;
+        if (reported(v, own[i], gr->grp, part, &x) && x.cntr < best_c) {
+            uint8_t e[12];
+            em_st32(e, own[i]);
+            em_st32(e + 4, (uint32_t)gr->grp);
+            em_st32(e + 8, part);
+            (void)em_buf_append(behind, e, sizeof e);
+        }
+    }
+}
+
 /* plan_part decides one partition of a group that has committed owners:
  * 0 when nothing changes; PLAN_LOST when every owner left; else the count
  * written to own (the owners, primary first, then *nm MOVING members).
  *  - A primary that left is replaced by the surviving owner with the
  *    highest update counter (it holds every write the others hold; ties
- *    keep the committed order).
+ *    keep the committed order); owners behind it catch up (note_behind).
  *  - Members the ideal assignment names that hold no copy become MOVING:
  *    they get the partition's writes at once and load its entries from the
  *    primary (cl_rebal); once loaded they own it, and when every ideal
@@ -410,7 +433,7 @@ static int propose(cl_pme *p, em_buf *e)
  *    owners all left is lost even if MOVING copies remain (they are not
  *    whole), or starts over on its ideal owners under IGNORE. */
 static uint32_t plan_part(cl_topo *t, const cl_pme_group *gr, const sview *v, uint32_t part,
-                          uint32_t *own, uint32_t *nm, uint8_t *flags)
+                          uint32_t *own, uint32_t *nm, uint8_t *flags, em_buf *behind)
 {
     uint32_t mov[MAX_OWNERS], idl[MAX_OWNERS];
     uint32_t n = cl_topo_owners(t, gr->grp, gr->parts, gr->backups, gr->replicated, part,
@@ -441,6 +464,8 @@ static uint32_t plan_part(cl_topo *t, const cl_pme_group *gr, const sview *v, ui
         uint32_t b = own[best];
         memmove(own + 1, own, best * sizeof *own);
         own[0] = b;
+        if (cl_topo_primary_dropped(t, gr->grp, part))
+            note_behind(v, gr, part, best_c, own, n, behind);
     }
     for (uint32_t i = 0; i < ni; i++)
         if (!is_owner(own, n, idl[i]) && !is_owner(mov, m, idl[i]) && m < MAX_OWNERS) {
@@ -462,6 +487,7 @@ static int decide(cl_pme *p, cl_topo *t, const cl_pme_group *g, uint32_t ng, con
     cl_meta_owners_enc enc;
     uint32_t own[MAX_OWNERS];
     uint64_t ord[MAX_OWNERS];
+    em_buf behind = EM_BUF_INIT;
     int rc = cl_meta_enc_owners_begin(&enc, &e, exch);
     int any = 0;
     for (uint32_t gi = 0; gi < ng && !rc; gi++) {
@@ -475,7 +501,7 @@ static int decide(cl_pme *p, cl_topo *t, const cl_pme_group *g, uint32_t ng, con
                 n = ideal(t, gr, part, own);
             } else if (cl_topo_part_lost(t, gr->grp, part)) {
                 continue;                 /* lost stays lost until reset */
-            } else if (!(n = plan_part(t, gr, v, part, own, &nm, &flags))) {
+            } else if (!(n = plan_part(t, gr, v, part, own, &nm, &flags, &behind))) {
                 continue;                 /* unchanged */
             } else if (n == PLAN_LOST) {
                 n = nm = 0;
@@ -507,6 +533,10 @@ static int decide(cl_pme *p, cl_topo *t, const cl_pme_group *g, uint32_t ng, con
     if (!rc)
         rc = propose(p, &e);
     em_buf_free(&e);
+    for (size_t at = 0; !rc && p->cfg.behind && at + 12 <= behind.len; at += 12)
+        p->cfg.behind(p->cfg.arg, t->m[em_ld32(behind.p + at)].id,
+                      (int32_t)em_ld32(behind.p + at + 4), em_ld32(behind.p + at + 8));
+    em_buf_free(&behind);
     return rc;
 }
 

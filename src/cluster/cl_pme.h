@@ -12,7 +12,8 @@
  *      group gets its ideal owners; a partition whose owners all left is
  *      LOST (or, under the IGNORE policy, gets its ideal owners afresh);
  *      when a primary left, the surviving owner with the highest update
- *      counter becomes primary (ties: the old order);
+ *      counter becomes primary (ties: the old order), and owners behind it
+ *      are told to catch up (cl_pme_cfg.behind);
  *   3. it commits only the decision (OWNERS_SET entries, changed partitions
  *      only, then EXCH_DONE) through the metadata group, so routing on every
  *      node changes with the log, and
@@ -54,6 +55,11 @@ typedef struct cl_pme_cfg {
      * (rebalancing's), on the transport thread; nonzero closes the link. */
     int (*other)(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *p, size_t n);
     void *other_arg;
+    /* behind (optional): after a decision that replaced a dead primary, an
+     * owner of the partition whose counter was below the new primary's
+     * (it missed writes only the dead one had sent) must catch up; called
+     * on the exchange's thread. */
+    void (*behind)(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part);
     uint32_t collect_ms;     /* how long the coordinator waits for singles; 0 = 5000 */
     uint32_t release_ms;     /* bound on the partition release wait; 0 = 2000 */
 } cl_pme_cfg;

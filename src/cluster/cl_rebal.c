@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster/cl_keyset.h"
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_net.h"
 #include "util/clock.h"
@@ -35,14 +36,19 @@
 #define MAX_QUEUE       4096        /* demands / reports waiting */
 #define RETRY_MS        2000        /* a demand unanswered this long goes again */
 #define DONE_EVERY_MS   300         /* a loaded copy reports until it owns */
-#define MAX_REMOVED     (1u << 20)  /* removed keys remembered per load */
 #define MAX_OWN         256
 #define MAX_UP          256         /* members whose links the rebalancer tracks */
+#define MAX_STALE       4096        /* stale copies reported at once */
 #define SUP_HDR         25    /* ... | u32 n | u64 the supplier's counter at its snapshot */
 #define F_LAST          1
 #define F_AGAIN         2
 
-enum { L_DEMANDING = 1, L_LOADED = 2 };
+/* L_CLEARING: the copy held entries (a demoted owner's, an earlier load's
+ * from a supplier since gone); they are cleared before the first demand,
+ * since a loaded entry never replaces one present.  Clearing before
+ * demanding loses no live write: one applied here before the demand was
+ * applied at the supplier before its snapshot, which has it. */
+enum { L_DEMANDING = 1, L_LOADED = 2, L_CLEARING = 3 };
 
 typedef struct load {
     int32_t      grp;
@@ -52,9 +58,11 @@ typedef struct load {
     int          state;
     uint64_t     sent_ms;       /* last DEMAND (or DONE) sent */
     uint64_t     gen;           /* the kick it was last confirmed in */
-    em_buf       keys;          /* removed keys: u32 len | bytes, back to back */
-    uint32_t    *tab;           /* open addressing: offset + 1 into keys */
-    uint32_t     cap, cnt;
+    int          restart;       /* the live stream skipped updates: load again */
+    int          merge;         /* an owned copy catching up (see catch-up below) */
+    cl_keyset    live;          /* keys the live stream removed (merge: or wrote) */
+    cl_keyset    seen;          /* merge: keys the supplier sent */
+    int          seen_full;     /* merge: seen overflowed, no sweep */
 } load;
 
 typedef struct demand { cl_meta_uuid from; int32_t grp; uint32_t part, seq; } demand;
@@ -100,73 +108,33 @@ struct cl_rebal {
     uint32_t     noq;
     cl_meta_uuid up[MAX_UP];    /* members with a link up (links_refresh) */
     uint32_t     nup;
+    /* Copies of this node found stale (cl_rebal_copy_stale), until
+     * stale_begin starts their catching up. */
+    struct stale { int32_t grp; uint32_t part; } stale[MAX_STALE];
+    uint32_t     nstale;
+    _Atomic uint32_t nmerge;        /* merge loads: the live stream's writes are recorded */
     em_buf       out;               /* rebalancing thread: a SUPPLY being built */
     cl_rebal_stats st;
 };
 
-static void lock(cl_rebal *r) { pthread_mutex_lock(&r->mu); }
-static void unlock(cl_rebal *r) { pthread_mutex_unlock(&r->mu); }
-
-/* ---- removed keys of a load ---- */
-
-static uint32_t key_hash(const uint8_t *k, size_t n) { return em_crc32c(0x52454241u, k, n); }
-
-static int removed_has(const load *l, const uint8_t *k, uint32_t n)
+static int in_list(const uint32_t *a, uint32_t n, int self)
 {
-    if (!l->cap)
-        return 0;
-    for (uint32_t i = key_hash(k, n) & (l->cap - 1);; i = (i + 1) & (l->cap - 1)) {
-        uint32_t at = l->tab[i];
-        if (!at)
-            return 0;
-        const uint8_t *e = l->keys.p + at - 1;
-        if (em_ld32(e) == n && memcmp(e + 4, k, n) == 0)
+    for (uint32_t i = 0; i < n; i++)
+        if ((int)a[i] == self)
             return 1;
-    }
-}
-
-static int removed_add(load *l, const uint8_t *k, uint32_t n)
-{
-    if (removed_has(l, k, n))
-        return 0;
-    if (l->cnt >= MAX_REMOVED || l->keys.len + 4 + n > UINT32_MAX - 1)
-        return EM_LIMIT;
-    if ((l->cnt + 1) * 2 > l->cap) {
-        uint32_t cap = l->cap ? l->cap * 2 : 256;
-        uint32_t *t = em_calloc(cap, sizeof *t);
-        if (!t)
-            return EM_NOMEM;
-        for (uint32_t i = 0; i < l->cap; i++)
-            if (l->tab[i]) {
-                const uint8_t *e = l->keys.p + l->tab[i] - 1;
-                uint32_t j = key_hash(e + 4, em_ld32(e)) & (cap - 1);
-                while (t[j])
-                    j = (j + 1) & (cap - 1);
-                t[j] = l->tab[i];
-            }
-        em_free(l->tab);
-        l->tab = t;
-        l->cap = cap;
-    }
-    uint32_t at = (uint32_t)l->keys.len + 1;
-    uint8_t h[4];
-    em_st32(h, n);
-    if (em_buf_append(&l->keys, h, 4) || em_buf_append(&l->keys, k, n))
-        return EM_NOMEM;
-    uint32_t j = key_hash(k, n) & (l->cap - 1);
-    while (l->tab[j])
-        j = (j + 1) & (l->cap - 1);
-    l->tab[j] = at;
-    l->cnt++;
     return 0;
 }
 
-static void removed_reset(load *l)
+static void lock(cl_rebal *r) { pthread_mutex_lock(&r->mu); }
+static void unlock(cl_rebal *r) { pthread_mutex_unlock(&r->mu); }
+
+/* load_reset forgets what a load learnt: it starts over from seq 0. */
+static void load_reset(load *l)
 {
-    em_buf_reset(&l->keys);
-    if (l->cap)
-        memset(l->tab, 0, sizeof *l->tab * l->cap);
-    l->cnt = 0;
+    cl_keyset_reset(&l->live);
+    cl_keyset_reset(&l->seen);
+    l->seen_full = 0;
+    l->seq = 0;
 }
 
 static uint32_t ix_slot(int32_t grp, uint32_t part)
@@ -215,8 +183,10 @@ static load *load_new(cl_rebal *r, int32_t grp, uint32_t part)
 
 static void load_drop(cl_rebal *r, load *l)
 {
-    em_buf_free(&l->keys);
-    em_free(l->tab);
+    if (l->merge)
+        atomic_fetch_sub(&r->nmerge, 1);
+    cl_keyset_free(&l->live);
+    cl_keyset_free(&l->seen);
     *l = r->loads[--r->nloads];
     r->ix_stale = 1;
 }
@@ -305,6 +275,105 @@ static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
     queue(r, leader, CL_NET_MSG_REBAL_DONE, b, sizeof b);
 }
 
+/* ---- catching up ----
+ *
+ * A backup's copy that misses updates (its stream gave up a gap or refused
+ * one; the exchange found it behind the new primary after a failover)
+ * still holds every acknowledged write - a FULL_SYNC write is acknowledged
+ * only once every owner applied it - so it stays an owner (it still counts
+ * for FULL_SYNC and can be promoted) and catches up in place: a merge load
+ * from the primary.  While it runs, every key the live stream writes or
+ * removes is recorded (live); a supplied entry overwrites the copy's unless
+ * the live stream touched its key since the demand (the stream then holds
+ * something at least as new), and at the last batch the keys the copy has
+ * that were neither supplied nor touched are dropped.  The stream and the
+ * supplies of one primary arrive in order over one link and are applied on
+ * the transport thread, so no live write slips between a check and a
+ * store.  Until it is done, the copy reports counter 0 to the exchange. */
+
+/* stale_begin starts what the stale copies reported since need (under mu):
+ * a merge load for a backup owner's copy, a fresh start for a loading one.
+ * One whose partition still waits for the exchange's decision waits. */
+static void stale_begin(cl_rebal *r, cl_topo *t)
+{
+    for (uint32_t i = 0; i < r->nstale;) {
+        struct stale *x = &r->stale[i];
+        st_cache *c = st_cache_find(r->cfg.store, x->grp);
+        uint32_t own[MAX_OWN], no = 0;
+        if (c && t->self >= 0)
+            no = cl_topo_owners(t, x->grp, st_cache_parts(c), 0, 0, x->part, own, MAX_OWN);
+        if (c && cl_topo_part_dropped(t, x->grp, x->part)) {
+            i++;
+            continue;
+        }
+        load *l = load_find(r, x->grp, x->part);
+        if (l && !l->merge) {
+            l->restart = 1;               /* MOVING: its load starts over, from empty */
+            r->kicked = 1;
+        } else if (no >= 2 && (int)own[0] != t->self && in_list(own, no, t->self)) {
+            if (!l && (l = load_new(r, x->grp, x->part)) != NULL) {
+                l->merge = 1;
+                atomic_fetch_add(&r->nmerge, 1);
+            }
+            if (l) {
+                l->supplier = t->m[own[0]].id;
+                l->state = L_DEMANDING;
+                l->gen = r->gen;
+                load_reset(l);
+                demand_when_up(r, l);
+            }
+        }
+        *x = r->stale[--r->nstale];
+    }
+}
+
+/* sweep_key collects a key of the copy that the merge neither was sent nor
+ * saw the live stream touch. */
+typedef struct sweep_ctx { const load *l; em_buf *drop; int err; } sweep_ctx;
+static int sweep_key(void *arg, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+                     int64_t exp)
+{
+    (void)v, (void)vl, (void)exp;
+    sweep_ctx *x = arg;
+    if (cl_keyset_has(&x->l->seen, k, (uint32_t)kl) || cl_keyset_has(&x->l->live, k, (uint32_t)kl))
+        return 0;
+    uint8_t h[4];
+    em_st32(h, (uint32_t)kl);
+    if (em_buf_append(x->drop, h, 4) || em_buf_append(x->drop, k, kl))
+        x->err = EM_NOMEM;
+    return x->err;
+}
+
+/* merge_sweep drops the keys the primary no longer has (the last batch of
+ * a merge load; transport thread, under mu). */
+static int merge_sweep(cl_rebal *r, load *l, st_cache *c)
+{
+    if (l->seen_full) {
+        EM_WARN("rebalancing: cache %d partition %u caught up without dropping removed keys "
+                "(more than %u keys)", l->grp, l->part, CL_KEYSET_MAX);
+        return 0;
+    }
+    em_buf drop = EM_BUF_INIT;
+    st_scan *sc = NULL;
+    sweep_ctx x = { l, &drop, 0 };
+    int more = 1, rc = st_scan_open(c, (int32_t)l->part, &sc);
+    while (!rc && more && !x.err)
+        rc = st_scan_next_page_exp(sc, 256, sweep_key, &x, &more);
+    if (sc)
+        st_scan_close(sc);
+    rc = rc ? rc : x.err;
+    for (size_t at = 0; !rc && at + 4 <= drop.len;) {
+        uint32_t kl = em_ld32(drop.p + at);
+        st_update u = {.kind = ST_UPD_REMOVE, .cache_id = l->grp, .partition = l->part,
+                       .key = drop.p + at + 4, .klen = kl};
+        int done = 0;
+        rc = st_apply_load(r->cfg.store, &u, 0, &done);
+        at += 4u + kl;
+    }
+    em_buf_free(&drop);
+    return rc;
+}
+
 /* apply_supply applies one SUPPLY batch to load l (checked first). */
 static int apply_supply(cl_rebal *r, load *l, const uint8_t *p, size_t n, uint32_t cnt)
 {
@@ -322,11 +391,13 @@ static int apply_supply(cl_rebal *r, load *l, const uint8_t *p, size_t n, uint32
         const uint8_t *v = k + kl + 4;
         int64_t exp = (int64_t)em_ld64(v + vl);
         off += 16u + kl + vl;
-        if (removed_has(l, k, kl))
-            continue;               /* the live stream removed it meanwhile */
+        if (cl_keyset_has(&l->live, k, kl))
+            continue;               /* the live stream removed (merge: or wrote) it meanwhile */
+        if (l->merge && !l->seen_full && cl_keyset_add(&l->seen, k, kl))
+            l->seen_full = 1;
         st_update u = {.kind = ST_UPD_PUT, .cache_id = l->grp, .partition = l->part,
                        .key = k, .klen = kl, .val = v, .vlen = vl, .expire_at_ms = exp};
-        int done = 0, rc = st_apply_absent(r->cfg.store, &u, &done);
+        int done = 0, rc = st_apply_load(r->cfg.store, &u, l->merge, &done);
         if (rc && rc != EM_NOCACHE)
             return rc;
         r->st.entries_in += (uint64_t)done;
@@ -360,15 +431,21 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
             rc = apply_supply(r, l, p + SUP_HDR, n - SUP_HDR, cnt);
             r->st.batches_in++;
             r->st.bytes_in += n;
-            if (!rc && (flags & F_LAST)) {
+            st_cache *c = !rc && (flags & F_LAST) ? st_cache_find(r->cfg.store, grp) : NULL;
+            if (c && l->merge && (rc = merge_sweep(r, l, c)) == 0) {
+                /* Caught up: an owner as it was, equal to the primary. */
+                (void)st_part_raise(c, part, em_ld64(p + 17));
+                r->st.caught_up++;
+                EM_INFO("rebalancing: cache %d partition %u caught up with its primary", grp,
+                        part);
+                load_drop(r, l);
+            } else if (c && !l->merge) {
                 /* The copy is whole: it takes the supplier's counter (the
                  * live stream raises it past that from here). */
-                st_cache *c = st_cache_find(r->cfg.store, grp);
-                if (c)
-                    (void)st_part_raise(c, part, em_ld64(p + 17));
+                (void)st_part_raise(c, part, em_ld64(p + 17));
                 l->state = L_LOADED;
                 r->st.loaded++;
-                removed_reset(l);
+                load_reset(l);
                 if (have_lid)
                     send_done(r, l, lid);
             }
@@ -378,7 +455,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                 return rc;          /* a malformed batch: the link closes */
             }
             if (rc) {
-                l->seq = 0;         /* out of memory: start over later */
+                load_reset(l);      /* out of memory: start over later */
                 l->sent_ms = em_now_ms();
             }
         }
@@ -391,6 +468,11 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
 int cl_rebal_on_frame(cl_rebal *r, cl_meta_uuid from, uint16_t type, const uint8_t *p, size_t n)
 {
     switch (type) {
+    case CL_NET_MSG_REBAL_STALE:
+        if (n != 8)
+            return EM_BADLEN;
+        cl_rebal_copy_stale(r, (int32_t)em_ld32(p), em_ld32(p + 4), 0);
+        return 0;
     case CL_NET_MSG_REBAL_DEMAND:
     case CL_NET_MSG_REBAL_DONE: {
         size_t want = type == CL_NET_MSG_REBAL_DEMAND ? 12 : 8;
@@ -417,16 +499,15 @@ int cl_rebal_on_frame(cl_rebal *r, cl_meta_uuid from, uint16_t type, const uint8
 void cl_rebal_on_apply(void *arg, const st_update *u)
 {
     cl_rebal *r = arg;
-    if (u->kind != ST_UPD_REMOVE && u->kind != ST_UPD_CLEAR)
-        return;
+    if (u->kind == ST_UPD_PUT && !atomic_load_explicit(&r->nmerge, memory_order_relaxed))
+        return;                     /* only a merge load records writes */
     lock(r);
     load *l = load_find(r, u->cache_id, u->partition);
-    if (l && l->state == L_DEMANDING) {
-        /* A CLEAR (or a removal past the bound) while loading: what the
+    if (l && l->state == L_DEMANDING && (l->merge || u->kind != ST_UPD_PUT)) {
+        /* A CLEAR (or a key past the bound) while loading: what the
          * supplier sends next may predate it, so the load starts over. */
-        if (u->kind == ST_UPD_CLEAR || removed_add(l, u->key, u->klen)) {
-            removed_reset(l);
-            l->seq = 0;
+        if (u->kind == ST_UPD_CLEAR || cl_keyset_add(&l->live, u->key, u->klen)) {
+            load_reset(l);
             send_demand(r, l);
         }
     }
@@ -493,16 +574,19 @@ static void serve(cl_rebal *r, const demand *d)
         /* Only once this node's topology has the demander loading the
          * partition: every write after the snapshot then streams to it. */
         cl_topo *t = cl_node_topo_acquire(r->cfg.node);
-        uint32_t mv[MAX_OWN], own[1];
+        uint32_t mv[MAX_OWN], own[MAX_OWN];
         int ok = c && t->self >= 0;
         uint32_t parts = c ? st_cache_parts(c) : 0;
         if (ok) {
+            /* The demander loads (MOVING) or catches up (a backup owner). */
             uint32_t nm = cl_topo_moving(t, d->grp, parts, d->part, mv, MAX_OWN);
+            uint32_t no = cl_topo_owners(t, d->grp, parts, 0, 0, d->part, own, MAX_OWN);
             ok = 0;
             for (uint32_t i = 0; i < nm; i++)
                 ok |= cl_meta_uuid_eq(t->m[mv[i]].id, d->from);
-            ok = ok && cl_topo_owners(t, d->grp, parts, 0, 0, d->part, own, 1) == 1 &&
-                 (int)own[0] == t->self;
+            for (uint32_t i = 1; i < no; i++)
+                ok |= cl_meta_uuid_eq(t->m[own[i]].id, d->from);
+            ok = ok && no >= 1 && (int)own[0] == t->self;
         }
         cl_node_topo_release(t);
         if (!ok || !(s = em_calloc(1, sizeof *s)) || st_scan_open(c, (int32_t)d->part, &s->sc)) {
@@ -565,14 +649,28 @@ static void serve(cl_rebal *r, const demand *d)
 /* evict: (i32 group, u32 partition) pairs the scan found to clear, cleared
  * after mu is released (clearing a large partition under it would hold up
  * the transport thread, which takes mu for every live update). */
-typedef struct scan_ctx { cl_rebal *r; cl_topo *t; uint64_t gen; em_buf evict; } scan_ctx;
+typedef struct scan_ctx { cl_rebal *r; cl_topo *t; uint64_t gen; em_buf evict, clear; } scan_ctx;
 
-static int in_list(const uint32_t *a, uint32_t n, int self)
+static void part_entry(em_buf *b, int32_t grp, uint32_t part)
 {
-    for (uint32_t i = 0; i < n; i++)
-        if ((int)a[i] == self)
-            return 1;
-    return 0;
+    uint8_t e[8];
+    em_st32(e, (uint32_t)grp);
+    em_st32(e + 4, part);
+    (void)em_buf_append(b, e, sizeof e);
+}
+
+/* load_begin: demand at once when the copy is empty, else clear it first
+ * (after mu is released: clear_loads). */
+static void load_begin(cl_rebal *r, scan_ctx *x, st_cache *c, load *l)
+{
+    uint64_t cntr, size;
+    if (st_part_info(c, l->part, &cntr, &size) == 0 && size) {
+        l->state = L_CLEARING;
+        part_entry(&x->clear, l->grp, l->part);
+        return;
+    }
+    l->state = L_DEMANDING;
+    demand_when_up(r, l);
 }
 
 static void scan_cache(void *arg, st_cache *c)
@@ -594,26 +692,37 @@ static void scan_cache(void *arg, st_cache *c)
         if (moving && no) {
             if (!l && (l = load_new(r, grp, part)) != NULL) {
                 l->supplier = t->m[own[0]].id;
-                l->state = L_DEMANDING;
-                demand_when_up(r, l);
-            } else if (l && !cl_meta_uuid_eq(l->supplier, t->m[own[0]].id) &&
-                       l->state == L_DEMANDING) {
-                l->supplier = t->m[own[0]].id;      /* the primary changed: start over */
-                l->seq = 0;
-                removed_reset(l);
-                demand_when_up(r, l);
+                load_begin(r, x, c, l);
+            } else if (l && ((!cl_meta_uuid_eq(l->supplier, t->m[own[0]].id) &&
+                              l->state != L_LOADED) || l->restart || l->merge)) {
+                /* The primary changed (what the old one sent may hold
+                 * writes the new one never had), the live stream skipped
+                 * updates, or a copy catching up is no owner any more:
+                 * start over, from empty. */
+                if (l->merge) {
+                    l->merge = 0;
+                    atomic_fetch_sub(&r->nmerge, 1);
+                }
+                l->supplier = t->m[own[0]].id;
+                l->restart = 0;
+                load_reset(l);
+                load_begin(r, x, c, l);
             }
             if (l)
                 l->gen = x->gen;
+        } else if (owner && l && l->merge && (int)own[0] != t->self) {
+            /* Catching up goes on (as the primary, it would be dropped:
+             * no copy is more whole); from a new primary, from the start. */
+            if (!cl_meta_uuid_eq(l->supplier, t->m[own[0]].id)) {
+                l->supplier = t->m[own[0]].id;
+                load_reset(l);
+                demand_when_up(r, l);
+            }
+            l->gen = x->gen;
         } else if (!owner && !moving && !cl_topo_part_lost(t, grp, part)) {
             uint64_t cntr, size;
-            if (st_part_info(c, part, &cntr, &size) == 0 && size) {
-                /* No copy of this partition is this node's any more. */
-                uint8_t e[8];
-                em_st32(e, (uint32_t)grp);
-                em_st32(e + 4, part);
-                (void)em_buf_append(&x->evict, e, sizeof e);
-            }
+            if (st_part_info(c, part, &cntr, &size) == 0 && size)
+                part_entry(&x->evict, grp, part);   /* no copy of it is this node's */
         }
     }
 }
@@ -634,7 +743,71 @@ static void evict(cl_rebal *r, const em_buf *ev)
     }
 }
 
-/* coordinate turns the reported loaded copies into owners (coordinator). */
+/* clear_loads empties the copies of the loads scan_cache left L_CLEARING
+ * (not under mu) and starts them. */
+static void clear_loads(cl_rebal *r, const em_buf *cl)
+{
+    for (size_t at = 0; at + 8 <= cl->len; at += 8) {
+        int32_t grp = (int32_t)em_ld32(cl->p + at);
+        uint32_t part = em_ld32(cl->p + at + 4);
+        st_cache *c = st_cache_find(r->cfg.store, grp);
+        if (c)
+            (void)st_clear_part(c, part, 0);
+        lock(r);
+        load *l = load_find(r, grp, part);
+        if (l && l->state == L_CLEARING) {
+            l->state = L_DEMANDING;
+            demand_when_up(r, l);
+        }
+        unlock(r);
+    }
+}
+
+/* promote: a loaded copy's report - the MOVING reporter owns the partition;
+ * once every ideal owner does, the ideal order and nobody else.  0 when the
+ * reporter is not loading it (any more) or the partition is lost. */
+static int promote(cl_topo *t, cl_meta_owners_enc *enc, const st_cache_config *cfg,
+                   uint32_t parts, const demand *q, uint32_t *own, uint32_t *no, uint32_t *mv,
+                   uint32_t *nm)
+{
+    int at = -1;
+    for (uint32_t k = 0; k < *nm; k++)
+        if (cl_meta_uuid_eq(t->m[mv[k]].id, q->from))
+            at = (int)k;
+    if (at < 0 || *no == 0)
+        return 0;
+    own[(*no)++] = mv[at];
+    mv[at] = mv[--(*nm)];
+    const cl_aff_table *a = cfg->cache_mode == 1 ? NULL
+                            : cl_topo_affinity(t, parts, cfg->backups > 0
+                                                         ? (uint32_t)cfg->backups : 0);
+    uint32_t idl[MAX_OWN], ni = 0;
+    if (cfg->cache_mode == 1) {
+        for (uint32_t k = 0; k < t->n && ni < MAX_OWN; k++)
+            idl[ni++] = k;
+    } else if (a) {
+        for (; ni < a->copies; ni++)
+            idl[ni] = cl_aff_owners(a, q->part)[ni];
+    }
+    int all = ni > 0;
+    for (uint32_t k = 0; k < ni && all; k++)
+        all = in_list(own, *no, (int)idl[k]);
+    if (all) {
+        if (own[0] != idl[0])
+            cl_meta_enc_owners_switch(enc);   /* a new primary: clients refetch */
+        memcpy(own, idl, ni * sizeof *own);
+        *no = ni;
+        uint32_t keep = 0;
+        for (uint32_t k = 0; k < *nm; k++)
+            if (in_list(idl, ni, (int)mv[k]))
+                mv[keep++] = mv[k];
+        *nm = keep;
+    }
+    return 1;
+}
+
+/* coordinate turns the reported loaded copies into owners through the
+ * metadata group (coordinator). */
 static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
 {
     cl_topo *t = cl_node_topo_acquire(r->cfg.node);
@@ -646,44 +819,11 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
         st_cache *c = st_cache_find(r->cfg.store, q[i].grp);
         if (!c)
             continue;
-        const st_cache_config *cfg = st_cache_cfg(c);
         uint32_t parts = st_cache_parts(c), own[MAX_OWN], mv[MAX_OWN];
         uint32_t no = cl_topo_owners(t, q[i].grp, parts, 0, 0, q[i].part, own, MAX_OWN);
         uint32_t nm = cl_topo_moving(t, q[i].grp, parts, q[i].part, mv, MAX_OWN);
-        int at = -1;
-        for (uint32_t k = 0; k < nm; k++)
-            if (cl_meta_uuid_eq(t->m[mv[k]].id, q[i].from))
-                at = (int)k;
-        if (at < 0 || no == 0)
-            continue;               /* not loading it (any more), or lost */
-        own[no++] = mv[at];
-        mv[at] = mv[--nm];
-        /* Every ideal owner owns it now: the ideal order, nobody else. */
-        const cl_aff_table *a = cfg->cache_mode == 1 ? NULL
-                                : cl_topo_affinity(t, parts, cfg->backups > 0
-                                                             ? (uint32_t)cfg->backups : 0);
-        uint32_t idl[MAX_OWN], ni = 0;
-        if (cfg->cache_mode == 1) {
-            for (uint32_t k = 0; k < t->n && ni < MAX_OWN; k++)
-                idl[ni++] = k;
-        } else if (a) {
-            for (; ni < a->copies; ni++)
-                idl[ni] = cl_aff_owners(a, q[i].part)[ni];
-        }
-        int all = ni > 0;
-        for (uint32_t k = 0; k < ni && all; k++)
-            all = in_list(own, no, (int)idl[k]);
-        if (all) {
-            if (own[0] != idl[0])
-                cl_meta_enc_owners_switch(&enc);   /* a new primary: clients refetch */
-            memcpy(own, idl, ni * sizeof *own);
-            no = ni;
-            uint32_t keep = 0;
-            for (uint32_t k = 0; k < nm; k++)
-                if (in_list(idl, ni, (int)mv[k]))
-                    mv[keep++] = mv[k];
-            nm = keep;
-        }
+        if (!promote(t, &enc, st_cache_cfg(c), parts, &q[i], own, &no, mv, &nm))
+            continue;
         uint64_t ord[MAX_OWN];
         for (uint32_t k = 0; k < no; k++)
             ord[k] = t->m[own[k]].order;
@@ -756,7 +896,7 @@ static void *run(void *arg)
             cl_topo *t = cl_node_topo_acquire(r->cfg.node);
             if (t->self >= 0) {
                 lock(r);
-                scan_ctx x = { r, t, ++r->gen, EM_BUF_INIT };
+                scan_ctx x = { r, t, ++r->gen, EM_BUF_INIT, EM_BUF_INIT };
                 st_cache_each(r->cfg.store, scan_cache, &x);
                 /* Loads this node is no longer asked for (it owns the
                  * partition now, or the exchange dropped the copy). */
@@ -767,29 +907,34 @@ static void *run(void *arg)
                         i++;
                 unlock(r);
                 evict(r, &x.evict);
+                clear_loads(r, &x.clear);
                 em_buf_free(&x.evict);
+                em_buf_free(&x.clear);
             }
             cl_node_topo_release(t);
         }
         cl_meta_uuid lid;
         int have_lid = cl_node_leader(r->cfg.node, &lid) == 0;
+        cl_topo *t = cl_node_topo_acquire(r->cfg.node);
         lock(r);
         uint64_t loading = 0;
         for (uint32_t i = 0; i < r->nloads; i++) {
             load *l = &r->loads[i];
-            loading += l->state == L_DEMANDING;
+            loading += l->state != L_LOADED;
             if (now - l->sent_ms < (l->state == L_LOADED ? DONE_EVERY_MS : RETRY_MS))
                 continue;
             if (l->state == L_DEMANDING) {
-                l->seq = 0;                 /* silence: start over */
-                removed_reset(l);
+                load_reset(l);              /* silence: start over */
                 demand_when_up(r, l);
-            } else if (have_lid) {
+            } else if (l->state == L_LOADED && have_lid) {
                 send_done(r, l, lid);
             }
         }
         r->st.loading = loading;
+        if (t->self >= 0)
+            stale_begin(r, t);
         unlock(r);
+        cl_node_topo_release(t);
         flush(r);
     }
     em_free(q);
@@ -858,6 +1003,42 @@ void cl_rebal_kick(cl_rebal *r)
     r->kicked = 1;
     pthread_cond_broadcast(&r->cv);
     unlock(r);
+}
+
+void cl_rebal_copy_stale(void *arg, int32_t grp, uint32_t part, int skipped)
+{
+    cl_rebal *r = arg;
+    lock(r);
+    load *l = skipped ? NULL : load_find(r, grp, part);
+    if (l) {
+        unlock(r);                  /* loading or catching up: it will be whole */
+        return;
+    }
+    uint32_t i = 0;
+    while (i < r->nstale && !(r->stale[i].grp == grp && r->stale[i].part == part))
+        i++;
+    int fresh = i == r->nstale && i < MAX_STALE;
+    if (fresh) {
+        r->stale[r->nstale++] = (struct stale){ grp, part };
+        r->st.stale++;
+        pthread_cond_broadcast(&r->cv);
+    }
+    unlock(r);
+    if (fresh)
+        EM_WARN("rebalancing: cache %d partition %u: the copy here missed updates; it "
+                "catches up with its primary", grp, part);
+}
+
+int cl_rebal_copy_is_stale(cl_rebal *r, int32_t grp, uint32_t part)
+{
+    lock(r);
+    int found = 0;
+    for (uint32_t i = 0; i < r->nstale && !found; i++)
+        found = r->stale[i].grp == grp && r->stale[i].part == part;
+    load *l = found ? NULL : load_find(r, grp, part);
+    found = found || (l && l->merge);
+    unlock(r);
+    return found;
 }
 
 void cl_rebal_stats_get(cl_rebal *r, cl_rebal_stats *s)

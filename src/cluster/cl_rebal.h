@@ -17,8 +17,15 @@
  * A loaded entry never overwrites what the live stream wrote: it is stored
  * only if its key is absent, and keys the live stream removed while the
  * load ran are remembered and skipped; a live CLEAR restarts the load.  A
- * member that neither owns nor loads a partition it holds entries of drops
- * them (RENTING -> EVICTED).
+ * MOVING copy that held entries (from an earlier load) is cleared first.
+ * A member that neither owns nor loads a partition it holds entries of
+ * drops them (RENTING -> EVICTED).
+ *
+ * A backup owner whose copy no longer equals the primary's (its stream
+ * skipped updates, an update's partition counter did not follow its own,
+ * the exchange found it behind a new primary) catches up in place with the
+ * same DEMAND/SUPPLY exchange, staying an owner: see "catching up" in
+ * cl_rebal.c.
  *
  * Wire (little-endian):
  *   REBAL_DEMAND  i32 grp | u32 part | u32 seq
@@ -27,6 +34,8 @@
  *                 its snapshot | n x { u32 klen | key | u32 vlen
  *                 | value | i64 expire_at_ms }
  *   REBAL_DONE    i32 grp | u32 part
+ *   REBAL_STALE   i32 grp | u32 part (coordinator -> a backup owner the
+ *                 exchange found behind the new primary: catch up)
  */
 #ifndef EM_CL_REBAL_H
 #define EM_CL_REBAL_H
@@ -60,6 +69,15 @@ int  cl_rebal_on_frame(cl_rebal *r, cl_meta_uuid from, uint16_t type, const uint
                        size_t n);
 /* cl_rebal_on_apply: the live stream applied u here (transport thread). */
 void cl_rebal_on_apply(void *r, const st_update *u);
+/* cl_rebal_copy_stale: this node's copy of (grp, part) missed updates that
+ * nobody will send again (any thread).  A backup owner's copy catches up
+ * in place (a merge load from the primary: it stays an owner, since it
+ * still holds every acknowledged write); a loading copy starts over when
+ * its stream skipped updates (skipped), and is left alone otherwise.
+ * Until then cl_rebal_copy_is_stale answers 1, so the exchange does not
+ * make it primary while a whole copy is left. */
+void cl_rebal_copy_stale(void *r, int32_t grp, uint32_t part, int skipped);
+int  cl_rebal_copy_is_stale(cl_rebal *r, int32_t grp, uint32_t part);
 
 typedef struct cl_rebal_stats {
     uint64_t loading;            /* partitions loading here now */
@@ -68,6 +86,8 @@ typedef struct cl_rebal_stats {
     uint64_t batches_out, entries_out;
     uint64_t evicted;            /* partitions dropped here */
     uint64_t owned;              /* MOVING copies the coordinator made owners */
+    uint64_t stale;              /* copies here found stale (cl_rebal_copy_stale) */
+    uint64_t caught_up;          /* stale owned copies that caught up in place */
 } cl_rebal_stats;
 void cl_rebal_stats_get(cl_rebal *r, cl_rebal_stats *s);
 

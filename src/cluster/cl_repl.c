@@ -749,6 +749,14 @@ static int fenced(cl_topo *t, const st_cache_config *cfg, int32_t cache,
     return 1;
 }
 
+/* stale: the copy catches up (never under EM_PLANT_NO_RESEND, whose skipped
+ * updates idle-verify must find). */
+static void stale(cl_repl *r, int32_t cache, uint32_t part, int skipped)
+{
+    if (r->o.on_stale && !PLANT_NO_RESEND)
+        r->o.on_stale(r->o.on_stale_arg, cache, part, skipped);
+}
+
 /* The stream rules, per partition, for an update (ctr, prev) from the
  * sender with slot + 1 = src:
  *  - from the sender of what was applied: a duplicate when ctr <= applied,
@@ -762,7 +770,8 @@ static int fenced(cl_topo *t, const st_cache_config *cfg, int32_t cache,
  * window again.  Only when it lasts timeout_ms (the primary no longer has
  * the updates) are the missing ones refused - their writers get an error,
  * never an ack - and the stream goes on, so one lost frame cannot stop a
- * partition's writes for good. */
+ * partition's writes for good; the copy, now short of them, loads again
+ * (on_stale). */
 static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8_t *p,
                       size_t n)
 {
@@ -833,6 +842,7 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                 if (same)           /* given up: refused, never acked */
                     (void)ack_put(r, cache, part, c->applied[part] + 1, prev, EM_STALE);
                 count(r, S_SKIPPED, 1);
+                stale(r, cache, part, 1);
             }
             if (!same || gap) {
                 c->src[part] = src;
@@ -851,6 +861,14 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                             (u.kind != ST_UPD_PUT && u.kind != ST_UPD_REMOVE &&
                              u.kind != ST_UPD_CLEAR)))
                 status = EM_PROTO;
+            /* The partition's own counter, which every update carries:
+             * one that does not follow this copy's means the copy missed
+             * updates of another stream (a primary deposed with writes in
+             * flight, one that died) or holds some the new primary never
+             * had - it catches up (on_stale). */
+            uint64_t pc = 0, psize;
+            int jump = !status && u.cntr && st_part_info(sc, part, &pc, &psize) == 0 && pc &&
+                       u.cntr != pc + 1;
             if (!status) {
                 status = st_apply(r->o.store, &u);
                 /* The owner's own log: st_apply does not call the
@@ -861,6 +879,8 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                     r->o.on_apply(r->o.on_apply_arg, &u);
                 if (!status && ext && r->o.rids)
                     cl_rids_learn(r->o.rids, rid, rid_op);
+                if (!status && jump)
+                    stale(r, cache, part, 0);
             }
             if (!status) {
                 c->applied[part] = ctr;
@@ -869,10 +889,12 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                 (void)ack_put(r, cache, part, 0, ctr, 0);
                 continue;
             }
-            if (status == EM_NOMEM)
+            if (status == EM_NOMEM) {
                 status = EM_AGAIN;  /* not applied: the window brings it again */
-            else
+            } else {
                 c->applied[part] = ctr; /* refused, settled: the stream goes past it */
+                stale(r, cache, part, 1);
+            }
         }
         count(r, S_REFUSED, 1);
         (void)ack_put(r, cache, part, ctr, ctr, status);

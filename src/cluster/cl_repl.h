@@ -74,6 +74,14 @@ typedef struct cl_repl_opts {
      * (rebalancing remembers removals of partitions it is loading). */
     void    (*on_apply)(void *arg, const st_update *u);
     void     *on_apply_arg;
+    /* on_stale (optional): this copy of a partition no longer equals the
+     * primary's and must catch up (cl_rebal): skipped 1 when its stream
+     * went past updates it never applied (a gap given up, an update
+     * refused), 0 when an update's partition counter did not follow the
+     * copy's (it missed another stream's updates, or has some the primary
+     * never had; a copy still loading is expected to). */
+    void    (*on_stale)(void *arg, int32_t cache, uint32_t part, int skipped);
+    void     *on_stale_arg;
     /* rids (optional): the window of recent request ids, which learns the
      * id of every update that carries one (cl_rid.h). */
     struct cl_rids *rids;

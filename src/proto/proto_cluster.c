@@ -663,9 +663,8 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
 
 /* ---- origin request ids (cluster/cl_rid.h) ---- */
 
-/* rid_op: the single-key writes PR_OP_RID_CALL runs under an origin
- * request id (a forwarder names the non-idempotent ones, see
- * pr_cluster_route).  Reads need none (they change nothing); batches are
+/* rid_op: the single-key writes a forwarder names with an origin request
+ * id, which PR_OP_RID_CALL runs once.  Reads need none (they change nothing); batches are
  * split per owner and keep the re-run rule of idempotent ops. */
 static int rid_op(int op)
 {
@@ -892,13 +891,11 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         cl_meta_uuid to = t->m[owner].id;
         uint64_t seen = cl_topo_index(t);
         cl_node_topo_release(t);
-        /* PUT and CLEAR_KEY are not named yet: running them again is
-         * what today repairs a copy that missed their first run (frames
-         * lost with a failing primary, a gap given up), which answering
-         * from the window would leave behind - until copies that missed
-         * updates are reloaded, they keep the re-run rule. */
-        if (!named && nkeys == 1 && rid_op(op) && !pr_cluster_idempotent(op) &&
-            c->srv->rids) {
+        /* Every single-key write is named, PUT and CLEAR_KEY too: run
+         * again, an idempotent write could overwrite one acknowledged in
+         * between.  A copy that missed its first run loads again
+         * (cl_rebal's stale copies, the exchange's demotions). */
+        if (!named && nkeys == 1 && rid_op(op) && c->srv->rids) {
             if ((rc = rid_envelope(c)) != 0) {
                 *done = 1;
                 break;

@@ -453,13 +453,6 @@ static void ask_member(pr_server *s, cl_meta_uuid to, uint32_t timeout_ms, ninfo
 
 /* ---- CLUSTER_INFO ---------------------------------------------------------------- */
 
-static void uuid_str(cl_meta_uuid u, char out[37])
-{
-    snprintf(out, 37, "%08x-%04x-%04x-%04x-%012llx", (unsigned)(u.msb >> 32),
-             (unsigned)(u.msb >> 16) & 0xffff, (unsigned)u.msb & 0xffff,
-             (unsigned)(u.lsb >> 48) & 0xffff, (unsigned long long)(u.lsb & 0xffffffffffffULL));
-}
-
 static void json_str(em_buf *o, const char *s)
 {
     em_buf_put_u8(o, '"');
@@ -643,10 +636,10 @@ static const ni_cache *node_cache(const ninfo *ni, int32_t id)
 static void node_id_of(view *v, uint32_t i, char id[37])
 {
     if (v->t)
-        uuid_str(v->t->m[i].id, id);
+        cl_meta_uuid_str(v->t->m[i].id, id);
     else {
         cl_meta_uuid u = { em_ld64(v->s->opt.node_id), em_ld64(v->s->opt.node_id + 8) };
-        uuid_str(u, id);
+        cl_meta_uuid_str(u, id);
     }
 }
 

@@ -278,12 +278,38 @@ static int rebal_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_
 /* The exchange's view of this node's caches. */
 static uint32_t pme_groups(void *arg, cl_pme_group *out, uint32_t cap)
 {
-    return pr_cluster_groups(arg, out, cap);
+    return pr_cluster_groups(((srv_cluster *)arg)->ps, out, cap);
 }
 
+/* A copy found stale reports counter 0: the exchange never makes it the
+ * primary while a whole one is left. */
 static int pme_part_info(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t *size)
 {
-    return pr_cluster_part_info(arg, grp, part, cntr, size);
+    srv_cluster *sc = arg;
+    int rc = pr_cluster_part_info(sc->ps, grp, part, cntr, size);
+    cl_rebal *rb = atomic_load(&sc->rebal);
+    if (!rc && rb && cl_rebal_copy_is_stale(rb, grp, part))
+        *cntr = 0;
+    return rc;
+}
+
+/* The exchange found this node's copy, or another member's, behind a new
+ * primary: it catches up (cl_rebal_copy_stale, here or there). */
+static void pme_behind(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part)
+{
+    srv_cluster *sc = arg;
+    cl_rebal *rb = atomic_load(&sc->rebal);
+    cl_topo *t = cl_node_topo_acquire(sc->node);
+    int self = t->self >= 0 && cl_meta_uuid_eq(t->m[t->self].id, member);
+    cl_node_topo_release(t);
+    if (self && rb) {
+        cl_rebal_copy_stale(rb, grp, part, 0);
+    } else if (!self) {
+        uint8_t b[8];
+        em_st32(b, (uint32_t)grp);
+        em_st32(b + 4, part);
+        (void)cl_node_send(sc->node, member, CL_NET_MSG_REBAL_STALE, b, sizeof b);
+    }
 }
 
 /* cluster_fault, a test hook: drop, duplicate or delay (1-50 ms, so they
@@ -464,6 +490,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
             .durable = durable, .durable_arg = durable_arg,
             .find_cache = find_cache, .find_arg = sc,
             .on_apply = cl_rebal_on_apply, .on_apply_arg = rb,
+            .on_stale = cl_rebal_copy_stale, .on_stale_arg = rb,
         };
         cl_repl *r = NULL;
         if ((rc = cl_rids_new(&sc->rids)) == 0) {
@@ -481,8 +508,8 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         }
     }
     if (!rc) {
-        cl_pme_cfg pc = { .arg = ps, .groups = pme_groups, .part_info = pme_part_info,
-                          .other = rebal_frame, .other_arg = rb };
+        cl_pme_cfg pc = { .arg = sc, .groups = pme_groups, .part_info = pme_part_info,
+                          .other = rebal_frame, .other_arg = rb, .behind = pme_behind };
         cl_pme *pme = NULL;
         if ((rc = cl_pme_start(&pme, sc->node, &pc)) != 0) {
             EM_ERROR("cluster: cannot start the partition map exchange: %s", em_strerror(rc));
@@ -514,9 +541,11 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         EM_WARN("cluster: no cluster_secret set: any process that reaches %s:%d can join the "
                 "cluster or pose as a member; set cluster_secret on every node", host,
                 c->cluster_port);
-    EM_INFO("cluster '%s': transport %s:%d%s, metadata group %s:%d, %s", c->cluster_name, host,
-            c->cluster_port, sc->tls ? " (TLS)" : "", host, c->raft_port,
-            c->bootstrap ? "bootstrapping" : "joining through seeds");
+    char id[37];
+    cl_meta_uuid_str((cl_meta_uuid){ em_ld64(node_id), em_ld64(node_id + 8) }, id);
+    EM_INFO("cluster '%s': node %s, transport %s:%d%s, metadata group %s:%d, %s",
+            c->cluster_name, id, host, c->cluster_port, sc->tls ? " (TLS)" : "", host,
+            c->raft_port, c->bootstrap ? "bootstrapping" : "joining through seeds");
     *out = sc;
     return 0;
 }
@@ -679,11 +708,14 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       "# TYPE ember_rebal_bytes_in counter\nember_rebal_bytes_in %llu\n"
                       "# TYPE ember_rebal_batches_out counter\nember_rebal_batches_out %llu\n"
                       "# TYPE ember_rebal_evicted counter\nember_rebal_evicted %llu\n"
-                      "# TYPE ember_rebal_owned counter\nember_rebal_owned %llu\n",
+                      "# TYPE ember_rebal_owned counter\nember_rebal_owned %llu\n"
+                      "# TYPE ember_rebal_stale counter\nember_rebal_stale %llu\n"
+                      "# TYPE ember_rebal_caught_up counter\nember_rebal_caught_up %llu\n",
                       (unsigned long long)bs.loading, (unsigned long long)bs.loaded,
                       (unsigned long long)bs.entries_in, (unsigned long long)bs.bytes_in,
                       (unsigned long long)bs.batches_out, (unsigned long long)bs.evicted,
-                      (unsigned long long)bs.owned);
+                      (unsigned long long)bs.owned, (unsigned long long)bs.stale,
+                      (unsigned long long)bs.caught_up);
     }
     if (n < 0 || (size_t)n >= sizeof line)
         return 0;                   /* cannot happen at this size; never read past line */

@@ -262,11 +262,13 @@ int         st_region_in_memory(const st_store *s, const char *region);
  * Returns how many entries it reclaimed. */
 int st_expire_tick(st_store *s, uint32_t budget);
 
-/* st_apply_absent applies a PUT only if its key is absent (rebalancing:
- * an entry loaded from another owner never overwrites one the live stream
- * wrote since).  *done = 1 when it was stored.  Not reported to the
- * observer. */
-int st_apply_absent(st_store *s, const st_update *u, int *done);
+/* st_apply_load applies an entry loaded from another owner (rebalancing):
+ * a PUT only if its key is absent (a loaded entry never overwrites one the
+ * live stream wrote since), or, with overwrite, whatever is there (a copy
+ * catching up, which knows which keys the live stream wrote); a REMOVE
+ * drops the key.  *done = 1 when it changed the copy.  Not reported to
+ * the observer, and the partition's counter stays (see st_part_raise). */
+int st_apply_load(st_store *s, const st_update *u, int overwrite, int *done);
 
 /* st_clear_part empties one partition (notify_obs 0: without telling the
  * observer, as when a node drops a copy it no longer holds). */
@@ -279,7 +281,6 @@ int st_part_info(st_cache *c, uint32_t part, uint64_t *cntr, uint64_t *size);
 /* st_part_raise raises partition part's update counter to cntr (a copy
  * loaded from another owner takes that owner's counter); never lowers it. */
 int st_part_raise(st_cache *c, uint32_t part, uint64_t cntr);
-/* st_apply_absent does not move the counter (see st_part_raise). */
 /* st_cache_parts: the cache's partition count. */
 uint32_t st_cache_parts(const st_cache *c);
 

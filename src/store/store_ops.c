@@ -802,20 +802,48 @@ int st_apply_put(st_cache *c, const st_update *u)
     return rc;
 }
 
-int st_apply_absent(st_store *s, const st_update *u, int *done)
+/* drop_prepared removes a prepared key without telling the observer: a
+ * replayed or received REMOVE (the partition takes its counter cntr), or a
+ * loaded one (keep_cntr: the counter stays).  *done = 1 when it was there. */
+static int drop_prepared(st_cache *c, kprep *x, int keep_cntr, uint64_t cntr, int *done)
+{
+    st_part *p = &c->parts[x->part];
+    int64_t now = 0;
+    int rc = 0;
+    *done = 0;
+    st_lock_acquire(&p->lock);
+    if (st_part_dead(c, p)) {
+        rc = EM_NOCACHE;
+    } else {
+        uint32_t i = lookup(c, p, x, &now);
+        if (i != UINT32_MAX) {
+            entry_drop(c, p, i);
+            ST_BUMP(p->st.removals, 1);
+            *done = 1;
+        }
+        if (!keep_cntr)
+            replayed(p, cntr);
+    }
+    st_lock_release(&p->lock);
+    return rc;
+}
+
+int st_apply_load(st_store *s, const st_update *u, int overwrite, int *done)
 {
     *done = 0;
-    if (u->kind != ST_UPD_PUT)
+    if (u->kind != ST_UPD_PUT && u->kind != ST_UPD_REMOVE)
         return EM_INVAL;
     st_cache *c = st_cache_find(s, u->cache_id);
     if (!c)
         return EM_NOCACHE;
     kprep x;
     int rc = key_prep(c, NULL, u->key, u->klen, &x);
-    if (!rc) {
-        wreq w = {.mode = W_IF_ABSENT, .has_abs = 1, .abs_at = u->expire_at_ms, .done = done,
-                  .keep_cntr = 1};
+    if (!rc && u->kind == ST_UPD_PUT) {
+        wreq w = {.mode = overwrite ? W_ALWAYS : W_IF_ABSENT, .has_abs = 1,
+                  .abs_at = u->expire_at_ms, .done = done, .keep_cntr = 1};
         rc = do_write(c, &x, u->val, u->vlen, &w);
+    } else if (!rc) {
+        rc = drop_prepared(c, &x, 1, 0, done);
     }
     buf_drop(&x.own);
     return rc;
@@ -1148,23 +1176,9 @@ int st_remove_keys(st_cache *c, const st_opctx *o, const st_slice *keys, size_t 
 int st_apply_remove(st_cache *c, const st_update *u)
 {
     kprep x;
-    int64_t now = 0;
-    int rc = key_prep(c, NULL, u->key, u->klen, &x);
-    if (!rc) {
-        st_part *p = &c->parts[x.part];
-        st_lock_acquire(&p->lock);
-        if (st_part_dead(c, p)) {
-            rc = EM_NOCACHE;
-        } else {
-            uint32_t i = lookup(c, p, &x, &now);
-            if (i != UINT32_MAX) {
-                entry_drop(c, p, i);
-                ST_BUMP(p->st.removals, 1);
-            }
-            replayed(p, u->cntr);
-        }
-        st_lock_release(&p->lock);
-    }
+    int done, rc = key_prep(c, NULL, u->key, u->klen, &x);
+    if (!rc)
+        rc = drop_prepared(c, &x, 0, u->cntr, &done);
     buf_drop(&x.own);
     return rc;
 }

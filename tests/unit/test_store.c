@@ -1273,3 +1273,42 @@ TEST(store_scan_via_fetch_hook)
     em_free(seen.cnt);
     st_close(s);
 }
+
+/* A loaded entry (rebalancing): absent-only for a MOVING copy, overwriting
+ * for a copy catching up, a REMOVE drops the key - and none of it moves the
+ * partition's counter, which the copy takes from its supplier. */
+TEST(store_apply_load_modes)
+{
+    st_store *s = open_store(0, 0);
+    st_cache *c = make_cache(s, "load", 1);
+    REQUIRE_OK(put_il(c, NULL, 1, 10));
+    uint64_t before = part_cntr(c, 0);
+    uint8_t kb[5], vb[9];
+    st_update u = {.kind = ST_UPD_PUT, .cache_id = st_cache_id(c), .partition = 0,
+                   .key = kb, .klen = (uint32_t)ikey(kb, 1), .val = vb,
+                   .vlen = (uint32_t)lval(vb, 20)};
+    int done = -1;
+    REQUIRE_OK(st_apply_load(s, &u, 0, &done));
+    CHECK_EQ(done, 0);                            /* present: kept */
+    int64_t v = 0;
+    CHECK_EQ(get_il(c, 1, &v), 1);
+    CHECK_EQ(v, 10);
+    REQUIRE_OK(st_apply_load(s, &u, 1, &done));
+    CHECK_EQ(done, 1);                            /* overwrite */
+    CHECK_EQ(get_il(c, 1, &v), 1);
+    CHECK_EQ(v, 20);
+    u.klen = (uint32_t)ikey(kb, 2);
+    REQUIRE_OK(st_apply_load(s, &u, 0, &done));
+    CHECK_EQ(done, 1);                            /* absent: stored */
+    u.kind = ST_UPD_REMOVE;
+    u.klen = (uint32_t)ikey(kb, 1);
+    REQUIRE_OK(st_apply_load(s, &u, 0, &done));
+    CHECK_EQ(done, 1);
+    CHECK_EQ(get_il(c, 1, &v), 0);
+    REQUIRE_OK(st_apply_load(s, &u, 0, &done));
+    CHECK_EQ(done, 0);                            /* nothing to remove */
+    CHECK_EQ(part_cntr(c, 0), before);
+    u.kind = ST_UPD_CLEAR;
+    CHECK_EQ(st_apply_load(s, &u, 0, &done), EM_INVAL);
+    st_close(s);
+}
