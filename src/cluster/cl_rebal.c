@@ -39,6 +39,7 @@
 #define MAX_OWN         256
 #define MAX_UP          256         /* members whose links the rebalancer tracks */
 #define MAX_STALE       4096        /* stale copies reported at once */
+#define STALE_WAIT_MS   5000        /* a stale copy waits this long to stop being primary */
 #define SUP_HDR         25    /* ... | u32 n | u64 the supplier's counter at its snapshot */
 #define F_LAST          1
 #define F_AGAIN         2
@@ -110,7 +111,7 @@ struct cl_rebal {
     uint32_t     nup;
     /* Copies of this node found stale (cl_rebal_copy_stale), until
      * stale_begin starts their catching up. */
-    struct stale { int32_t grp; uint32_t part; } stale[MAX_STALE];
+    struct stale { int32_t grp; uint32_t part; uint64_t at_ms; } stale[MAX_STALE];
     uint32_t     nstale;
     _Atomic uint32_t nmerge;        /* merge loads: the live stream's writes are recorded */
     em_buf       out;               /* rebalancing thread: a SUPPLY being built */
@@ -293,8 +294,10 @@ static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
 
 /* stale_begin starts what the stale copies reported since need (under mu):
  * a merge load for a backup owner's copy, a fresh start for a loading one.
- * One whose partition still waits for the exchange's decision waits. */
-static void stale_begin(cl_rebal *r, cl_topo *t)
+ * One whose partition still waits for the exchange's decision waits, and
+ * so, for STALE_WAIT_MS, does one this node is the primary of (a deposed
+ * primary hears of it before its topology says so); then it is dropped. */
+static void stale_begin(cl_rebal *r, cl_topo *t, uint64_t now)
 {
     for (uint32_t i = 0; i < r->nstale;) {
         struct stale *x = &r->stale[i];
@@ -302,7 +305,8 @@ static void stale_begin(cl_rebal *r, cl_topo *t)
         uint32_t own[MAX_OWN], no = 0;
         if (c && t->self >= 0)
             no = cl_topo_owners(t, x->grp, st_cache_parts(c), 0, 0, x->part, own, MAX_OWN);
-        if (c && cl_topo_part_dropped(t, x->grp, x->part)) {
+        if (c && (cl_topo_part_dropped(t, x->grp, x->part) ||
+                  (no && (int)own[0] == t->self && now - x->at_ms < STALE_WAIT_MS))) {
             i++;
             continue;
         }
@@ -932,7 +936,7 @@ static void *run(void *arg)
         }
         r->st.loading = loading;
         if (t->self >= 0)
-            stale_begin(r, t);
+            stale_begin(r, t, now);
         unlock(r);
         cl_node_topo_release(t);
         flush(r);
@@ -1019,7 +1023,7 @@ void cl_rebal_copy_stale(void *arg, int32_t grp, uint32_t part, int skipped)
         i++;
     int fresh = i == r->nstale && i < MAX_STALE;
     if (fresh) {
-        r->stale[r->nstale++] = (struct stale){ grp, part };
+        r->stale[r->nstale++] = (struct stale){ grp, part, em_now_ms() };
         r->st.stale++;
         pthread_cond_broadcast(&r->cv);
     }

@@ -824,8 +824,12 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
             continue;
         }
         if (!status && (fenced(t, st_cache_cfg(sc), cache, part, epoch, from) ||
-                        epoch < c->epoch[part]))
+                        epoch < c->epoch[part])) {
+            /* From a deposed primary: other owners may have applied it (and
+             * the new primary with them) - this copy catches up. */
             status = EM_STALE;
+            stale(r, cache, part, 0);
+        }
         if (!status) {
             int gap = same ? prev > c->applied[part] : !(restart || prev == 0);
             if (gap) {
@@ -938,6 +942,11 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
         if (status) {
             a[part].refused_lo = lo;
             a[part].refused_hi = ctr;
+            /* Refused as from a deposed primary: this node applied those
+             * updates, the new primary may not have - once this node's
+             * topology has it a backup, its copy catches up (a leaf lock). */
+            if (status == EM_STALE)
+                stale(r, cache, part, 0);
         } else if (atomic_load_explicit(&a[part].acked, memory_order_relaxed) < ctr) {
             atomic_store_explicit(&a[part].acked, ctr, memory_order_release);
         }

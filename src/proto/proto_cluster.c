@@ -741,6 +741,27 @@ static int applied_reply(pr_conn *c, uint16_t op, em_buf *out)
     }
 }
 
+/* owner_probe decodes the forwarded write and checks that this node is its
+ * key's primary (the op's own check, nothing run): 0, or the reply that
+ * sends the forwarder to map it again. */
+static int owner_probe(pr_conn *c, const uint8_t *body, size_t len)
+{
+    const uint8_t *ob = c->req_body;
+    size_t ol = c->req_len;
+    em_buf *resp = &c->rid_resp;
+    em_buf_reset(resp);
+    c->owner_probe = 1;
+    int rc = pr_exec_request(c, body, len, resp);
+    c->owner_probe = 0;
+    c->req_body = ob;
+    c->req_len = ol;
+    if (rc == EM_NOMEM)
+        return rc;
+    if (c->stale)
+        return pr_fail(c, PR_ST_FAILED, "This node does not own the key in its topology");
+    return 0;
+}
+
 /* The forwarder waits FORWARD_TIMEOUT_MS for an answer: a retry waiting
  * for its first run answers before that. */
 #define RID_WAIT_MS (FORWARD_TIMEOUT_MS - 1000)
@@ -768,7 +789,15 @@ int pr_op_rid_call(pr_conn *c, pr_rd *r, em_buf *out)
                                "again, but its reply was too large to keep; read the key");
             return em_buf_append(out, res.data, res.len);
         case CL_RID_APPLIED:
-            return applied_reply(c, res.op, out);
+            /* Learned from a stream, never answered: the write may have
+             * been refused by another owner (a primary deposed while it
+             * ran).  Only the key's primary here, whose copy every other
+             * one follows, may say it took effect; elsewhere the forwarder
+             * maps it again. */
+            {
+                int prc = owner_probe(c, body, len);
+                return prc ? prc : applied_reply(c, res.op, out);
+            }
         case CL_RID_BUSY:
             return pr_fail(c, PR_ST_FAILED, "The request still runs on the key's owner (its "
                            "first attempt lost the link); it may or may not take effect");
