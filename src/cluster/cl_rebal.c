@@ -43,6 +43,11 @@
 #define SUP_HDR         25    /* ... | u32 n | u64 the supplier's counter at its snapshot */
 #define F_LAST          1
 #define F_AGAIN         2
+/* A DEMAND's seq: the load's pass in the high byte, the batch below it.
+ * Each start from the first batch is a new pass, so a batch still in
+ * flight from an earlier snapshot never joins the new one's (keys between
+ * the two snapshots' batch boundaries would be missed). */
+#define SEQ_BATCH       0x00ffffffu
 
 /* L_CLEARING: the copy held entries (a demoted owner's, an earlier load's
  * from a supplier since gone); they are cleared before the first demand,
@@ -55,7 +60,7 @@ typedef struct load {
     int32_t      grp;
     uint32_t     part;
     cl_meta_uuid supplier;
-    uint32_t     seq;           /* the SUPPLY expected next */
+    uint32_t     seq;           /* the SUPPLY expected next (pass << 24 | batch) */
     int          state;
     uint64_t     sent_ms;       /* last DEMAND (or DONE) sent */
     uint64_t     gen;           /* the kick it was last confirmed in */
@@ -64,6 +69,7 @@ typedef struct load {
     cl_keyset    live;          /* keys the live stream removed (merge: or wrote) */
     cl_keyset    seen;          /* merge: keys the supplier sent */
     int          seen_full;     /* merge: seen overflowed, no sweep */
+    uint64_t     live_max;      /* merge: the highest counter the live stream brought */
 } load;
 
 typedef struct demand { cl_meta_uuid from; int32_t grp; uint32_t part, seq; } demand;
@@ -113,6 +119,7 @@ struct cl_rebal {
      * stale_begin starts their catching up. */
     struct stale { int32_t grp; uint32_t part; uint64_t at_ms; } stale[MAX_STALE];
     uint32_t     nstale;
+    int          stale_full;        /* the stale list overflowed once (logged) */
     _Atomic uint32_t nmerge;        /* merge loads: the live stream's writes are recorded */
     em_buf       out;               /* rebalancing thread: a SUPPLY being built */
     cl_rebal_stats st;
@@ -129,13 +136,15 @@ static int in_list(const uint32_t *a, uint32_t n, int self)
 static void lock(cl_rebal *r) { pthread_mutex_lock(&r->mu); }
 static void unlock(cl_rebal *r) { pthread_mutex_unlock(&r->mu); }
 
-/* load_reset forgets what a load learnt: it starts over from seq 0. */
+/* load_reset forgets what a load learnt: it starts over, a new pass from
+ * its first batch. */
 static void load_reset(load *l)
 {
     cl_keyset_reset(&l->live);
     cl_keyset_reset(&l->seen);
     l->seen_full = 0;
-    l->seq = 0;
+    l->live_max = 0;
+    l->seq = ((l->seq >> 24) + 1) << 24;
 }
 
 static uint32_t ix_slot(int32_t grp, uint32_t part)
@@ -292,6 +301,20 @@ static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
  * the transport thread, so no live write slips between a check and a
  * store.  Until it is done, the copy reports counter 0 to the exchange. */
 
+/* merge_begin makes l a merge load from supplier, from its first batch. */
+static void merge_begin(cl_rebal *r, load *l, cl_meta_uuid supplier)
+{
+    if (!l->merge) {
+        l->merge = 1;
+        atomic_fetch_add(&r->nmerge, 1);
+    }
+    l->supplier = supplier;
+    l->state = L_DEMANDING;
+    l->restart = 0;
+    load_reset(l);
+    demand_when_up(r, l);
+}
+
 /* stale_begin starts what the stale copies reported since need (under mu):
  * a merge load for a backup owner's copy, a fresh start for a loading one.
  * One whose partition still waits for the exchange's decision waits, and
@@ -311,20 +334,19 @@ static void stale_begin(cl_rebal *r, cl_topo *t, uint64_t now)
             continue;
         }
         load *l = load_find(r, x->grp, x->part);
-        if (l && !l->merge) {
+        if (l && !l->merge && l->state != L_LOADED) {
             l->restart = 1;               /* MOVING: its load starts over, from empty */
             r->kicked = 1;
+        } else if (l && !l->merge) {
+            /* Loaded and reported: it may be made an owner any moment, so
+             * it is never emptied again - it catches up instead. */
+            merge_begin(r, l, l->supplier);
         } else if (no >= 2 && (int)own[0] != t->self && in_list(own, no, t->self)) {
-            if (!l && (l = load_new(r, x->grp, x->part)) != NULL) {
-                l->merge = 1;
-                atomic_fetch_add(&r->nmerge, 1);
-            }
+            if (!l)
+                l = load_new(r, x->grp, x->part);
             if (l) {
-                l->supplier = t->m[own[0]].id;
-                l->state = L_DEMANDING;
                 l->gen = r->gen;
-                load_reset(l);
-                demand_when_up(r, l);
+                merge_begin(r, l, t->m[own[0]].id);
             }
         }
         *x = r->stale[--r->nstale];
@@ -375,7 +397,7 @@ static int merge_sweep(cl_rebal *r, load *l, st_cache *c)
         at += 4u + kl;
     }
     em_buf_free(&drop);
-    return rc;
+    return rc == EM_NOCACHE ? 0 : rc;   /* the cache went meanwhile */
 }
 
 /* apply_supply applies one SUPPLY batch to load l (checked first). */
@@ -425,7 +447,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
     int rc = 0;
     if (l && l->state == L_DEMANDING && cl_meta_uuid_eq(l->supplier, from) && l->seq == seq) {
         if (flags & F_AGAIN) {
-            l->seq = 0;             /* not ready there, or it started over: again later */
+            load_reset(l);          /* not ready there, or it started over: again later */
             l->sent_ms = em_now_ms() - RETRY_MS + 100;
         } else {
             if (!(flags & F_LAST)) {
@@ -437,8 +459,11 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
             r->st.bytes_in += n;
             st_cache *c = !rc && (flags & F_LAST) ? st_cache_find(r->cfg.store, grp) : NULL;
             if (c && l->merge && (rc = merge_sweep(r, l, c)) == 0) {
-                /* Caught up: an owner as it was, equal to the primary. */
-                (void)st_part_raise(c, part, em_ld64(p + 17));
+                /* Caught up: an owner as it was, equal to the primary -
+                 * its counter too, even below the one it had (updates the
+                 * primary never had count no more). */
+                uint64_t sc = em_ld64(p + 17);
+                (void)st_part_set(c, part, l->live_max > sc ? l->live_max : sc);
                 r->st.caught_up++;
                 EM_INFO("rebalancing: cache %d partition %u caught up with its primary", grp,
                         part);
@@ -507,6 +532,8 @@ void cl_rebal_on_apply(void *arg, const st_update *u)
         return;                     /* only a merge load records writes */
     lock(r);
     load *l = load_find(r, u->cache_id, u->partition);
+    if (l && l->merge && u->cntr > l->live_max)
+        l->live_max = u->cntr;
     if (l && l->state == L_DEMANDING && (l->merge || u->kind != ST_UPD_PUT)) {
         /* A CLEAR (or a key past the bound) while loading: what the
          * supplier sends next may predate it, so the load starts over. */
@@ -569,7 +596,7 @@ static void serve(cl_rebal *r, const demand *d)
             break;
         }
     st_cache *c = st_cache_find(r->cfg.store, d->grp);
-    if (d->seq == 0) {
+    if ((d->seq & SEQ_BATCH) == 0) {
         if (s) {
             *pp = s->next;
             send_close(s);
@@ -714,14 +741,14 @@ static void scan_cache(void *arg, st_cache *c)
             }
             if (l)
                 l->gen = x->gen;
-        } else if (owner && l && l->merge && (int)own[0] != t->self) {
+        } else if (owner && l && (l->merge || l->state != L_LOADED) &&
+                   (int)own[0] != t->self) {
             /* Catching up goes on (as the primary, it would be dropped:
-             * no copy is more whole); from a new primary, from the start. */
-            if (!cl_meta_uuid_eq(l->supplier, t->m[own[0]].id)) {
-                l->supplier = t->m[own[0]].id;
-                load_reset(l);
-                demand_when_up(r, l);
-            }
+             * no copy is more whole); from a new primary, from the start.
+             * A load this node was made an owner before it finished (an
+             * earlier pass was reported) catches up too. */
+            if (!l->merge || !cl_meta_uuid_eq(l->supplier, t->m[own[0]].id))
+                merge_begin(r, l, t->m[own[0]].id);
             l->gen = x->gen;
         } else if (!owner && !moving && !cl_topo_part_lost(t, grp, part)) {
             uint64_t cntr, size;
@@ -1022,6 +1049,11 @@ void cl_rebal_copy_stale(void *arg, int32_t grp, uint32_t part, int skipped)
     while (i < r->nstale && !(r->stale[i].grp == grp && r->stale[i].part == part))
         i++;
     int fresh = i == r->nstale && i < MAX_STALE;
+    if (i == MAX_STALE && !r->stale_full) {
+        r->stale_full = 1;
+        EM_WARN("rebalancing: more than %u copies wait to catch up; the rest are not tracked "
+                "(idle-verify will show them)", MAX_STALE);
+    }
     if (fresh) {
         r->stale[r->nstale++] = (struct stale){ grp, part, em_now_ms() };
         r->st.stale++;

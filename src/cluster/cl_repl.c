@@ -76,6 +76,7 @@ typedef struct rcache {
     uint64_t *epoch;                /* owner: epoch those were applied in */
     uint32_t *src;                  /* owner: peer slot + 1 of applied's sender */
     uint64_t *gap_ms;               /* owner: when the stream's current gap began */
+    uint64_t *last;                 /* owner: the partition counter of the last update applied */
     _Atomic(ackv *) ack[MAX_PEERS]; /* per peer slot: parts entries, lazily */
     struct rcache *_Atomic next;
 } rcache;
@@ -163,6 +164,7 @@ static void rcache_free(rcache *c)
     em_free(c->epoch);
     em_free(c->src);
     em_free(c->gap_ms);
+    em_free(c->last);
     em_free(c);
 }
 
@@ -195,7 +197,8 @@ static rcache *cache_get(cl_repl *r, int32_t id, uint32_t parts)
         c->epoch = em_calloc(parts, sizeof *c->epoch);
         c->src = em_calloc(parts, sizeof *c->src);
         c->gap_ms = em_calloc(parts, sizeof *c->gap_ms);
-        if (!c->ctr || !c->applied || !c->epoch || !c->src || !c->gap_ms) {
+        c->last = em_calloc(parts, sizeof *c->last);
+        if (!c->ctr || !c->applied || !c->epoch || !c->src || !c->gap_ms || !c->last) {
             rcache_free(c);
             c = NULL;
         } else {
@@ -827,7 +830,7 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                         epoch < c->epoch[part])) {
             /* From a deposed primary: other owners may have applied it (and
              * the new primary with them) - this copy catches up. */
-            status = EM_STALE;
+            status = EM_FENCED;
             stale(r, cache, part, 0);
         }
         if (!status) {
@@ -866,13 +869,13 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                              u.kind != ST_UPD_CLEAR)))
                 status = EM_PROTO;
             /* The partition's own counter, which every update carries:
-             * one that does not follow this copy's means the copy missed
-             * updates of another stream (a primary deposed with writes in
-             * flight, one that died) or holds some the new primary never
-             * had - it catches up (on_stale). */
-            uint64_t pc = 0, psize;
-            int jump = !status && u.cntr && st_part_info(sc, part, &pc, &psize) == 0 && pc &&
-                       u.cntr != pc + 1;
+             * one that does not follow the last this copy applied from a
+             * stream means it missed updates of another stream (a primary
+             * deposed with writes in flight, one that died) or holds some
+             * the new primary never had - it catches up (on_stale).  The
+             * store's counter is not the reference: a copy's own evictions
+             * move it. */
+            int jump = !status && u.cntr && c->last[part] && u.cntr != c->last[part] + 1;
             if (!status) {
                 status = st_apply(r->o.store, &u);
                 /* The owner's own log: st_apply does not call the
@@ -885,6 +888,8 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                     cl_rids_learn(r->o.rids, rid, rid_op);
                 if (!status && jump)
                     stale(r, cache, part, 0);
+                if (!status && u.cntr)
+                    c->last[part] = u.cntr;
             }
             if (!status) {
                 c->applied[part] = ctr;
@@ -945,7 +950,7 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
             /* Refused as from a deposed primary: this node applied those
              * updates, the new primary may not have - once this node's
              * topology has it a backup, its copy catches up (a leaf lock). */
-            if (status == EM_STALE)
+            if (status == EM_FENCED)
                 stale(r, cache, part, 0);
         } else if (atomic_load_explicit(&a[part].acked, memory_order_relaxed) < ctr) {
             atomic_store_explicit(&a[part].acked, ctr, memory_order_release);

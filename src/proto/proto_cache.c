@@ -315,8 +315,10 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         if (rc)
             return rc;
     }
-    if (c->owner_probe)
-        return 0;                   /* decoded, owned here: nothing runs */
+    if (c->owner_probe) {
+        c->probe_ok = 1;            /* decoded, owned here: nothing runs */
+        return 0;
+    }
     if (h.tx) {
         /* an explicit transaction runs here or nowhere (no 2PC yet) */
         if ((rc = pr_tx_check_local(c, sc, k, kl, bt.p, bt.left, bt.pairs)) != 0)

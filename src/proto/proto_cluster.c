@@ -751,14 +751,21 @@ static int owner_probe(pr_conn *c, const uint8_t *body, size_t len)
     em_buf *resp = &c->rid_resp;
     em_buf_reset(resp);
     c->owner_probe = 1;
+    c->probe_ok = 0;
     int rc = pr_exec_request(c, body, len, resp);
-    c->owner_probe = 0;
+    int ok = c->probe_ok;
+    c->owner_probe = c->probe_ok = 0;
     c->req_body = ob;
     c->req_len = ol;
     if (rc == EM_NOMEM)
         return rc;
-    if (c->stale)
+    if (c->stale || !ok) {
+        /* Not the owner here, or refused before the ownership check (the
+         * partition lost, no owner decided yet, the cluster inactive): the
+         * forwarder maps it again and asks the owner it finds. */
+        c->stale = 1;
         return pr_fail(c, PR_ST_FAILED, "This node does not own the key in its topology");
+    }
     return 0;
 }
 
@@ -1024,6 +1031,8 @@ int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,
     int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
     if (t->n > 1 && t->self >= 0)
         rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner);
+    else if (t->self >= 0)
+        owner = t->self;        /* the only member: every key's owner */
     int self = t->self;
     cl_node_topo_release(t);
     if (rc == EM_AGAIN)
@@ -1032,8 +1041,8 @@ int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,
         return rc == EM_NOMEM || rc == PR_ST_FAILED ? rc
                                                     : pr_fail(c, PR_ST_FAILED, "Invalid key: %s",
                                                               em_strerror(rc));
-    if (owner == -1 || owner == self)
-        return 0;
+    if (owner == self || (owner == -1 && !c->owner_probe))
+        return 0;               /* a probe needs this node named the owner */
     c->stale = 1;
     return pr_fail(c, PR_ST_FAILED, "This node does not own the key in its topology");
 }

@@ -76,6 +76,7 @@ struct pr_conn {
     int        forwarded;           /* runs requests other members sent: never routes */
     int        stale;               /* forwarded: refused, not the key's owner here */
     int        owner_probe;         /* PR_OP_RID_CALL: decode and check ownership only */
+    int        probe_ok;            /* ... and the op got past its checks: owned here */
     pr_conn   *sub;                 /* runs this node's part of a split batch */
     em_buf     fwd_resp;            /* a forwarded request's answer (reused) */
     em_buf     rid_env, rid_resp;   /* a PR_OP_RID_CALL sent, a write's reply (reused) */

@@ -281,6 +281,9 @@ int st_part_info(st_cache *c, uint32_t part, uint64_t *cntr, uint64_t *size);
 /* st_part_raise raises partition part's update counter to cntr (a copy
  * loaded from another owner takes that owner's counter); never lowers it. */
 int st_part_raise(st_cache *c, uint32_t part, uint64_t cntr);
+/* st_part_set sets it, lower or higher (a copy that caught up with its
+ * primary takes the primary's, even below what it had). */
+int st_part_set(st_cache *c, uint32_t part, uint64_t cntr);
 /* st_cache_parts: the cache's partition count. */
 uint32_t st_cache_parts(const st_cache *c);
 

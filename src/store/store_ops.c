@@ -417,7 +417,7 @@ int st_part_info(st_cache *c, uint32_t part, uint64_t *cntr, uint64_t *size)
 
 uint32_t st_cache_parts(const st_cache *c) { return c->nparts; }
 
-int st_part_raise(st_cache *c, uint32_t part, uint64_t cntr)
+static int part_counter(st_cache *c, uint32_t part, uint64_t cntr, int lower)
 {
     if (part >= c->nparts)
         return EM_RANGE;
@@ -427,10 +427,20 @@ int st_part_raise(st_cache *c, uint32_t part, uint64_t cntr)
     /* Not replayed(): its 0 means "one more", and a copy loaded from an
      * owner whose counter is 0 (an empty partition) must stay at 0, not
      * differ from that owner by one. */
-    if (!rc && cntr > atomic_load_explicit(&p->st.upd, memory_order_relaxed))
+    if (!rc && (lower || cntr > atomic_load_explicit(&p->st.upd, memory_order_relaxed)))
         atomic_store_explicit(&p->st.upd, cntr, memory_order_relaxed);
     st_lock_release(&p->lock);
     return rc;
+}
+
+int st_part_raise(st_cache *c, uint32_t part, uint64_t cntr)
+{
+    return part_counter(c, part, cntr, 0);
+}
+
+int st_part_set(st_cache *c, uint32_t part, uint64_t cntr)
+{
+    return part_counter(c, part, cntr, 1);
 }
 
 /* ---- eviction --------------------------------------------------------- */

@@ -1075,6 +1075,10 @@ TEST(store_part_raise_takes_the_owners_counter)
     CHECK_EQ(part_cntr(c, 0), 7);
     CHECK_EQ(part_cntr(c, 1), 0);
     CHECK_EQ(st_part_raise(c, 2, 1), EM_RANGE);
+    /* A copy that caught up takes its primary's, even a lower one. */
+    REQUIRE_OK(st_part_set(c, 0, 5));
+    CHECK_EQ(part_cntr(c, 0), 5);
+    CHECK_EQ(st_part_set(c, 2, 1), EM_RANGE);
     st_close(s);
 }
 
