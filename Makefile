@@ -219,7 +219,8 @@ asan: deps
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build/tsan OPT=-O1 SAN="-fsanitize=thread" all
 	@$(MAKE) --no-print-directory replay
-	@EM_SANITIZER=tsan REPLAY_BUILD=$(ASAN_BUILD) tools/run-tests.sh build/tsan --no-node
+	@TSAN_OPTIONS="suppressions=$(CURDIR)/tools/tsan.supp $$TSAN_OPTIONS" EM_SANITIZER=tsan \
+	    REPLAY_BUILD=$(ASAN_BUILD) tools/run-tests.sh build/tsan --no-node
 
 # The allocation-trace build: emberd writes every allocation made between
 # two DEBUG_STATS requests (--debug-ops) with a backtrace to its log, e.g.
