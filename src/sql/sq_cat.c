@@ -32,6 +32,8 @@ static void table_free(sq_table *t)
         em_free(t->cols[i].dflt);
     }
     em_free(t->cols);
+    for (uint32_t i = 0; i < t->nix; i++)
+        sq_ix_unref(t->ix[i]);
     em_free(t->schema);
     em_free(t->name);
     em_free(t->cache_name);
@@ -74,11 +76,15 @@ void sq_engine_free(sq_engine *e)
         sq_table_unref(e->tab[i]);
     em_free(e->tab);
     em_free(e->seen);
-    for (uint32_t i = 0; i < e->nidx; i++)
-        em_free(e->idx[i]);
-    em_free(e->idx);
+    sq_ix_free_all(e);
     pthread_mutex_destroy(&e->mu);
     em_free(e);
+}
+
+static void drop_table_indexes(sq_engine *e, const sq_table *t)
+{
+    for (uint32_t i = 0; i < t->nix; i++)
+        sq_ix_detach(e, t->ix[i]);
 }
 
 /* prune drops tables whose cache is gone (caller holds mu). */
@@ -91,6 +97,7 @@ static void prune(sq_engine *e)
             i++;
     for (uint32_t i = 0; i < e->ntab;) {
         if (st_cache_destroyed(e->tab[i]->cache)) {
+            drop_table_indexes(e, e->tab[i]);
             sq_table_unref(e->tab[i]);
             e->tab[i] = e->tab[--e->ntab];
             atomic_fetch_add(&e->epoch, 1);
@@ -473,50 +480,69 @@ out:
     return rc;
 }
 
-/* ---- indexes (metadata) ------------------------------------------------- */
+/* ---- indexes -------------------------------------------------------------- */
 
-static const char *idx_table(const char *x)
+/* find_index: the table of schema holding index name, and its position. */
+static sq_table *find_index(const sq_engine *e, const char *schema, const char *name, uint32_t *at)
 {
-    x += strlen(x) + 1;
-    return x + strlen(x) + 1;
-}
-
-static int find_index(const sq_engine *e, const char *schema, const char *name)
-{
-    for (uint32_t i = 0; i < e->nidx; i++) {
-        const char *x = e->idx[i];
-        if (!strcmp(x, schema) && !strcmp(x + strlen(x) + 1, name))
-            return (int)i;
+    for (uint32_t i = 0; i < e->ntab; i++) {
+        sq_table *t = e->tab[i];
+        if (strcmp(t->schema, schema))
+            continue;
+        for (uint32_t j = 0; j < t->nix; j++)
+            if (!strcmp(t->ix[j]->name, name)) {
+                *at = j;
+                return t;
+            }
     }
-    return -1;
+    return NULL;
 }
 
-static void drop_table_indexes(sq_engine *e, const sq_table *t)
+static sq_table *table_copy(const sq_table *t, uint32_t extra);
+
+/* publish replaces table t by its new version n (serial, epoch). */
+static void publish(sq_engine *e, sq_table *t, sq_table *n)
 {
-    for (uint32_t i = 0; i < e->nidx;) {
-        if (!strcmp(e->idx[i], t->schema) && !strcmp(idx_table(e->idx[i]), t->name)) {
-            em_free(e->idx[i]);
-            e->idx[i] = e->idx[--e->nidx];
-        } else {
-            i++;
-        }
-    }
+    n->serial = e->next_serial++;
+    for (uint32_t i = 0; i < e->ntab; i++)
+        if (e->tab[i] == t)
+            e->tab[i] = n;
+    sq_table_unref(t);
+    atomic_fetch_add(&e->epoch, 1);
 }
 
+/* CREATE INDEX makes a new version of the table holding the index, filled
+ * from the entries the cache holds before the statement answers (it runs
+ * under the catalog's lock; writes go on, each partition waits only while
+ * its own entries are read).  DROP INDEX the reverse.  Like ALTER TABLE,
+ * the change lives in the catalog: it is not written into the cache's
+ * QueryEntity, so it does not outlive a restart. */
 int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
 {
     if (d->schema[0])
         schema = d->schema;
     pthread_mutex_lock(&e->mu);
     prune(e);
-    int rc = 0, at = find_index(e, schema, d->index);
+    uint32_t at = 0;
+    int rc = 0;
+    sq_table *holder = find_index(e, schema, d->index, &at), *n = NULL;
+    sq_index *ix = NULL;
     if (d->kind == SQ_DDL_DROP_INDEX) {
-        if (at < 0) {
+        if (!holder) {
             rc = d->if_exists ? 0 : cat_fail(msg, msgsz, EM_NOTFOUND, "Index doesn't exist: %s", d->index);
-        } else {
-            em_free(e->idx[at]);
-            e->idx[at] = e->idx[--e->nidx];
+            goto out;
         }
+        if (!(n = table_copy(holder, 0))) {
+            rc = EM_NOMEM;
+            goto out;
+        }
+        ix = n->ix[at];
+        n->ix[at] = n->ix[--n->nix];
+        publish(e, holder, n);
+        n = NULL;
+        sq_ix_detach(e, ix);
+        sq_ix_unref(ix);
+        ix = NULL;
         goto out;
     }
     sq_table *t = find_locked(e, schema, d->table);
@@ -524,29 +550,46 @@ int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, s
         rc = cat_fail(msg, msgsz, EM_NOTFOUND, "Table doesn't exist: %s", d->table);
         goto out;
     }
-    for (uint32_t i = 0; i < d->ncols; i++)
+    const char *names[SQ_MAX_COLS];
+    for (uint32_t i = 0; i < d->ncols; i++) {
+        names[i] = d->cols[i].name;
         if (col_index(t, d->cols[i].name) < 0 && strcmp(d->cols[i].name, "_KEY") &&
             strcmp(d->cols[i].name, "_VAL")) {
             rc = cat_fail(msg, msgsz, EM_NOTFOUND, "Column doesn't exist: %s", d->cols[i].name);
             goto out;
         }
-    if (at >= 0) {
+        for (uint32_t j = 0; j < i; j++)
+            if (!strcmp(names[j], names[i])) {
+                rc = cat_fail(msg, msgsz, EM_INVAL, "Column already indexed: %s", names[i]);
+                goto out;
+            }
+    }
+    if (holder) {
         rc = d->if_not_exists ? 0 : cat_fail(msg, msgsz, EM_INVAL, "Index already exists: %s", d->index);
         goto out;
     }
-    size_t ls = strlen(schema), li = strlen(d->index), lt = strlen(t->name);
-    char *x = em_malloc(ls + li + lt + 3);
-    if (!x || grow((void **)&e->idx, &e->capidx, e->nidx, sizeof *e->idx)) {
-        em_free(x);
-        rc = EM_NOMEM;
+    if (t->nix >= SQ_MAX_INDEXES) {
+        rc = cat_fail(msg, msgsz, EM_INVAL, "Too many indexes on table %s (limit 64)", t->name);
         goto out;
     }
-    memcpy(x, schema, ls + 1);
-    memcpy(x + ls + 1, d->index, li + 1);
-    memcpy(x + ls + li + 2, t->name, lt + 1);
-    e->idx[e->nidx++] = x;
+    if ((rc = sq_ix_new(t, d->index, names, d->ncols, &ix)) != 0 || !(n = table_copy(t, 0))) {
+        rc = rc ? rc : EM_NOMEM;
+        goto out;
+    }
+    if ((rc = sq_ix_attach(e, t->cache, ix)) != 0) {
+        if (rc == EM_NOMEM)
+            cat_fail(msg, msgsz, rc, "Out of memory building index %s", d->index);
+        goto out;
+    }
+    n->ix[n->nix++] = ix;
+    ix = NULL;
+    publish(e, t, n);
+    n = NULL;
 out:
     pthread_mutex_unlock(&e->mu);
+    sq_ix_unref(ix);
+    if (n)
+        table_free(n);
     return rc;
 }
 
@@ -601,6 +644,8 @@ static sq_table *table_copy(const sq_table *t, uint32_t extra)
     n->val_type = sdup(t->val_type);
     n->cols = em_calloc(t->ncols + extra, sizeof *n->cols);
     n->ncols = 0;
+    for (uint32_t i = 0; i < n->nix; i++)
+        sq_ix_ref(n->ix[i]);
     int bad = !n->schema || !n->name || !n->cache_name || !n->val_type || !n->cols ||
               (t->key_type && !n->key_type);
     for (uint32_t i = 0; !bad && i < t->ncols; i++) {
@@ -663,6 +708,13 @@ static int alter_cols(sq_table *n, const sq_ddl *d, char *msg, size_t msgsz)
             if (n->cols[ci].key || n->cols[ci].alias)
                 return cat_fail(msg, msgsz, EM_INVAL, "Cannot drop column \"%s\" because it is a part "
                                 "of the cache key", cn);
+            for (uint32_t x = 0; x < n->nix; x++)
+                for (uint32_t y = 0; y < n->ix[x]->ncols; y++)
+                    if (!strcmp(n->ix[x]->cols[y].name, cn)) {
+                        snprintf(msg, msgsz, "Cannot drop column \"%s\" because an index exists "
+                                 "(\"%s\") that uses the column.", cn, n->ix[x]->name);
+                        return EM_INVAL;
+                    }
             em_free(n->cols[ci].name);
             em_free(n->cols[ci].field);
             em_free(n->cols[ci].dflt);

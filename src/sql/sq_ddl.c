@@ -1,7 +1,8 @@
 /* sq_ddl.c - ember's DDL parser (reference sql.md §1.3 "CREATE TABLE",
  * §3.2 (b)): CREATE TABLE [IF NOT EXISTS] with column or table PRIMARY KEY
  * and WITH "k=v,...", DROP TABLE [IF EXISTS] (before or after the name),
- * CREATE/DROP INDEX (accepted; no index structures yet).  DDL never reaches
+ * CREATE/DROP INDEX (built by sq_index.c; ASC/DESC and INLINE_SIZE are
+ * accepted, the index is ascending).  DDL never reaches
  * SQLite as user text; the catalog (sq_cat.c) acts on the parsed form.
  */
 #include "sql/sql_int.h"

@@ -18,65 +18,87 @@
 
 /* ---- binary -> SQLite ---------------------------------------------------- */
 
-void sq_val_result(sqlite3_context *ctx, const uint8_t *v, int t)
+void sq_val_get(const uint8_t *v, int t, sq_sv *o)
 {
-    char b[160];
-    int64_t l;
-    double d;
+    o->type = SQLITE_NULL;
     switch (v[0]) {
-    case BIN_NULL:
-        sqlite3_result_null(ctx);
-        return;
     case BIN_BYTE: case BIN_SHORT: case BIN_INT: case BIN_LONG: case BIN_CHAR:
-        if (bin_rd_long(v, &l) == 0)
-            sqlite3_result_int64(ctx, l);
+        if (bin_rd_long(v, &o->i) == 0)
+            o->type = SQLITE_INTEGER;
         return;
     case BIN_FLOAT: case BIN_DOUBLE:
-        if (bin_rd_double(v, &d) == 0)
-            sqlite3_result_double(ctx, d);
+        if (bin_rd_double(v, &o->d) == 0)
+            o->type = isnan(o->d) ? SQLITE_NULL : SQLITE_FLOAT;     /* SQLite: NaN is NULL */
         return;
     case BIN_BOOL:
-        sqlite3_result_int(ctx, v[1] != 0);
+        o->type = SQLITE_INTEGER;
+        o->i = v[1] != 0;
         return;
     case BIN_STRING: {
         const char *s;
-        size_t n;
-        if (bin_rd_string(v, &s, &n) == 0)
-            /* TRANSIENT: SQLite keeps text results across xNext (MIN/MAX). */
-            sqlite3_result_text(ctx, s, (int)n, SQLITE_TRANSIENT);
+        if (bin_rd_string(v, &s, &o->n) == 0) {
+            o->type = SQLITE_TEXT;
+            o->p = s;
+        }
         return;
     }
     case BIN_UUID:
-        sqlite3_result_text(ctx, b, sq_uuid_fmt(v + 1, b), SQLITE_TRANSIENT);
+        o->type = SQLITE_TEXT;
+        o->n = (size_t)sq_uuid_fmt(v + 1, o->buf);
+        o->p = o->buf;
         return;
     case BIN_DATE: case BIN_TIMESTAMP: {
         int32_t ns = v[0] == BIN_TIMESTAMP ? (int32_t)em_ld32(v + 9) : 0;
-        int n = sq_ts_fmt((int64_t)em_ld64(v + 1), ns, t == SQ_T_DATE ? 'd' : 't', b, sizeof b);
-        sqlite3_result_text(ctx, b, n, SQLITE_TRANSIENT);
+        o->type = SQLITE_TEXT;
+        o->n = (size_t)sq_ts_fmt((int64_t)em_ld64(v + 1), ns, t == SQ_T_DATE ? 'd' : 't',
+                                 o->buf, sizeof o->buf);
+        o->p = o->buf;
         return;
     }
     case BIN_TIME: {
         int64_t ms = (int64_t)em_ld64(v + 1) % 86400000;
-        int n = sq_ts_fmt(ms < 0 ? ms + 86400000 : ms, 0, 'h', b, sizeof b);
-        sqlite3_result_text(ctx, b, n, SQLITE_TRANSIENT);
+        o->type = SQLITE_TEXT;
+        o->n = (size_t)sq_ts_fmt(ms < 0 ? ms + 86400000 : ms, 0, 'h', o->buf, sizeof o->buf);
+        o->p = o->buf;
         return;
     }
     case BIN_DECIMAL:
-        if (sq_dec_text(v, b, sizeof b) == 0) {
-            if (!strchr(b, '.') && strlen(b) < 19)
-                sqlite3_result_int64(ctx, strtoll(b, NULL, 10));
-            else
-                sqlite3_result_double(ctx, strtod(b, NULL));
-        } else {
-            sqlite3_result_null(ctx);
+        if (sq_dec_text(v, o->buf, sizeof o->buf) == 0) {
+            if (!strchr(o->buf, '.') && strlen(o->buf) < 19) {
+                o->type = SQLITE_INTEGER;
+                o->i = strtoll(o->buf, NULL, 10);
+            } else {
+                o->type = SQLITE_FLOAT;
+                o->d = strtod(o->buf, NULL);
+            }
         }
         return;
+    case BIN_NULL:
+        return;
     case BIN_BYTE_ARR:
-        sqlite3_result_blob(ctx, v + 5, (int)em_ld32(v + 1), SQLITE_TRANSIENT);
+        o->type = SQLITE_BLOB;
+        o->p = v + 5;
+        o->n = em_ld32(v + 1);
         return;
     default:
-        sqlite3_result_blob(ctx, v, (int)bin_rd_len(v), SQLITE_TRANSIENT);
+        o->type = SQLITE_BLOB;
+        o->p = v;
+        o->n = bin_rd_len(v);
         return;
+    }
+}
+
+void sq_val_result(sqlite3_context *ctx, const uint8_t *v, int t)
+{
+    sq_sv sv;
+    sq_val_get(v, t, &sv);
+    switch (sv.type) {
+    case SQLITE_INTEGER: sqlite3_result_int64(ctx, sv.i); return;
+    case SQLITE_FLOAT:   sqlite3_result_double(ctx, sv.d); return;
+    /* TRANSIENT: SQLite keeps text results across xNext (MIN/MAX). */
+    case SQLITE_TEXT:    sqlite3_result_text(ctx, sv.p, (int)sv.n, SQLITE_TRANSIENT); return;
+    case SQLITE_BLOB:    sqlite3_result_blob(ctx, sv.p, (int)sv.n, SQLITE_TRANSIENT); return;
+    default:             sqlite3_result_null(ctx); return;
     }
 }
 
@@ -434,4 +456,25 @@ int sq_val_out(sqlite3_stmt *st, int i, int t, em_buf *o)
         o->len += 5 + n;
         return 0;
     }
+}
+
+/* ---- fields -------------------------------------------------------------- */
+
+const uint8_t *sq_field(bin_registry *reg, const bin_type **ty, int32_t *tid,
+                        const uint8_t *o, int32_t fid)
+{
+    if (o[0] != BIN_OBJ)
+        return NULL;
+    int32_t id = bin_rd_type_id(o);
+    if (!*ty || *tid != id) {
+        *ty = bin_registry_get(reg, id);
+        *tid = id;
+    }
+    const uint8_t *val;
+    int rc = bin_rd_field(o, *ty, fid, &val);
+    if (rc == EM_BADSCHEMA) {
+        *ty = bin_registry_get(reg, id);
+        rc = bin_rd_field(o, *ty, fid, &val);
+    }
+    return rc ? NULL : bin_rd_resolve(val);
 }

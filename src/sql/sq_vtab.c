@@ -1,14 +1,17 @@
 /* sq_vtab.c - the SQLite virtual-table module "ember" over one catalog
  * table (reference sql.md §3.1): hidden _KEY and _VAL columns, then the
  * table's columns, read on demand from the entry's key or value object;
- * EQ on _KEY (or the unwrapped PK column) is one store get, anything else
- * a scan that skips entries of other value types.  xUpdate turns INSERT
+ * EQ on _KEY (or the unwrapped PK column) is one store get; equality and
+ * ranges on an index's leading columns (and ORDER BY them) read the index
+ * (sq_index.c); anything else is a scan that skips entries of other value
+ * types.  xUpdate turns INSERT
  * into put-if-absent (INSERT OR REPLACE, i.e. MERGE, into put), UPDATE into
  * a rebuilt value (unchanged fields keep their bytes), DELETE into remove.
  * Declared as WITHOUT ROWID with PRIMARY KEY(_KEY), so xUpdate gets keys.
  */
 #include "sql/sql_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +35,11 @@ typedef struct vc {
     const uint8_t *k, *v;       /* current entry (v resolved) */
     uint32_t  kl, vl;
     uint32_t  batch;            /* entries per refill: fewer when they are big */
-    const bin_type *ty[2];      /* registry types of the last key/value ... */
-    int32_t   tid[2];           /* ... and their ids: rows share types */
+    sq_tycache tc;              /* registry types of the last key/value: rows share types */
+    sq_index *ix;               /* an index scan (ref'd): its range, */
+    sq_ixrange r;
+    em_buf    items, item;      /* a page of items, one row's item */
+    sq_tycache itc;
 } vc;
 
 #define VT(p) ((vt *)(p))
@@ -97,6 +103,98 @@ static int is_key_col(const sq_table *t, int i)
     return i == 0 || (i >= 2 && t->cols[i - 2].alias == SQ_ALIAS_KEY);
 }
 
+/* ix_on: constraint or ORDER BY column i (SQLite's numbering) reads index
+ * column c. */
+static int ix_on(const sq_table *t, const sq_index *ix, uint32_t c, int i)
+{
+    const sq_ixcol *x = &ix->cols[c];
+    if (x->col >= 0) {
+        /* By name: a dropped column before it moves it. */
+        if (i >= 2 && (uint32_t)i - 2 < t->ncols && !strcmp(t->cols[i - 2].name, x->name))
+            return 1;
+        return x->kind == SQ_IXC_KEY && i == 0;
+    }
+    return x->kind == SQ_IXC_KEY ? i == 0 : i == 1;
+}
+
+static int binary_coll(sqlite3_index_info *ii, int i)
+{
+    const char *coll = sqlite3_vtab_collation(ii, i);
+    return !coll || !sqlite3_stricmp(coll, "BINARY");
+}
+
+/* find_con: a usable constraint with operator op (or op2) on index column
+ * c, or -1. */
+static int find_con(sqlite3_index_info *ii, const sq_table *t, const sq_index *ix, uint32_t c,
+                    int op, int op2)
+{
+    for (int i = 0; i < ii->nConstraint; i++) {
+        const struct sqlite3_index_constraint *k = &ii->aConstraint[i];
+        if (k->usable && (k->op == op || k->op == op2) && ix_on(t, ix, c, k->iColumn) &&
+            binary_coll(ii, i))
+            return i;
+    }
+    return -1;
+}
+
+/* A plan through index j: equality on its first neq columns, then an
+ * optional range on the next; idxNum packs it (2 | lo << 2 | hi << 4 |
+ * j << 8 | neq << 16; lo/hi 1 inclusive, 2 exclusive). */
+typedef struct ixplan {
+    double cost, rows;
+    int    j, neq, lo, hi, con_lo, con_hi, ord;
+    int    eq[SQ_MAX_COLS];
+} ixplan;
+
+static void plan_index(sqlite3_index_info *ii, const sq_table *t, const sq_index *ix, int j,
+                       double n, ixplan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->j = j;
+    p->con_lo = p->con_hi = -1;
+    double rows = n + 1;
+    while ((uint32_t)p->neq < ix->ncols) {
+        int i = find_con(ii, t, ix, (uint32_t)p->neq, SQLITE_INDEX_CONSTRAINT_EQ, -1);
+        if (i < 0)
+            break;
+        p->eq[p->neq++] = i;
+        rows = rows / 50 + 1;
+    }
+    if ((uint32_t)p->neq < ix->ncols) {
+        p->con_lo = find_con(ii, t, ix, (uint32_t)p->neq, SQLITE_INDEX_CONSTRAINT_GT,
+                             SQLITE_INDEX_CONSTRAINT_GE);
+        p->con_hi = find_con(ii, t, ix, (uint32_t)p->neq, SQLITE_INDEX_CONSTRAINT_LT,
+                             SQLITE_INDEX_CONSTRAINT_LE);
+        if (p->con_lo >= 0) {
+            p->lo = ii->aConstraint[p->con_lo].op == SQLITE_INDEX_CONSTRAINT_GE ? 1 : 2;
+            rows = rows / 4 + 1;
+        }
+        if (p->con_hi >= 0) {
+            p->hi = ii->aConstraint[p->con_hi].op == SQLITE_INDEX_CONSTRAINT_LE ? 1 : 2;
+            rows = rows / 4 + 1;
+        }
+    }
+    /* Rows come out in index order: ORDER BY the columns after the
+     * equalities (or from the first), ascending, is given for free. */
+    int ord = ii->nOrderBy > 0;
+    for (int k = 0; ord && k < ii->nOrderBy; k++) {
+        const struct sqlite3_index_orderby *o = &ii->aOrderBy[k];
+        ord = !o->desc && ((uint32_t)(p->neq + k) < ix->ncols && ix_on(t, ix, (uint32_t)(p->neq + k), o->iColumn));
+    }
+    if (!ord && ii->nOrderBy > 0) {
+        ord = 1;
+        for (int k = 0; ord && k < ii->nOrderBy; k++) {
+            const struct sqlite3_index_orderby *o = &ii->aOrderBy[k];
+            ord = !o->desc && (uint32_t)k < ix->ncols && ix_on(t, ix, (uint32_t)k, o->iColumn);
+        }
+    }
+    p->ord = ord;
+    p->rows = rows;
+    /* A row read through an index costs a skip-list step and a hash
+     * lookup; a scanned one a step through the table (cost 1 per row). */
+    p->cost = (p->neq || p->lo || p->hi || ord) ? rows * 2 + 1 : -1;
+}
+
 static int x_best_index(sqlite3_vtab *b, sqlite3_index_info *ii)
 {
     sq_table *t = VT(b)->t;
@@ -114,6 +212,34 @@ static int x_best_index(sqlite3_vtab *b, sqlite3_index_info *ii)
     }
     st_cache_stats cs;
     st_cache_stats_get(t->cache, &cs);
+    double n = (double)cs.entries;
+    ixplan best, p;
+    memset(&best, 0, sizeof best);
+    best.cost = -1;
+    for (uint32_t j = 0; j < t->nix; j++) {
+        if (!atomic_load(&t->ix[j]->ready))
+            continue;
+        plan_index(ii, t, t->ix[j], (int)j, n, &p);
+        /* An index that gives the order competes with a scan plus a sort. */
+        double scan = n + 10 + (p.ord ? n * (n > 2 ? log2(n) : 1) / 4 : 0);
+        if (p.cost >= 0 && p.cost < scan && (best.cost < 0 || p.cost < best.cost))
+            best = p;
+    }
+    if (best.cost >= 0) {
+        int argv = 1;
+        for (int k = 0; k < best.neq; k++)
+            ii->aConstraintUsage[best.eq[k]].argvIndex = argv++;
+        if (best.con_lo >= 0)
+            ii->aConstraintUsage[best.con_lo].argvIndex = argv++;
+        if (best.con_hi >= 0)
+            ii->aConstraintUsage[best.con_hi].argvIndex = argv++;
+        /* omit stays 0: SQLite checks every constraint again on the row. */
+        ii->idxNum = 2 | best.lo << 2 | best.hi << 4 | best.j << 8 | best.neq << 16;
+        ii->orderByConsumed = best.ord;
+        ii->estimatedCost = best.cost;
+        ii->estimatedRows = (sqlite3_int64)best.rows;
+        return SQLITE_OK;
+    }
     ii->idxNum = 0;
     ii->estimatedRows = (sqlite3_int64)cs.entries + 1;
     ii->estimatedCost = (double)cs.entries + 10;
@@ -133,12 +259,24 @@ static int x_open(sqlite3_vtab *b, sqlite3_vtab_cursor **out)
     return SQLITE_OK;
 }
 
+static void ix_end(vc *c)
+{
+    sq_ix_unref(c->ix);
+    c->ix = NULL;
+}
+
 static int x_close(sqlite3_vtab_cursor *cur)
 {
     vc *c = (vc *)cur;
     if (c->sc)
         st_scan_close(c->sc);
+    ix_end(c);
     em_buf_free(&c->page);
+    em_buf_free(&c->items);
+    em_buf_free(&c->item);
+    em_buf_free(&c->r.lo);
+    em_buf_free(&c->r.hi);
+    em_buf_free(&c->r.last);
     sqlite3_free(c);
     return SQLITE_OK;
 }
@@ -152,12 +290,39 @@ static int add_entry(void *arg, const uint8_t *k, size_t kl, const uint8_t *v, s
     return 0;
 }
 
-/* belongs: only entries whose value is the table's type are its rows. */
-static int belongs(const sq_table *t, const uint8_t *v)
+/* ix_refill reads the rows of the next page of index items into the page:
+ * each item's entry, if it is still there and still has that item (else
+ * it moved and is read at its new place). */
+static int ix_refill(vc *c, vt *v)
 {
-    if (t->val_sqtype)
-        return v[0] == sq_type_code(t->val_sqtype);
-    return v[0] == BIN_OBJ && bin_rd_type_id(v) == t->val_tid;
+    int rc = sq_ix_page(c->ix, &c->r, c->batch, &c->items, &c->more);
+    for (size_t pos = 0; !rc && pos + 8 <= c->items.len;) {
+        const uint8_t *it = c->items.p + pos;
+        uint32_t len = em_ld32(it), plen = em_ld32(it + 4);
+        pos += 8 + (size_t)len;
+        const uint8_t *k = it + 8 + plen;
+        uint32_t kl = len - plen;
+        size_t at0 = c->page.len, at;
+        int found = 0;
+        if (em_buf_put_le32(&c->page, kl) || em_buf_append(&c->page, k, kl) ||
+            (at = c->page.len, em_buf_put_le32(&c->page, 0)))
+            return EM_NOMEM;
+        rc = st_get(v->t->cache, NULL, k, kl, &c->page, &found);
+        if (rc || !found) {
+            c->page.len = at0;
+            continue;
+        }
+        uint32_t vl = (uint32_t)(c->page.len - at - 4), pl = 0;
+        em_st32(c->page.p + at, vl);
+        /* The key bytes in the page, not in items: items stays as it is. */
+        int has = sq_ix_item(c->ix, v->e->reg, &c->itc, c->page.p + at0 + 4, kl,
+                             c->page.p + at + 4, &c->item, &pl);
+        if (has < 0)
+            return EM_NOMEM;
+        if (!has || c->item.len != len || memcmp(c->item.p, c->items.p + pos - len, len))
+            c->page.len = at0;
+    }
+    return rc;
 }
 
 /* advance moves to the next row of this table, refilling from the scan. */
@@ -173,7 +338,7 @@ static int advance(vc *c)
             c->v = bin_rd_resolve(p + 8 + kl);
             c->vl = vl;
             c->pos += 8 + (size_t)kl + vl;
-            if (belongs(t, c->v))
+            if (sq_belongs(t->val_sqtype, t->val_tid, c->v))
                 return SQLITE_OK;
         }
         if (!c->more) {
@@ -184,7 +349,11 @@ static int advance(vc *c)
         c->pos = 0;
         /* A cursor a client leaves open keeps its page: keep it near 1 MiB
          * however large the values are. */
-        int rc = st_scan_next_page(c->sc, c->batch, add_entry, &c->page, &c->more);
+        int rc = c->ix ? ix_refill(c, VT(c->base.pVtab))
+                       : st_scan_next_page(c->sc, c->batch, add_entry, &c->page, &c->more);
+        if (rc == EM_NOCACHE && c->ix)
+            return vt_err(c->base.pVtab, SQLITE_ERROR, "Index %s was dropped while the query "
+                          "ran; run it again", c->ix->name);
         if (c->page.len > (1u << 20))
             c->batch = c->batch > 4 ? c->batch / 4 : 1;
         else if (c->page.len < (1u << 18) && c->batch < 256)
@@ -216,6 +385,75 @@ static int key_bytes(vt *v, sqlite3_value *sv, em_buf *out, char *msg, size_t ms
     return rc;
 }
 
+/* ix_bounds sets c->r from the plan in idx and its values. */
+static int ix_bounds(vc *c, int idx, int argc, sqlite3_value **argv)
+{
+    sq_ixrange *r = &c->r;
+    int lo = (idx >> 2) & 3, hi = (idx >> 4) & 3, neq = (idx >> 16) & 0x3ff, rc = 0;
+    if (argc != neq + (lo != 0) + (hi != 0))
+        return EM_INVAL;
+    em_buf_reset(&r->lo);
+    em_buf_reset(&r->hi);
+    em_buf_reset(&r->last);
+    r->started = r->has_lo = r->has_hi = 0;
+    int k = 0;
+    for (; k < neq; k++)
+        if ((rc = sq_ix_enc_bound(c->ix, (uint32_t)k, argv[k], &r->lo)) != 0)
+            break;
+    if (rc < 0)
+        return rc;
+    if (k < neq)                    /* a value that bounds nothing: the prefix so far */
+        lo = hi = 0;
+    if (r->lo.len && em_buf_append(&r->hi, r->lo.p, r->lo.len))
+        return EM_NOMEM;
+    r->has_lo = r->has_hi = r->lo.len > 0;
+    r->lo_incl = r->hi_incl = 1;
+    size_t pre = r->lo.len;
+    if (lo) {
+        rc = sq_ix_enc_bound(c->ix, (uint32_t)neq, argv[neq], &r->lo);
+        if (rc < 0)
+            return rc;
+        if (rc == 0) {
+            r->has_lo = 1;
+            r->lo_incl = lo == 1;
+        } else {
+            r->lo.len = pre;
+        }
+    }
+    if (hi) {
+        rc = sq_ix_enc_bound(c->ix, (uint32_t)neq, argv[neq + (lo != 0)], &r->hi);
+        if (rc < 0)
+            return rc;
+        if (rc == 0) {
+            r->has_hi = 1;
+            r->hi_incl = hi == 1;
+        } else {
+            r->hi.len = pre;
+        }
+    }
+    return 0;
+}
+
+static int ix_filter(vc *c, vt *v, int idx, int argc, sqlite3_value **argv)
+{
+    uint32_t j = (uint32_t)(idx >> 8) & 0xff;
+    if (j >= v->t->nix)
+        return vt_err(c->base.pVtab, SQLITE_ERROR, "%s", "bad index plan");
+    sq_index *ix = v->t->ix[j];
+    if (!atomic_load(&ix->ready))
+        return vt_err(c->base.pVtab, SQLITE_ERROR, "Index %s was dropped while the query ran; "
+                      "run it again", ix->name);
+    sq_ix_ref(ix);
+    c->ix = ix;
+    atomic_fetch_add_explicit(&ix->scans, 1, memory_order_relaxed);
+    int rc = ix_bounds(c, idx, argc, argv);
+    if (rc)
+        return rc == EM_NOMEM ? SQLITE_NOMEM : vt_err(c->base.pVtab, SQLITE_ERROR, "%s", "bad index plan");
+    c->more = 1;
+    c->batch = 64;
+    return advance(c);
+}
+
 static int x_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxs, int argc,
                     sqlite3_value **argv)
 {
@@ -226,10 +464,13 @@ static int x_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxs, int arg
         st_scan_close(c->sc);
         c->sc = NULL;
     }
+    ix_end(c);
     em_buf_reset(&c->page);
     c->pos = 0;
     c->more = 0;
     c->eof = 0;
+    if ((idx & 3) == 2)
+        return ix_filter(c, v, idx, argc, argv);
     if (idx == 1 && argc == 1) {
         /* Point lookup: a key that cannot be converted matches nothing. */
         char msg[160];
@@ -271,27 +512,6 @@ static int x_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxs, int arg
 static int x_next(sqlite3_vtab_cursor *cur) { return advance((vc *)cur); }
 static int x_eof(sqlite3_vtab_cursor *cur) { return ((vc *)cur)->eof; }
 
-/* field reads field fid of object o (NULL if absent).  *ty caches the
- * registry's type for id *tid; a schema it does not know yet (registered
- * after the lookup) makes it look again. */
-static const uint8_t *field(vt *v, const bin_type **ty, int32_t *tid, const uint8_t *o, int32_t fid)
-{
-    if (o[0] != BIN_OBJ)
-        return NULL;
-    int32_t id = bin_rd_type_id(o);
-    if (!*ty || *tid != id) {
-        *ty = bin_registry_get(v->e->reg, id);
-        *tid = id;
-    }
-    const uint8_t *val;
-    int rc = bin_rd_field(o, *ty, fid, &val);
-    if (rc == EM_BADSCHEMA) {
-        *ty = bin_registry_get(v->e->reg, id);
-        rc = bin_rd_field(o, *ty, fid, &val);
-    }
-    return rc ? NULL : bin_rd_resolve(val);
-}
-
 static int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i)
 {
     vc *c = (vc *)cur;
@@ -315,8 +535,8 @@ static int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i)
         return SQLITE_OK;
     }
     const sq_col *col = &t->cols[i - 2];
-    const uint8_t *f = col->key ? field(v, &c->ty[0], &c->tid[0], bin_rd_resolve(c->k), col->fid)
-                                : field(v, &c->ty[1], &c->tid[1], c->v, col->fid);
+    const uint8_t *f = col->key ? sq_field(v->e->reg, &c->tc.ty[0], &c->tc.tid[0], bin_rd_resolve(c->k), col->fid)
+                                : sq_field(v->e->reg, &c->tc.ty[1], &c->tc.tid[1], c->v, col->fid);
     if (f)
         sq_val_result(ctx, f, col->type);
     else
@@ -372,7 +592,7 @@ static int build_obj(vt *v, int key, sqlite3_value **argv, const uint8_t *old, e
             break;
         sqlite3_value *sv = argv[4 + i];
         if (old && sqlite3_value_nochange(sv)) {
-            const uint8_t *f = field(v, &ty, &tid, old, c->fid);
+            const uint8_t *f = sq_field(v->e->reg, &ty, &tid, old, c->fid);
             rc = f ? bin_w_value(&w, f, bin_rd_len(f)) : bin_w_null(&w);
             continue;
         }

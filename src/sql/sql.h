@@ -12,9 +12,9 @@
  * connection and is used by one thread at a time.
  *
  * Files, in reading order: sq_lex.c (tokens, pre-pass), sq_ddl.c (DDL
- * parser), sq_cat.c (catalog, CREATE/DROP/ALTER TABLE), sq_qe.c (tables
+ * parser), sq_cat.c (catalog, CREATE/DROP/ALTER TABLE, CREATE/DROP INDEX), sq_qe.c (tables
  * from QueryEntity), sq_type.c / sq_val.c (types, conversions), sq_vtab.c
- * (the virtual table), sq_func.c (H2 functions), sq_sess.c (connections),
+ * (the virtual table), sq_index.c (secondary indexes), sq_func.c (H2 functions), sq_sess.c (connections),
  * sq_stmt.c (statement cache), sq_exec.c (running statements, pages).
  */
 #ifndef EM_SQL_H

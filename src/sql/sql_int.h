@@ -79,6 +79,32 @@ int      sq_dec_text(const uint8_t *v, char *out, size_t sz);    /* sz >= 160 */
 int      sq_dec_parse(const char *s, size_t n, int *neg, sq_u128 *u, int32_t *scale);
 uint32_t sq_dec_bytes(int neg, sq_u128 u, uint8_t *mag17);
 
+/* sq_val_get: the SQLite value of data object v (validated, resolved) as
+ * a column of type t: its storage class (SQLITE_NULL ... SQLITE_BLOB) and
+ * the integer, double or bytes (into v, or into buf). */
+typedef struct sq_sv {
+    int         type;
+    int64_t     i;
+    double      d;
+    const void *p;
+    size_t      n;
+    char        buf[160];
+} sq_sv;
+void sq_val_get(const uint8_t *v, int t, sq_sv *out);
+/* sq_field reads field fid of object o (resolved; NULL if absent or o is
+ * not an object).  The cache holds the registry's type for the last id
+ * seen; a schema it does not know yet (registered after the lookup) makes
+ * it look again. */
+typedef struct sq_tycache { const bin_type *ty[2]; int32_t tid[2]; } sq_tycache;
+const uint8_t *sq_field(bin_registry *reg, const bin_type **ty, int32_t *tid,
+                        const uint8_t *o, int32_t fid);
+/* sq_belongs: only entries whose value is the table's type are its rows. */
+static inline int sq_belongs(int val_sqtype, int32_t val_tid, const uint8_t *v)
+{
+    if (val_sqtype)
+        return v[0] == sq_type_code(val_sqtype);
+    return v[0] == BIN_OBJ && bin_rd_type_id(v) == val_tid;
+}
 /* sq_val_result: hands data object v (validated, resolved) to SQLite as
  * the value of a column of type t. */
 void sq_val_result(sqlite3_context *ctx, const uint8_t *v, int t);
@@ -140,6 +166,75 @@ typedef struct sq_col {
 
 enum { SQ_ALIAS_KEY = 1, SQ_ALIAS_VAL = 2 };
 
+/* ---- secondary indexes (sq_index.c) ------------------------------------- */
+
+enum { SQ_IXC_KEY = 1, SQ_IXC_VALOBJ, SQ_IXC_VAL, SQ_IXC_KFIELD, SQ_IXC_VFIELD };
+
+typedef struct sq_ixcol {
+    char     name[SQ_MAX_NAME]; /* the column, or _KEY / _VAL */
+    int      col;               /* its position when the index was made */
+    int      kind;              /* SQ_IXC_* */
+    int      type;
+    int32_t  fid;
+} sq_ixcol;
+
+typedef struct sq_ixset sq_ixset;
+struct ixnode;
+struct sq_table;
+
+/* An index: refcounted (table versions hold it); its items are kept by
+ * the ixset of its cache from sq_ix_attach until sq_ix_detach. */
+typedef struct sq_index {
+    _Atomic int refs;
+    char       *schema, *name;
+    uint32_t    ncols;
+    sq_ixcol   *cols;
+    int         val_sqtype;     /* the table's row test (sq_belongs) */
+    int32_t     val_tid;
+    int         key_raw;        /* _KEY is handed out as the key's bytes */
+    sq_ixset   *set;            /* fixed once attached */
+    _Atomic int ready, dead;
+    int         broken;         /* an item could not be stored: never read */
+    _Atomic uint64_t count;
+    _Atomic uint64_t scans;     /* queries that read it (tests, EXPLAIN-less checks) */
+    struct ixnode *head;
+} sq_index;
+
+#define SQ_MAX_INDEXES 64       /* per table */
+
+/* sq_ix_new: an index over t's columns named cols (or _KEY, _VAL);
+ * EM_NOTFOUND for an unknown column. */
+int  sq_ix_new(const struct sq_table *t, const char *name, const char *const *cols,
+               uint32_t ncols, sq_index **out);
+void sq_ix_ref(sq_index *ix);
+void sq_ix_unref(sq_index *ix);
+/* sq_ix_attach starts keeping ix over cache c and fills it from the
+ * entries c holds; sq_ix_detach stops and empties it (both under the
+ * engine's lock).  sq_ix_free_all: every index and set (engine free). */
+int  sq_ix_attach(sq_engine *e, st_cache *c, sq_index *ix);
+void sq_ix_detach(sq_engine *e, sq_index *ix);
+void sq_ix_free_all(sq_engine *e);
+/* sq_ix_item encodes entry (k, raw value) as ix's item into out: 1 and the
+ * column prefix's length, 0 if the entry is not a row of the table, or
+ * EM_NOMEM. */
+int  sq_ix_item(const sq_index *ix, bin_registry *reg, sq_tycache *tc, const uint8_t *k,
+                uint32_t kl, const uint8_t *raw_v, em_buf *out, uint32_t *plen);
+/* sq_ix_enc_bound appends the encoding of constraint value v compared with
+ * column col (converted as SQLite's affinity would); 1 if it cannot bound
+ * the column's items (scan that side unbounded), EM_NOMEM. */
+int  sq_ix_enc_bound(const sq_index *ix, uint32_t col, sqlite3_value *v, em_buf *out);
+/* A range of items: from lo (inclusive or not) to hi (a prefix; inclusive
+ * or not), and where the last page ended. */
+typedef struct sq_ixrange {
+    em_buf lo, hi, last;
+    int    has_lo, lo_incl, has_hi, hi_incl, started;
+} sq_ixrange;
+/* sq_ix_page copies up to max items of r, after the last page, into items
+ * (u32 len, u32 prefix length, item bytes); *more = 1 if more may follow.
+ * EM_NOCACHE once the index was dropped. */
+int  sq_ix_page(sq_index *ix, sq_ixrange *r, uint32_t max, em_buf *items, int *more);
+uint64_t sq_ix_count(const sq_index *ix);
+
 /* A table.  Immutable once published; refcounted because virtual tables in
  * every session hold it while a DROP may remove it from the catalog. */
 typedef struct sq_table {
@@ -161,6 +256,8 @@ typedef struct sq_table {
     uint32_t  ncols;
     sq_col   *cols;
     const bin_desc *kdesc, *vdesc;
+    uint32_t  nix;              /* its indexes (refs) */
+    sq_index *ix[SQ_MAX_INDEXES];
 } sq_table;
 
 void sq_table_ref(sq_table *t);
@@ -176,10 +273,7 @@ struct sq_engine {
     uint32_t      ntab, captab;
     st_cache    **seen;         /* caches whose query entities were read */
     uint32_t      nseen, capseen;
-    /* Indexes: metadata only for now (no index structures; non-key
-     * predicates scan).  "schema\0index\0table" strings. */
-    char        **idx;
-    uint32_t      nidx, capidx;
+    sq_ixset     *ixsets;       /* per indexed cache (sq_index.c), under mu */
 };
 
 /* sq_cat_snapshot: refs to every live table (dropping tables whose cache

@@ -287,6 +287,23 @@ int st_part_set(st_cache *c, uint32_t part, uint64_t cntr);
 /* st_cache_parts: the cache's partition count. */
 uint32_t st_cache_parts(const st_cache *c);
 
+/* Entry-change hook (SQL's secondary indexes): fn hears of every change
+ * to one of c's entries - a write, a removal, an expiry or eviction, a
+ * cleared partition, a replayed or received update - with the old and the
+ * new value (NULL: absent), under the entry's partition lock, after
+ * everything that can fail the change has succeeded.  It must not call
+ * into the store and cannot fail the change.  st_cache_set_hook(c, NULL,
+ * NULL) returns only once no call of the old hook is running (it takes
+ * every partition lock in turn), so the caller may then free its arg. */
+typedef void (*st_hook_fn)(void *arg, const uint8_t *k, uint32_t klen, const uint8_t *oldv,
+                           uint32_t oldlen, const uint8_t *newv, uint32_t newlen);
+void st_cache_set_hook(st_cache *c, st_hook_fn fn, void *arg);
+/* st_cache_each_locked calls fn for every live entry of c, one partition
+ * at a time under its lock (so no hook call of that partition interleaves:
+ * what fn sees and what the hook reports later form one history).  fn must
+ * not call into the store; a nonzero return stops and is returned. */
+int st_cache_each_locked(st_cache *c, st_kv_fn fn, void *arg);
+
 /* st_cache_destroyed: nonzero once the cache was destroyed (its pointer stays
  * valid until st_close; every operation on it returns EM_NOCACHE). */
 int st_cache_destroyed(const st_cache *c);

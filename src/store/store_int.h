@@ -132,6 +132,8 @@ struct st_cache {
     st_cache       *next_all;     /* every cache ever created (freed at close) */
     st_part        *parts;        /* nparts partitions, 64-byte aligned */
     struct st_parr *arr;          /* the array parts lives in (owned while live) */
+    _Atomic(st_hook_fn) hook;     /* entry-change hook (st_cache_set_hook) */
+    _Atomic(void *) hook_arg;
 };
 
 /* A partition array.  Destroyed caches hand theirs back for the next cache
@@ -204,6 +206,16 @@ static inline int st_has_observer(const st_store *s)
     return atomic_load_explicit(&s->obs, memory_order_relaxed) != NULL;
 }
 #define ST_TOMB (&st_tomb_)
+
+/* st_hook tells c's hook, if any, that entry k changed from old to new
+ * (either NULL: absent).  Called under the entry's partition lock. */
+static inline void st_hook(st_cache *c, const uint8_t *k, uint32_t klen, const uint8_t *ov,
+                           uint32_t ol, const uint8_t *nv, uint32_t nl)
+{
+    st_hook_fn fn = atomic_load_explicit(&c->hook, memory_order_acquire);
+    if (fn)
+        fn(atomic_load_explicit(&c->hook_arg, memory_order_relaxed), k, klen, ov, ol, nv, nl);
+}
 
 /* Relaxed counter bump for a field owned by a held partition lock. */
 #define ST_BUMP(field, d) atomic_store_explicit(&(field), \

@@ -304,6 +304,7 @@ static void entry_drop(st_cache *c, st_part *p, uint32_t i)
 {
     st_entry *e = p->slots[i].e;
     size_t bytes = st_entry_bytes(e);
+    st_hook(c, e->data, e->klen, st_entry_val(e), e->vlen, NULL, 0);
     slot_delete(p, i);
     if (e->heap_idx != ST_NO_HEAP)
         heap_del(p, e);
@@ -637,6 +638,7 @@ retry:
             if ((rc = notify(c, &u)) != 0)
                 goto out;
         }
+        st_hook(c, x->k.p, x->k.len, st_entry_val(e), e->vlen, v, (uint32_t)vlen);
         memcpy(st_entry_val(e), v, vlen);
         e->vlen = (uint32_t)vlen;
         if (at != e->expire_at)
@@ -668,6 +670,7 @@ retry:
                 region_release(c->region, bytes - old);
             goto out;
         }
+        st_hook(c, x->k.p, x->k.len, e ? st_entry_val(e) : NULL, e ? e->vlen : 0, v, (uint32_t)vlen);
         ne->expire_at = 0;
         ne->access = c->evictable ? em_now_ns() : 0;
         ne->hash = x->k.hash;
@@ -1211,10 +1214,49 @@ int st_clear_part(st_cache *c, uint32_t pi, int notify_obs)
          * stays, so a copy loaded again later takes its supplier's. */
         if (!rc) {
             ST_BUMP(p->st.removals, p->count);
+            for (uint32_t i = 0; atomic_load_explicit(&c->hook, memory_order_relaxed) && i <= p->mask; i++) {
+                st_entry *e = p->slots[i].e;
+                if (e)
+                    st_hook(c, e->data, e->klen, st_entry_val(e), e->vlen, NULL, 0);
+            }
             st_part_free_all(c, p);
         }
     }
     st_lock_release(&p->lock);
+    return rc;
+}
+
+void st_cache_set_hook(st_cache *c, st_hook_fn fn, void *arg)
+{
+    atomic_store_explicit(&c->hook, NULL, memory_order_release);
+    /* Barrier: a hook call runs under a partition lock, so once every lock
+     * was taken after the store above, no call of the old hook is left. */
+    for (uint32_t i = 0; i < c->nparts; i++) {
+        st_lock_acquire(&c->parts[i].lock);
+        st_lock_release(&c->parts[i].lock);
+    }
+    if (fn) {
+        atomic_store_explicit(&c->hook_arg, arg, memory_order_relaxed);
+        atomic_store_explicit(&c->hook, fn, memory_order_release);
+    }
+}
+
+int st_cache_each_locked(st_cache *c, st_kv_fn fn, void *arg)
+{
+    int rc = 0;
+    for (uint32_t pi = 0; !rc && pi < c->nparts; pi++) {
+        st_part *p = &c->parts[pi];
+        int64_t now = 0;
+        st_lock_acquire(&p->lock);
+        if (st_part_dead(c, p))
+            rc = EM_NOCACHE;
+        for (uint32_t i = 0; !rc && p->slots && i <= p->mask; i++) {
+            st_entry *e = p->slots[i].e;
+            if (e && !is_expired(e, &now))
+                rc = fn(arg, e->data, e->klen, st_entry_val(e), e->vlen);
+        }
+        st_lock_release(&p->lock);
+    }
     return rc;
 }
 
