@@ -63,8 +63,14 @@ struct sq_ixset {
     em_buf        a, b;         /* encoding scratch (write lock) */
     sq_tycache    tc;
     uint64_t      rng;
+    /* One per index that points here (dropped at the index's last unref)
+     * and one while the set is on the engine's list (while it keeps an
+     * index): readers reach a set through an index they hold. */
+    _Atomic int   refs;
     sq_ixset     *next;         /* the engine's list */
 };
+
+static void set_unref(sq_ixset *s);
 
 void sq_ix_ref(sq_index *ix) { atomic_fetch_add(&ix->refs, 1); }
 
@@ -87,6 +93,8 @@ void sq_ix_unref(sq_index *ix)
         return;
     if (ix->head)
         nodes_free(ix);
+    if (ix->set)
+        set_unref(ix->set);
     em_free(ix->head);
     em_free(ix->cols);
     em_free(ix->schema);
@@ -294,7 +302,7 @@ static void change(sq_ixset *s, sq_index *ix, const uint8_t *k, uint32_t kl, con
     int ha = ov ? sq_ix_item(ix, s->reg, &s->tc, k, kl, ov, &s->a, &pa) : 0;
     int hb = nv ? sq_ix_item(ix, s->reg, &s->tc, k, kl, nv, &s->b, &pb) : 0;
     if (ha < 0 || hb < 0) {
-        ix->broken = 1;         /* out of memory: never read again */
+        atomic_store(&ix->broken, 1);   /* out of memory: never read again */
         return;
     }
     if (ha && hb && s->a.len == s->b.len && !memcmp(s->a.p, s->b.p, s->a.len))
@@ -302,7 +310,7 @@ static void change(sq_ixset *s, sq_index *ix, const uint8_t *k, uint32_t kl, con
     if (ha)
         sl_remove(ix, s->a.p, (uint32_t)s->a.len);
     if (hb && sl_insert(s, ix, s->b.p, (uint32_t)s->b.len, pb))
-        ix->broken = 1;
+        atomic_store(&ix->broken, 1);
 }
 
 static void hook(void *arg, const uint8_t *k, uint32_t kl, const uint8_t *ov, uint32_t ol,
@@ -313,7 +321,7 @@ static void hook(void *arg, const uint8_t *k, uint32_t kl, const uint8_t *ov, ui
     sq_ixset *s = arg;
     pthread_rwlock_wrlock(&s->lock);
     for (uint32_t i = 0; i < s->n; i++)
-        if (!s->ix[i]->broken)
+        if (!atomic_load_explicit(&s->ix[i]->broken, memory_order_relaxed))
             change(s, s->ix[i], k, kl, ov, nv);
     pthread_rwlock_unlock(&s->lock);
 }
@@ -327,7 +335,20 @@ static int build_one(void *arg, const uint8_t *k, size_t kl, const uint8_t *v, s
     pthread_rwlock_wrlock(&b->s->lock);
     change(b->s, b->ix, k, (uint32_t)kl, NULL, v);
     pthread_rwlock_unlock(&b->s->lock);
-    return b->ix->broken ? EM_NOMEM : 0;
+    return atomic_load(&b->ix->broken) ? EM_NOMEM : 0;
+}
+
+static void set_unref(sq_ixset *s);
+
+/* unlist takes an empty set off the engine's list (its hook is gone). */
+static void unlist(sq_engine *e, sq_ixset *s)
+{
+    for (sq_ixset **pp = &e->ixsets; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    set_unref(s);
 }
 
 static sq_ixset *set_of(sq_engine *e, st_cache *c)
@@ -338,10 +359,10 @@ static sq_ixset *set_of(sq_engine *e, st_cache *c)
     return NULL;
 }
 
-/* Sets live until the engine is freed (readers reach one through an index
- * they hold without the engine's lock); an empty one only drops its hook. */
-static void set_free(sq_ixset *s)
+static void set_unref(sq_ixset *s)
 {
+    if (atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
     em_buf_free(&s->a);
     em_buf_free(&s->b);
     em_free(s->ix);
@@ -356,6 +377,7 @@ int sq_ix_attach(sq_engine *e, st_cache *c, sq_index *ix)
         if (!(s = em_calloc(1, sizeof *s)))
             return EM_NOMEM;
         pthread_rwlock_init(&s->lock, NULL);
+        atomic_store(&s->refs, 1);                  /* the list's */
         s->cache = c;
         s->reg = e->reg;
         s->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)s;
@@ -378,10 +400,14 @@ int sq_ix_attach(sq_engine *e, st_cache *c, sq_index *ix)
         s->ix[s->n++] = ix;
         sq_ix_ref(ix);
         ix->set = s;
+        atomic_fetch_add(&s->refs, 1);
     }
     pthread_rwlock_unlock(&s->lock);
-    if (rc)
+    if (rc) {
+        if (fresh)
+            unlist(e, s);
         return rc;
+    }
     /* The hook first, then the fill: a write after the hook is in maintains
      * the index itself, and the fill sees each partition under its lock. */
     if (fresh)
@@ -398,7 +424,6 @@ int sq_ix_attach(sq_engine *e, st_cache *c, sq_index *ix)
 
 void sq_ix_detach(sq_engine *e, sq_index *ix)
 {
-    (void)e;
     sq_ixset *s = ix->set;
     if (!s || atomic_load(&ix->dead))
         return;
@@ -413,8 +438,10 @@ void sq_ix_detach(sq_engine *e, sq_index *ix)
     nodes_free(ix);
     uint32_t left = s->n;
     pthread_rwlock_unlock(&s->lock);
-    if (!left)
+    if (!left) {
         st_cache_set_hook(s->cache, NULL, NULL);     /* waits out running hooks */
+        unlist(e, s);
+    }
     sq_ix_unref(ix);
 }
 
@@ -422,10 +449,10 @@ void sq_ix_free_all(sq_engine *e)
 {
     while (e->ixsets) {
         sq_ixset *s = e->ixsets;
-        while (s->n)
-            sq_ix_detach(e, s->ix[0]);
-        e->ixsets = s->next;
-        set_free(s);
+        if (s->n)
+            sq_ix_detach(e, s->ix[0]);      /* the last one unlists s */
+        else
+            unlist(e, s);
     }
 }
 
@@ -499,39 +526,41 @@ static int affinity(int t)
     }
 }
 
+int sq_ix_col_text(const sq_index *ix, uint32_t col)
+{
+    return affinity(ix->cols[col].type) == SQLITE_TEXT;
+}
+
+/* The bound is the value SQLite compares the column with: numeric affinity
+ * turns a numeric-looking text into a number for a numeric column, text
+ * affinity a number into text for a text column; then the item encoding of
+ * whatever class results orders exactly as SQLite's comparison (NULL <
+ * numbers < text < blobs).  One case stays open: a text column compared
+ * with an operand of numeric affinity (another table's INT column, a CAST)
+ * is compared as numbers ('05' = 5), and xFilter cannot tell that operand
+ * from a plain literal 5 (compared as text '5'): a numeric bound on a text
+ * column bounds nothing. */
 int sq_ix_enc_bound(const sq_index *ix, uint32_t col, sqlite3_value *v, em_buf *out)
 {
-    int aff = affinity(ix->cols[col].type), rc = 1;
+    int aff = affinity(ix->cols[col].type), ty = sqlite3_value_type(v);
+    if (aff == SQLITE_TEXT && (ty == SQLITE_INTEGER || ty == SQLITE_FLOAT))
+        return 1;
     sqlite3_value *d = sqlite3_value_dup(v);
     if (!d)
         return EM_NOMEM;
-    int ty = sqlite3_value_type(d);
     if (aff == SQLITE_INTEGER && ty == SQLITE_TEXT)
         ty = sqlite3_value_numeric_type(d);
     sq_sv sv = {.type = ty};
-    if (aff == SQLITE_INTEGER && (ty == SQLITE_INTEGER || ty == SQLITE_FLOAT)) {
+    if (ty == SQLITE_INTEGER || ty == SQLITE_FLOAT) {
         sv.i = sqlite3_value_int64(d);
         sv.d = sqlite3_value_double(d);
         if (ty == SQLITE_FLOAT && isnan(sv.d))
             sv.type = SQLITE_NULL;
-        rc = sv.type == SQLITE_NULL ? 1 : 0;
-    } else if (aff == SQLITE_TEXT && ty != SQLITE_NULL && ty != SQLITE_BLOB) {
-        sv.type = SQLITE_TEXT;
-        sv.p = sqlite3_value_text(d);
+    } else if (ty == SQLITE_TEXT || ty == SQLITE_BLOB) {
+        sv.p = ty == SQLITE_TEXT ? (const void *)sqlite3_value_text(d) : sqlite3_value_blob(d);
         sv.n = (size_t)sqlite3_value_bytes(d);
-        rc = sv.p ? 0 : EM_NOMEM;
-    } else if (aff == SQLITE_BLOB && ty != SQLITE_NULL) {
-        if (ty == SQLITE_INTEGER || ty == SQLITE_FLOAT) {
-            sv.i = sqlite3_value_int64(d);
-            sv.d = sqlite3_value_double(d);
-        } else {
-            sv.p = ty == SQLITE_TEXT ? (const void *)sqlite3_value_text(d) : sqlite3_value_blob(d);
-            sv.n = (size_t)sqlite3_value_bytes(d);
-        }
-        rc = 0;
     }
-    if (rc == 0 && sq_ix_enc_sv(out, &sv))
-        rc = EM_NOMEM;
+    int rc = (sv.type == SQLITE_TEXT && !sv.p) || sq_ix_enc_sv(out, &sv) ? EM_NOMEM : 0;
     sqlite3_value_free(d);
     return rc;
 }
@@ -554,11 +583,12 @@ int sq_ix_page(sq_index *ix, sq_ixrange *r, uint32_t max, em_buf *items, int *mo
     em_buf_reset(items);
     sq_ixset *s = ix->set;
     if (!s || !atomic_load(&ix->ready))
-        return EM_NOCACHE;
+        return EM_NOTFOUND;
     pthread_rwlock_rdlock(&s->lock);
-    if (atomic_load(&ix->dead) || ix->broken) {
+    int gone = atomic_load(&ix->dead) ? EM_NOTFOUND : atomic_load(&ix->broken) ? EM_NOMEM : 0;
+    if (gone) {
         pthread_rwlock_unlock(&s->lock);
-        return EM_NOCACHE;
+        return gone;
     }
     ixnode *n;
     if (r->started)

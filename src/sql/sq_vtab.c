@@ -175,8 +175,12 @@ static void plan_index(sqlite3_index_info *ii, const sq_table *t, const sq_index
         }
     }
     /* Rows come out in index order: ORDER BY the columns after the
-     * equalities (or from the first), ascending, is given for free. */
+     * equalities (or from the first), ascending, is given for free - after
+     * equalities only if none is on a text column, whose bound xFilter may
+     * have to drop (sq_ix_enc_bound), leaving those columns unfixed. */
     int ord = ii->nOrderBy > 0;
+    for (int k = 0; ord && k < p->neq; k++)
+        ord = !sq_ix_col_text(ix, (uint32_t)k);     /* its bound may bound nothing */
     for (int k = 0; ord && k < ii->nOrderBy; k++) {
         const struct sqlite3_index_orderby *o = &ii->aOrderBy[k];
         ord = !o->desc && ((uint32_t)(p->neq + k) < ix->ncols && ix_on(t, ix, (uint32_t)(p->neq + k), o->iColumn));
@@ -217,7 +221,7 @@ static int x_best_index(sqlite3_vtab *b, sqlite3_index_info *ii)
     memset(&best, 0, sizeof best);
     best.cost = -1;
     for (uint32_t j = 0; j < t->nix; j++) {
-        if (!atomic_load(&t->ix[j]->ready))
+        if (!atomic_load(&t->ix[j]->ready) || atomic_load(&t->ix[j]->broken))
             continue;
         plan_index(ii, t, t->ix[j], (int)j, n, &p);
         /* An index that gives the order competes with a scan plus a sort. */
@@ -314,15 +318,26 @@ static int ix_refill(vc *c, vt *v)
         }
         uint32_t vl = (uint32_t)(c->page.len - at - 4), pl = 0;
         em_st32(c->page.p + at, vl);
-        /* The key bytes in the page, not in items: items stays as it is. */
-        int has = sq_ix_item(c->ix, v->e->reg, &c->itc, c->page.p + at0 + 4, kl,
-                             c->page.p + at + 4, &c->item, &pl);
+        int has = sq_ix_item(c->ix, v->e->reg, &c->itc, k, kl, c->page.p + at + 4, &c->item, &pl);
         if (has < 0)
             return EM_NOMEM;
         if (!has || c->item.len != len || memcmp(c->item.p, c->items.p + pos - len, len))
             c->page.len = at0;
     }
     return rc;
+}
+
+/* ix_fail: the SQLite error for a failed index read (0 if rc is not the
+ * index's own). */
+static int ix_fail(vc *c, int rc)
+{
+    if (rc == EM_NOTFOUND)
+        return vt_err(c->base.pVtab, SQLITE_ERROR, "Index %s was dropped while the query ran; "
+                      "run it again", c->ix->name);
+    if (atomic_load(&c->ix->broken))
+        return vt_err(c->base.pVtab, SQLITE_ERROR, "Index %s could not be kept up to date (out "
+                      "of memory); drop it and create it again", c->ix->name);
+    return 0;
 }
 
 /* advance moves to the next row of this table, refilling from the scan. */
@@ -351,9 +366,8 @@ static int advance(vc *c)
          * however large the values are. */
         int rc = c->ix ? ix_refill(c, VT(c->base.pVtab))
                        : st_scan_next_page(c->sc, c->batch, add_entry, &c->page, &c->more);
-        if (rc == EM_NOCACHE && c->ix)
-            return vt_err(c->base.pVtab, SQLITE_ERROR, "Index %s was dropped while the query "
-                          "ran; run it again", c->ix->name);
+        if (rc && c->ix && (rc = ix_fail(c, rc)) != 0)
+            return rc;
         if (c->page.len > (1u << 20))
             c->batch = c->batch > 4 ? c->batch / 4 : 1;
         else if (c->page.len < (1u << 18) && c->batch < 256)
@@ -439,12 +453,11 @@ static int ix_filter(vc *c, vt *v, int idx, int argc, sqlite3_value **argv)
     uint32_t j = (uint32_t)(idx >> 8) & 0xff;
     if (j >= v->t->nix)
         return vt_err(c->base.pVtab, SQLITE_ERROR, "%s", "bad index plan");
-    sq_index *ix = v->t->ix[j];
-    if (!atomic_load(&ix->ready))
-        return vt_err(c->base.pVtab, SQLITE_ERROR, "Index %s was dropped while the query ran; "
-                      "run it again", ix->name);
-    sq_ix_ref(ix);
-    c->ix = ix;
+    sq_ix_ref(v->t->ix[j]);
+    c->ix = v->t->ix[j];
+    if (!atomic_load(&c->ix->ready) || atomic_load(&c->ix->broken))
+        return ix_fail(c, atomic_load(&c->ix->broken) ? EM_NOMEM : EM_NOTFOUND);
+    sq_index *ix = c->ix;
     atomic_fetch_add_explicit(&ix->scans, 1, memory_order_relaxed);
     int rc = ix_bounds(c, idx, argc, argv);
     if (rc)

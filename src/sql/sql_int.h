@@ -194,7 +194,7 @@ typedef struct sq_index {
     int         key_raw;        /* _KEY is handed out as the key's bytes */
     sq_ixset   *set;            /* fixed once attached */
     _Atomic int ready, dead;
-    int         broken;         /* an item could not be stored: never read */
+    _Atomic int broken;         /* an item could not be stored: never read */
     _Atomic uint64_t count;
     _Atomic uint64_t scans;     /* queries that read it (tests, EXPLAIN-less checks) */
     struct ixnode *head;
@@ -221,8 +221,11 @@ int  sq_ix_item(const sq_index *ix, bin_registry *reg, sq_tycache *tc, const uin
                 uint32_t kl, const uint8_t *raw_v, em_buf *out, uint32_t *plen);
 /* sq_ix_enc_bound appends the encoding of constraint value v compared with
  * column col (converted as SQLite's affinity would); 1 if it cannot bound
- * the column's items (scan that side unbounded), EM_NOMEM. */
+ * the column's items (a number against a text column: scan that side
+ * unbounded), EM_NOMEM.  sq_ix_col_text: column col has text affinity,
+ * the one kind whose bounds can fail so. */
 int  sq_ix_enc_bound(const sq_index *ix, uint32_t col, sqlite3_value *v, em_buf *out);
+int  sq_ix_col_text(const sq_index *ix, uint32_t col);
 /* A range of items: from lo (inclusive or not) to hi (a prefix; inclusive
  * or not), and where the last page ended. */
 typedef struct sq_ixrange {
@@ -231,7 +234,7 @@ typedef struct sq_ixrange {
 } sq_ixrange;
 /* sq_ix_page copies up to max items of r, after the last page, into items
  * (u32 len, u32 prefix length, item bytes); *more = 1 if more may follow.
- * EM_NOCACHE once the index was dropped. */
+ * EM_NOTFOUND once the index was dropped, EM_NOMEM once it is broken. */
 int  sq_ix_page(sq_index *ix, sq_ixrange *r, uint32_t max, em_buf *items, int *more);
 uint64_t sq_ix_count(const sq_index *ix);
 
