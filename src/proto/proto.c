@@ -100,6 +100,7 @@ void pr_server_free(pr_server *s)
 {
     if (!s)
         return;
+    pr_server_sql_stop(s);
     sq_engine_free(s->sql);
     em_free(s->username);
     em_free(s->password);
@@ -129,8 +130,8 @@ pr_conn *pr_conn_new(pr_server *s)
 
 void pr_conn_free(pr_conn *c)
 {
-    if (!c)
-        return;
+    if (!c || pr_sqlx_release(c))
+        return;                     /* an SQL thread frees it when its job ends */
     pr_cursors_close(c);
     pr_txs_close(c);
     pr_conn_free(c->sub);
@@ -149,7 +150,7 @@ void pr_conn_free(pr_conn *c)
 }
 
 int pr_conn_ready(const pr_conn *c) { return c->ready; }
-int pr_conn_parked(const pr_conn *c) { return c->npq != 0; }
+int pr_conn_parked(const pr_conn *c) { return c->npq != 0 || c->job_busy; }
 
 void pr_server_tx_stats(pr_server *s, uint64_t *open, uint64_t *waiting, uint64_t *locks)
 {
@@ -750,6 +751,7 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
         out->len = start;
         return PR_PARK;
     }
+    c->last_status = rc < 0 ? PR_ST_FAILED : rc;
     if (rc != 0) {
         out->len = start;
         if (rc < 0)
@@ -815,13 +817,18 @@ static int queue_frame(pr_conn *c, em_buf *q, const uint8_t *body, size_t len)
     return 0;
 }
 
-/* run_or_queue runs one request frame, or adds it to q when it waits for a
- * lock (or names a transaction with a request waiting in q[0..qn)).  A
+/* run_or_queue runs one request frame, hands it to the SQL threads, or
+ * adds it to q when it waits for a lock (or names a transaction with a
+ * request waiting in q[0..qn)), or for the connection's SQL request.  A
  * full queue answers the request with an error instead. */
 static int run_or_queue(pr_conn *c, em_buf *q, const uint8_t *body, size_t len, em_buf *out)
 {
-    int rc = queued_tx(q->p, q->len, pr_tx_frame_id(body, len)) ? PR_PARK
-             : request(c, body, len, out);
+    int rc = c->job_busy || queued_tx(q->p, q->len, pr_tx_frame_id(body, len)) ? PR_PARK
+             : pr_sqlx_take(c, body, len);
+    if (rc == 1)
+        return 0;                   /* the reply comes from pr_sqlx_deliver */
+    if (rc == 0)
+        rc = request(c, body, len, out);
     if (rc != PR_PARK)
         return rc;
     if (c->npq < PR_MAX_WAITING && q->len + len + 4 <= PR_MAX_WAITING_BYTES)
@@ -829,8 +836,8 @@ static int run_or_queue(pr_conn *c, em_buf *q, const uint8_t *body, size_t len, 
     /* answer it: a failure reply with its request id */
     size_t start = out->len;
     int64_t rid = len >= 10 ? (int64_t)em_ld64(body + 2) : 0;
-    pr_fail(c, PR_ST_FAILED, "Too many requests waiting for locks on this connection "
-            "(limit %d)", PR_MAX_WAITING);
+    pr_fail(c, PR_ST_FAILED, "Too many requests waiting for locks or an SQL query on this "
+            "connection (limit %d)", PR_MAX_WAITING);
     if (put_header(c, out, rid, 0, PR_ST_FAILED, c->msg)) {
         out->len = start;
         return EM_NOMEM;
@@ -841,7 +848,10 @@ static int run_or_queue(pr_conn *c, em_buf *q, const uint8_t *body, size_t len, 
 
 int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap)
 {
-    if (!c->npq)
+    int rc = pr_sqlx_deliver(c, out);
+    if (rc < 0)
+        return rc;
+    if (!c->npq || c->job_busy)
         return 0;
     /* the waiting frames, in order, into pq2: the ones that still wait are
      * kept there, then the buffers swap */
@@ -849,7 +859,7 @@ int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap)
     c->pq = c->pq2;
     em_buf_reset(&c->pq);
     c->npq = 0;
-    int rc = 0;
+    rc = 0;
     size_t at = 0;
     for (; at + 4 <= q.len; ) {
         uint32_t len = em_ld32(q.p + at);

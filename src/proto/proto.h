@@ -277,6 +277,20 @@ void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg);
  * waiting for a lock, entry locks held - for /metrics. */
 void pr_server_tx_stats(pr_server *s, uint64_t *open, uint64_t *waiting, uint64_t *locks);
 
+/* pr_server_sql_start runs the SQL ops (2002-2005) of connections fed
+ * through pr_feed on `threads` threads of their own, off the callers'
+ * (proto_sqlrun.c): such a request's reply comes from a later
+ * pr_conn_resume, after wake(arg) was called (any thread); commit(arg), if
+ * set, runs on the SQL thread after each request, as the net layer's
+ * before_send (nonzero: the reply never leaves, the connection closes).
+ * pr_server_sql_stop joins the threads (pr_server_free calls it).
+ * pr_server_sql_stats: requests run, cancelled by a closing connection,
+ * queued now. */
+int  pr_server_sql_start(pr_server *s, int threads, int (*commit)(void *arg),
+                         void (*wake)(void *arg), void *arg);
+void pr_server_sql_stop(pr_server *s);
+void pr_server_sql_stats(pr_server *s, uint64_t *ran, uint64_t *cancelled, uint64_t *queued);
+
 /* Transaction limits (Ignite's ThinClientConfiguration default). */
 #define PR_MAX_TX_PER_CONN 100
 

@@ -44,6 +44,7 @@ struct pr_server {
     pr_conn *apply_conn;            /* decodes applied entries (metadata thread) */
     pr_conn *fwd_conn;              /* runs forwarded requests (transport thread) */
     struct sq_engine *sql;          /* SQL catalog (proto_sql.c) */
+    struct pr_sqlx *sqlx;           /* SQL threads (proto_sqlrun.c), or NULL: inline */
     /* Node sets of recent topology versions (proto_group.c). */
     pthread_mutex_t hist_mu;
     _Atomic int thin_port;          /* opt.thin_port, or the bound one */
@@ -109,6 +110,11 @@ struct pr_conn {
     em_buf     pq, pq2;
     uint32_t   npq;
     uint8_t    waiting;             /* counted in the manager's waiters */
+    /* An SQL request running on the SQL threads (proto_sqlrun.c): while
+     * job_busy, every later frame waits in pq. */
+    struct pr_sqljob *job;
+    uint8_t    job_busy;
+    int        last_status;         /* the status of the last request's reply */
 };
 
 static inline int pr_has_feat(const pr_conn *c, int f)
@@ -231,6 +237,20 @@ typedef struct pr_kv {
     int flag;
     pr_batch bt;
 } pr_kv;
+
+/* SQL off the network loops (proto_sqlrun.c).  pr_sqlx_take: 1 if the
+ * frame is an SQL request and was queued for the SQL threads (no reply
+ * now), 0 if it runs here, or EM_NOMEM.  pr_sqlx_deliver: 1 if the job's
+ * reply was appended to out, 0 if it is not done, negative to close (its
+ * writes could not be made durable).  pr_sqlx_release, from pr_conn_free:
+ * 1 if the SQL thread now owns c (its job runs; it was cancelled and the
+ * thread frees c after), else the job is freed and 0. */
+typedef struct pr_sqljob pr_sqljob;
+typedef struct pr_sqlx pr_sqlx;
+#define PR_SQL_MAX_THREADS 16
+int  pr_sqlx_take(pr_conn *c, const uint8_t *body, size_t len);
+int  pr_sqlx_deliver(pr_conn *c, em_buf *out);
+int  pr_sqlx_release(pr_conn *c);
 
 /* A handler's return that parks the request: it is left unconsumed and run
  * again later (pr_feed, net_conn_park); it changed nothing visible. */

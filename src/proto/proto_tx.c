@@ -198,10 +198,11 @@ void pr_txs_close(pr_conn *c)
 
 void pr_tx_sync_waiting(pr_conn *c)
 {
-    if (c->npq && !c->waiting) {
+    int w = c->npq && !c->job_busy;     /* not frames behind an SQL request */
+    if (w && !c->waiting) {
         c->waiting = 1;
         cl_txm_wait(c->srv->txm);
-    } else if (!c->npq && c->waiting) {
+    } else if (!w && c->waiting) {
         c->waiting = 0;
         cl_txm_unwait(c->srv->txm);
     }

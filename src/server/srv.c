@@ -72,6 +72,7 @@ void srv_config_default(srv_config *c)
     c->handshake_timeout_ms = 10000;
     c->max_connections = 10000;
     c->max_cursors = 128;
+    c->sql_threads = 1;
     c->max_depth = 64;
     c->max_output_queue = 4u << 20;
     c->output_hard_cap = 256u << 20;
@@ -147,6 +148,7 @@ static const key_desc keys[] = {
     K("host", 's', host, "address to listen on (127.0.0.1)"),
     K("port", 'i', port, "thin-client port (10800; 0 = any free port)"),
     K("threads", 'i', threads, "worker event loops (0 = one per CPU, 1 on 1-2 CPUs)"),
+    K("sql_threads", 'i', sql_threads, "threads running SQL queries, off the event loops (1; 0 = on the loops)"),
     K("max_message_size", 'u', max_message_size, "largest request after the handshake (64m)"),
     K("max_handshake_size", 'u', max_handshake_size, "largest message before the handshake succeeds (1m)"),
     K("handshake_timeout", 't', handshake_timeout_ms, "close connections without a handshake after (10000 ms; 0 = off)"),
@@ -450,18 +452,24 @@ static int auth_hook(void *arg, const char *peer, const uint8_t *user, size_t ul
     return srv_auth_login(arg, peer, user, ul, pw, pl, em_now_ms());
 }
 
-/* tx_metrics: the transaction gauges (proto_tx.c). */
+/* tx_metrics: the transaction gauges (proto_tx.c) and the SQL threads'
+ * counters (proto_sqlrun.c). */
 static int tx_metrics(srv *s, em_buf *out)
 {
-    uint64_t open, waiting, locks;
+    uint64_t open, waiting, locks, ran, cancelled, queued;
     pr_server_tx_stats(s->ps, &open, &waiting, &locks);
-    char line[512];
+    pr_server_sql_stats(s->ps, &ran, &cancelled, &queued);
+    char line[1024];
     int n = snprintf(line, sizeof line,
                      "# TYPE ember_tx_open gauge\nember_tx_open %llu\n"
                      "# TYPE ember_tx_waiting_connections gauge\nember_tx_waiting_connections %llu\n"
-                     "# TYPE ember_tx_entry_locks gauge\nember_tx_entry_locks %llu\n",
+                     "# TYPE ember_tx_entry_locks gauge\nember_tx_entry_locks %llu\n"
+                     "# TYPE ember_sql_requests_total counter\nember_sql_requests_total %llu\n"
+                     "# TYPE ember_sql_cancelled_total counter\nember_sql_cancelled_total %llu\n"
+                     "# TYPE ember_sql_queued gauge\nember_sql_queued %llu\n",
                      (unsigned long long)open, (unsigned long long)waiting,
-                     (unsigned long long)locks);
+                     (unsigned long long)locks, (unsigned long long)ran,
+                     (unsigned long long)cancelled, (unsigned long long)queued);
     return em_buf_append(out, line, (size_t)n);
 }
 
@@ -822,6 +830,11 @@ int srv_start(srv **out, const srv_config *c)
     }
     if ((rc = pr_server_new(&s->ps, s->st, s->reg, &po)) == 0)
         pr_server_set_tx_wake(s->ps, tx_wake, s);
+    /* SQL runs off the loops: its replies wait for the WAL as the loops'
+     * do (before_send, on the SQL thread), and a finished query wakes its parked connection. */
+    if (rc == 0 && c->sql_threads > 0)
+        rc = pr_server_sql_start(s->ps, c->sql_threads, s->deferred ? before_send : NULL,
+                                 tx_wake, s);
     if (rc != 0)
         goto fail;
     /* A member joins before it serves: the first request already sees the
@@ -916,6 +929,7 @@ void srv_stop(srv *s)
     srv_http_stop(s->http);         /* before the store its scrapes read */
     atomic_store(&s->net_pub, NULL);  /* transactions closing now wake nobody */
     net_server_stop(s->net);        /* joins workers: nothing uses the rest now */
+    pr_server_sql_stop(s->ps);      /* cancelled with their connections; joined */
     srv_cluster_stop(s->cluster);   /* a clean leave; applies nothing after it */
     srv_metrics_free(s->metrics);
     net_tls_ctx_free(s->tls);

@@ -14,6 +14,7 @@ typedef struct srv_config {
     char     host[256];
     int      port;
     int      threads;               /* 0 = one per online CPU */
+    int      sql_threads;           /* SQL off the loops (1); 0 = on the loops */
     uint32_t max_message_size;      /* bytes, after the handshake */
     uint32_t max_handshake_size;    /* bytes, before it succeeds */
     uint32_t handshake_timeout_ms;

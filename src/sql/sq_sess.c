@@ -31,7 +31,13 @@ const char *sq_errmsg(const sq_sess *s) { return s->msg; }
 static int progress(void *arg)
 {
     sq_db *d = arg;
-    return d->deadline_ns && em_now_ns() > d->deadline_ns;
+    return atomic_load_explicit(d->cancel, memory_order_relaxed) ||
+           (d->deadline_ns && em_now_ns() > d->deadline_ns);
+}
+
+void sq_sess_cancel(sq_sess *s)
+{
+    atomic_store(&s->cancel, 1);
 }
 
 static int authorize(void *arg, int op, const char *a, const char *b, const char *c, const char *e)
@@ -113,6 +119,7 @@ static int db_open(sq_sess *s, sq_db *d, const char *schema)
     }
     sqlite3_free(att);
     sqlite3_set_authorizer(db, authorize, d);
+    d->cancel = &s->cancel;
     sqlite3_progress_handler(db, 1000, progress, d);
     return 0;
 }

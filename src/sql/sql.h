@@ -40,9 +40,9 @@ enum { SQ_STMT_ANY = 0, SQ_STMT_SELECT = 1, SQ_STMT_UPDATE = 2 };
 #define SQ_MAX_ARGS     1024        /* query parameters */
 #define SQ_MAX_COLS     256         /* columns of a CREATE TABLE */
 #define SQ_MAX_NAME     128         /* bytes of an identifier */
-/* Work done by one call into SQLite when the client sets no timeout: SQL
- * still runs on the network loop thread (a first cut), so this bounds how
- * long one query can stall the loop's other clients. */
+/* Work done by one call into SQLite when the client sets no timeout (under
+ * emberd SQL runs on its own threads, proto/proto_sqlrun.c; this still
+ * bounds how long one query holds one of them). */
 #define SQ_DEFAULT_STEP_MS 10000
 /* SQLite's process-wide heap cap (sqlite3_hard_heap_limit64). */
 #define SQ_HEAP_LIMIT (1LL << 30)
@@ -92,6 +92,11 @@ int sq_page(sq_sess *s, sq_cursor *c, uint32_t max_rows, size_t max_bytes, em_bu
 sq_cursor *sq_cursor_find(sq_sess *s, int64_t id);
 void       sq_cursor_close(sq_sess *s, sq_cursor *c);
 uint32_t   sq_sess_ncursors(const sq_sess *s);
+
+/* sq_sess_cancel (any thread, while another uses s): what s runs stops at
+ * SQLite's next progress check, and so does everything s runs after; for a
+ * session whose connection closed. */
+void sq_sess_cancel(sq_sess *s);
 
 /* sq_errmsg: the message of the last failure in this session. */
 const char *sq_errmsg(const sq_sess *s);

@@ -344,6 +344,7 @@ typedef struct sq_db {
     uint32_t  busy;             /* open cursors using it */
     uint64_t  used;             /* LRU tick */
     uint64_t  deadline_ns;      /* for the progress handler */
+    _Atomic int *cancel;        /* the session's (sq_sess_cancel) */
     int       internal;         /* ember's own schema statements are running */
     int       collect;          /* record SQLITE_READs into reads */
     uint32_t  nreads;
@@ -390,6 +391,7 @@ struct sq_sess {
     uint32_t    ncur, capcur;
     em_buf      sqlbuf;
     char        msg[512];
+    _Atomic int cancel;         /* sq_sess_cancel: stop what runs, for good */
 };
 
 /* sq_sess_db: the session's connection for schema, synced with the catalog. */

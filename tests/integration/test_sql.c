@@ -15,22 +15,28 @@
 #define START(s) tc_server s; REQUIRE_OK(tc_server_start(&s, NULL))
 #define STOP(s) CHECK_EQ(tc_server_stop(&s), 0)
 
-/* fields runs QUERY_SQL_FIELDS (schema PUBLIC, no arguments). */
+/* fields_msg builds a QUERY_SQL_FIELDS request in b (schema PUBLIC, no
+ * arguments); fields runs it. */
+static void fields_msg(tc_conn *c, em_buf *b, const char *sql, int32_t page, int64_t timeout_ms)
+{
+    tc_req_begin(c, b, 2004);
+    tc_cache_hdr(b, 0, 0);
+    tc_v_null(b);
+    tc_put_i32(b, page);
+    tc_put_i32(b, -1);
+    tc_v_str(b, sql);
+    tc_put_i32(b, 0);
+    for (int i = 0; i < 7; i++)
+        tc_put_u8(b, 0);
+    tc_put_i64(b, timeout_ms);
+    tc_put_u8(b, 0);
+    tc_req_end(b);
+}
+
 static int fields(tc_conn *c, const char *sql, int32_t page, int64_t timeout_ms, tc_reply *r)
 {
     em_buf b = EM_BUF_INIT;
-    tc_req_begin(c, &b, 2004);
-    tc_cache_hdr(&b, 0, 0);
-    tc_v_null(&b);
-    tc_put_i32(&b, page);
-    tc_put_i32(&b, -1);
-    tc_v_str(&b, sql);
-    tc_put_i32(&b, 0);
-    for (int i = 0; i < 7; i++)
-        tc_put_u8(&b, 0);
-    tc_put_i64(&b, timeout_ms);
-    tc_put_u8(&b, 0);
-    tc_req_end(&b);
+    fields_msg(c, &b, sql, page, timeout_ms);
     int rc = tc_call(c, &b, r);
     em_buf_free(&b);
     return rc;
@@ -73,6 +79,72 @@ TEST(sql_wire_timeout_disconnect_and_ddl_between_connections)
     CHECK_EQ(tc_rd_i64(&d), 3);
     CHECK(!d.err);
     tc_close(&b);
+    CHECK_OK(tc_sanity(s.port));
+    STOP(s);
+}
+
+/* SQL runs off the event loop (emberd's sql_threads): while one connection's
+ * query runs (for 10 minutes, unless cancelled), other connections - on the
+ * same loop: a 2-core machine runs one - are served; closing the connection
+ * cancels its query (otherwise the next query would queue behind it on the
+ * one SQL thread for those 10 minutes and the reads below time out); a
+ * pipelined SQL query and GET on one connection are answered in order. */
+TEST(sql_wire_slow_query_does_not_stall_other_connections)
+{
+    START(s);
+    tc_conn a, b;
+    REQUIRE_OK(tc_open(&a, s.port));
+    REQUIRE_OK(tc_open(&b, s.port));
+    em_buf m = EM_BUF_INIT;
+    fields_msg(&a, &m, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+                       "SELECT count(*) FROM c", 10, 600000);
+    REQUIRE_OK(tc_send(&a, m.p, m.len));
+    REQUIRE_OK(tc_create_cache(&b, "side"));
+    char v[32], want[32];
+    for (int i = 0; i < 200; i++) {
+        snprintf(want, sizeof want, "v%d", i);
+        REQUIRE_OK(tc_put_int_str(&b, "side", i, want));
+        CHECK_EQ(tc_get_int_str(&b, "side", i, v, sizeof v), 1);
+        CHECK(!strcmp(v, want));
+    }
+    /* a's query still runs: no reply yet */
+    CHECK_EQ(tc_recv_frame(&a, 0), EM_TIMEOUT);
+    tc_close(&a);
+    /* A new connection's SQL and a GET in one write: the query was
+     * cancelled with its connection, so the one SQL thread is free. */
+    tc_conn d;
+    REQUIRE_OK(tc_open(&d, s.port));
+    em_buf two = EM_BUF_INIT;
+    fields_msg(&d, &m, "SELECT 41 + 1", 10, 0);
+    int64_t rid_sql = (int64_t)em_ld64(m.p + 6);
+    em_buf_append(&two, m.p, m.len);
+    tc_req_begin(&d, &m, 1000);
+    tc_cache_hdr(&m, tc_cache_id("side"), 0);
+    tc_v_int(&m, 7);
+    tc_req_end(&m);
+    int64_t rid_get = (int64_t)em_ld64(m.p + 6);
+    em_buf_append(&two, m.p, m.len);
+    REQUIRE_OK(tc_send(&d, two.p, two.len));
+    tc_reply r;
+    REQUIRE_OK(tc_recv_frame(&d, 60000));
+    REQUIRE_OK(tc_parse_reply(&d, &r));
+    CHECK_EQ(r.rid, rid_sql);
+    CHECK_EQ(r.status, 0);
+    tc_rd q = tc_rd_of(&r);
+    tc_rd_i64(&q);
+    CHECK_EQ(tc_rd_i32(&q), 1);     /* columns */
+    CHECK_EQ(tc_rd_i32(&q), 1);     /* rows */
+    CHECK_EQ(tc_rd_u8(&q), 4);      /* long 42 */
+    CHECK_EQ(tc_rd_i64(&q), 42);
+    REQUIRE_OK(tc_recv_frame(&d, 60000));
+    REQUIRE_OK(tc_parse_reply(&d, &r));
+    CHECK_EQ(r.rid, rid_get);
+    CHECK_EQ(r.status, 0);
+    CHECK(r.n >= 1 && r.p[0] == 9);  /* the string "v7" */
+    tc_close(&d);
+    tc_close(&b);
+    em_buf_free(&m);
+    em_buf_free(&two);
     CHECK_OK(tc_sanity(s.port));
     STOP(s);
 }
