@@ -92,6 +92,8 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
         pr_server_free(s);
         return EM_NOMEM;
     }
+    if (o->meta_persist)
+        sq_engine_set_persist(s->sql, o->meta_persist, o->meta_arg);
     *out = s;
     return 0;
 }

@@ -424,7 +424,12 @@ int pr_op_config(pr_conn *c, int op, pr_rd *r, em_buf *out)
         int rc = pr_cache_header(c, r, &h);
         if (rc)
             return rc;
-        return encode_config(c, st_cache_cfg(h.cache), out);
+        st_cache_config cc;         /* its query entities may change meanwhile */
+        if ((rc = st_cache_cfg_copy(h.cache, &cc)) != 0)
+            return rc;
+        rc = encode_config(c, &cc, out);
+        st_cache_config_free(&cc);
+        return rc;
     }
     case 1056: {    /* DESTROY: int cache id */
         int32_t id;

@@ -20,6 +20,7 @@
 
 #include "util/err.h"
 #include "util/hash.h"
+#include "util/log.h"
 #include "util/mem.h"
 
 void sq_table_ref(sq_table *t) { atomic_fetch_add(&t->refs, 1); }
@@ -34,6 +35,8 @@ static void table_free(sq_table *t)
     em_free(t->cols);
     for (uint32_t i = 0; i < t->nix; i++)
         sq_ix_unref(t->ix[i]);
+    sq_qeix_free(t->qeix, t->nqeix);
+    em_free(t->qeix);
     em_free(t->schema);
     em_free(t->name);
     em_free(t->cache_name);
@@ -173,14 +176,22 @@ static int mark_seen(sq_engine *e, st_cache *c)
 
 static int define_types(sq_engine *e, sq_table *t);
 static int col_index(const sq_table *t, const char *name);
+static sq_table *find_index(const sq_engine *e, const char *schema, const char *name, uint32_t *at);
 
 /* add_qe_tables (under mu, from st_cache_each): a cache not seen yet gets
  * its QueryEntity tables.  A cache named SQL_<SCHEMA>_<TABLE> is taken for
  * one CREATE TABLE made (e.g. recovered from the WAL), so DROP TABLE works
  * on it; one with CACHE_NAME is not recognised yet. */
+typedef struct discover_ctx {
+    sq_engine *e;
+    sq_table  *pend[64];            /* added tables whose entity lists indexes */
+    uint32_t   npend;
+} discover_ctx;
+
 static void add_qe_tables(void *arg, st_cache *c)
 {
-    sq_engine *e = arg;
+    discover_ctx *x = arg;
+    sq_engine *e = x->e;
     if (seen(e, c) || mark_seen(e, c))
         return;
     sq_table **t;
@@ -207,15 +218,48 @@ static void add_qe_tables(void *arg, st_cache *c)
         t[i]->serial = e->next_serial++;
         e->tab[e->ntab++] = t[i];
         atomic_fetch_add(&e->epoch, 1);
+        if (t[i]->nqeix && x->npend < 64)
+            x->pend[x->npend++] = t[i];
     }
     em_free(t);
 }
 
+static int index_add(sq_engine *e, sq_table *t, const char *name, const char *const *names,
+                     uint32_t ncols, int persist, sq_table **out, char *msg, size_t msgsz);
+
+/* build_qe_indexes (under mu) builds the indexes a table's entity lists,
+ * outside the cache walk (building takes partition locks).  One that
+ * cannot be built (an unknown column, a duplicate name) is left out and
+ * logged: the table serves without it, as it did before it existed. */
+static void build_qe_indexes(sq_engine *e, sq_table *t)
+{
+    sq_qeix *x = t->qeix;
+    uint32_t nx = t->nqeix;
+    t->qeix = NULL;                 /* t is released once a new version is out */
+    t->nqeix = 0;
+    for (uint32_t i = 0; i < nx; i++) {
+        char msg[256] = "";
+        uint32_t at;
+        int rc = find_index(e, t->schema, x[i].name, &at) ? EM_INVAL : 0;
+        if (!rc)
+            rc = index_add(e, t, x[i].name, (const char *const *)x[i].cols, x[i].ncols, 0, &t,
+                           msg, sizeof msg);
+        if (rc)
+            EM_WARN("SQL: index %s of table %s.%s left out: %s", x[i].name, t->schema, t->name,
+                    msg[0] ? msg : em_strerror(rc));
+    }
+    sq_qeix_free(x, nx);
+    em_free(x);
+}
+
 void sq_cat_discover(sq_engine *e)
 {
+    discover_ctx x = {.e = e};
     pthread_mutex_lock(&e->mu);
     prune(e);
-    st_cache_each(e->st, add_qe_tables, e);
+    st_cache_each(e->st, add_qe_tables, &x);
+    for (uint32_t i = 0; i < x.npend; i++)
+        build_qe_indexes(e, x.pend[i]);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -284,34 +328,30 @@ int sq_cat_schema_known(sq_engine *e, const char *schema)
 
 static char *sdup(const char *s) { return em_strndup(s, strlen(s)); }
 
-static int put_str(em_buf *b, const char *s)
+/* persist_type makes a type the catalog defined durable, as a client's
+ * PUT_BINARY_TYPE is: its metadata holds every schema its rows were
+ * written with (ALTER TABLE adds one), so they stay readable after a
+ * restart. */
+static int persist_type(sq_engine *e, int32_t type_id)
 {
-    if (!s)
-        return em_buf_put_u8(b, BIN_NULL);
-    size_t n = strlen(s);
-    if (em_buf_put_u8(b, BIN_STRING) || em_buf_put_le32(b, (uint32_t)n) || em_buf_append(b, s, n))
-        return EM_NOMEM;
-    return 0;
+    if (!e->persist)
+        return 0;
+    const bin_type *bt = bin_registry_get(e->reg, type_id);
+    if (!bt)
+        return EM_NOTFOUND;
+    em_buf b = EM_BUF_INIT;
+    int rc = bin_meta_encode(bt, &b);
+    if (!rc)
+        rc = e->persist(e->persist_arg, 1, b.p, b.len);
+    em_buf_free(&b);
+    return rc;
 }
 
-/* query_entity encodes the table as one QueryEntity (reference §2.4, with
- * precision and scale, as the store keeps them). */
-static int query_entity(const sq_table *t, em_buf *b)
+void sq_engine_set_persist(sq_engine *e, int (*fn)(void *arg, int kind, const uint8_t *p, size_t n),
+                           void *arg)
 {
-    const char *kt = t->key_wrapped ? t->key_type : sq_type_java(t->cols[t->key_col].type);
-    int rc = em_buf_put_le32(b, 1) || put_str(b, kt) || put_str(b, t->val_type) ||
-             put_str(b, t->name) ||
-             put_str(b, t->key_wrapped ? NULL : t->cols[t->key_col].name) || put_str(b, NULL) ||
-             em_buf_put_le32(b, t->ncols);
-    for (uint32_t i = 0; !rc && i < t->ncols; i++) {
-        const sq_col *c = &t->cols[i];
-        rc = put_str(b, c->name) || put_str(b, sq_type_java(c->type)) ||
-             em_buf_put_u8(b, c->key) || em_buf_put_u8(b, c->notnull) ||
-             em_buf_put_u8(b, BIN_NULL) || em_buf_put_le32(b, (uint32_t)-1) ||
-             em_buf_put_le32(b, (uint32_t)-1);
-    }
-    rc = rc || em_buf_put_le32(b, 0) || em_buf_put_le32(b, 0);
-    return rc ? EM_NOMEM : 0;
+    e->persist = fn;
+    e->persist_arg = arg;
 }
 
 /* define_types registers the value type and (wrapped) key type. */
@@ -328,8 +368,18 @@ static int define_types(sq_engine *e, sq_table *t)
                 names[n] = t->cols[i].field;
                 codes[n++] = sq_type_code(t->cols[i].type);
             }
-        int rc = bin_registry_define(e->reg, key ? t->key_type : t->val_type, names, codes, n,
-                                     key ? &t->kdesc : &t->vdesc);
+        /* Persisted only when this schema is new to the registry (after a
+         * restart the log already holds it). */
+        const char *tn = key ? t->key_type : t->val_type;
+        int32_t fids[SQ_MAX_COLS];
+        for (uint32_t i = 0; i < n; i++)
+            fids[i] = bin_field_id(names[i], strlen(names[i]));
+        const bin_type *had = bin_registry_get(e->reg, bin_type_id(tn, strlen(tn)));
+        int known = had && bin_type_schema(had, bin_schema_id(fids, n)) != NULL;
+        const bin_desc **d = key ? &t->kdesc : &t->vdesc;
+        int rc = bin_registry_define(e->reg, tn, names, codes, n, d);
+        if (!rc && !known)
+            rc = persist_type(e, (*d)->type_id);
         if (rc)
             return rc;
     }
@@ -453,7 +503,7 @@ int sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, 
     cfg.sql_schema = t->schema;
     cfg.data_region_name = d->data_region[0] ? (char *)d->data_region : NULL;
     cfg.group_name = d->cache_group[0] ? (char *)d->cache_group : NULL;
-    if ((rc = query_entity(t, &qe)) == 0) {
+    if ((rc = sq_qe_encode(&t, 1, &qe)) == 0) {
         cfg.query_entities = qe.p;
         cfg.query_entities_len = (uint32_t)qe.len;
         rc = st_cache_create(e->st, &cfg, &t->cache);
@@ -511,12 +561,82 @@ static void publish(sq_engine *e, sq_table *t, sq_table *n)
     atomic_fetch_add(&e->epoch, 1);
 }
 
-/* CREATE INDEX makes a new version of the table holding the index, filled
- * from the entries the cache holds before the statement answers (it runs
- * under the catalog's lock; writes go on, each partition waits only while
- * its own entries are read).  DROP INDEX the reverse.  Like ALTER TABLE,
- * the change lives in the catalog: it is not written into the cache's
- * QueryEntity, so it does not outlive a restart. */
+/* qe_persist writes the query entities of cache c as they will be once
+ * table t is replaced by n (t NULL: n is new; n NULL: t goes) into the
+ * cache's configuration: GET_CONFIGURATION shows them and, in a
+ * persistent region, the WAL logs them, so the tables come back after a
+ * restart with their columns and indexes (as Ignite keeps its schema with
+ * the cache).  Caller holds mu; called before the change is published, so
+ * a failure leaves both as they were. */
+static int qe_persist(sq_engine *e, st_cache *c, const sq_table *t, sq_table *n)
+{
+    sq_table *list[64];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < e->ntab && k < 64; i++)
+        if (e->tab[i]->cache == c)
+            list[k++] = e->tab[i] == t ? n : e->tab[i];
+    if (!t && n && k < 64)
+        list[k++] = n;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < k; i++)
+        if (list[i])
+            list[m++] = list[i];
+    em_buf b = EM_BUF_INIT;
+    int rc = sq_qe_encode(list, m, &b);
+    if (!rc)
+        rc = st_cache_set_qe(c, b.p, (uint32_t)b.len);
+    em_buf_free(&b);
+    return rc;
+}
+
+/* index_add (under mu) builds index name over t's columns and publishes the
+ * table's new version holding it (*out; t is then released).  Filled from
+ * the entries the cache holds before it returns: writes go on, each
+ * partition waits only while its own entries are read.  persist: write
+ * the new entity list to the cache's configuration first. */
+static int index_add(sq_engine *e, sq_table *t, const char *name, const char *const *names,
+                     uint32_t ncols, int persist, sq_table **out, char *msg, size_t msgsz)
+{
+    for (uint32_t i = 0; i < ncols; i++) {
+        if (col_index(t, names[i]) < 0 && strcmp(names[i], "_KEY") && strcmp(names[i], "_VAL"))
+            return cat_fail(msg, msgsz, EM_NOTFOUND, "Column doesn't exist: %s", names[i]);
+        for (uint32_t j = 0; j < i; j++)
+            if (!strcmp(names[j], names[i]))
+                return cat_fail(msg, msgsz, EM_INVAL, "Column already indexed: %s", names[i]);
+    }
+    if (t->nix >= SQ_MAX_INDEXES)
+        return cat_fail(msg, msgsz, EM_INVAL, "Too many indexes on table %s (limit 64)", t->name);
+    sq_index *ix = NULL;
+    sq_table *n = NULL;
+    int rc = sq_ix_new(t, name, names, ncols, &ix);
+    if (!rc && !(n = table_copy(t, 0)))
+        rc = EM_NOMEM;
+    if (!rc && (rc = sq_ix_attach(e, t->cache, ix)) != 0 && rc == EM_NOMEM)
+        cat_fail(msg, msgsz, rc, "Out of memory building index %s", name);
+    if (!rc) {
+        n->ix[n->nix++] = ix;
+        sq_ix_ref(ix);
+        if (persist && (rc = qe_persist(e, t->cache, t, n)) != 0) {
+            cat_fail(msg, msgsz, rc, "Failed to save the index in the cache configuration (%s)",
+                     em_strerror(rc));
+            n->nix--;
+            sq_ix_unref(ix);
+            sq_ix_detach(e, ix);
+        }
+    }
+    if (!rc) {
+        publish(e, t, n);
+        *out = n;
+        n = NULL;
+    }
+    sq_ix_unref(ix);
+    if (n)
+        table_free(n);
+    return rc;
+}
+
+/* CREATE INDEX and DROP INDEX make a new version of the table holding the
+ * index and write the cache's query entities anew (qe_persist). */
 int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
 {
     if (d->schema[0])
@@ -526,7 +646,6 @@ int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, s
     uint32_t at = 0;
     int rc = 0;
     sq_table *holder = find_index(e, schema, d->index, &at), *n = NULL;
-    sq_index *ix = NULL;
     if (d->kind == SQ_DDL_DROP_INDEX) {
         if (!holder) {
             rc = d->if_exists ? 0 : cat_fail(msg, msgsz, EM_NOTFOUND, "Index doesn't exist: %s", d->index);
@@ -536,13 +655,17 @@ int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, s
             rc = EM_NOMEM;
             goto out;
         }
-        ix = n->ix[at];
+        sq_index *ix = n->ix[at];
         n->ix[at] = n->ix[--n->nix];
+        if ((rc = qe_persist(e, holder->cache, holder, n)) != 0) {
+            cat_fail(msg, msgsz, rc, "Failed to save the cache configuration (%s)", em_strerror(rc));
+            n->ix[n->nix++] = ix;   /* table_free drops this copy's ref */
+            goto out;
+        }
         publish(e, holder, n);
         n = NULL;
         sq_ix_detach(e, ix);
         sq_ix_unref(ix);
-        ix = NULL;
         goto out;
     }
     sq_table *t = find_locked(e, schema, d->table);
@@ -551,43 +674,22 @@ int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, s
         goto out;
     }
     const char *names[SQ_MAX_COLS];
-    for (uint32_t i = 0; i < d->ncols; i++) {
+    for (uint32_t i = 0; i < d->ncols; i++)
         names[i] = d->cols[i].name;
-        if (col_index(t, d->cols[i].name) < 0 && strcmp(d->cols[i].name, "_KEY") &&
-            strcmp(d->cols[i].name, "_VAL")) {
-            rc = cat_fail(msg, msgsz, EM_NOTFOUND, "Column doesn't exist: %s", d->cols[i].name);
-            goto out;
-        }
-        for (uint32_t j = 0; j < i; j++)
-            if (!strcmp(names[j], names[i])) {
-                rc = cat_fail(msg, msgsz, EM_INVAL, "Column already indexed: %s", names[i]);
+    if (holder) {
+        /* the columns first, as before: an unknown one is the error */
+        for (uint32_t i = 0; i < d->ncols; i++)
+            if (col_index(t, names[i]) < 0 && strcmp(names[i], "_KEY") && strcmp(names[i], "_VAL")) {
+                rc = cat_fail(msg, msgsz, EM_NOTFOUND, "Column doesn't exist: %s", names[i]);
                 goto out;
             }
-    }
-    if (holder) {
         rc = d->if_not_exists ? 0 : cat_fail(msg, msgsz, EM_INVAL, "Index already exists: %s", d->index);
         goto out;
     }
-    if (t->nix >= SQ_MAX_INDEXES) {
-        rc = cat_fail(msg, msgsz, EM_INVAL, "Too many indexes on table %s (limit 64)", t->name);
-        goto out;
-    }
-    if ((rc = sq_ix_new(t, d->index, names, d->ncols, &ix)) != 0 || !(n = table_copy(t, 0))) {
-        rc = rc ? rc : EM_NOMEM;
-        goto out;
-    }
-    if ((rc = sq_ix_attach(e, t->cache, ix)) != 0) {
-        if (rc == EM_NOMEM)
-            cat_fail(msg, msgsz, rc, "Out of memory building index %s", d->index);
-        goto out;
-    }
-    n->ix[n->nix++] = ix;
-    ix = NULL;
-    publish(e, t, n);
-    n = NULL;
+    sq_table *nt;
+    rc = index_add(e, t, d->index, names, d->ncols, 1, &nt, msg, msgsz);
 out:
     pthread_mutex_unlock(&e->mu);
-    sq_ix_unref(ix);
     if (n)
         table_free(n);
     return rc;
@@ -637,6 +739,8 @@ static sq_table *table_copy(const sq_table *t, uint32_t extra)
         return NULL;
     *n = *t;
     atomic_store(&n->refs, 1);
+    n->qeix = NULL;                 /* built already: the original's to free */
+    n->nqeix = 0;
     n->schema = sdup(t->schema);
     n->name = sdup(t->name);
     n->cache_name = sdup(t->cache_name);
@@ -769,13 +873,12 @@ int sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, s
                  "another type)", n->val_type);
         goto out;
     }
-    n->serial = e->next_serial++;
-    for (uint32_t i = 0; i < e->ntab; i++)
-        if (e->tab[i] == t)
-            e->tab[i] = n;
-    sq_table_unref(t);
+    if ((rc = qe_persist(e, t->cache, t, n)) != 0) {
+        cat_fail(msg, msgsz, rc, "Failed to save the cache configuration (%s)", em_strerror(rc));
+        goto out;
+    }
+    publish(e, t, n);
     n = NULL;
-    atomic_fetch_add(&e->epoch, 1);
 out:
     pthread_mutex_unlock(&e->mu);
     if (n)

@@ -101,6 +101,18 @@ static void schema_of(const st_cache *ca, char *out, size_t sz)
 
 typedef struct qfield { char *name, *type; uint8_t key, notnull; } qfield;
 
+void sq_qeix_free(sq_qeix *x, uint32_t n)
+{
+    for (uint32_t i = 0; x && i < n; i++) {
+        em_free(x[i].name);
+        for (uint32_t j = 0; j < x[i].ncols; j++)
+            em_free(x[i].cols[j]);
+        em_free(x[i].cols);
+    }
+}
+
+static int entities(rd *r0, st_cache *ca, int32_t cnt, sq_table **t, sq_table ***out, uint32_t *n);
+
 static int one_entity(rd *r, const st_cache *ca, sq_table **out)
 {
     char *kt = NULL, *vt = NULL, *tn = NULL, *kf = NULL, *vf = NULL;
@@ -151,21 +163,61 @@ static int one_entity(rd *r, const st_cache *ca, sq_table **out)
     if (!rc) rc = rd_i32(r, &ni);
     if (!rc && (ni < 0 || ni > 1024))
         rc = EM_BADLEN;
+    sq_qeix *ix = NULL;
+    uint32_t nix = 0;
+    if (!rc && ni && !(ix = em_calloc((size_t)ni, sizeof *ix)))
+        rc = EM_NOMEM;
     for (int32_t i = 0; !rc && i < ni; i++) {
         char *s = NULL;
-        uint8_t b;
+        uint8_t kind, desc;
         int32_t inl, nfi;
-        rc = rd_str(r, &s);
-        em_free(s);
-        if (!rc) rc = rd_u8(r, &b);
+        sq_qeix *x = &ix[nix++];
+        rc = rd_str(r, &x->name);
+        if (!rc) rc = rd_u8(r, &kind);
         if (!rc) rc = rd_i32(r, &inl);
         if (!rc) rc = rd_i32(r, &nfi);
         if (!rc && (nfi < 0 || nfi > SQ_MAX_COLS))
             rc = EM_BADLEN;
+        if (!rc && nfi && !(x->cols = em_calloc((size_t)nfi, sizeof *x->cols)))
+            rc = EM_NOMEM;
+        /* Ignite's default name (QueryUtils.indexName): the table, then
+         * each field with asc/desc, lower-cased, then "idx". */
+        em_buf dn = EM_BUF_INIT;
         for (int32_t j = 0; !rc && j < nfi; j++) {
             rc = rd_str(r, &s);
-            em_free(s);
-            if (!rc) rc = rd_u8(r, &b);
+            if (!rc) rc = rd_u8(r, &desc);
+            if (!rc && !s)
+                rc = EM_INVAL;
+            if (!rc && !x->name)
+                rc = em_buf_append(&dn, s, strlen(s)) || em_buf_append(&dn, desc ? "_desc_" : "_asc_", desc ? 6 : 5)
+                     ? EM_NOMEM : 0;
+            if (!rc)
+                x->cols[x->ncols++] = s;
+            else
+                em_free(s);
+        }
+        if (!rc && !x->name && nfi) {
+            char *tname = tn ? upper_last(tn) : upper_last(vt ? vt : "");
+            size_t tl = tname ? strlen(tname) : 0;
+            if (tname && (x->name = em_malloc(tl + 1 + dn.len + 4)) != NULL) {
+                memcpy(x->name, tname, tl);
+                x->name[tl] = '_';
+                memcpy(x->name + tl + 1, dn.p, dn.len);
+                memcpy(x->name + tl + 1 + dn.len, "idx", 4);
+                for (char *c = x->name; *c; c++)
+                    *c = isspace((unsigned char)*c) ? '_' : (char)tolower((unsigned char)*c);
+            }
+            em_free(tname);
+            if (!x->name)
+                rc = EM_NOMEM;
+        }
+        em_buf_free(&dn);
+        /* Only ordered (SORTED) indexes exist here: a FULLTEXT or
+         * GEOSPATIAL one is left out, as are empty ones. */
+        if (!rc && (kind != 0 || !x->ncols)) {
+            sq_qeix_free(x, 1);
+            memset(x, 0, sizeof *x);
+            nix--;
         }
     }
     if (!rc && !vt)
@@ -228,6 +280,31 @@ static int one_entity(rd *r, const st_cache *ca, sq_table **out)
             }
         }
     }
+    /* Index fields name binary fields (or aliases): as column names. */
+    for (uint32_t i = 0; !rc && i < nix; i++)
+        for (uint32_t j = 0; !rc && j < ix[i].ncols; j++) {
+            const char *fn = ix[i].cols[j];
+            const sq_col *hit = NULL;
+            for (uint32_t k = 0; k < t->ncols && !hit; k++)
+                if (!strcmp(t->cols[k].field, fn) || !strcasecmp(t->cols[k].name, fn))
+                    hit = &t->cols[k];
+            if (hit) {
+                char *cn = em_strndup(hit->name, strlen(hit->name));
+                if (!cn)
+                    rc = EM_NOMEM;
+                else {
+                    em_free(ix[i].cols[j]);
+                    ix[i].cols[j] = cn;
+                }
+            }
+        }
+    if (!rc && nix) {
+        t->qeix = ix;
+        t->nqeix = nix;
+        ix = NULL;
+    }
+    sq_qeix_free(ix, nix);
+    em_free(ix);
     for (int32_t i = 0; f && i < nf; i++) {
         em_free(f[i].name);
         em_free(f[i].type);
@@ -251,20 +328,31 @@ static int one_entity(rd *r, const st_cache *ca, sq_table **out)
 
 int sq_qe_tables(st_cache *ca, sq_table ***out, uint32_t *n)
 {
-    const st_cache_config *cfg = st_cache_cfg(ca);
     *out = NULL;
     *n = 0;
-    rd r = { cfg->query_entities, cfg->query_entities_len, 0 };
-    int32_t cnt;
-    if (!r.p || rd_i32(&r, &cnt) || cnt <= 0)
-        return 0;
-    if (cnt > 64)
-        return EM_BADLEN;
-    sq_table **t = em_calloc((size_t)cnt, sizeof *t);
-    if (!t)
+    st_cache_config cfg;            /* DDL may change the entities meanwhile */
+    if (st_cache_cfg_copy(ca, &cfg))
         return EM_NOMEM;
+    rd r = { cfg.query_entities, cfg.query_entities_len, 0 };
+    int32_t cnt;
+    sq_table **t = NULL;
     int rc = 0;
+    if (!r.p || rd_i32(&r, &cnt) || cnt <= 0)
+        goto out;
+    rc = cnt > 64 ? EM_BADLEN : (t = em_calloc((size_t)cnt, sizeof *t)) ? 0 : EM_NOMEM;
+    if (rc)
+        goto out;
+    rc = entities(&r, ca, cnt, t, out, n);
+out:
+    st_cache_config_free(&cfg);
+    return rc;
+}
+
+static int entities(rd *r0, st_cache *ca, int32_t cnt, sq_table **t, sq_table ***out, uint32_t *n)
+{
+    rd r = *r0;
     uint32_t k = 0;
+    int rc = 0;
     for (int32_t i = 0; i < cnt && !rc; i++)
         if ((rc = one_entity(&r, ca, &t[k])) == 0)
             k++;
@@ -277,4 +365,74 @@ int sq_qe_tables(st_cache *ca, sq_table ***out, uint32_t *n)
     *out = t;
     *n = k;
     return 0;
+}
+
+/* ---- encoding: the catalog's tables back into query entities ------------ */
+
+static int put_str(em_buf *b, const char *s)
+{
+    if (!s)
+        return em_buf_put_u8(b, BIN_NULL);
+    size_t n = strlen(s);
+    if (em_buf_put_u8(b, BIN_STRING) || em_buf_put_le32(b, (uint32_t)n) || em_buf_append(b, s, n))
+        return EM_NOMEM;
+    return 0;
+}
+
+/* needs_alias: the column's name is not the one one_entity would give its
+ * field without an alias. */
+static int needs_alias(const sq_col *c)
+{
+    char *u = upper_last(c->field);
+    int diff = !u || strcmp(u, c->name);
+    em_free(u);
+    return diff;
+}
+
+static int one_encode(const sq_table *t, em_buf *b)
+{
+    /* No key type (any key, kept as its own bytes) stays without one. */
+    const char *kt = t->key_wrapped ? t->key_type
+                     : t->key_col >= 0 ? sq_type_java(t->cols[t->key_col].type)
+                     : t->key_sqtype == SQ_T_OBJECT ? NULL : sq_type_java(t->key_sqtype);
+    int rc = put_str(b, kt) || put_str(b, t->val_type) || put_str(b, t->name) ||
+             put_str(b, !t->key_wrapped && t->key_col >= 0 ? t->cols[t->key_col].field : NULL) ||
+             put_str(b, t->val_col >= 0 ? t->cols[t->val_col].field : NULL) ||
+             em_buf_put_le32(b, t->ncols);
+    uint32_t na = 0;
+    for (uint32_t i = 0; !rc && i < t->ncols; i++) {
+        const sq_col *c = &t->cols[i];
+        rc = put_str(b, c->field) || put_str(b, sq_type_java(c->type)) ||
+             em_buf_put_u8(b, c->key) || em_buf_put_u8(b, c->notnull) ||
+             em_buf_put_u8(b, BIN_NULL) || em_buf_put_le32(b, (uint32_t)-1) ||
+             em_buf_put_le32(b, (uint32_t)-1);
+        na += needs_alias(c);
+    }
+    rc = rc || em_buf_put_le32(b, na);
+    for (uint32_t i = 0; !rc && i < t->ncols; i++)
+        if (needs_alias(&t->cols[i]))
+            rc = put_str(b, t->cols[i].field) || put_str(b, t->cols[i].name);
+    rc = rc || em_buf_put_le32(b, t->nix);
+    for (uint32_t i = 0; !rc && i < t->nix; i++) {
+        const sq_index *ix = t->ix[i];
+        rc = put_str(b, ix->name) || em_buf_put_u8(b, 0) ||        /* SORTED */
+             em_buf_put_le32(b, (uint32_t)-1) || em_buf_put_le32(b, ix->ncols);
+        for (uint32_t j = 0; !rc && j < ix->ncols; j++) {
+            /* a column by its field's name (_KEY and _VAL as they are) */
+            const char *fn = ix->cols[j].name;
+            for (uint32_t k = 0; k < t->ncols; k++)
+                if (!strcmp(t->cols[k].name, fn))
+                    fn = t->cols[k].field;
+            rc = put_str(b, fn) || em_buf_put_u8(b, 0);             /* ascending */
+        }
+    }
+    return rc ? EM_NOMEM : 0;
+}
+
+int sq_qe_encode(sq_table *const *t, uint32_t n, em_buf *out)
+{
+    int rc = em_buf_put_le32(out, n) ? EM_NOMEM : 0;
+    for (uint32_t i = 0; !rc && i < n; i++)
+        rc = one_encode(t[i], out);
+    return rc;
 }

@@ -51,6 +51,13 @@ enum { SQ_STMT_ANY = 0, SQ_STMT_SELECT = 1, SQ_STMT_UPDATE = 2 };
  * must outlive the engine.  NULL when out of memory. */
 sq_engine *sq_engine_new(struct st_store *st, struct bin_registry *reg);
 void       sq_engine_free(sq_engine *e);
+/* sq_engine_set_persist: fn(arg, 1, record, n) makes a binary type the
+ * catalog defined (CREATE TABLE, ALTER TABLE) durable before the statement
+ * answers, in the PUT_BINARY_TYPE record layout; nonzero fails the
+ * statement.  Set before any session runs. */
+void       sq_engine_set_persist(sq_engine *e,
+                                 int (*fn)(void *arg, int kind, const uint8_t *p, size_t n),
+                                 void *arg);
 
 /* sq_sess_new / sq_sess_free: per-connection SQL state; free closes every
  * cursor (cancel on disconnect). */

@@ -261,7 +261,25 @@ typedef struct sq_table {
     const bin_desc *kdesc, *vdesc;
     uint32_t  nix;              /* its indexes (refs) */
     sq_index *ix[SQ_MAX_INDEXES];
+    /* The QueryEntity's indexes, read with the table and built once it is
+     * in the catalog (sq_cat_discover); NULL after that. */
+    struct sq_qeix *qeix;
+    uint32_t  nqeix;
 } sq_table;
+
+/* An index of a QueryEntity: its name and its columns (by SQL column
+ * name, or _KEY / _VAL). */
+typedef struct sq_qeix {
+    char     *name;
+    uint32_t  ncols;
+    char    **cols;
+} sq_qeix;
+void sq_qeix_free(sq_qeix *x, uint32_t n);
+
+/* sq_qe_encode appends the query entity list (int count, entities; the
+ * layout sq_qe_tables reads) of the n tables t: fields by their binary
+ * names, aliases where a column's name is not the field's, indexes. */
+int  sq_qe_encode(sq_table *const *t, uint32_t n, em_buf *out);
 
 void sq_table_ref(sq_table *t);
 void sq_table_unref(sq_table *t);
@@ -269,6 +287,10 @@ void sq_table_unref(sq_table *t);
 struct sq_engine {
     st_store     *st;
     bin_registry *reg;
+    /* persist (optional): binary types the catalog defines, as PUT_BINARY_TYPE
+     * records (kind 1), made durable before the DDL answers. */
+    int         (*persist)(void *arg, int kind, const uint8_t *p, size_t n);
+    void         *persist_arg;
     pthread_mutex_t mu;
     _Atomic uint64_t epoch;     /* bumped on every catalog change */
     uint64_t      next_serial;

@@ -257,6 +257,7 @@ static void cache_free(st_cache *c)
         }
     }
     st_cache_config_free(&c->cfg);
+    pthread_mutex_destroy(&c->cfg_mu);
     em_free(c);
 }
 
@@ -460,6 +461,7 @@ static int cache_new(st_store *s, const st_cache_config *cfg, st_cache **out)
         em_free(c);
         return EM_NOMEM;
     }
+    pthread_mutex_init(&c->cfg_mu, NULL);
     /* 0 is never a gen (p->gen = 0 means dead); 2^32 creates would have to
      * pass while a thread holds an old pointer for a gen to repeat. */
     if (++s->next_gen == 0)
@@ -591,6 +593,46 @@ void st_cache_each(st_store *s, void (*fn)(void *arg, st_cache *c), void *arg)
 }
 
 const st_cache_config *st_cache_cfg(const st_cache *c) { return &c->cfg; }
+
+/* set_qe swaps c's query entities for a copy of qe; observe: tell the
+ * observer first (a live change; recovery applies without). */
+static int set_qe(st_cache *c, const uint8_t *qe, uint32_t len, int observe)
+{
+    uint8_t *n = NULL;
+    if (len && !(n = em_memdup(qe, len)))
+        return EM_NOMEM;
+    pthread_mutex_lock(&c->cfg_mu);
+    int rc = st_cache_destroyed(c) ? EM_NOCACHE : 0;
+    if (!rc && observe) {
+        st_cache_config cfg = c->cfg;
+        cfg.query_entities = n;
+        cfg.query_entities_len = n ? len : 0;
+        st_update u = {.kind = ST_UPD_CACHE_CONFIG, .cache_id = c->id, .cfg = &cfg};
+        rc = notify(c->store, &u);
+    }
+    if (!rc) {
+        uint8_t *old = c->cfg.query_entities;
+        c->cfg.query_entities = n;
+        c->cfg.query_entities_len = n ? len : 0;
+        n = old;
+    }
+    pthread_mutex_unlock(&c->cfg_mu);
+    em_free(n);
+    return rc;
+}
+
+int st_cache_set_qe(st_cache *c, const uint8_t *qe, uint32_t len)
+{
+    return set_qe(c, qe, len, 1);
+}
+
+int st_cache_cfg_copy(st_cache *c, st_cache_config *dst)
+{
+    pthread_mutex_lock(&c->cfg_mu);
+    int rc = st_cache_config_copy(dst, &c->cfg);
+    pthread_mutex_unlock(&c->cfg_mu);
+    return rc;
+}
 int32_t st_cache_id(const st_cache *c) { return c->id; }
 int st_cache_destroyed(const st_cache *c) { return atomic_load(&c->destroyed); }
 
@@ -682,6 +724,12 @@ int st_apply(st_store *s, const st_update *u)
         return cache_create(s, u->cfg, NULL, 0, 0);
     case ST_UPD_CACHE_DESTROY:
         return cache_destroy(s, u->cache_id, 0);
+    case ST_UPD_CACHE_CONFIG:
+        if (!u->cfg)
+            return EM_INVAL;
+        if (!(c = st_cache_find(s, u->cache_id)))
+            return EM_NOCACHE;
+        return set_qe(c, u->cfg->query_entities, u->cfg->query_entities_len, 0);
     case ST_UPD_TX:
         for (uint32_t i = 0; i < u->nbatch; i++) {
             int rc = st_apply(s, &u->batch[i]);

@@ -120,6 +120,17 @@ int       st_cache_destroy(st_store *s, int32_t cache_id);  /* EM_NOCACHE if mis
 void      st_cache_each(st_store *s, void (*fn)(void *arg, st_cache *c), void *arg);
 const st_cache_config *st_cache_cfg(const st_cache *c);
 int32_t   st_cache_id(const st_cache *c);
+/* The query entities (property 200: SQL's tables and their indexes) are the
+ * one part of a configuration that changes after creation, as Ignite's
+ * schema does with CREATE/DROP INDEX and ALTER TABLE.  st_cache_set_qe
+ * replaces them (a copy of qe[0..len)) and tells the observer
+ * (ST_UPD_CACHE_CONFIG with the whole new configuration: the WAL logs it,
+ * so a restart comes back with it); EM_NOMEM, EM_NOCACHE, or the
+ * observer's error (then nothing changed).  st_cache_cfg's query_entities
+ * may change under a reader: read them through st_cache_cfg_copy (free it
+ * with st_cache_config_free). */
+int       st_cache_set_qe(st_cache *c, const uint8_t *qe, uint32_t len);
+int       st_cache_cfg_copy(st_cache *c, st_cache_config *dst);
 
 /* Per-operation options: NULL = the cache's defaults. */
 typedef struct st_opctx {
@@ -220,7 +231,7 @@ void st_region_stats_get(st_store *s, const char *region, st_region_stats *out);
  * return fails the operation (a failed WAL write is never acknowledged). */
 enum st_update_kind { ST_UPD_PUT = 1, ST_UPD_REMOVE = 2, ST_UPD_CLEAR = 3,
                       ST_UPD_CACHE_CREATE = 4, ST_UPD_CACHE_DESTROY = 5,
-                      ST_UPD_TX = 6 };
+                      ST_UPD_TX = 6, ST_UPD_CACHE_CONFIG = 7 };
 typedef struct st_update {
     enum st_update_kind kind;
     int32_t cache_id;
@@ -228,7 +239,8 @@ typedef struct st_update {
     const uint8_t *key; uint32_t klen;     /* normalised key (PUT/REMOVE) */
     const uint8_t *val; uint32_t vlen;     /* stored value (PUT) */
     int64_t expire_at_ms;                  /* wall-clock ms, 0 = never */
-    const st_cache_config *cfg;            /* CACHE_CREATE */
+    const st_cache_config *cfg;            /* CACHE_CREATE, CACHE_CONFIG (its
+                                            * query entities are what changed) */
     /* cntr: the partition's update counter once this update is applied
      * (PUT/REMOVE/CLEAR of one partition).  The store sets it for the
      * observer; st_apply raises the partition's counter to it (0: advance

@@ -134,6 +134,9 @@ struct st_cache {
     struct st_parr *arr;          /* the array parts lives in (owned while live) */
     _Atomic(st_hook_fn) hook;     /* entry-change hook (st_cache_set_hook) */
     _Atomic(void *) hook_arg;
+    /* Guards cfg.query_entities, the one part of cfg that changes after
+     * creation (st_cache_set_qe); readers of it take st_cache_cfg_copy. */
+    pthread_mutex_t cfg_mu;
 };
 
 /* A partition array.  Destroyed caches hand theirs back for the next cache

@@ -219,9 +219,16 @@ static inline uint8_t *put_row_head(uint8_t *d, const wal_row *r, uint32_t plen)
     return put_v32(d, plen);
 }
 
+/* cmd_op: a command op code (a single update's kind; TX has a record type
+ * of its own). */
+static int cmd_op(int op)
+{
+    return (op >= ST_UPD_PUT && op <= ST_UPD_CACHE_DESTROY) || op == ST_UPD_CACHE_CONFIG;
+}
+
 int wal_cmd_marshal(em_buf *out, const wal_cmd *c)
 {
-    if (c->op < ST_UPD_PUT || c->op > ST_UPD_CACHE_DESTROY || c->nrows > WAL_MAX_ROWS ||
+    if (!cmd_op(c->op) || c->nrows > WAL_MAX_ROWS ||
         (!c->update_all && c->nrows > 1))
         return EM_INVAL;
     const wal_row *rows = c->rows;
@@ -316,7 +323,7 @@ int wal_cmd_unmarshal(const uint8_t *p, size_t n, wal_cmd *c)
     if (n < CMD_FIXED)
         return EM_TRUNCATED;
     c->op = p[0];
-    if (c->op < ST_UPD_PUT || c->op > ST_UPD_CACHE_DESTROY)
+    if (!cmd_op(c->op))
         return EM_BADTYPE;
     if (p[1] & ~FLAG_UPDATE_ALL)
         return EM_BADTYPE;
@@ -490,6 +497,7 @@ int wal_encode_update(em_buf *out, const st_update *u, int64_t ts)
         plen = vlen32(u->klen) + (uint64_t)u->klen;
         break;
     case ST_UPD_CACHE_CREATE:
+    case ST_UPD_CACHE_CONFIG:
         if (!u->cfg || !u->cfg->name)
             return EM_INVAL;
         plen = cfg_size(u->cfg);
@@ -511,7 +519,7 @@ int wal_encode_update(em_buf *out, const st_update *u, int64_t ts)
     uint8_t *d = put_cmd_head(out->p + out->len, &c, nrows);
     if (nrows) {
         d = put_row_head(d, &r, (uint32_t)plen);
-        if (u->kind == ST_UPD_CACHE_CREATE) {
+        if (u->kind == ST_UPD_CACHE_CREATE || u->kind == ST_UPD_CACHE_CONFIG) {
             d = cfg_put(d, u->cfg);
         } else {
             d = put_v32(d, u->klen);
@@ -547,7 +555,7 @@ int wal_decode_update(const wal_cmd *c, st_update *u, st_cache_config *cfg)
         return EM_TRUNCATED;
     const uint8_t *p = r.payload, *end = r.payload + r.len;
     u->cntr = r.id.msb;
-    if (c->op == ST_UPD_CACHE_CREATE) {
+    if (c->op == ST_UPD_CACHE_CREATE || c->op == ST_UPD_CACHE_CONFIG) {
         int rc = cfg_get(p, end, cfg);
         if (rc)
             return rc;

@@ -125,13 +125,21 @@ static int fill_store(void *arg, wal_ckpt_writer *cw)
     for (size_t i = 0; !rc && i < l.n; i++) {
         if (st_cache_in_memory(l.c[i]))     /* not persistent: not in snapshots */
             continue;
+        /* A copy: SQL DDL may change the query entities meanwhile (a
+         * change logged after the checkpoint's LSN is applied again on
+         * replay; setting them is idempotent). */
+        st_cache_config cc;
+        if ((rc = st_cache_cfg_copy(l.c[i], &cc)))
+            break;
         const st_cache_config *cfg = st_cache_cfg(l.c[i]);
         st_update u;
         memset(&u, 0, sizeof u);
         u.kind = ST_UPD_CACHE_CREATE;
         u.cache_id = st_cache_id(l.c[i]);
-        u.cfg = cfg;
-        if ((rc = wal_ckpt_put(cw, &u)))
+        u.cfg = &cc;
+        rc = wal_ckpt_put(cw, &u);
+        st_cache_config_free(&cc);
+        if (rc)
             break;
         uint32_t parts = cfg->partitions ? cfg->partitions : 1;
         for (uint32_t p = 0; !rc && p < parts; p++) {

@@ -324,3 +324,160 @@ TEST(sql_index_concurrent_writes)
         em_buf_free(&a.v[i]);
     pe_close(&e);
 }
+
+/* ---- indexes in the cache configuration ---------------------------------- */
+
+static void qe_str(em_buf *b, const char *s)
+{
+    put_str(b, s);
+}
+
+static void qe_fld(em_buf *b, const char *name, const char *type)
+{
+    qe_str(b, name);
+    qe_str(b, type);
+    em_buf_put_u8(b, 0);
+    em_buf_put_u8(b, 0);
+    em_buf_put_u8(b, BIN_NULL);
+    em_buf_put_le32(b, (uint32_t)-1);
+    em_buf_put_le32(b, (uint32_t)-1);
+}
+
+static void qe_ix(em_buf *b, const char *name, int kind, const char *field)
+{
+    qe_str(b, name);
+    em_buf_put_u8(b, (uint8_t)kind);
+    em_buf_put_le32(b, (uint32_t)-1);
+    em_buf_put_le32(b, 1);
+    qe_str(b, field);
+    em_buf_put_u8(b, 0);
+}
+
+/* cfg_tables: the tables the cache's configuration describes now. */
+static int cfg_tables(st_cache *c, sq_table ***t, uint32_t *n)
+{
+    return sq_qe_tables(c, t, n);
+}
+
+static int cfg_has_index(st_cache *c, const char *name)
+{
+    sq_table **t;
+    uint32_t n;
+    int has = 0;
+    if (cfg_tables(c, &t, &n))
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t j = 0; j < t[i]->nqeix; j++)
+            has |= !strcmp(t[i]->qeix[j].name, name);
+        sq_table_unref(t[i]);
+    }
+    em_free(t);
+    return has;
+}
+
+/* A QueryEntity's SORTED indexes are built (the one without a name gets
+ * Ignite's default name); FULLTEXT is left out.  CREATE INDEX, DROP INDEX
+ * and ALTER TABLE write the cache's entity list anew, so its configuration
+ * (GET_CONFIGURATION, the WAL) says what the catalog holds, and a catalog
+ * built from it alone (a restart) has the same tables and indexes. */
+TEST(sql_index_in_the_cache_configuration)
+{
+    pe_env e;
+    REQUIRE_OK(open_env(&e));
+    em_buf qe = EM_BUF_INIT;
+    em_buf_put_le32(&qe, 1);
+    qe_str(&qe, "java.lang.Integer");
+    qe_str(&qe, "org.acme.Person");
+    qe_str(&qe, NULL);              /* table name: PERSON */
+    qe_str(&qe, NULL);
+    qe_str(&qe, NULL);
+    em_buf_put_le32(&qe, 2);
+    qe_fld(&qe, "name", "java.lang.String");
+    qe_fld(&qe, "age", "java.lang.Integer");
+    em_buf_put_le32(&qe, 0);
+    em_buf_put_le32(&qe, 3);
+    qe_ix(&qe, NULL, 0, "age");
+    qe_ix(&qe, "PERSON_NAME_IX", 0, "name");
+    qe_ix(&qe, "PERSON_FT", 1, "name");
+    st_cache_config cfg;
+    st_cache_config_init(&cfg);
+    cfg.name = "people";
+    cfg.sql_schema = "PUBLIC";
+    cfg.query_entities = qe.p;
+    cfg.query_entities_len = (uint32_t)qe.len;
+    st_cache *ca;
+    REQUIRE_OK(st_cache_create(e.st, &cfg, &ca));
+    em_buf_free(&qe);
+    /* the client's type, as its PUT_BINARY_TYPE would register it */
+    const char *fn[] = {"name", "age"};
+    const int32_t fc[] = {BIN_STRING, BIN_INT};
+    const bin_desc *d;
+    REQUIRE_OK(bin_registry_define(e.reg, "org.acme.Person", fn, fc, 2, &d));
+    em_buf v = EM_BUF_INIT;
+    for (int i = 0; i < 50; i++) {     /* written as a client would */
+        char nm[8];
+        snprintf(nm, sizeof nm, "n%02d", i);
+        bin_writer w;
+        em_buf_reset(&v);
+        bin_writer_init(&w, e.reg, &v);
+        int rc = bin_w_obj_begin(&w, d) || bin_w_field_idx(&w, 0) || bin_w_string(&w, nm, 3) ||
+                 bin_w_field_idx(&w, 1) || bin_w_int(&w, i) || bin_w_obj_end(&w);
+        bin_writer_free(&w);
+        REQUIRE(rc == 0);
+        uint8_t k[5] = { BIN_INT, 0, 0, 0, 0 };
+        em_st32(k + 1, (uint32_t)i);
+        REQUIRE_OK(st_put(ca, NULL, k, 5, v.p, v.len));
+    }
+    em_buf_free(&v);
+    USES_INDEX(&e, "SELECT _key FROM person WHERE age > 47", "_KEY/48|49", "PERSON",
+               "person_age_asc_idx");
+    USES_INDEX(&e, "SELECT age FROM person WHERE name = 'n07'", "AGE/7", "PERSON", "PERSON_NAME_IX");
+    CHECK(ix_of(&e, "PERSON", "PERSON_FT") == NULL);
+    /* DDL on it reaches the configuration. */
+    EXEC_OK(&e, "CREATE INDEX person_age_name ON person (age, name)");
+    CHECK_EQ(cfg_has_index(ca, "PERSON_AGE_NAME"), 1);
+    CHECK_EQ(cfg_has_index(ca, "person_age_asc_idx"), 1);
+    EXEC_OK(&e, "DROP INDEX \"person_age_asc_idx\"");
+    CHECK_EQ(cfg_has_index(ca, "person_age_asc_idx"), 0);
+    EXEC_OK(&e, "ALTER TABLE person ADD COLUMN city VARCHAR");
+    sq_table **t;
+    uint32_t n;
+    REQUIRE_OK(cfg_tables(ca, &t, &n));
+    REQUIRE(n == 1);
+    CHECK_EQ(t[0]->ncols, 3);
+    CHECK(!strcmp(t[0]->cols[0].field, "name") && !strcmp(t[0]->cols[0].name, "NAME"));
+    CHECK(!strcmp(t[0]->cols[2].name, "CITY"));
+    CHECK(!strcmp(t[0]->val_type, "org.acme.Person") && !strcmp(t[0]->name, "PERSON"));
+    CHECK_EQ(t[0]->key_sqtype, SQ_T_INT);
+    CHECK_EQ(t[0]->nqeix, 2);
+    sq_table_unref(t[0]);
+    em_free(t);
+    pe_close(&e);
+}
+
+/* A fresh engine over the same store (what a restart builds from the
+ * recovered configuration) has the indexes DDL made, and uses them. */
+TEST(sql_index_rebuilt_from_the_configuration)
+{
+    pe_env e;
+    REQUIRE_OK(open_env(&e));
+    EXEC_OK(&e, "CREATE TABLE r (id INT PRIMARY KEY, v INT, w VARCHAR)");
+    for (int i = 0; i < 30; i++) {
+        char q[96];
+        snprintf(q, sizeof q, "INSERT INTO r VALUES (%d, %d, 'w%d')", i, 100 + i, i);
+        EXEC_OK(&e, q);
+    }
+    EXEC_OK(&e, "CREATE INDEX r_v ON r (v)");
+    EXEC_OK(&e, "ALTER TABLE r ADD COLUMN z INT");
+    EXEC_OK(&e, "INSERT INTO r VALUES (30, 130, 'w30', 7)");
+    /* Swap the SQL engine for a new one over the same store and types. */
+    pr_conn_free(e.c);
+    sq_engine_free(e.ps->sql);
+    REQUIRE((e.ps->sql = sq_engine_new(e.st, e.reg)) != NULL);
+    e.c = pr_conn_new(e.ps);
+    uint8_t hs[12] = { 8, 0, 0, 0, 1, 1, 0, 2, 0, 0, 0, 2 };
+    REQUIRE_OK(feed(&e, hs, sizeof hs));
+    USES_INDEX(&e, "SELECT id, z FROM r WHERE v >= 129 ORDER BY v", "ID,Z/29,null|30,7", "R", "R_V");
+    FAILS_WITH(&e, "CREATE INDEX r_v ON r (w)", "Index already exists: R_V");
+    pe_close(&e);
+}

@@ -245,3 +245,46 @@ TEST(wal_store_expiry_survives_recovery)
     st_close(b);
     wal_memfs_free(fs);
 }
+
+/* A cache's query entities changed after creation (SQL DDL) come back after
+ * recovery, from the log and from a checkpoint taken after the change; a
+ * later change logged after that checkpoint wins. */
+TEST(wal_store_cache_config_change_recovers)
+{
+    wal_memfs *fs;
+    REQUIRE_OK(wal_memfs_new(&fs));
+    st_store *a = we_new_store(), *b = we_new_store(), *c = we_new_store();
+    REQUIRE(a && b && c);
+    wal *w;
+    REQUIRE_OK(open_wal(fs, WAL_FSYNC, 4096, a, &w));
+    st_cache *ca = make_cache(a, "tables", 16, 0);
+    REQUIRE(ca);
+    static const uint8_t qe1[] = {1, 0, 0, 0, 0xAA}, qe2[] = {1, 0, 0, 0, 0xBB, 0xCC};
+    REQUIRE_OK(st_cache_set_qe(ca, qe1, sizeof qe1));
+    CHECK_OK(put(ca, 1, 1));
+    REQUIRE_OK(wal_close(w));
+    REQUIRE_OK(open_wal(fs, WAL_FSYNC, 4096, b, &w));
+    st_cache *rb = st_cache_find(b, st_cache_id(ca));
+    REQUIRE(rb);
+    st_cache_config cfg;
+    REQUIRE_OK(st_cache_cfg_copy(rb, &cfg));
+    CHECK(cfg.query_entities_len == sizeof qe1 && !memcmp(cfg.query_entities, qe1, sizeof qe1));
+    st_cache_config_free(&cfg);
+    /* checkpoint holding qe1, then qe2 in the log after it */
+    REQUIRE_OK(wal_checkpoint(w, b));
+    REQUIRE_OK(st_cache_set_qe(rb, qe2, sizeof qe2));
+    REQUIRE_OK(wal_close(w));
+    REQUIRE_OK(open_wal(fs, WAL_FSYNC, 4096, c, &w));
+    st_cache *rcc = st_cache_find(c, st_cache_id(ca));
+    REQUIRE(rcc);
+    REQUIRE_OK(st_cache_cfg_copy(rcc, &cfg));
+    CHECK(cfg.query_entities_len == sizeof qe2 && !memcmp(cfg.query_entities, qe2, sizeof qe2));
+    CHECK_EQ(cfg.partitions, 16);
+    st_cache_config_free(&cfg);
+    CHECK(same_cache(ca, rcc, 10));
+    wal_close(w);
+    st_close(a);
+    st_close(b);
+    st_close(c);
+    wal_memfs_free(fs);
+}

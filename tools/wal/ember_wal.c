@@ -30,6 +30,7 @@ static const char *op_name(int op)
     case ST_UPD_CLEAR: return "CLEAR";
     case ST_UPD_CACHE_CREATE: return "CACHE_CREATE";
     case ST_UPD_CACHE_DESTROY: return "CACHE_DESTROY";
+    case ST_UPD_CACHE_CONFIG: return "CACHE_CONFIG";
     }
     return "?";
 }
@@ -93,7 +94,7 @@ static int print_frame(void *arg, size_t off, const wal_frame *f)
         if (u.expire_at_ms)
             printf(" expire_at %" PRId64, u.expire_at_ms);
     }
-    if (u.kind == ST_UPD_CACHE_CREATE)
+    if (u.kind == ST_UPD_CACHE_CREATE || u.kind == ST_UPD_CACHE_CONFIG)
         printf(" name \"%s\" partitions %u backups %d", cfg.name, cfg.partitions, cfg.backups);
     printf("\n");
     return 0;
