@@ -1,5 +1,6 @@
 /* bench_txwire.c - `ember-bench txload`: single-node transaction throughput
- * over the wire against a plain put (issue 17).
+ * over the wire against a plain put (issue 17), and a point SELECT by
+ * primary key against a GET of the same entry (issue 18).
  *
  * Each connection (one thread each, blocking, no pipelining) runs one of:
  *   put       PUT on an ATOMIC cache (the baseline)
@@ -8,12 +9,17 @@
  *   tx        TX_START (PESSIMISTIC REPEATABLE_READ) + PUT in it + TX_END
  *             commit: three round trips, one op
  *   txopt     the same, OPTIMISTIC SERIALIZABLE
+ *   get       GET of a row of table SQLBENCH (id INT PRIMARY KEY, v INT)
+ *             through its cache SQL_PUBLIC_SQLBENCH
+ *   sqlget    QUERY_SQL_FIELDS "SELECT v FROM sqlbench WHERE id = ?" of the
+ *             same row (one page, the cursor closed with it)
  * over --keys int keys (connection i uses keys i, i + conns, ... so
  * pessimistic transactions never wait for each other).  Prints op/s,
  * latency p50/p99 per op, and, when emberd runs with --debug-ops, the
- * server's allocations per op (PR_OP_DEBUG_STATS before and after).
+ * server's allocations per op (PR_OP_DEBUG_STATS before and after), and
+ * with --pid the server's CPU per op (utime + stime over the run).
  * Usage: ember-bench txload --port P [--mode tx] [--connections 4]
- *        [--duration 3] [--keys 10000]
+ *        [--duration 3] [--keys 10000] [--pid PID]
  */
 #include "bench.h"
 #include "load.h"
@@ -34,10 +40,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { M_PUT, M_IMPLICIT, M_TX, M_TXOPT };
+enum { M_PUT, M_IMPLICIT, M_TX, M_TXOPT, M_GET, M_SQLGET };
 
 typedef struct tw_opts {
     const char *host;
+    long pid;
     int port, conns, mode;
     double duration;
     uint32_t keys;
@@ -81,7 +88,7 @@ static int recv_all(int fd, uint8_t *p, size_t n)
 }
 
 /* frame helpers: b[0..4) = length, then op, rid, payload */
-typedef struct fb { uint8_t p[256]; size_t n; } fb;
+typedef struct fb { uint8_t p[512]; size_t n; } fb;
 static void fb_begin(fb *b, int op, uint64_t rid)
 {
     b->n = 4;
@@ -94,6 +101,35 @@ static void fb_i32(fb *b, int32_t v) { em_st32(b->p + b->n, (uint32_t)v); b->n +
 static void fb_i64(fb *b, int64_t v) { em_st64(b->p + b->n, (uint64_t)v); b->n += 8; }
 static void fb_int(fb *b, int32_t v) { fb_u8(b, 3); fb_i32(b, v); }
 static void fb_end(fb *b) { em_st32(b->p, (uint32_t)(b->n - 4)); }
+static void fb_str(fb *b, const char *s)
+{
+    size_t n = strlen(s);
+    fb_u8(b, 9);
+    fb_i32(b, (int32_t)n);
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+}
+
+/* fb_sql: QUERY_SQL_FIELDS of sql (schema PUBLIC, page 1024) with argc int
+ * arguments. */
+static void fb_sql(fb *b, uint64_t rid, const char *sql, int argc, const int32_t *args)
+{
+    fb_begin(b, 2004, rid);
+    fb_i32(b, 0);
+    fb_u8(b, 0);
+    fb_str(b, "PUBLIC");
+    fb_i32(b, 1024);
+    fb_i32(b, -1);
+    fb_str(b, sql);
+    fb_i32(b, argc);
+    for (int i = 0; i < argc; i++)
+        fb_int(b, args[i]);
+    fb_u8(b, 0);                    /* any statement type */
+    for (int i = 0; i < 6; i++)
+        fb_u8(b, 0);
+    fb_i64(b, 0);
+    fb_u8(b, 0);
+}
 
 /* call: one request, one reply (1.7.0 header: rid, short flags, [status]);
  * the payload's first 4 bytes into *i32 when asked. */
@@ -177,6 +213,17 @@ static int one_op(tw_thread *t, uint64_t *rid, int32_t key)
 {
     const tw_opts *o = t->o;
     fb b;
+    if (o->mode == M_GET) {
+        fb_begin(&b, 1000, (*rid)++);
+        fb_i32(&b, java_hash("SQL_PUBLIC_SQLBENCH"));
+        fb_u8(&b, 0);
+        fb_int(&b, key);
+        return call(t->fd, &b, NULL, t->err, sizeof t->err);
+    }
+    if (o->mode == M_SQLGET) {
+        fb_sql(&b, (*rid)++, "SELECT v FROM sqlbench WHERE id = ?", 1, &key);
+        return call(t->fd, &b, NULL, t->err, sizeof t->err);
+    }
     int32_t cid = java_hash(o->mode == M_PUT ? "txbench_atomic" : "txbench_tx");
     if (o->mode == M_PUT || o->mode == M_IMPLICIT) {
         fb_begin(&b, 1001, (*rid)++);
@@ -207,6 +254,20 @@ static int one_op(tw_thread *t, uint64_t *rid, int32_t key)
     fb_i32(&b, id);
     fb_u8(&b, 1);
     return call(t->fd, &b, NULL, t->err, sizeof t->err);
+}
+
+/* sql_setup creates table sqlbench and MERGEs rows 0..keys-1 (v = id). */
+static int sql_setup(int fd, uint32_t keys, char *err, size_t errn)
+{
+    fb b;
+    fb_sql(&b, 2, "CREATE TABLE IF NOT EXISTS sqlbench (id INT PRIMARY KEY, v INT)", 0, NULL);
+    int rc = call(fd, &b, NULL, err, errn);
+    for (uint32_t k = 0; !rc && k < keys; k++) {
+        int32_t a[2] = {(int32_t)k, (int32_t)k};
+        fb_sql(&b, 3 + k, "MERGE INTO sqlbench (id, v) VALUES (?, ?)", 2, a);
+        rc = call(fd, &b, NULL, err, errn);
+    }
+    return rc;
 }
 
 static void *tw_main(void *arg)
@@ -256,7 +317,8 @@ static int debug_stats(int fd, int64_t *allocs, int64_t *bytes)
 
 static int txload(int argc, char **argv)
 {
-    tw_opts o = {"127.0.0.1", 10800, 4, M_TX, 3.0, 10000};
+    tw_opts o = {.host = "127.0.0.1", .port = 10800, .conns = 4, .mode = M_TX, .duration = 3.0,
+                 .keys = 10000};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -269,11 +331,13 @@ static int txload(int argc, char **argv)
         else if (!strcmp(a, "--connections")) o.conns = atoi(v);
         else if (!strcmp(a, "--duration")) o.duration = atof(v);
         else if (!strcmp(a, "--keys")) o.keys = (uint32_t)atoi(v);
+        else if (!strcmp(a, "--pid")) o.pid = atol(v);
         else if (!strcmp(a, "--mode")) {
             o.mode = !strcmp(v, "put") ? M_PUT : !strcmp(v, "implicit") ? M_IMPLICIT
-                   : !strcmp(v, "tx") ? M_TX : !strcmp(v, "txopt") ? M_TXOPT : -1;
+                   : !strcmp(v, "tx") ? M_TX : !strcmp(v, "txopt") ? M_TXOPT
+                   : !strcmp(v, "get") ? M_GET : !strcmp(v, "sqlget") ? M_SQLGET : -1;
             if (o.mode < 0) {
-                fprintf(stderr, "txload: --mode is put, implicit, tx or txopt\n");
+                fprintf(stderr, "txload: --mode is put, implicit, tx, txopt, get or sqlget\n");
                 return 2;
             }
         } else {
@@ -292,6 +356,10 @@ static int txload(int argc, char **argv)
         fprintf(stderr, "txload: cannot set up on %s:%d %s\n", o.host, o.port, err);
         return 1;
     }
+    if ((o.mode == M_GET || o.mode == M_SQLGET) && sql_setup(ctl, o.keys, err, sizeof err)) {
+        fprintf(stderr, "txload: cannot fill table sqlbench: %s\n", err);
+        return 1;
+    }
     tw_thread *t = em_calloc((size_t)o.conns, sizeof *t);
     if (!t)
         return 1;
@@ -305,6 +373,7 @@ static int txload(int argc, char **argv)
     }
     int64_t a0 = 0, b0 = 0, a1 = 0, b1 = 0;
     int dbg = debug_stats(ctl, &a0, &b0) == 0;
+    double cpu0 = o.pid ? ld_proc_cpu_us(o.pid) : -1;
     uint64_t start = em_now_ns();
     for (int i = 0; i < o.conns; i++)
         pthread_create(&t[i].th, NULL, tw_main, &t[i]);
@@ -323,13 +392,17 @@ static int txload(int argc, char **argv)
             snprintf(err, sizeof err, "%s", t[i].err);
     }
     double secs = (double)(em_now_ns() - start) / 1e9;
+    double cpu1 = o.pid ? ld_proc_cpu_us(o.pid) : -1;
     if (dbg)
         dbg = debug_stats(ctl, &a1, &b1) == 0;
     static const char *const names[] = {"put (ATOMIC)", "implicit (TRANSACTIONAL)",
-                                        "tx PESSIMISTIC REPEATABLE_READ", "tx OPTIMISTIC SERIALIZABLE"};
+                                        "tx PESSIMISTIC REPEATABLE_READ", "tx OPTIMISTIC SERIALIZABLE",
+                                        "GET of a table row", "SELECT v WHERE id = ? (SQL)"};
     printf("# ember-bench txload: source %s, load average %s\n", bench_source(), bench_loadavg());
     printf("%-32s %d conns  %10.0f op/s  p50 %7.1f us  p99 %7.1f us", names[o.mode], o.conns,
            (double)ops / secs, ld_hist_quantile(&h, 0.5) / 1e3, ld_hist_quantile(&h, 0.99) / 1e3);
+    if (cpu0 >= 0 && cpu1 >= 0 && ops)
+        printf("  server %.2f CPU us/op", (cpu1 - cpu0) / (double)ops);
     if (dbg && ops)
         printf("  server %.1f B/op %.2f allocs/op", (double)(b1 - b0) / (double)ops,
                (double)(a1 - a0) / (double)ops);
@@ -343,5 +416,5 @@ static int txload(int argc, char **argv)
     return errors ? 1 : 0;
 }
 
-BENCH_COMMAND(txload, "txload", "transactions over the wire against a plain put (--port P "
-              "--mode put|implicit|tx|txopt)", txload)
+BENCH_COMMAND(txload, "txload", "transactions over the wire against a plain put, a point SELECT "
+              "against a GET (--port P --mode put|implicit|tx|txopt|get|sqlget [--pid PID])", txload)

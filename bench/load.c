@@ -635,7 +635,7 @@ static void conn_free(conn *c)
 /* proc_cpu_us: utime+stime of process pid in microseconds, -1 if unreadable.
  * /proc/PID/stat: fields 14 and 15 (clock ticks), counted after the ")" that
  * closes the command name (which may itself contain spaces). */
-static double proc_cpu_us(long pid)
+double ld_proc_cpu_us(long pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
@@ -1030,7 +1030,7 @@ static int cmd_load(int argc, char **argv)
         ma0 += a;
         mb0 += b;
     }
-    double srv0 = o->pid ? proc_cpu_us(o->pid) : -1, cli0 = self_cpu_us();
+    double srv0 = o->pid ? ld_proc_cpu_us(o->pid) : -1, cli0 = self_cpu_us();
     uint64_t t0 = em_now_ns();
     set_phase(R, PH_MEASURE);
     if (o->ops) {
@@ -1046,7 +1046,7 @@ static int cmd_load(int argc, char **argv)
     }
     set_phase(R, PH_STOP);
     uint64_t t1 = em_now_ns();
-    double srv1 = o->pid ? proc_cpu_us(o->pid) : -1, cli1 = self_cpu_us();
+    double srv1 = o->pid ? ld_proc_cpu_us(o->pid) : -1, cli1 = self_cpu_us();
     wait_all(R, offsetof(worker, drained), 5, tty, PH_STOP, t0, &ld, &lt);
     set_phase(R, PH_QUIT);
     for (int t = 0; t < o->threads; t++)

@@ -107,4 +107,8 @@ void ld_hist_merge(ld_hist *into, const ld_hist *from);
  * bucket holding that rank, 0 if empty. */
 uint64_t ld_hist_quantile(const ld_hist *h, double q);
 
+/* ld_proc_cpu_us: utime+stime of process pid in microseconds (-1 if it
+ * cannot be read, or the process exited). */
+double ld_proc_cpu_us(long pid);
+
 #endif

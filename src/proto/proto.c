@@ -748,10 +748,11 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     }
     rc = dispatch(c, op, &r, out);
     trim_scratch(c);
-    if (rc == PR_PARK) {
-        /* waits for a lock: no reply now, the frame is run again later */
+    if (rc == PR_PARK || rc == PR_OFFLOAD) {
+        /* waits for a lock, or goes to the SQL threads: no reply now, the
+         * frame is run again later */
         out->len = start;
-        return PR_PARK;
+        return rc;
     }
     c->last_status = rc < 0 ? PR_ST_FAILED : rc;
     if (rc != 0) {
@@ -826,11 +827,11 @@ static int queue_frame(pr_conn *c, em_buf *q, const uint8_t *body, size_t len)
 static int run_or_queue(pr_conn *c, em_buf *q, const uint8_t *body, size_t len, em_buf *out)
 {
     int rc = c->job_busy || queued_tx(q->p, q->len, pr_tx_frame_id(body, len)) ? PR_PARK
-             : pr_sqlx_take(c, body, len);
-    if (rc == 1)
-        return 0;                   /* the reply comes from pr_sqlx_deliver */
-    if (rc == 0)
-        rc = request(c, body, len, out);
+             : request(c, body, len, out);
+    if (rc == PR_OFFLOAD) {
+        rc = pr_sqlx_take(c, body, len);
+        return rc == 1 ? 0 : rc ? rc : EM_INVAL;    /* the reply: pr_sqlx_deliver */
+    }
     if (rc != PR_PARK)
         return rc;
     if (c->npq < PR_MAX_WAITING && q->len + len + 4 <= PR_MAX_WAITING_BYTES)

@@ -290,6 +290,9 @@ int  pr_server_sql_start(pr_server *s, int threads, int (*commit)(void *arg),
                          void (*wake)(void *arg), void *arg);
 void pr_server_sql_stop(pr_server *s);
 void pr_server_sql_stats(pr_server *s, uint64_t *ran, uint64_t *cancelled, uint64_t *queued);
+/* pr_server_sql_mem_stats: the SQL threads' allocation counters, as each
+ * published them after its last request (for PR_OP_DEBUG_STATS). */
+void pr_server_sql_mem_stats(pr_server *s, em_mem_stats *sum);
 
 /* Transaction limits (Ignite's ThinClientConfiguration default). */
 #define PR_MAX_TX_PER_CONN 100

@@ -114,6 +114,8 @@ struct pr_conn {
      * job_busy, every later frame waits in pq. */
     struct pr_sqljob *job;
     uint8_t    job_busy;
+    uint8_t    pooled;              /* running on an SQL thread now */
+    uint64_t   sql_slow[16];        /* statements that ran over the inline budget */
     int        last_status;         /* the status of the last request's reply */
 };
 
@@ -249,12 +251,24 @@ typedef struct pr_sqljob pr_sqljob;
 typedef struct pr_sqlx pr_sqlx;
 #define PR_SQL_MAX_THREADS 16
 int  pr_sqlx_take(pr_conn *c, const uint8_t *body, size_t len);
+/* pr_sqlx_inline: the SQL handler runs its query here under a budget (1), or
+ * must return PR_OFFLOAD at once (0: a page request, or this statement ran
+ * over the budget before); 2 on an SQL thread or with no pool: no budget.
+ * pr_sqlx_note_slow remembers a statement that ran over it. */
+int  pr_sqlx_inline(pr_conn *c, int op, const char *sql, size_t len);
+void pr_sqlx_note_slow(pr_conn *c, const char *sql, size_t len);
 int  pr_sqlx_deliver(pr_conn *c, em_buf *out);
 int  pr_sqlx_release(pr_conn *c);
 
 /* A handler's return that parks the request: it is left unconsumed and run
  * again later (pr_feed, net_conn_park); it changed nothing visible. */
 #define PR_PARK 0x7ffffff0
+/* A handler's return that hands the request to the SQL threads
+ * (proto_sqlrun.c): it changed nothing visible and runs there again. */
+#define PR_OFFLOAD 0x7ffffff1
+/* How long an SQL query may run on the event loop before it is handed to
+ * the SQL threads (proto_sqlrun.c says why). */
+#define PR_SQL_INLINE_NS 200000u
 
 /* Atomicity modes of st_cache_config.atomicity_mode. */
 enum { ST_ATOMICITY_TRANSACTIONAL = 0, ST_ATOMICITY_ATOMIC = 1 };

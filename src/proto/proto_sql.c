@@ -102,15 +102,22 @@ static int check_cursor_room(pr_conn *c, sq_sess *s)
 
 /* first_page runs q and appends the reply from the column count (fields)
  * or the row count (2002) on. */
-static int run_query(pr_conn *c, sq_sess *s, const sq_query *q, int32_t page, int names,
+static int run_query(pr_conn *c, sq_sess *s, sq_query *q, int32_t page, int names,
                      int fields, em_buf *out)
 {
+    int op = fields ? 2004 : 2002;
+    int here = pr_sqlx_inline(c, op, q->sql, q->sql_len);
+    if (!here)
+        return PR_OFFLOAD;
+    q->budget_ns = here == 1 ? PR_SQL_INLINE_NS : 0;
     int rc = check_cursor_room(c, s);
     if (rc)
         return rc;
     int64_t id = atomic_fetch_add(&c->srv->next_cursor, 1);
     sq_cursor *cu;
-    if ((rc = sq_exec(s, q, id, &cu)) != 0)
+    if ((rc = sq_exec(s, q, id, &cu)) == EM_AGAIN && q->budget_ns)
+        return PR_OFFLOAD;          /* DML or DDL: run where it may take long */
+    if (rc)
         return rc == EM_NOMEM && !sq_errmsg(s)[0] ? rc : sql_err(c, s);
     size_t start = out->len;
     rc = em_buf_put_le64(out, (uint64_t)id);
@@ -133,6 +140,10 @@ static int run_query(pr_conn *c, sq_sess *s, const sq_query *q, int32_t page, in
     rc = sq_page(s, cu, page > 0 ? (uint32_t)page : 1024, budget, out, &rows, &more);
     if (rc || !more)
         sq_cursor_close(s, cu);     /* the last page was sent: free it now */
+    if (rc == EM_AGAIN && q->budget_ns) {
+        pr_sqlx_note_slow(c, q->sql, q->sql_len);
+        return PR_OFFLOAD;          /* over the budget: nothing was sent */
+    }
     if (rc)
         return sql_err(c, s);
     em_st32(out->p + cnt, rows);
@@ -244,6 +255,8 @@ int pr_op_sql(pr_conn *c, pr_rd *r, em_buf *out)
 /* 2003 and 2005: long cursor id -> int rows, rows, bool more. */
 int pr_op_sql_page(pr_conn *c, pr_rd *r, em_buf *out)
 {
+    if (!pr_sqlx_inline(c, 2003, NULL, 0))
+        return PR_OFFLOAD;          /* pages of a query are read off the loop */
     int64_t id;
     if (pr_rd_i64(r, &id))
         return pr_bad_request(c, EM_TRUNCATED);

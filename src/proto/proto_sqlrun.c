@@ -1,30 +1,37 @@
-/* proto_sqlrun.c - SQL requests run off the network loops.
+/* proto_sqlrun.c - SQL requests that would stall the network loops run on
+ * threads of their own.
  *
  * A query can take seconds (a join over a large table, a big CREATE INDEX);
  * run on the loop thread it would stall every other connection the loop
- * owns.  So under emberd (pr_server_sql_start) the SQL ops 2002-2005 are
- * handed, as a copy of their frame, to a small pool of SQL threads:
+ * owns.  Handing every query to another thread costs a wake-up and a few
+ * microseconds of CPU each way, several times what a point SELECT by key
+ * costs.  So under emberd (pr_server_sql_start):
  *
- *   loop thread   run_or_queue -> pr_sqlx_take: the frame is copied into the
- *                 connection's job and queued; the connection is parked, so
- *                 every later frame of it waits in its queue (its requests
- *                 keep their order, its SQL session is used by one thread);
- *   SQL thread    runs the request as the loop would (pr_exec_request) into
- *                 the job's reply, waits for its own WAL group commit (DML
- *                 must be durable before its reply leaves, as before_send
- *                 makes the loop's), marks the job done and wakes the loops;
- *   loop thread   pr_conn_resume -> pr_sqlx_deliver: the reply goes out and
- *                 the waiting frames run.
+ *   - a SELECT (2002, 2004) first runs on the loop with a budget of
+ *     PR_SQL_INLINE_NS (200 us) for its first page; most point and small
+ *     queries finish well inside it and answer at once.  One that runs
+ *     over is interrupted (a SELECT changed nothing), the connection
+ *     remembers its text (16 per connection), and it is handed over;
+ *   - DML, DDL and cursor pages (2003, 2005) are always handed over: they
+ *     cannot be undone half way, and pages belong to queries that were
+ *     already long;
+ *   - handing over: the loop copies the frame into the connection's job and
+ *     parks the connection, so every later frame of it waits in its queue
+ *     (its requests keep their order, its SQL session has one user at a
+ *     time); an SQL thread runs the request as the loop would
+ *     (pr_exec_request), waits for its own WAL group commit (DML must be
+ *     durable before its reply leaves, as before_send makes the loop's),
+ *     marks the job done and wakes the loops; pr_conn_resume ->
+ *     pr_sqlx_deliver sends the reply and runs what waited.
  *
  * Other connections are served meanwhile.  A connection that closes while
  * its job runs cancels it (the session's progress handler stops SQLite at
  * its next check) and leaves freeing the connection to the SQL thread; one
- * whose job still waits in the queue takes it out and frees at once.
- *
- * Why not more threads: the pool's size bounds how much CPU SQL can take
- * from the loops (default 1); queries beyond it wait their turn in FIFO
- * order.  The in-process path (pr_feed with no pool, tests, the fuzz
- * target) runs SQL inline as before.
+ * whose job still waits in the queue takes it out and frees at once.  The
+ * pool's size bounds how much CPU SQL can take from the loops (default 1);
+ * queries beyond it wait their turn in FIFO order.  The in-process path
+ * (pr_feed with no pool: unit tests, the fuzz target) runs SQL inline, with
+ * no budget.
  */
 #include "proto/proto_int.h"
 
@@ -33,6 +40,7 @@
 
 #include "sql/sql.h"
 #include "util/clock.h"
+#include "util/hash.h"
 #include "util/mem.h"
 
 enum { J_IDLE, J_QUEUED, J_RUNNING, J_DONE };
@@ -58,9 +66,10 @@ struct pr_sqlx {
     void          (*wake)(void *arg);
     void           *arg;
     _Atomic uint64_t ran, cancelled, queued_now;
+    em_mem_stats    mem[PR_SQL_MAX_THREADS];    /* each thread's, after each job */
 };
 
-static int sql_op(int op) { return op >= 2002 && op <= 2005; }
+typedef struct wk_arg { pr_sqlx *x; int idx; } wk_arg;
 
 static void job_free(pr_sqljob *j)
 {
@@ -79,7 +88,9 @@ static void run_job(pr_sqlx *x, pr_sqljob *j)
     c->stats = NULL;
     uint64_t t0 = em_now_ns();
     em_buf_reset(&j->out);
+    c->pooled = 1;
     int rc = pr_exec_request(c, j->req.p, j->req.len, &j->out);
+    c->pooled = 0;
     c->stats = st;
     j->status = rc < 0 ? PR_ST_FAILED : c->last_status;
     j->commit_rc = rc < 0 ? rc : x->commit ? x->commit(x->arg) : 0;
@@ -88,7 +99,9 @@ static void run_job(pr_sqlx *x, pr_sqljob *j)
 
 static void *worker(void *arg)
 {
-    pr_sqlx *x = arg;
+    pr_sqlx *x = ((wk_arg *)arg)->x;
+    int me = ((wk_arg *)arg)->idx;
+    em_free(arg);
     pthread_mutex_lock(&x->mu);
     for (;;) {
         while (!x->head && !x->stop)
@@ -107,6 +120,7 @@ static void *worker(void *arg)
         atomic_fetch_add(&x->ran, 1);
         pthread_mutex_lock(&x->mu);
         j->state = J_DONE;
+        x->mem[me] = em_mem_thread();   /* before the reply can reach anyone */
         int orphan = j->orphan;
         pthread_mutex_unlock(&x->mu);
         if (orphan) {
@@ -116,6 +130,7 @@ static void *worker(void *arg)
             x->wake(x->arg);
         }
         pthread_mutex_lock(&x->mu);
+        x->mem[me] = em_mem_thread();
     }
     pthread_mutex_unlock(&x->mu);
     return NULL;
@@ -137,8 +152,14 @@ int pr_server_sql_start(pr_server *s, int threads, int (*commit)(void *arg),
     x->wake = wake;
     x->arg = arg;
     for (; x->nth < threads; x->nth++) {
-        if (pthread_create(&x->th[x->nth], NULL, worker, x) != 0)
+        wk_arg *a = em_malloc(sizeof *a);
+        if (!a)
             break;
+        *a = (wk_arg){x, x->nth};
+        if (pthread_create(&x->th[x->nth], NULL, worker, a) != 0) {
+            em_free(a);
+            break;
+        }
         pthread_setname_np(x->th[x->nth], "em-sql");
     }
     if (!x->nth) {
@@ -171,6 +192,21 @@ void pr_server_sql_stop(pr_server *s)
     em_free(x);
 }
 
+void pr_server_sql_mem_stats(pr_server *s, em_mem_stats *sum)
+{
+    pr_sqlx *x = s->sqlx;
+    memset(sum, 0, sizeof *sum);
+    if (!x)
+        return;
+    pthread_mutex_lock(&x->mu);
+    for (int i = 0; i < x->nth; i++) {
+        sum->allocs += x->mem[i].allocs;
+        sum->bytes += x->mem[i].bytes;
+        sum->frees += x->mem[i].frees;
+    }
+    pthread_mutex_unlock(&x->mu);
+}
+
 void pr_server_sql_stats(pr_server *s, uint64_t *ran, uint64_t *cancelled, uint64_t *queued)
 {
     pr_sqlx *x = s->sqlx;
@@ -182,7 +218,7 @@ void pr_server_sql_stats(pr_server *s, uint64_t *ran, uint64_t *cancelled, uint6
 int pr_sqlx_take(pr_conn *c, const uint8_t *body, size_t len)
 {
     pr_sqlx *x = c->srv->sqlx;
-    if (!x || c->forwarded || len < 10 || !sql_op((int)(uint16_t)em_ld16(body)))
+    if (!x || c->forwarded || len < 10)
         return 0;
     /* The session exists before the job is queued, so the loop thread can
      * cancel it (pr_sqlx_release) without racing its creation. */
@@ -211,6 +247,27 @@ int pr_sqlx_take(pr_conn *c, const uint8_t *body, size_t len)
     pthread_mutex_unlock(&x->mu);
     c->job_busy = 1;
     return 1;
+}
+
+static uint64_t text_key(const char *sql, size_t len)
+{
+    return (uint64_t)em_crc32c(0, sql, len) << 32 | (uint32_t)len;
+}
+
+int pr_sqlx_inline(pr_conn *c, int op, const char *sql, size_t len)
+{
+    if (!c->srv->sqlx || c->pooled || c->forwarded)
+        return 2;
+    if (op == 2003 || op == 2005)
+        return 0;
+    uint64_t k = text_key(sql, len);
+    return c->sql_slow[k % 16] != k;
+}
+
+void pr_sqlx_note_slow(pr_conn *c, const char *sql, size_t len)
+{
+    uint64_t k = text_key(sql, len);
+    c->sql_slow[k % 16] = k;
 }
 
 int pr_sqlx_deliver(pr_conn *c, em_buf *out)
@@ -268,16 +325,17 @@ int pr_sqlx_release(pr_conn *c)
             }
             j->state = J_IDLE;
         } else if (j->state == J_RUNNING) {
+            /* Under the lock: once it is released the SQL thread may end
+             * the job and free c. */
             j->orphan = 1;
+            if (c->sql)
+                sq_sess_cancel(c->sql);
             keep = 1;
         }
         pthread_mutex_unlock(&x->mu);
     }
-    if (keep) {
-        if (c->sql)
-            sq_sess_cancel(c->sql);
+    if (keep)
         return 1;
-    }
     c->job = NULL;
     job_free(j);
     return 0;

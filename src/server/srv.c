@@ -693,11 +693,12 @@ static void debug_stats(void *arg, em_mem_stats *sum)
         *sum = em_mem_thread();
     /* On a cluster, its threads too: owners apply replicated writes on the
      * transport's loop, forwarded requests run on its workers. */
-    em_mem_stats cm;
+    em_mem_stats cm, sm;
     srv_cluster_mem_stats(s->cluster, &cm);
-    sum->allocs += cm.allocs;
-    sum->bytes += cm.bytes;
-    sum->frees += cm.frees;
+    pr_server_sql_mem_stats(s->ps, &sm);        /* and the SQL threads' */
+    sum->allocs += cm.allocs + sm.allocs;
+    sum->bytes += cm.bytes + sm.bytes;
+    sum->frees += cm.frees + sm.frees;
 }
 
 int srv_start(srv **out, const srv_config *c)

@@ -343,7 +343,7 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         goto release;
     }
     if (cls == SQ_CLS_DDL) {
-        rc = run_ddl(s, &l, schema, id, out);
+        rc = q->budget_ns ? EM_AGAIN : run_ddl(s, &l, schema, id, out);
         goto done;
     }
     if (!ent) {
@@ -390,6 +390,10 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
     }
     if ((rc = bind_args(s, st, q)) != 0)
         goto release;
+    if (cls == SQ_CLS_DML && q->budget_ns) {
+        rc = EM_AGAIN;              /* writes run where they may take long */
+        goto release;
+    }
     if (cls == SQ_CLS_DML) {
         arm(d, q->timeout_ms);
         int r;
@@ -415,6 +419,7 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
     d->busy++;
     c->kv = q->kv_type != NULL;
     c->timeout_ms = q->timeout_ms;
+    c->budget_ns = q->budget_ns;
     for (uint32_t i = 0; i < nc; i++) {
         const char *n = sqlite3_column_name(st, (int)i);
         c->names[i] = em_strndup(n ? n : "", n ? strlen(n) : 0);
@@ -467,6 +472,9 @@ int sq_page(sq_sess *s, sq_cursor *c, uint32_t max_rows, size_t max_bytes, em_bu
         c->page = max_rows;
     size_t start = out->len;
     arm(c->db, c->timeout_ms);
+    c->db->over_budget = 0;
+    c->db->budget_until = c->budget_ns ? em_now_ns() + c->budget_ns : 0;
+    c->budget_ns = 0;               /* later pages run without one */
     int rc = 0;
     while (!c->done && *rows < max_rows) {
         if (!c->pending) {
@@ -508,6 +516,9 @@ int sq_page(sq_sess *s, sq_cursor *c, uint32_t max_rows, size_t max_bytes, em_bu
             rc = step_fail(s, c->db->db, r);
     }
     c->db->deadline_ns = 0;
+    c->db->budget_until = 0;
+    if (rc && c->db->over_budget)
+        rc = EM_AGAIN;              /* the interrupt was the budget's */
     *more = !c->done;
     return rc;
 }

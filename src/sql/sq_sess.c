@@ -31,8 +31,16 @@ const char *sq_errmsg(const sq_sess *s) { return s->msg; }
 static int progress(void *arg)
 {
     sq_db *d = arg;
-    return atomic_load_explicit(d->cancel, memory_order_relaxed) ||
-           (d->deadline_ns && em_now_ns() > d->deadline_ns);
+    if (atomic_load_explicit(d->cancel, memory_order_relaxed))
+        return 1;
+    if (!d->deadline_ns && !d->budget_until)
+        return 0;
+    uint64_t now = em_now_ns();
+    if (d->budget_until && now > d->budget_until) {
+        d->over_budget = 1;
+        return 1;
+    }
+    return d->deadline_ns && now > d->deadline_ns;
 }
 
 void sq_sess_cancel(sq_sess *s)

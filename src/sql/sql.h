@@ -76,11 +76,18 @@ typedef struct sq_query {
     const char *kv_type; size_t kv_type_len;  /* QUERY_SQL (2002): rows are
                                                * (key, value) of this type's
                                                * table; NULL for 2004 */
+    /* budget_ns: run only if it is cheap - a SELECT whose first page
+     * takes longer, or any DML or DDL, fails with EM_AGAIN having changed
+     * nothing (its cursor is closed), to be run again elsewhere.  0: no
+     * budget. */
+    uint64_t budget_ns;
 } sq_query;
 
 /* sq_exec prepares and starts q.  DDL and DML run to completion here and
  * leave a cursor with the one UPDATED row.  On failure returns a negative
- * code and sq_errmsg(s) says why (Ignite's texts where known). */
+ * code and sq_errmsg(s) says why (Ignite's texts where known); EM_AGAIN
+ * (no message) when q has a budget it cannot keep (sq_query.budget_ns),
+ * from here or from the first sq_page. */
 int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out);
 
 /* Result shape. */

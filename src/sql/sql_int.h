@@ -366,6 +366,8 @@ typedef struct sq_db {
     uint32_t  busy;             /* open cursors using it */
     uint64_t  used;             /* LRU tick */
     uint64_t  deadline_ns;      /* for the progress handler */
+    uint64_t  budget_until;     /* a statement's inline budget (sq_query.budget_ns) */
+    int       over_budget;      /* ... ran out: the interrupt is not a timeout */
     _Atomic int *cancel;        /* the session's (sq_sess_cancel) */
     int       internal;         /* ember's own schema statements are running */
     int       collect;          /* record SQLITE_READs into reads */
@@ -403,6 +405,7 @@ struct sq_cursor {
     int           is_update;    /* no statement: one UPDATED row */
     int64_t       timeout_ms;
     uint32_t      page;         /* rows per page, from the first request */
+    uint64_t      budget_ns;    /* the first page's inline budget, or 0 */
 };
 
 struct sq_sess {

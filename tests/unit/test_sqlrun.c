@@ -1,9 +1,10 @@
-/* test_sqlrun.c - SQL requests on the SQL threads (proto_sqlrun.c): the
- * feeding call answers nothing for them and later frames of the connection
- * wait; the replies come from pr_conn_resume after the wake, in request
- * order, each after the commit hook ran on the SQL thread; a connection
- * freed while its query runs cancels the query, and the SQL thread frees
- * what it used.
+/* test_sqlrun.c - SQL requests on the SQL threads (proto_sqlrun.c): DML,
+ * DDL and SELECTs over the inline budget are handed over - the feeding
+ * call answers nothing for them and later frames of the connection wait;
+ * the replies come from pr_conn_resume after the wake, in request order,
+ * each after the commit hook ran on the SQL thread; a cheap SELECT is
+ * answered at once; a connection freed while its query runs cancels the
+ * query, and the SQL thread frees what it used.
  */
 #include "test.h"
 #include "proto_env.h"
@@ -129,7 +130,7 @@ TEST(sqlrun_replies_in_order_from_the_sql_thread)
     frame_fields(&b, 1, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", 0);
     frame_fields(&b, 2, "INSERT INTO t VALUES (7, 70)", 0);
     frame_get(&b, 3, "SQL_PUBLIC_T", 7);        /* not SQL: still waits its turn */
-    frame_fields(&b, 4, "SELECT v FROM t WHERE id = 7", 0);
+    frame_fields(&b, 4, "SELECT v FROM t WHERE id = 7", 0);     /* cheap: runs here */
     em_buf_reset(&e.out);
     size_t used = 0;
     REQUIRE_OK(pr_feed(e.c, b.p, b.len, &e.out, SIZE_MAX / 2, &used));
@@ -159,14 +160,40 @@ TEST(sqlrun_replies_in_order_from_the_sql_thread)
     }
     CHECK_EQ(at, e.out.len);
     pthread_mutex_lock(&w.mu);
-    CHECK_EQ(w.commits, 3);         /* once per SQL request, never for the GET */
-    CHECK_EQ(w.commit_off_caller, 3);
+    CHECK_EQ(w.commits, 2);         /* once per request handed over: DDL, DML */
+    CHECK_EQ(w.commit_off_caller, 2);
     pthread_mutex_unlock(&w.mu);
     uint64_t ran, cancelled, queued;
     pr_server_sql_stats(e.ps, &ran, &cancelled, &queued);
-    CHECK_EQ(ran, 3);
+    CHECK_EQ(ran, 2);
     CHECK_EQ(cancelled, 0);
     CHECK_EQ(queued, 0);
+    /* A cheap SELECT alone is answered by the feeding call itself; one
+     * over the budget is handed over, and so is its next run at once. */
+    em_buf_reset(&b);
+    em_buf_reset(&e.out);
+    frame_fields(&b, 5, "SELECT v FROM t WHERE id = 7", 0);
+    REQUIRE_OK(pr_feed(e.c, b.p, b.len, &e.out, SIZE_MAX / 2, &used));
+    CHECK(e.out.len > 0 && !pr_conn_parked(e.c));
+    const char *slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+                       "WHERE x < 2000000) SELECT count(*) FROM c";
+    for (int64_t rid = 6; rid <= 7; rid++) {
+        em_buf_reset(&b);
+        em_buf_reset(&e.out);
+        frame_fields(&b, rid, slow, 0);
+        REQUIRE_OK(pr_feed(e.c, b.p, b.len, &e.out, SIZE_MAX / 2, &used));
+        CHECK_EQ(e.out.len, 0);
+        CHECK(pr_conn_parked(e.c));
+        REQUIRE_OK(drain(&e, &w));
+        CHECK_EQ((int64_t)em_ld64(e.out.p + 4), rid);
+        CHECK_EQ(em_ld32(e.out.p + 12), 0);
+    }
+    pr_server_sql_stats(e.ps, &ran, &cancelled, &queued);
+    CHECK_EQ(ran, 4);
+    int remembered = 0;             /* the second run went over at once */
+    for (int i = 0; i < 16; i++)
+        remembered += e.c->sql_slow[i] != 0;
+    CHECK_EQ(remembered, 1);
     em_buf_free(&b);
     pe_close(&e);
 }
@@ -222,7 +249,8 @@ TEST(sqlrun_queued_job_of_a_closed_connection_is_dropped)
     REQUIRE_OK(pr_feed(e.c, b.p, b.len, &e.out, SIZE_MAX / 2, &used));
     wait_taken(e.ps);
     em_buf_reset(&b);
-    frame_fields(&b, 9, "SELECT 2", 0);
+    frame_fields(&b, 9, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 2 FROM c) "
+                        "SELECT count(*) FROM c", 600000);      /* over the budget */
     REQUIRE_OK(pr_feed(c2, b.p, b.len, &o2, SIZE_MAX / 2, &used));
     CHECK_EQ(o2.len, 0);
     uint64_t ran, cancelled, queued;
