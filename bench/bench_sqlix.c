@@ -10,7 +10,12 @@
  *   range, scan      - the same with `age + 0`, which no index can serve
  *   put, no index    - st_put overwriting a row with another row's value
  *   put, 1 index     - the same on the indexed table (the item moves)
- * Run: build/ember-bench micro sqlix
+ *   agg, ember       - SELECT count(*), sum(pay), avg(age) FROM t: the whole
+ *                      table through the virtual table (100 000 rows/op)
+ *   agg, native      - the same query over the same rows in a plain SQLite
+ *                      table (in memory, INTEGER PRIMARY KEY), same process:
+ *                      the yardstick of issue 18 (ember at most 1.2x)
+ * Run: build/ember-bench micro sqlix sqlagg (the agg rows are group sqlagg)
  */
 #include "bench.h"
 
@@ -22,6 +27,7 @@
 #include "util/hash.h"
 #include "util/mem.h"
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,11 +42,15 @@ typedef struct sx_ctx {
     em_buf        vals[NVALS];
     em_buf        page;
     uint32_t      next;
+    sqlite3      *native;       /* agg, native: the same rows in SQLite */
+    sqlite3_stmt *nagg;
 } sx_ctx;
 
 static void sx_teardown(void *p)
 {
     sx_ctx *x = p;
+    sqlite3_finalize(x->nagg);
+    sqlite3_close(x->native);
     sq_sess_free(x->ss);
     sq_engine_free(x->eng);
     st_close(x->st);
@@ -160,3 +170,62 @@ BENCH_REGISTER(sqlix_put_plain, {"sqlix", "put, no index", "st_put", NULL, b_put
                sx_teardown, 0})
 BENCH_REGISTER(sqlix_put_ix, {"sqlix", "put, 1 index", "st_put", NULL, b_put, setup_ix,
                sx_teardown, 0})
+
+#define AGG_SQL "SELECT count(*), sum(pay), avg(age) FROM t"
+
+static int b_agg(void *p, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (run(p, AGG_SQL, NULL, 0, 0) != 1)
+            return -1;
+    return 0;
+}
+
+/* setup_native: the ember table too (same setup), and a native copy of it. */
+static void *setup_native(void)
+{
+    sx_ctx *x = setup(0);
+    if (!x)
+        return NULL;
+    if (sqlite3_open(":memory:", &x->native) != SQLITE_OK ||
+        sqlite3_exec(x->native, "CREATE TABLE t (id INTEGER PRIMARY KEY, age INT, pay DOUBLE);"
+                     "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+        goto fail;
+    sqlite3_stmt *ins;
+    if (sqlite3_prepare_v2(x->native, "INSERT INTO t VALUES (?, ?, ?)", -1, &ins, NULL) != SQLITE_OK)
+        goto fail;
+    for (int i = 0; i < NROWS; i++) {       /* the rows setup() inserted */
+        sqlite3_bind_int(ins, 1, i);
+        sqlite3_bind_int(ins, 2, i);
+        sqlite3_bind_double(ins, 3, (double)(i % 5000) + 0.5);
+        if (sqlite3_step(ins) != SQLITE_DONE) {
+            sqlite3_finalize(ins);
+            goto fail;
+        }
+        sqlite3_reset(ins);
+    }
+    sqlite3_finalize(ins);
+    if (sqlite3_exec(x->native, "COMMIT", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(x->native, AGG_SQL, -1, &x->nagg, NULL) != SQLITE_OK)
+        goto fail;
+    return x;
+fail:
+    sx_teardown(x);
+    return NULL;
+}
+
+static int b_agg_native(void *p, uint64_t n)
+{
+    sx_ctx *x = p;
+    for (uint64_t i = 0; i < n; i++) {
+        if (sqlite3_step(x->nagg) != SQLITE_ROW || sqlite3_column_int64(x->nagg, 0) != NROWS)
+            return -1;
+        sqlite3_reset(x->nagg);
+    }
+    return 0;
+}
+
+BENCH_REGISTER(sqlix_agg, {"sqlagg", "agg over 100k rows, ember table", "query", NULL, b_agg,
+               setup_native, sx_teardown, 20})
+BENCH_REGISTER(sqlix_agg_native, {"sqlagg", "agg over 100k rows, native SQLite", "query", NULL,
+               b_agg_native, setup_native, sx_teardown, 20})

@@ -285,15 +285,6 @@ static int x_close(sqlite3_vtab_cursor *cur)
     return SQLITE_OK;
 }
 
-static int add_entry(void *arg, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
-{
-    em_buf *b = arg;
-    if (em_buf_put_le32(b, (uint32_t)kl) || em_buf_append(b, k, kl) ||
-        em_buf_put_le32(b, (uint32_t)vl) || em_buf_append(b, v, vl))
-        return EM_NOMEM;
-    return 0;
-}
-
 /* ix_refill reads the rows of the next page of index items into the page:
  * each item's entry, if it is still there and still has that item (else
  * it moved and is read at its new place). */
@@ -344,6 +335,28 @@ static int ix_fail(vc *c, int rc)
 static int advance(vc *c)
 {
     sq_table *t = VT(c->base.pVtab)->t;
+    if (c->sc) {
+        /* A full scan reads the scan's snapshot in place: no page copy. */
+        for (;;) {
+            const uint8_t *k, *v;
+            uint32_t kl, vl;
+            int rc = st_scan_next(c->sc, &k, &kl, &v, &vl);
+            if (rc == 0) {
+                c->eof = 1;
+                return SQLITE_OK;
+            }
+            if (rc == EM_NOCACHE)
+                return vt_err(c->base.pVtab, SQLITE_ERROR, "Table doesn't exist: %s", t->name);
+            if (rc < 0)
+                return rc == EM_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+            c->k = k;
+            c->kl = kl;
+            c->v = bin_rd_resolve(v);
+            c->vl = vl;
+            if (sq_belongs(t->val_sqtype, t->val_tid, c->v))
+                return SQLITE_OK;
+        }
+    }
     for (;;) {
         while (c->pos + 8 <= c->page.len) {
             const uint8_t *p = c->page.p + c->pos;
@@ -364,9 +377,8 @@ static int advance(vc *c)
         c->pos = 0;
         /* A cursor a client leaves open keeps its page: keep it near 1 MiB
          * however large the values are. */
-        int rc = c->ix ? ix_refill(c, VT(c->base.pVtab))
-                       : st_scan_next_page(c->sc, c->batch, add_entry, &c->page, &c->more);
-        if (rc && c->ix && (rc = ix_fail(c, rc)) != 0)
+        int rc = ix_refill(c, VT(c->base.pVtab));
+        if (rc && (rc = ix_fail(c, rc)) != 0)
             return rc;
         if (c->page.len > (1u << 20))
             c->batch = c->batch > 4 ? c->batch / 4 : 1;

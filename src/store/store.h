@@ -198,6 +198,10 @@ int st_get_all(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n, s
  * entry present for the whole scan is returned exactly once. */
 typedef struct st_scan st_scan;
 int  st_scan_open(st_cache *c, int32_t part, st_scan **out);
+/* st_scan_next: the next entry (1), the end (0), or an error; the pointers
+ * stay valid until the next call on sc (no copy: for a reader that takes
+ * one entry at a time, e.g. SQL's full scans). */
+int  st_scan_next(st_scan *sc, const uint8_t **k, uint32_t *kl, const uint8_t **v, uint32_t *vl);
 /* st_scan_next_page emits up to max entries through fn; *more = 0 after the last. */
 int  st_scan_next_page(st_scan *sc, uint32_t max, st_kv_fn fn, void *arg, int *more);
 /* st_scan_next_page_exp: the same, also passing each entry's expiry deadline

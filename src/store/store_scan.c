@@ -127,6 +127,44 @@ out:
     return rc;
 }
 
+/* take: the next record of the current snapshot (1), none left in it (0),
+ * or EM_TRUNCATED.  Bounds checked per record: a fetched snapshot came
+ * over the network. */
+static int take(st_scan *sc, const uint8_t **k, uint32_t *kl, const uint8_t **v, uint32_t *vl,
+                int64_t *exp)
+{
+    if (sc->pos >= sc->snap.len)
+        return 0;
+    const uint8_t *d = sc->snap.p + sc->pos;
+    size_t left = sc->snap.len - sc->pos;
+    if (left < SNAP_HDR)
+        return EM_TRUNCATED;
+    uint32_t a = em_ld32(d), b = em_ld32(d + 4);
+    if ((uint64_t)a + b > left - SNAP_HDR)
+        return EM_TRUNCATED;
+    *k = d + SNAP_HDR;
+    *kl = a;
+    *v = d + SNAP_HDR + a;
+    *vl = b;
+    if (exp)
+        *exp = (int64_t)em_ld64(d + 8);
+    sc->pos += SNAP_HDR + (size_t)a + b;
+    return 1;
+}
+
+int st_scan_next(st_scan *sc, const uint8_t **k, uint32_t *kl, const uint8_t **v, uint32_t *vl)
+{
+    for (;;) {
+        int rc = take(sc, k, kl, v, vl, NULL);
+        if (rc)
+            return rc;
+        if (sc->next_part >= sc->end_part)
+            return 0;
+        if ((rc = snapshot(sc)) != 0)
+            return rc;
+    }
+}
+
 /* One page through fn or, when fn is NULL, through fne with the deadline. */
 static int next_page(st_scan *sc, uint32_t max, st_kv_fn fn, st_kve_fn fne, void *arg,
                      int *more)
@@ -137,20 +175,14 @@ static int next_page(st_scan *sc, uint32_t max, st_kv_fn fn, st_kve_fn fne, void
     if (max == 0)
         max = 1024;
     for (;;) {
-        /* Bounds checked per record: a fetched snapshot came over the network. */
-        while (sc->pos < sc->snap.len && emitted < max) {
-            const uint8_t *d = sc->snap.p + sc->pos;
-            size_t left = sc->snap.len - sc->pos;
-            if (left < SNAP_HDR)
-                return EM_TRUNCATED;
-            uint32_t kl = em_ld32(d), vl = em_ld32(d + 4);
-            if ((uint64_t)kl + vl > left - SNAP_HDR)
-                return EM_TRUNCATED;
-            const uint8_t *k = d + SNAP_HDR;
-            sc->pos += SNAP_HDR + (size_t)kl + vl;
+        const uint8_t *k, *v;
+        uint32_t kl, vl;
+        int64_t exp;
+        while (emitted < max && (rc = take(sc, &k, &kl, &v, &vl, &exp)) != 0) {
+            if (rc < 0)
+                return rc;
             emitted++;
-            rc = fn ? fn(arg, k, kl, k + kl, vl)
-                    : fne(arg, k, kl, k + kl, vl, (int64_t)em_ld64(d + 8));
+            rc = fn ? fn(arg, k, kl, v, vl) : fne(arg, k, kl, v, vl, exp);
             if (rc != 0)
                 return rc;
         }
