@@ -137,6 +137,8 @@ void pr_conn_free(pr_conn *c)
     pr_cursors_close(c);
     pr_txs_close(c);
     pr_conn_free(c->sub);
+    pr_conn_free(c->sqlkv);
+    em_free(c->sqlrem);
     em_buf_free(&c->fwd_resp);
     em_buf_free(&c->rid_env);
     em_buf_free(&c->rid_resp);

@@ -297,6 +297,11 @@ static int create_cluster(pr_conn *c, st_cache_config *cfg, int or_get, const ui
     if (cfg->data_region_name && !st_region_exists(c->srv->st, cfg->data_region_name))
         return pr_fail(c, PR_ST_FAILED, "Requested DataRegion is not configured: %s",
                        cfg->data_region_name);
+    /* Every member decodes the configuration's bytes in the 1.2.0+ layout
+     * (pr_server_set_cluster). */
+    if (cfg->query_entities && c->ver < PR_VER(1, 2, 0))
+        return pr_fail(c, PR_ST_FAILED, "Failed to start cache %s: query entities on a cluster "
+                       "need protocol 1.2.0 or later", cfg->name);
     em_buf b = EM_BUF_INIT;
     int rc = cl_meta_enc_cache_start(&b, id, blob, blen);
     if (rc == 0)

@@ -210,6 +210,10 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
     s->fwd_conn->ready = 1;
     s->fwd_conn->ver = PR_VER(1, 7, 0);
     s->fwd_conn->forwarded = 1;
+    /* Cache configurations in entries are decoded as a 1.2.0+ client wrote
+     * them (query entities with precision and scale): the proposer refuses
+     * the older layout (create_cluster). */
+    s->apply_conn->ver = PR_VER(1, 7, 0);
     s->opt.cluster = node;
     return 0;
 }

@@ -115,6 +115,8 @@ struct pr_conn {
     struct pr_sqljob *job;
     uint8_t    job_busy;
     uint8_t    pooled;              /* running on an SQL thread now */
+    pr_conn   *sqlkv;               /* SQL's key-value calls on a cluster (proto_sql.c) */
+    struct sq_remote *sqlrem;       /* ... as the SQL session's sq_remote */
     uint64_t   sql_slow[16];        /* statements that ran over the inline budget */
     int        last_status;         /* the status of the last request's reply */
 };
@@ -251,6 +253,9 @@ typedef struct pr_sqljob pr_sqljob;
 typedef struct pr_sqlx pr_sqlx;
 #define PR_SQL_MAX_THREADS 16
 int  pr_sqlx_take(pr_conn *c, const uint8_t *body, size_t len);
+/* pr_sql_sess: c's SQL session, made on first use (on a cluster wired to
+ * reach the owners of the data, proto_sql.c); NULL when out of memory. */
+struct sq_sess *pr_sql_sess(pr_conn *c);
 /* pr_sqlx_inline: the SQL handler runs its query here under a budget (1), or
  * must return PR_OFFLOAD at once (0: a page request, or this statement ran
  * over the budget before); 2 on an SQL thread or with no pool: no budget.

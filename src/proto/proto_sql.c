@@ -16,13 +16,215 @@
 
 #include "binary/binary.h"
 #include "sql/sql.h"
+#include "store/store.h"
+#include "util/err.h"
 #include "util/mem.h"
+
+/* ---- SQL on a cluster: the data's owners through key-value requests ----
+ *
+ * A session on a cluster member reaches entries as a client would: its
+ * point reads and writes run as GET, PUT, PUT_IF_ABSENT and REMOVE_KEY
+ * requests on a connection of its own (c->sqlkv), which routes each to the
+ * key's primary (retries, request ids and replication included); full scans
+ * fetch each partition once from its primary (pr_cluster_scan_fetch);
+ * CREATE/DROP TABLE start and destroy the cache through the metadata group
+ * (1053, 1056) and the types a table defines go to every node (3003).  Such
+ * requests wait for other members, so these sessions run on the SQL
+ * threads (pr_sqlx_inline). */
+
+static pr_conn *kv_conn(pr_conn *c)
+{
+    if (!c->sqlkv && (c->sqlkv = pr_conn_new(c->srv)) != NULL) {
+        c->sqlkv->ready = 1;        /* a 1.7.0 client that routes */
+        c->sqlkv->ver = PR_VER(1, 7, 0);
+    }
+    return c->sqlkv;
+}
+
+/* kv_call runs request body on c->sqlkv; *p, *n: the reply's payload.
+ * 0, a negative code whose text is the sub-connection's message, or
+ * EM_NOMEM. */
+static int kv_call(pr_conn *c, em_buf *body, const uint8_t **p, size_t *n)
+{
+    pr_conn *k = kv_conn(c);
+    if (!k)
+        return EM_NOMEM;
+    em_buf_reset(&c->fwd_resp);
+    int rc = pr_exec_request(k, body->p, body->len, &c->fwd_resp);
+    if (rc)
+        return rc < 0 ? rc : EM_REMOTE;
+    const uint8_t *r = c->fwd_resp.p;
+    size_t len = c->fwd_resp.len, at = 4 + 8 + 2;
+    if (len < at)
+        return EM_PROTO;
+    uint16_t flags = em_ld16(r + 12);
+    if (flags & 2)
+        at += 12;
+    if (flags & 1) {
+        int32_t st = at + 4 <= len ? (int32_t)em_ld32(r + at) : 1;
+        return st == PR_ST_CACHE_NOT_FOUND ? EM_NOCACHE
+               : st == PR_ST_CACHE_EXISTS ? EM_CACHEEXISTS : EM_REMOTE;
+    }
+    if (at > len)
+        return EM_PROTO;
+    *p = r + at;
+    *n = len - at;
+    return 0;
+}
+
+static int kv_begin(em_buf *b, int op, int32_t cache_id)
+{
+    em_buf_reset(b);
+    return em_buf_put_le16(b, (uint16_t)op) || em_buf_put_le64(b, 1) ||
+           (cache_id && (em_buf_put_le32(b, (uint32_t)cache_id) || em_buf_put_u8(b, 0)))
+           ? EM_NOMEM : 0;
+}
+
+static int kv_key_op(pr_conn *c, int op, st_cache *sc, const uint8_t *k, size_t kl,
+                     const uint8_t *v, size_t vl, const uint8_t **p, size_t *n)
+{
+    em_buf *b = &c->rid_env;        /* a request buffer SQL's calls may reuse */
+    if (kv_begin(b, op, st_cache_id(sc)) || em_buf_append(b, k, kl) ||
+        (v && em_buf_append(b, v, vl)))
+        return EM_NOMEM;
+    return kv_call(c, b, p, n);
+}
+
+static int r_get(void *ctx, st_cache *sc, const uint8_t *k, size_t kl, em_buf *out, int *found)
+{
+    const uint8_t *p;
+    size_t n;
+    int rc = kv_key_op(ctx, 1000, sc, k, kl, NULL, 0, &p, &n);
+    *found = 0;
+    if (rc || !n || p[0] == BIN_NULL)
+        return rc;
+    *found = 1;
+    return em_buf_append(out, p, n) ? EM_NOMEM : 0;
+}
+
+static int r_put(void *ctx, st_cache *sc, const uint8_t *k, size_t kl, const uint8_t *v,
+                 size_t vl, int if_absent, int *stored)
+{
+    const uint8_t *p;
+    size_t n;
+    int rc = kv_key_op(ctx, if_absent ? 1002 : 1001, sc, k, kl, v, vl, &p, &n);
+    *stored = !rc && (!if_absent || (n >= 1 && p[0]));
+    return rc;
+}
+
+static int r_remove(void *ctx, st_cache *sc, const uint8_t *k, size_t kl, int *removed)
+{
+    const uint8_t *p;
+    size_t n;
+    int rc = kv_key_op(ctx, 1016, sc, k, kl, NULL, 0, &p, &n);
+    *removed = !rc && n >= 1 && p[0];
+    return rc;
+}
+
+static int r_scan(void *ctx, st_cache *sc, st_scan **out)
+{
+    pr_conn *k = kv_conn(ctx);
+    return k ? st_scan_open_via(sc, -1, pr_cluster_scan_fetch, k, out) : EM_NOMEM;
+}
+
+/* put_prop_str: property code and typed string (skipped when s is NULL). */
+static int put_prop_str(em_buf *b, int code, const char *s, int *count)
+{
+    if (!s)
+        return 0;
+    (*count)++;
+    return em_buf_put_le16(b, (uint16_t)code) || pr_put_str(b, s) ? EM_NOMEM : 0;
+}
+
+static int put_prop_i32(em_buf *b, int code, int32_t v, int *count)
+{
+    (*count)++;
+    return em_buf_put_le16(b, (uint16_t)code) || em_buf_put_le32(b, (uint32_t)v) ? EM_NOMEM : 0;
+}
+
+/* r_create: CACHE_CREATE_WITH_CONFIGURATION of what CREATE TABLE sets. */
+static int r_create(void *ctx, const st_cache_config *cfg)
+{
+    pr_conn *c = ctx;
+    em_buf *b = &c->rid_env;
+    int count = 0;
+    if (kv_begin(b, 1053, 0) || em_buf_put_le32(b, 0) || em_buf_put_le16(b, 0))
+        return EM_NOMEM;
+    size_t len_at = 10, cnt_at = 14;
+    int rc = put_prop_str(b, 0, cfg->name, &count) ||
+             put_prop_i32(b, 1, cfg->cache_mode, &count) ||
+             put_prop_i32(b, 2, cfg->atomicity_mode, &count) ||
+             put_prop_i32(b, 3, cfg->backups, &count) ||
+             put_prop_str(b, 203, cfg->sql_schema, &count) ||
+             put_prop_str(b, 100, cfg->data_region_name, &count) ||
+             put_prop_str(b, 400, cfg->group_name, &count);
+    if (!rc && cfg->query_entities) {
+        count++;
+        rc = em_buf_put_le16(b, 200) ||
+             em_buf_append(b, cfg->query_entities, cfg->query_entities_len);
+    }
+    if (rc)
+        return EM_NOMEM;
+    em_st32(b->p + len_at, (uint32_t)(b->len - len_at - 4));
+    em_st16(b->p + cnt_at, (uint16_t)count);
+    const uint8_t *p;
+    size_t n;
+    return kv_call(c, b, &p, &n);
+}
+
+static int r_destroy(void *ctx, int32_t cache_id)
+{
+    pr_conn *c = ctx;
+    em_buf *b = &c->rid_env;
+    const uint8_t *p;
+    size_t n;
+    if (kv_begin(b, 1056, 0) || em_buf_put_le32(b, (uint32_t)cache_id))
+        return EM_NOMEM;
+    return kv_call(c, b, &p, &n);
+}
+
+static int r_type_put(void *ctx, const uint8_t *rec, size_t len)
+{
+    pr_conn *c = ctx;
+    em_buf *b = &c->rid_env;
+    const uint8_t *p;
+    size_t n;
+    if (kv_begin(b, 3003, 0) || em_buf_append(b, rec, len))
+        return EM_NOMEM;
+    return kv_call(c, b, &p, &n);
+}
+
+static void r_sync(void *ctx)
+{
+    (void)pr_cluster_sync(ctx);
+}
+
+static const char *r_errmsg(void *ctx)
+{
+    pr_conn *c = ctx;
+    return c->sqlkv && c->sqlkv->msg[0] ? c->sqlkv->msg : "the cluster refused the request";
+}
+
+sq_sess *pr_sql_sess(pr_conn *c)
+{
+    if (c->sql)
+        return c->sql;
+    if (c->srv->opt.cluster && !c->sqlrem) {
+        if (!(c->sqlrem = em_calloc(1, sizeof *c->sqlrem)))
+            return NULL;
+        *c->sqlrem = (sq_remote){ r_get, r_put, r_remove, r_scan, r_create, r_destroy,
+                                  r_type_put, r_sync, r_errmsg, c };
+    }
+    if ((c->sql = sq_sess_new(c->srv->sql)) != NULL && c->sqlrem)
+        sq_sess_set_remote(c->sql, c->sqlrem);
+    return c->sql;
+}
 
 static int sess(pr_conn *c, sq_sess **out)
 {
     if (!c->srv->sql)
         return pr_fail(c, PR_ST_FAILED, "SQL is not available on this server");
-    if (!c->sql && !(c->sql = sq_sess_new(c->srv->sql)))
+    if (!pr_sql_sess(c))
         return EM_NOMEM;
     *out = c->sql;
     return 0;

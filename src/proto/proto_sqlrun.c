@@ -222,7 +222,7 @@ int pr_sqlx_take(pr_conn *c, const uint8_t *body, size_t len)
         return 0;
     /* The session exists before the job is queued, so the loop thread can
      * cancel it (pr_sqlx_release) without racing its creation. */
-    if (!c->sql && c->srv->sql && !(c->sql = sq_sess_new(c->srv->sql)))
+    if (!c->sql && c->srv->sql && !pr_sql_sess(c))
         return EM_NOMEM;
     pr_sqljob *j = c->job;
     if (!j) {
@@ -258,7 +258,8 @@ int pr_sqlx_inline(pr_conn *c, int op, const char *sql, size_t len)
 {
     if (!c->srv->sqlx || c->pooled || c->forwarded)
         return 2;
-    if (op == 2003 || op == 2005)
+    /* On a cluster a query waits for other members: never on the loop. */
+    if (op == 2003 || op == 2005 || c->srv->opt.cluster)
         return 0;
     uint64_t k = text_key(sql, len);
     return c->sql_slow[k % 16] != k;

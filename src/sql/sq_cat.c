@@ -174,7 +174,7 @@ static int mark_seen(sq_engine *e, st_cache *c)
     return 0;
 }
 
-static int define_types(sq_engine *e, sq_table *t);
+static int define_types(sq_engine *e, sq_table *t, const sq_remote *r);
 static int col_index(const sq_table *t, const char *name);
 static sq_table *find_index(const sq_engine *e, const char *schema, const char *name, uint32_t *at);
 
@@ -209,7 +209,7 @@ static void add_qe_tables(void *arg, st_cache *c)
          * entities' types belong to their clients: registering them here
          * could make a client's own registration conflict. */
         if (t[i]->from_ddl && !t[i]->val_sqtype)
-            define_types(e, t[i]);
+            define_types(e, t[i], NULL);
         if (find_locked(e, t[i]->schema, t[i]->name) ||
             grow((void **)&e->tab, &e->captab, e->ntab, sizeof *e->tab)) {
             sq_table_unref(t[i]);
@@ -332,17 +332,18 @@ static char *sdup(const char *s) { return em_strndup(s, strlen(s)); }
  * PUT_BINARY_TYPE is: its metadata holds every schema its rows were
  * written with (ALTER TABLE adds one), so they stay readable after a
  * restart. */
-static int persist_type(sq_engine *e, int32_t type_id)
+static int persist_type(sq_engine *e, int32_t type_id, const sq_remote *r)
 {
-    if (!e->persist)
+    if (!e->persist && !r)
         return 0;
     const bin_type *bt = bin_registry_get(e->reg, type_id);
     if (!bt)
         return EM_NOTFOUND;
     em_buf b = EM_BUF_INIT;
     int rc = bin_meta_encode(bt, &b);
+    /* On a cluster every node needs the type (and persists it itself). */
     if (!rc)
-        rc = e->persist(e->persist_arg, 1, b.p, b.len);
+        rc = r ? r->type_put(r->ctx, b.p, b.len) : e->persist(e->persist_arg, 1, b.p, b.len);
     em_buf_free(&b);
     return rc;
 }
@@ -355,7 +356,7 @@ void sq_engine_set_persist(sq_engine *e, int (*fn)(void *arg, int kind, const ui
 }
 
 /* define_types registers the value type and (wrapped) key type. */
-static int define_types(sq_engine *e, sq_table *t)
+static int define_types(sq_engine *e, sq_table *t, const sq_remote *r)
 {
     const char *names[SQ_MAX_COLS];
     int32_t codes[SQ_MAX_COLS];
@@ -379,7 +380,7 @@ static int define_types(sq_engine *e, sq_table *t)
         const bin_desc **d = key ? &t->kdesc : &t->vdesc;
         int rc = bin_registry_define(e->reg, tn, names, codes, n, d);
         if (!rc && !known)
-            rc = persist_type(e, (*d)->type_id);
+            rc = persist_type(e, (*d)->type_id, r);
         if (rc)
             return rc;
     }
@@ -462,7 +463,8 @@ static int cat_fail(char *msg, size_t msgsz, int rc, const char *fmt, const char
     return rc;
 }
 
-int sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
+int sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, const sq_remote *r,
+                  char *msg, size_t msgsz)
 {
     if (d->schema[0])
         schema = d->schema;
@@ -489,13 +491,14 @@ int sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, 
         e->tab = nt;
         e->captab = nc;
     }
-    if ((rc = define_types(e, t)) != 0) {
+    if ((rc = define_types(e, t, r)) != 0) {
         cat_fail(msg, msgsz, rc, "Failed to register binary type %s", t->val_type);
         goto out;
     }
     st_cache_config cfg;
     st_cache_config_init(&cfg);
     em_buf qe = EM_BUF_INIT;
+    int said = 0;
     cfg.name = t->cache_name;
     cfg.cache_mode = d->template_replicated ? 1 : 2;
     cfg.backups = d->backups;
@@ -506,10 +509,22 @@ int sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, 
     if ((rc = sq_qe_encode(&t, 1, &qe)) == 0) {
         cfg.query_entities = qe.p;
         cfg.query_entities_len = (uint32_t)qe.len;
-        rc = st_cache_create(e->st, &cfg, &t->cache);
+        if (!r) {
+            rc = st_cache_create(e->st, &cfg, &t->cache);
+        } else if ((rc = r->create(r->ctx, &cfg)) == 0) {
+            /* started on every node, this one before the call returned */
+            t->cache = st_cache_find(e->st, em_hash_java_str((const uint8_t *)cfg.name,
+                                                             strlen(cfg.name)));
+            rc = t->cache ? 0 : EM_NOCACHE;
+        } else if (rc != EM_NOMEM) {
+            snprintf(msg, msgsz, "%s", r->errmsg(r->ctx));
+            said = 1;
+        }
     }
     em_buf_free(&qe);               /* st_cache_create copied cfg */
-    if (rc == EM_CACHEEXISTS)
+    if (said)
+        ;                           /* the cluster's words */
+    else if (rc == EM_CACHEEXISTS)
         cat_fail(msg, msgsz, rc, "Cache already exists: %s", t->cache_name);
     else if (rc == EM_CONFIG)
         cat_fail(msg, msgsz, rc, "Failed to create cache %s: data region is not configured",
@@ -695,7 +710,8 @@ out:
     return rc;
 }
 
-int sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
+int sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, const sq_remote *r,
+                char *msg, size_t msgsz)
 {
     if (d->schema[0])
         schema = d->schema;
@@ -709,10 +725,12 @@ int sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, si
         rc = cat_fail(msg, msgsz, EM_INVAL, "Only cache created with CREATE TABLE may be removed "
                       "with DROP TABLE [cacheName=%s]", t->cache_name);
     } else {
-        rc = st_cache_destroy(e->st, t->cache_id);
+        rc = r ? r->destroy(r->ctx, t->cache_id) : st_cache_destroy(e->st, t->cache_id);
         if (rc == EM_NOCACHE)
             rc = 0;
-        if (rc) {
+        if (rc && r && rc != EM_NOMEM) {
+            snprintf(msg, msgsz, "%s", r->errmsg(r->ctx));
+        } else if (rc) {
             cat_fail(msg, msgsz, rc, "Failed to destroy cache %s", t->cache_name);
         } else {
             for (uint32_t i = 0; i < e->ntab; i++)
@@ -868,7 +886,7 @@ int sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, s
     }
     /* Ignite adds the field to the binary type (the metadata is a union:
      * dropped fields stay in it, entries keep their bytes). */
-    if ((rc = define_types(e, n)) != 0) {
+    if ((rc = define_types(e, n, NULL)) != 0) {
         cat_fail(msg, msgsz, rc, "Failed to register binary type %s (a field of that name has "
                  "another type)", n->val_type);
         goto out;

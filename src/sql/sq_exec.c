@@ -132,6 +132,8 @@ static int gen_kv_sql(sq_sess *s, const sq_query *q, const char *schema, em_buf 
 {
     sq_table *t = sq_cat_by_type(s->eng, schema, q->kv_type, q->kv_type_len);
     if (!t) {
+        if (s->rem)
+            s->rem->sync(s->rem->ctx);
         sq_cat_discover(s->eng);
         t = sq_cat_by_type(s->eng, schema, q->kv_type, q->kv_type_len);
     }
@@ -246,18 +248,22 @@ static int run_ddl(sq_sess *s, const sq_lexed *l, const char *schema, int64_t id
     sq_cat_discover(s->eng);        /* DDL may name a QueryEntity table */
     switch (d.kind) {
     case SQ_DDL_CREATE_TABLE:
-        rc = sq_cat_create(s->eng, &d, schema, s->msg, sizeof s->msg);
+        rc = sq_cat_create(s->eng, &d, schema, s->rem, s->msg, sizeof s->msg);
         break;
     case SQ_DDL_DROP_TABLE:
-        rc = sq_cat_drop(s->eng, &d, schema, s->msg, sizeof s->msg);
-        break;
-    case SQ_DDL_ADD_COLUMN: case SQ_DDL_DROP_COLUMN:
-        rc = sq_cat_alter(s->eng, &d, schema, s->msg, sizeof s->msg);
+        rc = sq_cat_drop(s->eng, &d, schema, s->rem, s->msg, sizeof s->msg);
         break;
     default:
-        /* Indexes are metadata only for now: queries on non-key columns
-         * scan; accepting the statement keeps client scripts working. */
-        rc = sq_cat_index(s->eng, &d, schema, s->msg, sizeof s->msg);
+        if (s->rem) {
+            /* A cache's query entities cannot change cluster-wide yet. */
+            rc = sq_fail(s, EM_UNSUPPORTED, "%s is not supported on a cluster yet",
+                         d.kind == SQ_DDL_ADD_COLUMN || d.kind == SQ_DDL_DROP_COLUMN
+                         ? "ALTER TABLE" : "CREATE INDEX and DROP INDEX");
+        } else if (d.kind == SQ_DDL_ADD_COLUMN || d.kind == SQ_DDL_DROP_COLUMN) {
+            rc = sq_cat_alter(s->eng, &d, schema, s->msg, sizeof s->msg);
+        } else {
+            rc = sq_cat_index(s->eng, &d, schema, s->msg, sizeof s->msg);
+        }
         break;
     }
     sq_ddl_free(&d);
@@ -295,8 +301,11 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
     /* Tables of caches configured with query entities are looked for only
      * when a name is missing (unknown schema, table or type), not per
      * statement: the walk over every cache is not free. */
-    if (!sq_cat_schema_known(s->eng, schema))
+    if (!sq_cat_schema_known(s->eng, schema)) {
+        if (s->rem)
+            s->rem->sync(s->rem->ctx);
         sq_cat_discover(s->eng);
+    }
     if (!sq_cat_schema_known(s->eng, schema))
         return sq_fail(s, EM_NOTFOUND, "Failed to set schema for DB connection for thread "
                        "[schema=%s]", schema);
@@ -358,6 +367,8 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         d->collect = 0;
         if (src == SQLITE_ERROR && !strncmp(sqlite3_errmsg(d->db), "no such table", 13)) {
             uint64_t ep = atomic_load(&s->eng->epoch);
+            if (s->rem)
+                s->rem->sync(s->rem->ctx);
             sq_cat_discover(s->eng);
             if (ep != atomic_load(&s->eng->epoch) && (rc = sq_sess_db(s, schema, &d)) == 0) {
                 d->collect = 1;

@@ -43,6 +43,11 @@ static int progress(void *arg)
     return d->deadline_ns && now > d->deadline_ns;
 }
 
+void sq_sess_set_remote(sq_sess *s, const sq_remote *r)
+{
+    s->rem = r;
+}
+
 void sq_sess_cancel(sq_sess *s)
 {
     atomic_store(&s->cancel, 1);
@@ -119,7 +124,7 @@ static int db_open(sq_sess *s, sq_db *d, const char *schema)
     sqlite3_limit(db, SQLITE_LIMIT_LENGTH, 64 << 20);
     snprintf(d->schema, sizeof d->schema, "%s", schema);
     char *att = sqlite3_mprintf("PRAGMA case_sensitive_like=ON; ATTACH ':memory:' AS \"%w\"", schema);
-    if (!att || sq_vtab_register(db, s->eng) != SQLITE_OK || sq_func_register(db) != SQLITE_OK ||
+    if (!att || sq_vtab_register(db, s) != SQLITE_OK || sq_func_register(db) != SQLITE_OK ||
         run(d, att) != SQLITE_OK) {
         sqlite3_free(att);
         db_close(d);

@@ -23,6 +23,7 @@ typedef struct vt {
     sqlite3_vtab base;
     sqlite3     *db;
     sq_engine   *e;
+    sq_sess     *ss;            /* the session owning db (its sq_remote) */
     sq_table    *t;
 } vt;
 
@@ -56,7 +57,8 @@ static int vt_err(sqlite3_vtab *b, int code, const char *fmt, const char *arg)
 static int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                      sqlite3_vtab **out, char **err)
 {
-    sq_engine *e = aux;
+    sq_sess *ss = aux;
+    sq_engine *e = ss->eng;
     if (argc < 4) {
         *err = sqlite3_mprintf("ember: table serial missing");
         return SQLITE_ERROR;
@@ -84,6 +86,7 @@ static int x_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
     memset(v, 0, sizeof *v);
     v->db = db;
     v->e = e;
+    v->ss = ss;
     v->t = t;
     sqlite3_vtab_config(db, SQLITE_VTAB_CONSTRAINT_SUPPORT, 1);
     *out = &v->base;
@@ -220,7 +223,8 @@ static int x_best_index(sqlite3_vtab *b, sqlite3_index_info *ii)
     ixplan best, p;
     memset(&best, 0, sizeof best);
     best.cost = -1;
-    for (uint32_t j = 0; j < t->nix; j++) {
+    /* An index holds this node's entries only: none serves a cluster. */
+    for (uint32_t j = 0; !VT(b)->ss->rem && j < t->nix; j++) {
         if (!atomic_load(&t->ix[j]->ready) || atomic_load(&t->ix[j]->broken))
             continue;
         plan_index(ii, t, t->ix[j], (int)j, n, &p);
@@ -285,6 +289,44 @@ static int x_close(sqlite3_vtab_cursor *cur)
     return SQLITE_OK;
 }
 
+/* ---- data: the local store, or a cluster's owners (sq_remote) ---------- */
+
+static int kv_get(vt *v, const uint8_t *k, size_t kl, em_buf *out, int *found)
+{
+    const sq_remote *r = v->ss->rem;
+    return r ? r->get(r->ctx, v->t->cache, k, kl, out, found)
+             : st_get(v->t->cache, NULL, k, kl, out, found);
+}
+
+static int kv_put(vt *v, const uint8_t *k, size_t kl, const uint8_t *val, size_t vl,
+                  int if_absent, int *stored)
+{
+    const sq_remote *r = v->ss->rem;
+    if (r)
+        return r->put(r->ctx, v->t->cache, k, kl, val, vl, if_absent, stored);
+    *stored = 1;
+    return if_absent ? st_put_if_absent(v->t->cache, NULL, k, kl, val, vl, stored)
+                     : st_put(v->t->cache, NULL, k, kl, val, vl);
+}
+
+static int kv_remove(vt *v, const uint8_t *k, size_t kl, int *removed)
+{
+    const sq_remote *r = v->ss->rem;
+    return r ? r->remove(r->ctx, v->t->cache, k, kl, removed)
+             : st_remove(v->t->cache, NULL, k, kl, removed);
+}
+
+/* kv_fail: SQLite's error for a failed data call (the cluster's text). */
+static int kv_fail(vt *v, int rc)
+{
+    const sq_remote *r = v->ss->rem;
+    if (rc == EM_NOMEM)
+        return SQLITE_NOMEM;
+    if (rc == EM_NOCACHE)
+        return vt_err(&v->base, SQLITE_ERROR, "Table doesn't exist: %s", v->t->name);
+    return vt_err(&v->base, SQLITE_ERROR, "%s", r && rc < 0 ? r->errmsg(r->ctx) : em_strerror(rc));
+}
+
 /* ix_refill reads the rows of the next page of index items into the page:
  * each item's entry, if it is still there and still has that item (else
  * it moved and is read at its new place). */
@@ -302,7 +344,7 @@ static int ix_refill(vc *c, vt *v)
         if (em_buf_put_le32(&c->page, kl) || em_buf_append(&c->page, k, kl) ||
             (at = c->page.len, em_buf_put_le32(&c->page, 0)))
             return EM_NOMEM;
-        rc = st_get(v->t->cache, NULL, k, kl, &c->page, &found);
+        rc = kv_get(v, k, kl, &c->page, &found);
         if (rc || !found) {
             c->page.len = at0;
             continue;
@@ -345,10 +387,8 @@ static int advance(vc *c)
                 c->eof = 1;
                 return SQLITE_OK;
             }
-            if (rc == EM_NOCACHE)
-                return vt_err(c->base.pVtab, SQLITE_ERROR, "Table doesn't exist: %s", t->name);
             if (rc < 0)
-                return rc == EM_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+                return kv_fail(VT(c->base.pVtab), rc);
             c->k = k;
             c->kl = kl;
             c->v = bin_rd_resolve(v);
@@ -509,10 +549,10 @@ static int x_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxs, int arg
                 em_buf_free(&kb);
                 return SQLITE_NOMEM;
             }
-            rc = st_get(v->t->cache, NULL, kb.p, kb.len, &c->page, &found);
-            if (rc == EM_NOCACHE) {
+            rc = kv_get(v, kb.p, kb.len, &c->page, &found);
+            if (rc && rc != EM_NOMEM) {
                 em_buf_free(&kb);
-                return vt_err(cur->pVtab, SQLITE_ERROR, "Table doesn't exist: %s", v->t->name);
+                return kv_fail(v, rc);
             }
             if (rc == 0 && found)
                 em_st32(c->page.p + at, (uint32_t)(c->page.len - at - 4));
@@ -524,11 +564,10 @@ static int x_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxs, int arg
             return SQLITE_NOMEM;
         return advance(c);
     }
-    int rc = st_scan_open(v->t->cache, -1, &c->sc);
-    if (rc == EM_NOCACHE)
-        return vt_err(cur->pVtab, SQLITE_ERROR, "Table doesn't exist: %s", v->t->name);
+    const sq_remote *r = v->ss->rem;
+    int rc = r ? r->scan(r->ctx, v->t->cache, &c->sc) : st_scan_open(v->t->cache, -1, &c->sc);
     if (rc)
-        return SQLITE_NOMEM;
+        return kv_fail(v, rc);
     c->more = 1;
     c->batch = 64;
     return advance(c);
@@ -686,7 +725,7 @@ static int x_update(sqlite3_vtab *b, int argc, sqlite3_value **argv, sqlite3_int
     if (argc == 1) {                                    /* DELETE */
         if ((rc = key_bytes(v, argv[0], &kb, msg, sizeof msg)) == 0) {
             int removed;
-            rc = st_remove(t->cache, NULL, kb.p, kb.len, &removed);
+            rc = kv_remove(v, kb.p, kb.len, &removed);
         }
     } else if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {    /* INSERT */
         if (sqlite3_value_type(argv[2]) != SQLITE_NULL)
@@ -702,11 +741,11 @@ static int x_update(sqlite3_vtab *b, int argc, sqlite3_value **argv, sqlite3_int
         if (!rc)
             rc = build_val(v, argv, NULL, &vb, msg, sizeof msg);
         if (!rc) {
+            int stored = 0;
             if (sqlite3_vtab_on_conflict(v->db) == SQLITE_REPLACE) {
-                rc = st_put(t->cache, NULL, kb.p, kb.len, vb.p, vb.len);
+                rc = kv_put(v, kb.p, kb.len, vb.p, vb.len, 0, &stored);
             } else {
-                int stored = 0;
-                rc = st_put_if_absent(t->cache, NULL, kb.p, kb.len, vb.p, vb.len, &stored);
+                rc = kv_put(v, kb.p, kb.len, vb.p, vb.len, 1, &stored);
                 if (!rc && !stored) {
                     char kt[128];
                     key_text(v, kb.p, kt, sizeof kt);
@@ -727,12 +766,13 @@ static int x_update(sqlite3_vtab *b, int argc, sqlite3_value **argv, sqlite3_int
             rc = EM_INVAL;
         } else if ((rc = key_bytes(v, argv[0], &kb, msg, sizeof msg)) == 0) {
             int found = 0;
-            rc = st_get(t->cache, NULL, kb.p, kb.len, &ob, &found);
+            rc = kv_get(v, kb.p, kb.len, &ob, &found);
             if (!rc && found) {
                 const uint8_t *old = bin_rd_resolve(ob.p);
+                int stored;
                 rc = build_val(v, argv, old, &vb, msg, sizeof msg);
                 if (!rc)
-                    rc = st_put(t->cache, NULL, kb.p, kb.len, vb.p, vb.len);
+                    rc = kv_put(v, kb.p, kb.len, vb.p, vb.len, 0, &stored);
             }
         }
     }
@@ -745,6 +785,8 @@ static int x_update(sqlite3_vtab *b, int argc, sqlite3_value **argv, sqlite3_int
         return SQLITE_NOMEM;
     if (rc == EM_NOCACHE)
         return vt_err(b, SQLITE_ERROR, "Table doesn't exist: %s", t->name);
+    if (!msg[0] && rc < 0 && v->ss->rem)
+        return kv_fail(v, rc);
     if (!msg[0])
         snprintf(msg, sizeof msg, "Failed to update table %s: %s", t->name, em_strerror(rc));
     return vt_err(b, code, "%s", msg);
@@ -760,7 +802,7 @@ static const sqlite3_module ember_module = {
     .xColumn = x_column, .xRowid = x_rowid, .xUpdate = x_update,
 };
 
-int sq_vtab_register(sqlite3 *db, sq_engine *e)
+int sq_vtab_register(sqlite3 *db, sq_sess *s)
 {
-    return sqlite3_create_module_v2(db, "ember", &ember_module, e, NULL);
+    return sqlite3_create_module_v2(db, "ember", &ember_module, s, NULL);
 }

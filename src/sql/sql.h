@@ -107,6 +107,39 @@ sq_cursor *sq_cursor_find(sq_sess *s, int64_t id);
 void       sq_cursor_close(sq_sess *s, sq_cursor *c);
 uint32_t   sq_sess_ncursors(const sq_sess *s);
 
+/* On a cluster the entries of a table live on their owners: a session given
+ * an sq_remote reads and writes through it instead of the local store -
+ * point reads and writes at the key's primary (replicated as any client
+ * write), full scans each partition once from its primary, CREATE TABLE and
+ * DROP TABLE through the metadata group, the types CREATE TABLE defines to
+ * every node.  Secondary indexes hold this node's entries only, so such a
+ * session plans no index scan, and CREATE/DROP INDEX and ALTER TABLE are
+ * refused (the cluster has no way yet to change a cache's query entities).
+ * Every call returns 0 or a code; a negative code's text is errmsg(ctx). */
+struct st_cache;
+struct st_scan;
+struct st_cache_config;
+typedef struct sq_remote {
+    int  (*get)(void *ctx, struct st_cache *c, const uint8_t *k, size_t kl, em_buf *out,
+                int *found);
+    int  (*put)(void *ctx, struct st_cache *c, const uint8_t *k, size_t kl, const uint8_t *v,
+                size_t vl, int if_absent, int *stored);
+    int  (*remove)(void *ctx, struct st_cache *c, const uint8_t *k, size_t kl, int *removed);
+    int  (*scan)(void *ctx, struct st_cache *c, struct st_scan **out);
+    int  (*create)(void *ctx, const struct st_cache_config *cfg);
+    int  (*destroy)(void *ctx, int32_t cache_id);
+    int  (*type_put)(void *ctx, const uint8_t *rec, size_t n);
+    /* sync: catch up with what the cluster confirmed (a cache another node
+     * started just now), before a name is declared unknown. */
+    void (*sync)(void *ctx);
+    const char *(*errmsg)(void *ctx);
+    void *ctx;
+} sq_remote;
+
+/* sq_sess_set_remote: the session's statements reach data through r from
+ * now on (NULL: the local store); r is borrowed. */
+void sq_sess_set_remote(sq_sess *s, const sq_remote *r);
+
 /* sq_sess_cancel (any thread, while another uses s): what s runs stops at
  * SQLite's next progress check, and so does everything s runs after; for a
  * session whose connection closed. */

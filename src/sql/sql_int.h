@@ -312,7 +312,8 @@ sq_table *sq_cat_by_type(sq_engine *e, const char *schema, const char *type, siz
 /* sq_cat_schema_known: PUBLIC, a schema of a table, or a cache name. */
 int  sq_cat_schema_known(sq_engine *e, const char *schema);
 /* DDL: 0 or a negative code with Ignite's message in msg. */
-int  sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
+int  sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, const sq_remote *r,
+                   char *msg, size_t msgsz);
 /* sq_cat_discover adds the tables of caches configured with query
  * entities (1053/1054, WAL recovery) that the catalog has not seen yet. */
 void sq_cat_discover(sq_engine *e);
@@ -325,11 +326,12 @@ int  sq_java_type(const char *name, size_t n);
 int  sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
 /* sq_cat_index: CREATE INDEX / DROP INDEX. */
 int  sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
-int  sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
+int  sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, const sq_remote *r,
+                 char *msg, size_t msgsz);
 
 /* ---- virtual table (sq_vtab.c) ----------------------------------------- */
 
-int sq_vtab_register(sqlite3 *db, sq_engine *e);
+int sq_vtab_register(sqlite3 *db, sq_sess *s);
 /* sq_func_register adds the H2 functions SQLite lacks (sq_func.c). */
 int sq_func_register(sqlite3 *db);
 
@@ -417,6 +419,7 @@ struct sq_sess {
     em_buf      sqlbuf;
     char        msg[512];
     _Atomic int cancel;         /* sq_sess_cancel: stop what runs, for good */
+    const sq_remote *rem;       /* a cluster's data (sq_sess_set_remote), or NULL */
 };
 
 /* sq_sess_db: the session's connection for schema, synced with the catalog. */

@@ -161,7 +161,7 @@ int st_scan_next(st_scan *sc, const uint8_t **k, uint32_t *kl, const uint8_t **v
         if (sc->next_part >= sc->end_part)
             return 0;
         if ((rc = snapshot(sc)) != 0)
-            return rc;
+            return rc > 0 ? EM_REMOTE : rc;     /* a fetch's status: its words are its own */
     }
 }
 

@@ -56,6 +56,7 @@
     X(LOSTLEADER,   -30501, "leadership lost before the entry committed; it may still commit") \
     X(BUSY,         -30502, "a membership change is already in progress")        \
     X(NOLINK,       -30503, "no link to that member (the request was not sent)") \
+    X(REMOTE,       -30510, "another member refused the request (its message says why)") \
     X(STALE,        -30520, "an owner refused the update (older epoch, or an update lost before it)") \
     X(FENCED,       -30521, "an owner refused the update: its sender is no longer the partition's primary")
 
