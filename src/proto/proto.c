@@ -94,6 +94,8 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
     }
     if (o->meta_persist)
         sq_engine_set_persist(s->sql, o->meta_persist, o->meta_arg);
+    if (o->sql_query_memory)
+        sq_engine_set_query_memory(s->sql, o->sql_query_memory > 0 ? o->sql_query_memory : 0);
     *out = s;
     return 0;
 }

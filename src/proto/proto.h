@@ -139,6 +139,9 @@ typedef struct pr_options {
      * not reported).  On a cluster each member's published thin_addr. */
     char     thin_host[64];
     int      thin_port;
+    /* sql_query_memory: the SQLite heap one SQL query may hold (bytes;
+     * 0 = SQ_QUERY_MEM_DEFAULT, < 0 = no quota). */
+    int64_t  sql_query_memory;
 } pr_options;
 
 /* pr_options_default fills the defaults listed above (random node id). */

@@ -73,6 +73,7 @@ void srv_config_default(srv_config *c)
     c->max_connections = 10000;
     c->max_cursors = 128;
     c->sql_threads = 1;
+    c->sql_query_memory = 256u << 20;
     c->max_depth = 64;
     c->max_output_queue = 4u << 20;
     c->output_hard_cap = 256u << 20;
@@ -149,6 +150,7 @@ static const key_desc keys[] = {
     K("port", 'i', port, "thin-client port (10800; 0 = any free port)"),
     K("threads", 'i', threads, "worker event loops (0 = one per CPU, 1 on 1-2 CPUs)"),
     K("sql_threads", 'i', sql_threads, "threads running SQL queries, off the event loops (1; 0 = on the loops)"),
+    K("sql_query_memory", 'z', sql_query_memory, "memory one SQL query may hold for sorts, DISTINCT, GROUP BY (256m; 0 = no limit)"),
     K("max_message_size", 'u', max_message_size, "largest request after the handshake (64m)"),
     K("max_handshake_size", 'u', max_handshake_size, "largest message before the handshake succeeds (1m)"),
     K("handshake_timeout", 't', handshake_timeout_ms, "close connections without a handshake after (10000 ms; 0 = off)"),
@@ -744,6 +746,7 @@ int srv_start(srv **out, const srv_config *c)
     po.debug_ops = c->debug_ops;
     po.exit_after_writes = c->cluster_exit_after_writes;
     po.debug_stats = debug_stats;
+    po.sql_query_memory = c->sql_query_memory ? (int64_t)c->sql_query_memory : -1;
     po.node_stats = node_stats;
     po.debug_arg = s;
     if (any_persistent) {

@@ -15,6 +15,7 @@ typedef struct srv_config {
     int      port;
     int      threads;               /* 0 = one per online CPU */
     int      sql_threads;           /* SQL off the loops (1); 0 = on the loops */
+    uint64_t sql_query_memory;      /* SQLite heap per query (256m); 0 = no quota */
     uint32_t max_message_size;      /* bytes, after the handshake */
     uint32_t max_handshake_size;    /* bytes, before it succeeds */
     uint32_t handshake_timeout_ms;

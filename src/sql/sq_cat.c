@@ -61,6 +61,8 @@ sq_engine *sq_engine_new(st_store *st, bin_registry *reg)
     e->st = st;
     e->reg = reg;
     e->next_serial = 1;
+    e->query_mem = SQ_QUERY_MEM_DEFAULT;
+    sq_mem_install();               /* before SQLite's first use */
     /* SQLite's heap cap is process-wide: set it once unless the embedding
      * program chose one.  A query that needs more fails with SQLITE_NOMEM
      * instead of taking the node's memory (sorts, GROUP BY, recursive CTEs). */
@@ -346,6 +348,11 @@ static int persist_type(sq_engine *e, int32_t type_id, const sq_remote *r)
         rc = r ? r->type_put(r->ctx, b.p, b.len) : e->persist(e->persist_arg, 1, b.p, b.len);
     em_buf_free(&b);
     return rc;
+}
+
+void sq_engine_set_query_memory(sq_engine *e, int64_t bytes)
+{
+    e->query_mem = bytes;
 }
 
 void sq_engine_set_persist(sq_engine *e, int (*fn)(void *arg, int kind, const uint8_t *p, size_t n),

@@ -120,6 +120,14 @@ static int step_fail(sq_sess *s, sqlite3 *db, int rc)
     return sq_fail(s, EM_INVAL, "%s", sqlite3_errmsg(db));
 }
 
+/* quota_fail: the query's SQLite heap passed its quota (sq_mem.c); Ignite's
+ * words for its own per-query memory quota. */
+static int quota_fail(sq_sess *s)
+{
+    return sq_fail(s, EM_MEMLIMIT, "SQL query ran out of memory: Query quota was exceeded "
+                   "(limit %lld bytes per query).", (long long)s->eng->query_mem);
+}
+
 static void arm(sq_db *d, int64_t timeout_ms)
 {
     int64_t ms = timeout_ms > 0 ? timeout_ms : SQ_DEFAULT_STEP_MS;
@@ -408,11 +416,15 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
     if (cls == SQ_CLS_DML) {
         arm(d, q->timeout_ms);
         int r;
+        int64_t used = 0;
+        sq_memq mq;
+        sq_mem_enter(&mq, &used, s->eng->query_mem);
         while ((r = sqlite3_step(st)) == SQLITE_ROW)
             ;
+        int hit = sq_mem_leave(&mq);
         d->deadline_ns = 0;
         int64_t n = sqlite3_changes64(d->db);
-        rc = r == SQLITE_DONE ? 0 : step_fail(s, d->db, r);
+        rc = r == SQLITE_DONE ? 0 : hit ? quota_fail(s) : step_fail(s, d->db, r);
         sq_stmt_release(d, ent, st);
         if (!rc)
             rc = update_cursor(s, id, n, out);
@@ -482,6 +494,8 @@ int sq_page(sq_sess *s, sq_cursor *c, uint32_t max_rows, size_t max_bytes, em_bu
     else
         c->page = max_rows;
     size_t start = out->len;
+    sq_memq mq;
+    sq_mem_enter(&mq, &c->mem_used, s->eng->query_mem);
     arm(c->db, c->timeout_ms);
     c->db->over_budget = 0;
     c->db->budget_until = c->budget_ns ? em_now_ns() + c->budget_ns : 0;
@@ -528,7 +542,9 @@ int sq_page(sq_sess *s, sq_cursor *c, uint32_t max_rows, size_t max_bytes, em_bu
     }
     c->db->deadline_ns = 0;
     c->db->budget_until = 0;
-    if (rc && c->db->over_budget)
+    if (sq_mem_leave(&mq) && rc)
+        rc = quota_fail(s);
+    else if (rc && c->db->over_budget)
         rc = EM_AGAIN;              /* the interrupt was the budget's */
     *more = !c->done;
     return rc;

@@ -6,6 +6,9 @@
  * hardened: no double-quoted strings, defensive mode, no extensions, an
  * authorizer that lets only ember's own statements change schemas, limits
  * on SQL length, variables and depth, and a progress handler for timeouts.
+ * Sorts, DISTINCT and temporary b-trees stay in memory (temp_store=MEMORY)
+ * under the per-query quota (sq_mem.c) instead of spilling to files on a
+ * disk a hostile query could fill.
  */
 #include "sql/sql_int.h"
 
@@ -123,7 +126,7 @@ static int db_open(sq_sess *s, sq_db *d, const char *schema)
     sqlite3_limit(db, SQLITE_LIMIT_COMPOUND_SELECT, 100);
     sqlite3_limit(db, SQLITE_LIMIT_LENGTH, 64 << 20);
     snprintf(d->schema, sizeof d->schema, "%s", schema);
-    char *att = sqlite3_mprintf("PRAGMA case_sensitive_like=ON; ATTACH ':memory:' AS \"%w\"", schema);
+    char *att = sqlite3_mprintf("PRAGMA case_sensitive_like=ON; PRAGMA temp_store=MEMORY; ATTACH ':memory:' AS \"%w\"", schema);
     if (!att || sq_vtab_register(db, s) != SQLITE_OK || sq_func_register(db) != SQLITE_OK ||
         run(d, att) != SQLITE_OK) {
         sqlite3_free(att);

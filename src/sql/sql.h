@@ -46,11 +46,17 @@ enum { SQ_STMT_ANY = 0, SQ_STMT_SELECT = 1, SQ_STMT_UPDATE = 2 };
 #define SQ_DEFAULT_STEP_MS 10000
 /* SQLite's process-wide heap cap (sqlite3_hard_heap_limit64). */
 #define SQ_HEAP_LIMIT (1LL << 30)
+/* The SQLite heap one query may hold (sorts, GROUP BY, DISTINCT, recursive
+ * CTEs) unless set otherwise (sq_engine_set_query_memory): past it the
+ * query fails with Ignite's "Query quota was exceeded" error. */
+#define SQ_QUERY_MEM_DEFAULT (256LL << 20)
 
 /* sq_engine_new: the catalog over st's caches; st and reg are borrowed and
  * must outlive the engine.  NULL when out of memory. */
 sq_engine *sq_engine_new(struct st_store *st, struct bin_registry *reg);
 void       sq_engine_free(sq_engine *e);
+/* sq_engine_set_query_memory: the per-query quota in bytes (0 = none). */
+void       sq_engine_set_query_memory(sq_engine *e, int64_t bytes);
 /* sq_engine_set_persist: fn(arg, 1, record, n) makes a binary type the
  * catalog defined (CREATE TABLE, ALTER TABLE) durable before the statement
  * answers, in the PUT_BINARY_TYPE record layout; nonzero fails the

@@ -291,6 +291,7 @@ struct sq_engine {
      * records (kind 1), made durable before the DDL answers. */
     int         (*persist)(void *arg, int kind, const uint8_t *p, size_t n);
     void         *persist_arg;
+    int64_t       query_mem;    /* per-query SQLite heap quota (sq_mem.c), 0 = none */
     pthread_mutex_t mu;
     _Atomic uint64_t epoch;     /* bumped on every catalog change */
     uint64_t      next_serial;
@@ -332,6 +333,22 @@ int  sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, const sq_rem
 /* ---- virtual table (sq_vtab.c) ----------------------------------------- */
 
 int sq_vtab_register(sqlite3 *db, sq_sess *s);
+
+/* ---- per-query memory quota (sq_mem.c) ---------------------------------- */
+
+/* sq_mem_install wraps SQLite's allocator (once, before SQLite starts).
+ * sq_mem_enter .. sq_mem_leave bracket the steps of one statement on this
+ * thread: its SQLite allocations net of frees add to *used, and one that
+ * would take it past limit (> 0) fails; leave returns 1 if one did. */
+typedef struct sq_memq {
+    struct sq_memq *prev;
+    int64_t *used;
+    int64_t  limit;
+    int      hit;
+} sq_memq;
+void sq_mem_install(void);
+void sq_mem_enter(sq_memq *q, int64_t *used, int64_t limit);
+int  sq_mem_leave(sq_memq *q);
 /* sq_func_register adds the H2 functions SQLite lacks (sq_func.c). */
 int sq_func_register(sqlite3 *db);
 
@@ -408,6 +425,7 @@ struct sq_cursor {
     int64_t       timeout_ms;
     uint32_t      page;         /* rows per page, from the first request */
     uint64_t      budget_ns;    /* the first page's inline budget, or 0 */
+    int64_t       mem_used;     /* SQLite heap its steps hold (sq_mem.c) */
 };
 
 struct sq_sess {

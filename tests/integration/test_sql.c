@@ -254,3 +254,24 @@ TEST(sql_wire_ddl_survives_kill9)
     STOP(s);
     tc_rm_dir(dir);
 }
+
+/* --sql-query-memory: a query past it fails with Ignite's quota error, the
+ * connection and the server go on. */
+TEST(sql_wire_query_memory_quota)
+{
+    const char *ex[] = {"--sql-query-memory", "4m", NULL};
+    tc_server s;
+    REQUIRE_OK(tc_server_start(&s, ex));
+    tc_conn a;
+    REQUIRE_OK(tc_open(&a, s.port));
+    tc_reply r;
+    REQUIRE_OK(fields(&a, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+                          "WHERE x < 100000) SELECT count(*) FROM (SELECT DISTINCT x, "
+                          "randomblob(200) FROM c)", 10, 0, &r));
+    CHECK_EQ(r.status, 1);
+    CHECK(strstr(r.msg, "Query quota was exceeded") != NULL);
+    query_is(&a, "SELECT 6 * 7", "42");
+    tc_close(&a);
+    CHECK_OK(tc_sanity(s.port));
+    STOP(s);
+}

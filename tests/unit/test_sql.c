@@ -7,6 +7,7 @@
 #include "test.h"
 #include "proto_env.h"
 #include "sql_env.h"
+#include "proto/proto_int.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -545,4 +546,24 @@ TEST(sql_oom_sweep)
     }
     CHECK(done);
     CHECK(n > 50);                  /* the runs did reach SQL's allocations */
+}
+
+/* A query whose SQLite heap grows past the per-query quota fails with
+ * Ignite's quota error; the next query on the session, and a query the
+ * quota allows, run as usual. */
+TEST(sql_query_memory_quota)
+{
+    pe_env e;
+    REQUIRE_OK(open_env(&e));
+    sq_engine_set_query_memory(e.ps->sql, 4 << 20);
+    char txt[2048];
+    const char *big = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) "
+                      "SELECT count(*) FROM (SELECT DISTINCT x, randomblob(200) FROM c)";
+    CHECK_EQ(sqlf(&e, big, txt), 1);
+    CHECK(strstr(txt, "Query quota was exceeded") != NULL);
+    QUERY_IS(&e, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000) "
+                 "SELECT count(*) FROM (SELECT DISTINCT x, randomblob(200) FROM c)", "COUNT(*)/L1000");
+    sq_engine_set_query_memory(e.ps->sql, 0);       /* no quota: the big one runs */
+    QUERY_IS(&e, big, "COUNT(*)/L100000");
+    pe_close(&e);
 }
