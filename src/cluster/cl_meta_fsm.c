@@ -213,13 +213,16 @@ int cl_meta_entry_decode(const uint8_t *p, size_t n, cl_meta_entry *e)
         e->u.node = rd_uuid(&r);
         break;
     case CL_META_E_CACHE_START:
+    case CL_META_E_CACHE_CONFIG:
     case CL_META_E_TYPE_PUT: {
         int32_t id = (int32_t)rd_u32(&r);
         uint32_t len = rd_u32(&r);
         if (!r.err && (len == 0 || len > CL_META_MAX_BLOB))
             rd_fail(&r, EM_BADLEN);
         cl_meta_bytes blob = rd_bytes(&r, len);
-        if (type == CL_META_E_CACHE_START) {
+        if (type == CL_META_E_CACHE_CONFIG)
+            e->u.cache.prev = rd_u32(&r);
+        if (type != CL_META_E_TYPE_PUT) {
             e->u.cache.id = id;
             e->u.cache.blob = blob;
         } else {
@@ -370,6 +373,19 @@ static int enc_blob(em_buf *out, int type, int32_t id, const void *p, size_t len
 int cl_meta_enc_cache_start(em_buf *out, int32_t cache_id, const void *cfg, size_t len)
 {
     return enc_blob(out, CL_META_E_CACHE_START, cache_id, cfg, len);
+}
+int cl_meta_enc_cache_config(em_buf *out, int32_t cache_id, const void *cfg, size_t len,
+                             uint32_t prev_crc)
+{
+    if (len == 0 || len > CL_META_MAX_BLOB)
+        return EM_BADLEN;
+    if (!enc_begin(out, CL_META_E_CACHE_CONFIG, 12 + len))
+        return EM_NOMEM;
+    w_u32(out, (uint32_t)cache_id);
+    w_u32(out, (uint32_t)len);
+    w_raw(out, cfg, len);
+    w_u32(out, prev_crc);
+    return 0;
 }
 int cl_meta_enc_type_put(em_buf *out, int32_t type_id, const void *meta, size_t len)
 {
@@ -777,6 +793,17 @@ int cl_meta_fsm_apply(cl_meta_fsm *f, uint64_t index, const uint8_t *p, size_t n
         case CL_META_E_CACHE_STOP:
             status = apply_cache_stop(f, e->u.cache.id, &changed);
             break;
+        case CL_META_E_CACHE_CONFIG: {
+            /* A compare-and-set: two nodes changing one cache's tables at
+             * once must not lose one change to the other. */
+            int64_t at = blob_find(f->caches, f->n_caches, e->u.cache.id);
+            status = at < 0 ? EM_NOCACHE
+                     : em_crc32c(0, f->caches[at].p, f->caches[at].len) != e->u.cache.prev ? EM_STALE
+                     : apply_blob_put(&f->caches, &f->n_caches, &f->cap_caches,
+                                      CL_META_MAX_CACHES, e->u.cache.id, e->u.cache.blob, 1,
+                                      &changed);
+            break;
+        }
         case CL_META_E_TYPE_PUT:
             status = apply_blob_put(&f->types, &f->n_types, &f->cap_types,
                                     CL_META_MAX_TYPES, e->u.type_put.id,

@@ -26,6 +26,10 @@
  *   NODE_FAIL     uuid id
  *   CACHE_START   i32 cache_id | u32 len | len bytes config (1..CL_META_MAX_BLOB)
  *   CACHE_STOP    i32 cache_id
+ *   CACHE_CONFIG  i32 cache_id | u32 len | len bytes config (1..CL_META_MAX_BLOB) |
+ *                 u32 prev: a started cache's configuration as it is now (SQL
+ *                 DDL changed its query entities); prev is the CRC-32C of the
+ *                 configuration it replaces
  *   TYPE_PUT      i32 type_id | u32 len | len bytes metadata (1..CL_META_MAX_BLOB)
  *   BASELINE_SET  u32 n (<= CL_META_MAX_MEMBERS) | n x str consistent_id (1..MAX_CID)
  *   STATE_SET     u8 state (CL_META_INACTIVE 0, ACTIVE 1, ACTIVE_READ_ONLY 2:
@@ -48,6 +52,10 @@
  *                             duplicate join cannot resurrect it); major + 1, minor = 0
  *   CACHE_START / CACHE_STOP  minor + 1 (a start with another config for a
  *                             started cache id is refused: EM_CACHEEXISTS)
+ *   CACHE_CONFIG              the cache's config is replaced (a cache not
+ *                             started: EM_NOCACHE; one whose config is not
+ *                             the one prev names - another change came first -
+ *                             EM_STALE); no version change
  *   BASELINE_SET, STATE_SET   minor + 1 when the value changes (Ignite runs an
  *                             exchange for activation, deactivation, read-only
  *                             and baseline changes)
@@ -103,7 +111,8 @@
     X(STATE_SET,    8)     \
     X(VOTERS_SET,   9)     \
     X(EXCH_DONE,    10)    \
-    X(OWNERS_SET,   11)
+    X(OWNERS_SET,   11)    \
+    X(CACHE_CONFIG, 12)
 
 enum {
 #define CL_META_E_ENUM_(name, code) CL_META_E_##name = (code),
@@ -140,7 +149,8 @@ typedef struct cl_meta_entry {
     union {
         cl_meta_node_info join;                                 /* NODE_JOIN */
         cl_meta_uuid node;                                      /* NODE_LEAVE, NODE_FAIL */
-        struct { int32_t id; cl_meta_bytes blob; } cache;       /* CACHE_START (blob), CACHE_STOP */
+        struct { int32_t id; cl_meta_bytes blob; uint32_t prev; } cache;  /* CACHE_START,
+                                                    * _CONFIG (blob, prev), CACHE_STOP */
         struct { int32_t id; cl_meta_bytes blob; } type_put;    /* TYPE_PUT */
         struct { uint32_t n; cl_meta_bytes raw; } baseline;     /* raw: the n encoded strs */
         uint8_t state;                                          /* STATE_SET */
@@ -157,6 +167,8 @@ int cl_meta_enc_join(em_buf *out, const cl_meta_node_info *n);
 int cl_meta_enc_leave(em_buf *out, cl_meta_uuid id);
 int cl_meta_enc_fail(em_buf *out, cl_meta_uuid id);
 int cl_meta_enc_cache_start(em_buf *out, int32_t cache_id, const void *cfg, size_t len);
+int cl_meta_enc_cache_config(em_buf *out, int32_t cache_id, const void *cfg, size_t len,
+                             uint32_t prev_crc);
 int cl_meta_enc_cache_stop(em_buf *out, int32_t cache_id);
 int cl_meta_enc_type_put(em_buf *out, int32_t type_id, const void *meta, size_t len);
 int cl_meta_enc_baseline(em_buf *out, const cl_meta_bytes *cids, uint32_t n);

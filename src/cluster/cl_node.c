@@ -859,6 +859,22 @@ static void timespec_in(struct timespec *ts, uint64_t ms)
     }
 }
 
+typedef struct crc_q { int32_t id; uint32_t crc; } crc_q;
+
+static void cache_crc_cb(void *arg, const cl_meta_fsm *f)
+{
+    crc_q *q = arg;
+    const cl_meta_blob *b = cl_meta_fsm_cache(f, q->id);
+    q->crc = b ? em_crc32c(0, b->p, b->len) : 0;
+}
+
+uint32_t cl_node_cache_crc(cl_node *n, int32_t id)
+{
+    crc_q q = { id, 0 };
+    cl_meta_read(n->meta, cache_crc_cb, &q);
+    return q.crc;
+}
+
 int cl_node_sync(cl_node *n, uint32_t timeout_ms)
 {
     if (cl_node_is_leader(n))

@@ -244,4 +244,9 @@ int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, si
  * 0, EM_TIMEOUT, EM_NOTLEADER. */
 int cl_node_sync(cl_node *n, uint32_t timeout_ms);
 
+/* cl_node_cache_crc: the CRC-32C of cache id's configuration as the
+ * metadata group applied it here (0 when not started): what a CACHE_CONFIG
+ * proposal names as the configuration it replaces. */
+uint32_t cl_node_cache_crc(cl_node *n, int32_t id);
+
 #endif

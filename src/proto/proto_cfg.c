@@ -8,6 +8,8 @@
  * from 1.6.0).  Query entities are stored in their 1.2.0+ encoding.
  */
 #include "proto/proto_int.h"
+
+#include "sql/sql.h"
 #include "cluster/cl_meta_fsm.h"
 
 #include <string.h>
@@ -328,6 +330,89 @@ static int name_blob(em_buf *b, const char *name)
         return EM_NOMEM;
     em_st32(b->p, (uint32_t)(b->len - 4));
     return 0;
+}
+
+/* ---- a configuration as CACHE_CREATE_WITH_CONFIGURATION's properties ----
+ * (the layout decode_config reads, query entities with precision and scale:
+ * what the members decode from a CACHE_CONFIG entry). */
+
+static int p_code(em_buf *b, int code, int *n)
+{
+    (*n)++;
+    return em_buf_put_le16(b, (uint16_t)code);
+}
+static int p_i32(em_buf *b, int code, int32_t v, int *n)
+{
+    return p_code(b, code, n) || em_buf_put_le32(b, (uint32_t)v);
+}
+static int p_i64(em_buf *b, int code, int64_t v, int *n)
+{
+    return p_code(b, code, n) || em_buf_put_le64(b, (uint64_t)v);
+}
+static int p_bool(em_buf *b, int code, int v, int *n)
+{
+    return p_code(b, code, n) || em_buf_put_u8(b, v ? 1 : 0);
+}
+static int p_str(em_buf *b, int code, const char *v, int *n)
+{
+    return v && (p_code(b, code, n) || pr_put_str(b, v));
+}
+static int p_raw(em_buf *b, int code, const uint8_t *v, uint32_t len, int *n)
+{
+    return v && len && (p_code(b, code, n) || em_buf_append(b, v, len));
+}
+
+int pr_cfg_encode_props(const st_cache_config *g, em_buf *b)
+{
+    size_t at = b->len;
+    int n = 0;
+    int rc = em_buf_put_le32(b, 0) || em_buf_put_le16(b, 0) ||
+             p_str(b, 0, g->name, &n) || p_i32(b, 1, g->cache_mode, &n) ||
+             p_i32(b, 2, g->atomicity_mode, &n) || p_i32(b, 3, g->backups, &n) ||
+             p_i32(b, 4, g->write_sync_mode, &n) || p_bool(b, 5, g->copy_on_read, &n) ||
+             p_bool(b, 6, g->read_from_backup, &n) || p_str(b, 100, g->data_region_name, &n) ||
+             p_bool(b, 101, g->onheap_cache_enabled, &n) ||
+             p_raw(b, 200, g->query_entities, g->query_entities_len, &n) ||
+             p_i32(b, 201, g->query_parallelism, &n) ||
+             p_i32(b, 202, g->query_detail_metrics_size, &n) || p_str(b, 203, g->sql_schema, &n) ||
+             p_i32(b, 204, g->sql_index_inline_max_size, &n) ||
+             p_bool(b, 205, g->sql_escape_all, &n) || p_i32(b, 206, g->max_query_iterators, &n) ||
+             p_i32(b, 300, g->rebalance_mode, &n) || p_i64(b, 301, g->rebalance_delay, &n) ||
+             p_i64(b, 302, g->rebalance_timeout, &n) || p_i32(b, 303, g->rebalance_batch_size, &n) ||
+             p_i64(b, 304, g->rebalance_batches_prefetch_count, &n) ||
+             p_i32(b, 305, g->rebalance_order, &n) || p_i64(b, 306, g->rebalance_throttle, &n) ||
+             p_str(b, 400, g->group_name, &n) ||
+             p_raw(b, 401, g->key_configs, g->key_configs_len, &n) ||
+             p_i64(b, 402, g->default_lock_timeout, &n) ||
+             p_i32(b, 403, g->max_concurrent_async_ops, &n) ||
+             p_i32(b, 404, g->partition_loss_policy, &n) || p_bool(b, 405, g->eager_ttl, &n) ||
+             p_bool(b, 406, g->statistics_enabled, &n) || p_bool(b, 407, g->has_expiry, &n);
+    if (!rc && g->has_expiry)
+        rc = em_buf_put_le64(b, (uint64_t)g->expiry.create_ms) ||
+             em_buf_put_le64(b, (uint64_t)g->expiry.update_ms) ||
+             em_buf_put_le64(b, (uint64_t)g->expiry.access_ms);
+    if (rc)
+        return EM_NOMEM;
+    em_st32(b->p + at, (uint32_t)(b->len - at - 4));
+    em_st16(b->p + at + 4, (uint16_t)n);
+    return 0;
+}
+
+int pr_cfg_apply_config(pr_server *s, const uint8_t *blob, size_t len)
+{
+    pr_rd r = { blob, len, 0 };
+    st_cache_config cfg;
+    st_cache_config_init(&cfg);
+    int rc = decode_config(s->apply_conn, &r, &cfg);
+    if (rc > 0)
+        rc = EM_CONFIG;
+    st_cache *sc = !rc && cfg.name ? st_cache_find(s->st, em_hash_java_str(
+                       (const uint8_t *)cfg.name, strlen(cfg.name))) : NULL;
+    /* Only the query entities change after a start (SQL DDL). */
+    if (sc && (rc = st_cache_set_qe(sc, cfg.query_entities, cfg.query_entities_len)) == 0)
+        sq_cat_refresh(s->sql, sc);
+    st_cache_config_free(&cfg);
+    return rc;
 }
 
 int pr_cfg_apply_start(pr_server *s, const uint8_t *blob, size_t len)

@@ -43,6 +43,9 @@ int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *wh
     case EM_CACHEEXISTS:
         return pr_fail(c, PR_ST_CACHE_EXISTS, "Failed to start cache (a cache with the same "
                        "name is already started with another configuration)");
+    case EM_STALE:
+        return pr_fail(c, PR_ST_FAILED, "Failed to %s: another change of the same cache came "
+                       "first; retry", what);
     case EM_NOTLEADER:
         return pr_fail(c, PR_ST_FAILED, "Failed to %s: the cluster has no coordinator now "
                        "(no majority of its metadata group is reachable); retry", what);
@@ -163,6 +166,8 @@ static int apply_entry(pr_server *s, const cl_meta_entry *e)
         int rc = st_cache_destroy(s->st, e->u.cache.id);
         return rc == EM_NOCACHE ? 0 : rc;
     }
+    case CL_META_E_CACHE_CONFIG:
+        return pr_cfg_apply_config(s, e->u.cache.blob.p, e->u.cache.blob.len);
     case CL_META_E_TYPE_PUT:
         return apply_type(s, e->u.type_put.blob.p, e->u.type_put.blob.len);
     case CL_META_E_STATE_SET:
@@ -188,9 +193,10 @@ int pr_cluster_restore(pr_server *s, const cl_meta_fsm *f)
             first = rc;
     }
     for (uint32_t i = 0; i < f->n_caches; i++) {
-        if (st_cache_find(s->st, f->caches[i].id))
-            continue;
-        int rc = pr_cfg_apply_start(s, f->caches[i].p, f->caches[i].len);
+        /* A cache this node has may have changed since (CACHE_CONFIG). */
+        int rc = st_cache_find(s->st, f->caches[i].id)
+                 ? pr_cfg_apply_config(s, f->caches[i].p, f->caches[i].len)
+                 : pr_cfg_apply_start(s, f->caches[i].p, f->caches[i].len);
         if (rc && !first)
             first = rc;
     }

@@ -323,6 +323,12 @@ int pr_change_state(pr_server *s, int to);
 /* pr_cfg_apply_start: create the cache of an applied CACHE_START (config
  * bytes as CACHE_CREATE_WITH_CONFIGURATION carries them); proto_cfg.c. */
 int pr_cfg_apply_start(pr_server *s, const uint8_t *cfg, size_t len);
+/* pr_cfg_apply_config: an applied CACHE_CONFIG (the cache's configuration
+ * as it is now): its query entities replace the cache's, and SQL reads its
+ * tables again.  pr_cfg_encode_props appends g in the property layout
+ * CACHE_CREATE_WITH_CONFIGURATION sends and the members decode. */
+int pr_cfg_apply_config(pr_server *s, const uint8_t *cfg, size_t len);
+int pr_cfg_encode_props(const st_cache_config *g, em_buf *b);
 /* pr_cluster_propose sends an entry through the metadata group and waits
  * for it to apply here; on failure the reply's message is set and the
  * status returned. */

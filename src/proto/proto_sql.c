@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "binary/binary.h"
+#include "cluster/cl_meta_fsm.h"
+#include "cluster/cl_node.h"
 #include "sql/sql.h"
 #include "store/store.h"
 #include "util/err.h"
@@ -194,6 +196,34 @@ static int r_type_put(void *ctx, const uint8_t *rec, size_t len)
     return kv_call(c, b, &p, &n);
 }
 
+/* r_set_qe: the cache's configuration with these query entities, to every
+ * node as a CACHE_CONFIG entry (each applies it: pr_cfg_apply_config). */
+static int r_set_qe(void *ctx, st_cache *sc, const uint8_t *qe, size_t len)
+{
+    pr_conn *c = ctx, *k = kv_conn(c);
+    st_cache_config cfg;
+    if (!k || st_cache_cfg_copy(sc, &cfg))
+        return EM_NOMEM;
+    em_free(cfg.query_entities);
+    cfg.query_entities = len ? em_memdup(qe, len) : NULL;
+    cfg.query_entities_len = cfg.query_entities ? (uint32_t)len : 0;
+    em_buf props = EM_BUF_INIT, entry = EM_BUF_INIT;
+    int rc = len && !cfg.query_entities ? EM_NOMEM : pr_cfg_encode_props(&cfg, &props);
+    if (!rc)
+        rc = cl_meta_enc_cache_config(&entry, st_cache_id(sc), props.p, props.len,
+                                      cl_node_cache_crc(c->srv->opt.cluster, st_cache_id(sc)));
+    if (!rc) {
+        k->msg[0] = 0;
+        rc = pr_cluster_propose(k, entry.p, entry.len, "change the cache's query entities");
+        if (rc > 0)
+            rc = EM_REMOTE;         /* k->msg says why */
+    }
+    em_buf_free(&props);
+    em_buf_free(&entry);
+    st_cache_config_free(&cfg);
+    return rc;
+}
+
 static void r_sync(void *ctx)
 {
     (void)pr_cluster_sync(ctx);
@@ -212,8 +242,10 @@ sq_sess *pr_sql_sess(pr_conn *c)
     if (c->srv->opt.cluster && !c->sqlrem) {
         if (!(c->sqlrem = em_calloc(1, sizeof *c->sqlrem)))
             return NULL;
-        *c->sqlrem = (sq_remote){ r_get, r_put, r_remove, r_scan, r_create, r_destroy,
-                                  r_type_put, r_sync, r_errmsg, c };
+        *c->sqlrem = (sq_remote){ .get = r_get, .put = r_put, .remove = r_remove,
+                                  .scan = r_scan, .create = r_create, .destroy = r_destroy,
+                                  .type_put = r_type_put, .set_qe = r_set_qe, .sync = r_sync,
+                                  .errmsg = r_errmsg, .ctx = c };
     }
     if ((c->sql = sq_sess_new(c->srv->sql)) != NULL && c->sqlrem)
         sq_sess_set_remote(c->sql, c->sqlrem);

@@ -254,6 +254,28 @@ static void build_qe_indexes(sq_engine *e, sq_table *t)
     em_free(x);
 }
 
+void sq_cat_refresh(sq_engine *e, st_cache *c)
+{
+    pthread_mutex_lock(&e->mu);
+    for (uint32_t i = 0; i < e->ntab;) {
+        if (e->tab[i]->cache == c) {
+            drop_table_indexes(e, e->tab[i]);
+            sq_table_unref(e->tab[i]);
+            e->tab[i] = e->tab[--e->ntab];
+            atomic_fetch_add(&e->epoch, 1);
+        } else {
+            i++;
+        }
+    }
+    for (uint32_t i = 0; i < e->nseen; i++)
+        if (e->seen[i] == c) {
+            e->seen[i] = e->seen[--e->nseen];
+            break;
+        }
+    pthread_mutex_unlock(&e->mu);
+    sq_cat_discover(e);             /* its tables again, from the new entities */
+}
+
 void sq_cat_discover(sq_engine *e)
 {
     discover_ctx x = {.e = e};
@@ -583,14 +605,9 @@ static void publish(sq_engine *e, sq_table *t, sq_table *n)
     atomic_fetch_add(&e->epoch, 1);
 }
 
-/* qe_persist writes the query entities of cache c as they will be once
- * table t is replaced by n (t NULL: n is new; n NULL: t goes) into the
- * cache's configuration: GET_CONFIGURATION shows them and, in a
- * persistent region, the WAL logs them, so the tables come back after a
- * restart with their columns and indexes (as Ignite keeps its schema with
- * the cache).  Caller holds mu; called before the change is published, so
- * a failure leaves both as they were. */
-static int qe_persist(sq_engine *e, st_cache *c, const sq_table *t, sq_table *n)
+/* qe_list appends the query entities of cache c as they will be once table
+ * t is replaced by n (t NULL: n is new; n NULL: t goes).  Caller holds mu. */
+static int qe_list(sq_engine *e, st_cache *c, const sq_table *t, sq_table *n, em_buf *out)
 {
     sq_table *list[64];
     uint32_t k = 0;
@@ -603,10 +620,37 @@ static int qe_persist(sq_engine *e, st_cache *c, const sq_table *t, sq_table *n)
     for (uint32_t i = 0; i < k; i++)
         if (list[i])
             list[m++] = list[i];
+    return sq_qe_encode(list, m, out);
+}
+
+/* qe_persist writes that list into the cache's configuration:
+ * GET_CONFIGURATION shows it and, in a persistent region, the WAL logs it,
+ * so the tables come back after a restart with their columns and indexes
+ * (as Ignite keeps its schema with the cache).  Called before the change
+ * is published, so a failure leaves both as they were. */
+static int qe_persist(sq_engine *e, st_cache *c, const sq_table *t, sq_table *n)
+{
     em_buf b = EM_BUF_INIT;
-    int rc = sq_qe_encode(list, m, &b);
+    int rc = qe_list(e, c, t, n, &b);
     if (!rc)
         rc = st_cache_set_qe(c, b.p, (uint32_t)b.len);
+    em_buf_free(&b);
+    return rc;
+}
+
+/* remote_change (called with mu held, returns with it released): on a
+ * cluster, DDL that changes a table does not publish it here: the new
+ * entity list goes to every node through the metadata group, and each
+ * node (this one before set_qe returns) reads the cache's tables again. */
+static int remote_change(sq_engine *e, const sq_remote *r, sq_table *t, sq_table *n,
+                         char *msg, size_t msgsz)
+{
+    em_buf b = EM_BUF_INIT;
+    st_cache *c = t->cache;
+    int rc = qe_list(e, c, t, n, &b);
+    pthread_mutex_unlock(&e->mu);
+    if (!rc && (rc = r->set_qe(r->ctx, c, b.p, b.len)) != 0 && rc != EM_NOMEM)
+        snprintf(msg, msgsz, "%s", r->errmsg(r->ctx));
     em_buf_free(&b);
     return rc;
 }
@@ -616,8 +660,9 @@ static int qe_persist(sq_engine *e, st_cache *c, const sq_table *t, sq_table *n)
  * the entries the cache holds before it returns: writes go on, each
  * partition waits only while its own entries are read.  persist: write
  * the new entity list to the cache's configuration first. */
-static int index_add(sq_engine *e, sq_table *t, const char *name, const char *const *names,
-                     uint32_t ncols, int persist, sq_table **out, char *msg, size_t msgsz)
+/* index_check: t can take an index over these columns. */
+static int index_check(const sq_table *t, const char *const *names, uint32_t ncols, char *msg,
+                       size_t msgsz)
 {
     for (uint32_t i = 0; i < ncols; i++) {
         if (col_index(t, names[i]) < 0 && strcmp(names[i], "_KEY") && strcmp(names[i], "_VAL"))
@@ -628,6 +673,15 @@ static int index_add(sq_engine *e, sq_table *t, const char *name, const char *co
     }
     if (t->nix >= SQ_MAX_INDEXES)
         return cat_fail(msg, msgsz, EM_INVAL, "Too many indexes on table %s (limit 64)", t->name);
+    return 0;
+}
+
+static int index_add(sq_engine *e, sq_table *t, const char *name, const char *const *names,
+                     uint32_t ncols, int persist, sq_table **out, char *msg, size_t msgsz)
+{
+    int rc0 = index_check(t, names, ncols, msg, msgsz);
+    if (rc0)
+        return rc0;
     sq_index *ix = NULL;
     sq_table *n = NULL;
     int rc = sq_ix_new(t, name, names, ncols, &ix);
@@ -659,7 +713,8 @@ static int index_add(sq_engine *e, sq_table *t, const char *name, const char *co
 
 /* CREATE INDEX and DROP INDEX make a new version of the table holding the
  * index and write the cache's query entities anew (qe_persist). */
-int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
+int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, const sq_remote *r,
+                 char *msg, size_t msgsz)
 {
     if (d->schema[0])
         schema = d->schema;
@@ -679,6 +734,12 @@ int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, s
         }
         sq_index *ix = n->ix[at];
         n->ix[at] = n->ix[--n->nix];
+        if (r) {
+            rc = remote_change(e, r, holder, n, msg, msgsz);    /* unlocks */
+            sq_ix_unref(ix);        /* the copy's ref, out of its array */
+            table_free(n);
+            return rc;
+        }
         if ((rc = qe_persist(e, holder->cache, holder, n)) != 0) {
             cat_fail(msg, msgsz, rc, "Failed to save the cache configuration (%s)", em_strerror(rc));
             n->ix[n->nix++] = ix;   /* table_free drops this copy's ref */
@@ -707,6 +768,22 @@ int sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, s
             }
         rc = d->if_not_exists ? 0 : cat_fail(msg, msgsz, EM_INVAL, "Index already exists: %s", d->index);
         goto out;
+    }
+    if (r) {
+        /* the entity list with the index: each node builds it itself */
+        sq_index *ix = NULL;
+        if ((rc = index_check(t, names, d->ncols, msg, msgsz)) != 0 ||
+            (rc = sq_ix_new(t, d->index, names, d->ncols, &ix)) != 0)
+            goto out;
+        if (!(n = table_copy(t, 0))) {
+            sq_ix_unref(ix);
+            rc = EM_NOMEM;
+            goto out;
+        }
+        n->ix[n->nix++] = ix;       /* the copy holds it from here */
+        rc = remote_change(e, r, t, n, msg, msgsz);    /* unlocks */
+        table_free(n);
+        return rc;
     }
     sq_table *nt;
     rc = index_add(e, t, d->index, names, d->ncols, 1, &nt, msg, msgsz);
@@ -865,7 +942,8 @@ static int alter_cols(sq_table *n, const sq_ddl *d, char *msg, size_t msgsz)
     return changed ? 0 : 1;
 }
 
-int sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz)
+int sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, const sq_remote *r,
+                 char *msg, size_t msgsz)
 {
     if (d->schema[0])
         schema = d->schema;
@@ -893,10 +971,15 @@ int sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, s
     }
     /* Ignite adds the field to the binary type (the metadata is a union:
      * dropped fields stay in it, entries keep their bytes). */
-    if ((rc = define_types(e, n, NULL)) != 0) {
+    if ((rc = define_types(e, n, r)) != 0) {
         cat_fail(msg, msgsz, rc, "Failed to register binary type %s (a field of that name has "
                  "another type)", n->val_type);
         goto out;
+    }
+    if (r) {
+        rc = remote_change(e, r, t, n, msg, msgsz);    /* unlocks */
+        table_free(n);
+        return rc;
     }
     if ((rc = qe_persist(e, t->cache, t, n)) != 0) {
         cat_fail(msg, msgsz, rc, "Failed to save the cache configuration (%s)", em_strerror(rc));

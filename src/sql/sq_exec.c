@@ -253,7 +253,11 @@ static int run_ddl(sq_sess *s, const sq_lexed *l, const char *schema, int64_t id
     int rc = sq_ddl_parse(l, &d, s->msg, sizeof s->msg);
     if (rc)
         return rc;
-    sq_cat_discover(s->eng);        /* DDL may name a QueryEntity table */
+    /* DDL may name a QueryEntity table; on a cluster it reads and changes
+     * what the metadata group agreed: catch up with it first. */
+    if (s->rem)
+        s->rem->sync(s->rem->ctx);
+    sq_cat_discover(s->eng);
     switch (d.kind) {
     case SQ_DDL_CREATE_TABLE:
         rc = sq_cat_create(s->eng, &d, schema, s->rem, s->msg, sizeof s->msg);
@@ -261,17 +265,11 @@ static int run_ddl(sq_sess *s, const sq_lexed *l, const char *schema, int64_t id
     case SQ_DDL_DROP_TABLE:
         rc = sq_cat_drop(s->eng, &d, schema, s->rem, s->msg, sizeof s->msg);
         break;
+    case SQ_DDL_ADD_COLUMN: case SQ_DDL_DROP_COLUMN:
+        rc = sq_cat_alter(s->eng, &d, schema, s->rem, s->msg, sizeof s->msg);
+        break;
     default:
-        if (s->rem) {
-            /* A cache's query entities cannot change cluster-wide yet. */
-            rc = sq_fail(s, EM_UNSUPPORTED, "%s is not supported on a cluster yet",
-                         d.kind == SQ_DDL_ADD_COLUMN || d.kind == SQ_DDL_DROP_COLUMN
-                         ? "ALTER TABLE" : "CREATE INDEX and DROP INDEX");
-        } else if (d.kind == SQ_DDL_ADD_COLUMN || d.kind == SQ_DDL_DROP_COLUMN) {
-            rc = sq_cat_alter(s->eng, &d, schema, s->msg, sizeof s->msg);
-        } else {
-            rc = sq_cat_index(s->eng, &d, schema, s->msg, sizeof s->msg);
-        }
+        rc = sq_cat_index(s->eng, &d, schema, s->rem, s->msg, sizeof s->msg);
         break;
     }
     sq_ddl_free(&d);
@@ -373,7 +371,11 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         int src = sqlite3_prepare_v3(d->db, (const char *)s->sqlbuf.p, (int)s->sqlbuf.len,
                                      SQLITE_PREPARE_PERSISTENT, &st, &tail);
         d->collect = 0;
-        if (src == SQLITE_ERROR && !strncmp(sqlite3_errmsg(d->db), "no such table", 13)) {
+        /* A name not known here: a table of a cache configured with query
+         * entities not read yet or, on a cluster, a table or column
+         * another node made a moment ago (then any parse error: catching
+         * up costs nothing when nothing changed). */
+        if (src == SQLITE_ERROR && (s->rem || !strncmp(sqlite3_errmsg(d->db), "no such table", 13))) {
             uint64_t ep = atomic_load(&s->eng->epoch);
             if (s->rem)
                 s->rem->sync(s->rem->ctx);

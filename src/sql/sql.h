@@ -118,9 +118,10 @@ uint32_t   sq_sess_ncursors(const sq_sess *s);
  * point reads and writes at the key's primary (replicated as any client
  * write), full scans each partition once from its primary, CREATE TABLE and
  * DROP TABLE through the metadata group, the types CREATE TABLE defines to
- * every node.  Secondary indexes hold this node's entries only, so such a
- * session plans no index scan, and CREATE/DROP INDEX and ALTER TABLE are
- * refused (the cluster has no way yet to change a cache's query entities).
+ * every node; CREATE/DROP INDEX and ALTER TABLE change the cache's query
+ * entities on every node (set_qe), where each builds its indexes over its
+ * own entries.  As an index holds this node's entries only, such a session
+ * plans no index scan.
  * Every call returns 0 or a code; a negative code's text is errmsg(ctx). */
 struct st_cache;
 struct st_scan;
@@ -135,12 +136,20 @@ typedef struct sq_remote {
     int  (*create)(void *ctx, const struct st_cache_config *cfg);
     int  (*destroy)(void *ctx, int32_t cache_id);
     int  (*type_put)(void *ctx, const uint8_t *rec, size_t n);
+    /* set_qe: the cache's query entities become qe[0..n) on every node,
+     * through the metadata group (each node then reads its tables again,
+     * sq_cat_refresh: this one before the call returns). */
+    int  (*set_qe)(void *ctx, struct st_cache *c, const uint8_t *qe, size_t n);
     /* sync: catch up with what the cluster confirmed (a cache another node
      * started just now), before a name is declared unknown. */
     void (*sync)(void *ctx);
     const char *(*errmsg)(void *ctx);
     void *ctx;
 } sq_remote;
+
+/* sq_cat_refresh: cache c's query entities changed (on a cluster, a
+ * CACHE_CONFIG applied): its tables are read again, indexes built anew. */
+void sq_cat_refresh(sq_engine *e, struct st_cache *c);
 
 /* sq_sess_set_remote: the session's statements reach data through r from
  * now on (NULL: the local store); r is borrowed. */

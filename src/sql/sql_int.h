@@ -324,9 +324,11 @@ int  sq_qe_tables(st_cache *ca, sq_table ***out, uint32_t *n);
 void sq_table_free_new(sq_table *t);
 int  sq_java_type(const char *name, size_t n);
 /* sq_cat_alter: ALTER TABLE ADD/DROP COLUMN (the table gets a new version). */
-int  sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
+int  sq_cat_alter(sq_engine *e, const sq_ddl *d, const char *schema, const sq_remote *r,
+                  char *msg, size_t msgsz);
 /* sq_cat_index: CREATE INDEX / DROP INDEX. */
-int  sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, char *msg, size_t msgsz);
+int  sq_cat_index(sq_engine *e, const sq_ddl *d, const char *schema, const sq_remote *r,
+                  char *msg, size_t msgsz);
 int  sq_cat_drop(sq_engine *e, const sq_ddl *d, const char *schema, const sq_remote *r,
                  char *msg, size_t msgsz);
 

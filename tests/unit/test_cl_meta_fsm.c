@@ -766,3 +766,41 @@ TEST(cl_meta_fsm_alloc_failures)
     cl_meta_fsm_free(&f);
     samples_free(e);
 }
+
+/* CACHE_CONFIG replaces a started cache's configuration when it names the
+ * one it replaces (CRC-32C): the second of two changes made from the same
+ * configuration is refused alike on every node, so neither is lost
+ * silently.  No version change; a cache not started is refused. */
+TEST(cl_meta_fsm_cache_config_compare_and_set)
+{
+    cl_meta_fsm f;
+    cl_meta_fsm_init(&f);
+    em_buf b = EM_BUF_INIT;
+    cl_meta_effect eff;
+    uint64_t idx = 1;
+    REQUIRE_OK(cl_meta_enc_cache_start(&b, 9, "cfg-1", 5));
+    REQUIRE_OK(apply_buf(&f, idx++, &b, &eff));
+    uint32_t minor = f.minor, c1 = em_crc32c(0, "cfg-1", 5);
+    REQUIRE_OK(cl_meta_enc_cache_config(&b, 9, "cfg-2a", 6, c1));
+    REQUIRE_OK(apply_buf(&f, idx++, &b, &eff));
+    CHECK_EQ(eff.status, 0);
+    CHECK_EQ(eff.changed, 1);
+    REQUIRE_OK(cl_meta_enc_cache_config(&b, 9, "cfg-2b", 6, c1));     /* raced */
+    REQUIRE_OK(apply_buf(&f, idx++, &b, &eff));
+    CHECK_EQ(eff.status, EM_STALE);
+    const cl_meta_blob *cb = cl_meta_fsm_cache(&f, 9);
+    REQUIRE(cb != NULL);
+    CHECK(cb->len == 6 && !memcmp(cb->p, "cfg-2a", 6));
+    CHECK_EQ(f.minor, minor);
+    REQUIRE_OK(cl_meta_enc_cache_config(&b, 77, "cfg", 3, 0));
+    REQUIRE_OK(apply_buf(&f, idx++, &b, &eff));
+    CHECK_EQ(eff.status, EM_NOCACHE);
+    /* decoded back: the same fields */
+    cl_meta_entry e;
+    REQUIRE_OK(cl_meta_enc_cache_config(&b, 9, "cfg-3", 5, 1234));
+    REQUIRE_OK(cl_meta_entry_decode(b.p, b.len, &e));
+    CHECK_EQ(e.type, CL_META_E_CACHE_CONFIG);
+    CHECK(e.u.cache.id == 9 && e.u.cache.prev == 1234 && e.u.cache.blob.len == 5);
+    em_buf_free(&b);
+    cl_meta_fsm_free(&f);
+}
