@@ -398,14 +398,20 @@ int pr_cfg_encode_props(const st_cache_config *g, em_buf *b)
     return 0;
 }
 
-int pr_cfg_apply_config(pr_server *s, const uint8_t *blob, size_t len)
+/* decode_applied: the configuration of an applied entry (EM_CONFIG with
+ * the message in apply_conn->msg when it does not decode). */
+static int decode_applied(pr_server *s, const uint8_t *blob, size_t len, st_cache_config *cfg)
 {
     pr_rd r = { blob, len, 0 };
+    st_cache_config_init(cfg);
+    int rc = decode_config(s->apply_conn, &r, cfg);
+    return rc > 0 ? EM_CONFIG : rc;
+}
+
+int pr_cfg_apply_config(pr_server *s, const uint8_t *blob, size_t len)
+{
     st_cache_config cfg;
-    st_cache_config_init(&cfg);
-    int rc = decode_config(s->apply_conn, &r, &cfg);
-    if (rc > 0)
-        rc = EM_CONFIG;
+    int rc = decode_applied(s, blob, len, &cfg);
     st_cache *sc = !rc && cfg.name ? st_cache_find(s->st, em_hash_java_str(
                        (const uint8_t *)cfg.name, strlen(cfg.name))) : NULL;
     /* Only the query entities change after a start (SQL DDL). */
@@ -417,12 +423,8 @@ int pr_cfg_apply_config(pr_server *s, const uint8_t *blob, size_t len)
 
 int pr_cfg_apply_start(pr_server *s, const uint8_t *blob, size_t len)
 {
-    pr_rd r = { blob, len, 0 };
     st_cache_config cfg;
-    st_cache_config_init(&cfg);
-    int rc = decode_config(s->apply_conn, &r, &cfg);
-    if (rc > 0)
-        rc = EM_CONFIG;             /* the message is in apply_conn->msg */
+    int rc = decode_applied(s, blob, len, &cfg);
     st_cache *sc;
     if (!rc)
         rc = cfg.name && cfg.name[0] ? st_cache_get_or_create(s->st, &cfg, &sc) : EM_CONFIG;

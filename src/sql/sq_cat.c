@@ -92,16 +92,12 @@ static void drop_table_indexes(sq_engine *e, const sq_table *t)
         sq_ix_detach(e, t->ix[i]);
 }
 
-/* prune drops tables whose cache is gone (caller holds mu). */
-static void prune(sq_engine *e)
+/* drop_tables (under mu) takes the tables of cache c (NULL: of every
+ * destroyed cache) out of the catalog. */
+static void drop_tables(sq_engine *e, const st_cache *c)
 {
-    for (uint32_t i = 0; i < e->nseen;)
-        if (st_cache_destroyed(e->seen[i]))
-            e->seen[i] = e->seen[--e->nseen];
-        else
-            i++;
     for (uint32_t i = 0; i < e->ntab;) {
-        if (st_cache_destroyed(e->tab[i]->cache)) {
+        if (c ? e->tab[i]->cache == c : st_cache_destroyed(e->tab[i]->cache)) {
             drop_table_indexes(e, e->tab[i]);
             sq_table_unref(e->tab[i]);
             e->tab[i] = e->tab[--e->ntab];
@@ -110,6 +106,17 @@ static void prune(sq_engine *e)
             i++;
         }
     }
+}
+
+/* prune drops tables whose cache is gone (caller holds mu). */
+static void prune(sq_engine *e)
+{
+    for (uint32_t i = 0; i < e->nseen;)
+        if (st_cache_destroyed(e->seen[i]))
+            e->seen[i] = e->seen[--e->nseen];
+        else
+            i++;
+    drop_tables(e, NULL);
 }
 
 int sq_cat_snapshot(sq_engine *e, sq_table ***out, uint32_t *n, uint64_t *epoch)
@@ -257,16 +264,7 @@ static void build_qe_indexes(sq_engine *e, sq_table *t)
 void sq_cat_refresh(sq_engine *e, st_cache *c)
 {
     pthread_mutex_lock(&e->mu);
-    for (uint32_t i = 0; i < e->ntab;) {
-        if (e->tab[i]->cache == c) {
-            drop_table_indexes(e, e->tab[i]);
-            sq_table_unref(e->tab[i]);
-            e->tab[i] = e->tab[--e->ntab];
-            atomic_fetch_add(&e->epoch, 1);
-        } else {
-            i++;
-        }
-    }
+    drop_tables(e, c);
     for (uint32_t i = 0; i < e->nseen; i++)
         if (e->seen[i] == c) {
             e->seen[i] = e->seen[--e->nseen];

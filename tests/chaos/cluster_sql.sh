@@ -9,14 +9,7 @@ ROWS=${CHAOS_SQL_ROWS:-300}
 . tests/chaos/lib.sh
 chaos_init
 
-node_start 1 $(cluster_flags 1) || finish
-node_start 2 $(cluster_flags 2 1) || finish
-node_start 3 $(cluster_flags 3 1) || finish
-for i in 1 2 3; do
-    wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_joined 1 ||
-        { bad "node $i did not join"; finish; }
-done
-ok "3 nodes joined"
+start_three
 
 if out=$(node tests/chaos/cluster_sql.js "$ROWS" "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)" 2>&1); then
     echo "$out" | sed 's/^ok /ok   node client: /'
