@@ -414,9 +414,17 @@ int pr_cfg_apply_config(pr_server *s, const uint8_t *blob, size_t len)
     int rc = decode_applied(s, blob, len, &cfg);
     st_cache *sc = !rc && cfg.name ? st_cache_find(s->st, em_hash_java_str(
                        (const uint8_t *)cfg.name, strlen(cfg.name))) : NULL;
-    /* Only the query entities change after a start (SQL DDL). */
-    if (sc && (rc = st_cache_set_qe(sc, cfg.query_entities, cfg.query_entities_len)) == 0)
-        sq_cat_refresh(s->sql, sc);
+    /* Only the query entities change after a start (SQL DDL); a snapshot
+     * restored over a cache that has them already changes nothing. */
+    st_cache_config now;
+    if (sc && !rc && (rc = st_cache_cfg_copy(sc, &now)) == 0) {
+        int same = now.query_entities_len == cfg.query_entities_len &&
+                   (!cfg.query_entities_len ||
+                    !memcmp(now.query_entities, cfg.query_entities, cfg.query_entities_len));
+        st_cache_config_free(&now);
+        if (!same && (rc = st_cache_set_qe(sc, cfg.query_entities, cfg.query_entities_len)) == 0)
+            sq_cat_refresh(s->sql, sc);
+    }
     st_cache_config_free(&cfg);
     return rc;
 }

@@ -383,35 +383,38 @@ void sq_engine_set_persist(sq_engine *e, int (*fn)(void *arg, int kind, const ui
 }
 
 /* define_types registers the value type and (wrapped) key type. */
-static int define_types(sq_engine *e, sq_table *t, const sq_remote *r)
+int sq_cat_define(sq_engine *e, const sq_table *t, const sq_remote *r, int key,
+                  const bin_desc **out)
 {
     const char *names[SQ_MAX_COLS];
-    int32_t codes[SQ_MAX_COLS];
-    for (int key = 0; key < 2; key++) {
-        if (key && !t->key_wrapped)
-            break;
-        uint32_t n = 0;
-        for (uint32_t i = 0; i < t->ncols; i++)
-            if (t->cols[i].key == key) {
-                names[n] = t->cols[i].field;
-                codes[n++] = sq_type_code(t->cols[i].type);
-            }
-        /* Persisted only when this schema is new to the registry (after a
-         * restart the log already holds it). */
-        const char *tn = key ? t->key_type : t->val_type;
-        int32_t fids[SQ_MAX_COLS];
-        for (uint32_t i = 0; i < n; i++)
-            fids[i] = bin_field_id(names[i], strlen(names[i]));
-        const bin_type *had = bin_registry_get(e->reg, bin_type_id(tn, strlen(tn)));
-        int known = had && bin_type_schema(had, bin_schema_id(fids, n)) != NULL;
-        const bin_desc **d = key ? &t->kdesc : &t->vdesc;
-        int rc = bin_registry_define(e->reg, tn, names, codes, n, d);
-        if (!rc && !known)
-            rc = persist_type(e, (*d)->type_id, r);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    int32_t codes[SQ_MAX_COLS], fids[SQ_MAX_COLS];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->ncols; i++)
+        if (t->cols[i].key == key && !t->cols[i].alias) {
+            names[n] = t->cols[i].field;
+            codes[n++] = sq_type_code(t->cols[i].type);
+        }
+    /* Persisted only when this schema is new to the registry (after a
+     * restart the log already holds it). */
+    const char *tn = key ? t->key_type : t->val_type;
+    if (!tn)
+        return EM_NOTYPE;
+    for (uint32_t i = 0; i < n; i++)
+        fids[i] = bin_field_id(names[i], strlen(names[i]));
+    const bin_type *had = bin_registry_get(e->reg, bin_type_id(tn, strlen(tn)));
+    int known = had && bin_type_schema(had, bin_schema_id(fids, n)) != NULL;
+    int rc = bin_registry_define(e->reg, tn, names, codes, n, out);
+    if (!rc && !known)
+        rc = persist_type(e, (*out)->type_id, r);
+    return rc;
+}
+
+static int define_types(sq_engine *e, sq_table *t, const sq_remote *r)
+{
+    int rc = sq_cat_define(e, t, r, 0, &t->vdesc);
+    if (!rc && t->key_wrapped)
+        rc = sq_cat_define(e, t, r, 1, &t->kdesc);
+    return rc;
 }
 
 static sq_table *table_from_ddl(const sq_ddl *d, const char *schema)

@@ -642,11 +642,25 @@ static int build_obj(vt *v, int key, sqlite3_value **argv, const uint8_t *old, e
                      char *msg, size_t msgsz)
 {
     sq_table *t = v->t;
+    /* A QueryEntity's types are its clients': the first SQL write defines
+     * them from the entity's fields, as Ignite's SQL builds the object. */
+    const bin_desc *d = key ? t->kdesc : t->vdesc;
+    if (!d) {
+        int rc = sq_cat_define(v->e, t, v->ss->rem, key, &d);
+        if (rc && rc != EM_NOMEM) {
+            snprintf(msg, msgsz, "Failed to register binary type %s for table %s: %s",
+                     key ? (t->key_type ? t->key_type : "?") : t->val_type, t->name,
+                     em_strerror(rc));
+            return rc;
+        }
+        if (rc)
+            return rc;
+    }
     bin_writer w;
     bin_writer_init(&w, v->e->reg, out);
     const bin_type *ty = NULL;
     int32_t tid = 0;
-    int rc = bin_w_obj_begin(&w, key ? t->kdesc : t->vdesc);
+    int rc = bin_w_obj_begin(&w, d);
     uint32_t fi = 0;
     for (uint32_t i = 0; !rc && i < t->ncols; i++) {
         const sq_col *c = &t->cols[i];

@@ -312,6 +312,11 @@ sq_table *sq_cat_by_serial(sq_engine *e, uint64_t serial);    /* ref'd or NULL *
 sq_table *sq_cat_by_type(sq_engine *e, const char *schema, const char *type, size_t n);
 /* sq_cat_schema_known: PUBLIC, a schema of a table, or a cache name. */
 int  sq_cat_schema_known(sq_engine *e, const char *schema);
+/* sq_cat_define registers t's value type (key = 0) or wrapped key type
+ * (key = 1) with its columns as fields (persisted, or sent to every node
+ * through r, when the schema is new); *out its descriptor. */
+int  sq_cat_define(sq_engine *e, const sq_table *t, const sq_remote *r, int key,
+                   const bin_desc **out);
 /* DDL: 0 or a negative code with Ignite's message in msg. */
 int  sq_cat_create(sq_engine *e, const sq_ddl *d, const char *schema, const sq_remote *r,
                    char *msg, size_t msgsz);

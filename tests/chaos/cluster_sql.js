@@ -112,6 +112,22 @@ async function main() {
     await rows(sc, `DROP INDEX ${t}_pop`);
     await rows(sa, `CREATE INDEX ${t}_pop ON ${t} (area)`);
     console.log('ok DROP INDEX through one node frees the name on another');
+    // A cache configured with a QueryEntity through node 1 (its entity reaches
+    // every node), filled by SQL INSERT through node 2, read through node 3.
+    const { QueryEntity, QueryField } = IgniteClient;
+    const qname = 'qe' + process.pid, vt = 'Pet' + process.pid;
+    const qcfg = new CacheConfiguration().setSqlSchema('PUBLIC').setQueryEntities(
+        new QueryEntity().setKeyTypeName('java.lang.Integer').setValueTypeName(vt).setFields([
+            new QueryField('nick', 'java.lang.String'), new QueryField('age', 'java.lang.Integer')]));
+    await ca.getOrCreateCache(qname, qcfg);
+    const qb = await cb.getOrCreateCache(qname, qcfg), qc = await cc.getOrCreateCache(qname, qcfg);
+    for (let i = 0; i < 20; i++)
+        await rows(qb, `INSERT INTO ${vt} (_key, nick, age) VALUES (?, ?, ?)`, i, 'p' + i, i % 7);
+    r = await rows(qc, `SELECT COUNT(*), SUM(age) FROM ${vt}`);
+    let ages = 0;
+    for (let i = 0; i < 20; i++) ages += i % 7;
+    assert.deepStrictEqual([Number(r[0][0]), Number(r[0][1])], [20, ages]);
+    console.log(`ok a QueryEntity table made through ${a}, filled by INSERT through ${b}, read through ${c}`);
     await rows(sb, `DROP TABLE ${t}`);
     let gone = null;
     try { await rows(sa, `SELECT COUNT(*) FROM ${t}`); } catch (e) { gone = e.message; }

@@ -567,3 +567,44 @@ TEST(sql_query_memory_quota)
     QUERY_IS(&e, big, "COUNT(*)/L100000");
     pe_close(&e);
 }
+
+/* INSERT into a table of a cache's QueryEntity whose value type no client
+ * registered yet: the first write defines it from the entity's fields (as
+ * Ignite's SQL builds the object), and SQL and key-value reads see it. */
+TEST(sql_query_entity_insert_defines_the_type)
+{
+    pe_env e;
+    REQUIRE_OK(open_env(&e));
+    em_buf qe = EM_BUF_INIT;
+    em_buf_put_le32(&qe, 1);
+    put_str(&qe, "java.lang.Integer");
+    put_str(&qe, "org.acme.Car");
+    put_str(&qe, NULL);
+    put_str(&qe, NULL);
+    put_str(&qe, NULL);
+    em_buf_put_le32(&qe, 2);
+    qe_field(&qe, "make", "java.lang.String", 0);
+    qe_field(&qe, "year", "java.lang.Integer", 0);
+    em_buf_put_le32(&qe, 0);
+    em_buf_put_le32(&qe, 0);
+    st_cache_config cfg;
+    st_cache_config_init(&cfg);
+    cfg.name = "cars";
+    cfg.sql_schema = "PUBLIC";
+    cfg.query_entities = qe.p;
+    cfg.query_entities_len = (uint32_t)qe.len;
+    st_cache *ca;
+    REQUIRE_OK(st_cache_create(e.st, &cfg, &ca));
+    em_buf_free(&qe);
+    CHECK(bin_registry_get(e.reg, bin_type_id("org.acme.Car", 12)) == NULL);
+    EXEC_OK(&e, "INSERT INTO car (_key, make, year) VALUES (1, 'vw', 1999), (2, 'fiat', 2004)");
+    QUERY_IS(&e, "SELECT make, year FROM car ORDER BY year", "MAKE,YEAR/'vw',1999|'fiat',2004");
+    CHECK(bin_registry_get(e.reg, bin_type_id("org.acme.Car", 12)) != NULL);
+    uint8_t k[5] = { BIN_INT, 2, 0, 0, 0 };
+    em_buf got = EM_BUF_INIT;
+    int found = 0;
+    REQUIRE_OK(st_get(ca, NULL, k, 5, &got, &found));
+    CHECK(found && bin_rd_resolve(got.p)[0] == BIN_OBJ);
+    em_buf_free(&got);
+    pe_close(&e);
+}
