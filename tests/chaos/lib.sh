@@ -25,14 +25,22 @@ CHAOS_WAIT=${CHAOS_WAIT:-120}         # seconds a start may take on a loaded box
 
 chaos_init() {
     CHAOS_TMP=$(mktemp -d)
+    # The run's own 127.N.0.0/24: one where nothing listens (processes a
+    # killed run left behind would take its ports).
     CHAOS_NET=$(( ($$ % 200) + 20 ))
+    tries=0
+    while [ $tries -lt 200 ] && ss -Hltn "src 127.$CHAOS_NET.0.0/24" 2>/dev/null | grep -q .; do
+        CHAOS_NET=$(( (CHAOS_NET - 19) % 200 + 20 ))
+        tries=$((tries + 1))
+    done
     CHAOS_CHAIN="EMBCHAOS$$"
     CHAOS_PIDS=""
     CHAOS_FW=0
     PASS=0
     FAIL=0
     trap chaos_cleanup EXIT
-    trap 'chaos_cleanup; exit 1' INT TERM HUP
+    # PIPE too: a run whose output is cut short (| head) still stops its nodes.
+    trap 'chaos_cleanup; exit 1' INT TERM HUP PIPE
 }
 
 chaos_fw_init() {
