@@ -185,6 +185,29 @@ int pr_rd_obj(pr_conn *c, pr_rd *r, const uint8_t **p, size_t *len)
     return 0;
 }
 
+int pr_reply_parse(pr_conn *c, const uint8_t *p, size_t n, int32_t *status, const uint8_t **msg,
+                   size_t *ml, const uint8_t **pay, size_t *pn)
+{
+    if (n < 14)
+        return EM_PROTO;
+    uint16_t flags = em_ld16(p + 12);
+    pr_rd r = { p, n, 14 };
+    if (flags & 2)
+        r.pos += 12;                /* topology version */
+    if (r.pos > n)
+        return EM_PROTO;
+    *status = 0;
+    *msg = NULL;
+    *ml = 0;
+    if ((flags & 1) && (pr_rd_i32(&r, status) || pr_rd_str(c, &r, msg, ml)))
+        return EM_PROTO;
+    if ((flags & 1) && *status <= 0)
+        *status = PR_ST_FAILED;
+    *pay = p + r.pos;
+    *pn = n - r.pos;
+    return 0;
+}
+
 int pr_rd_str(pr_conn *c, pr_rd *r, const uint8_t **s, size_t *len)
 {
     if (r->pos >= r->n)

@@ -315,24 +315,14 @@ static int target_of(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8
  * its payload is appended to out, or its error becomes this reply's. */
 static int parse_reply(pr_conn *c, const uint8_t *p, size_t n, em_buf *out)
 {
-    if (n < 14)
+    int32_t status;
+    const uint8_t *m, *pay;
+    size_t ml, pn;
+    if (pr_reply_parse(c, p, n, &status, &m, &ml, &pay, &pn))
         return pr_fail(c, PR_ST_FAILED, "Malformed reply from the key's owner");
-    uint16_t flags = em_ld16(p + 12);
-    pr_rd r = { p, n, 14 };
-    if (flags & 2)
-        r.pos += 12;
-    if (r.pos > n)
-        return pr_fail(c, PR_ST_FAILED, "Malformed reply from the key's owner");
-    if (flags & 1) {
-        int32_t status;
-        const uint8_t *m = NULL;
-        size_t ml = 0;
-        if (pr_rd_i32(&r, &status) || pr_rd_str(c, &r, &m, &ml))
-            return pr_fail(c, PR_ST_FAILED, "Malformed error reply from the key's owner");
-        return pr_fail(c, status > 0 ? status : PR_ST_FAILED, "%.*s", (int)ml,
-                       m ? (const char *)m : "");
-    }
-    return em_buf_append(out, p + r.pos, n - r.pos);
+    if (status)
+        return pr_fail(c, status, "%.*s", (int)ml, m ? (const char *)m : "");
+    return em_buf_append(out, pay, pn);
 }
 
 static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)

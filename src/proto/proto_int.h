@@ -182,6 +182,14 @@ int pr_val_begin(em_buf *out, size_t *pos);
 int pr_val_end(pr_conn *c, em_buf *out, size_t pos, int found);
 /* pr_put_stored appends a stored key or value in reply form. */
 int pr_put_stored(pr_conn *c, em_buf *out, const uint8_t *v, size_t n);
+/* pr_reply_parse reads a whole reply frame in the 1.4.0+ layout (int
+ * length, long request id, short flags, [topology], [int status, string
+ * message]) - what a member or a routing connection of this node answers:
+ * status 0 on success (an error reply's status is at least 1), its message
+ * (msg, ml), the payload (pay, pn).  0, or EM_PROTO for a frame that does
+ * not hold that much. */
+int pr_reply_parse(pr_conn *c, const uint8_t *p, size_t n, int32_t *status, const uint8_t **msg,
+                   size_t *ml, const uint8_t **pay, size_t *pn);
 /* pr_put_str appends a typed string (NULL = 101). */
 int pr_put_str(em_buf *out, const char *s);
 int pr_put_strn(em_buf *out, const uint8_t *s, size_t n);

@@ -55,23 +55,14 @@ static int kv_call(pr_conn *c, em_buf *body, const uint8_t **p, size_t *n)
     int rc = pr_exec_request(k, body->p, body->len, &c->fwd_resp);
     if (rc)
         return rc < 0 ? rc : EM_REMOTE;
-    const uint8_t *r = c->fwd_resp.p;
-    size_t len = c->fwd_resp.len, at = 4 + 8 + 2;
-    if (len < at)
+    int32_t st;
+    const uint8_t *m;
+    size_t ml;
+    if (pr_reply_parse(k, c->fwd_resp.p, c->fwd_resp.len, &st, &m, &ml, p, n))
         return EM_PROTO;
-    uint16_t flags = em_ld16(r + 12);
-    if (flags & 2)
-        at += 12;
-    if (flags & 1) {
-        int32_t st = at + 4 <= len ? (int32_t)em_ld32(r + at) : 1;
-        return st == PR_ST_CACHE_NOT_FOUND ? EM_NOCACHE
-               : st == PR_ST_CACHE_EXISTS ? EM_CACHEEXISTS : EM_REMOTE;
-    }
-    if (at > len)
-        return EM_PROTO;
-    *p = r + at;
-    *n = len - at;
-    return 0;
+    /* an error's text is k->msg already: the request failed on k */
+    return !st ? 0 : st == PR_ST_CACHE_NOT_FOUND ? EM_NOCACHE
+           : st == PR_ST_CACHE_EXISTS ? EM_CACHEEXISTS : EM_REMOTE;
 }
 
 static int kv_begin(em_buf *b, int op, int32_t cache_id)

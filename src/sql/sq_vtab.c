@@ -568,9 +568,7 @@ static int x_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxs, int arg
     int rc = r ? r->scan(r->ctx, v->t->cache, &c->sc) : st_scan_open(v->t->cache, -1, &c->sc);
     if (rc)
         return kv_fail(v, rc);
-    c->more = 1;
-    c->batch = 64;
-    return advance(c);
+    return advance(c);              /* reads the scan itself: no page, no batch */
 }
 
 static int x_next(sqlite3_vtab_cursor *cur) { return advance((vc *)cur); }

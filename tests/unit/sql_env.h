@@ -168,6 +168,48 @@ SQL_ENV_FN int sqlf(pe_env *e, const char *sql, char *txt)
     return sqlf_args(e, NULL, 0, sql, 1024, 0, NULL, 0, 0, txt, NULL, NULL);
 }
 
+/* ---- a cache configured with a QueryEntity -------------------------------- */
+
+/* qe_begin starts a list of one entity: its key and value type names,
+ * table name, key and value field names (NULL: none). */
+SQL_ENV_FN void qe_begin(em_buf *b, const char *kt, const char *vt, const char *table,
+                         const char *kf, const char *vf)
+{
+    em_buf_put_le32(b, 1);
+    put_str(b, kt);
+    put_str(b, vt);
+    put_str(b, table);
+    put_str(b, kf);
+    put_str(b, vf);
+}
+
+/* qe_field appends a field (no default, precision and scale unset). */
+SQL_ENV_FN void qe_field(em_buf *b, const char *name, const char *type, int key)
+{
+    put_str(b, name);
+    put_str(b, type);
+    em_buf_put_u8(b, (uint8_t)key);
+    em_buf_put_u8(b, 0);
+    em_buf_put_u8(b, BIN_NULL);
+    em_buf_put_le32(b, (uint32_t)-1);
+    em_buf_put_le32(b, (uint32_t)-1);
+}
+
+/* qe_cache creates cache name (SQL schema schema) configured with the
+ * entity list in qe, which it frees. */
+SQL_ENV_FN int qe_cache(pe_env *e, const char *name, const char *schema, em_buf *qe, st_cache **out)
+{
+    st_cache_config cfg;
+    st_cache_config_init(&cfg);
+    cfg.name = (char *)name;
+    cfg.sql_schema = (char *)schema;
+    cfg.query_entities = qe->p;
+    cfg.query_entities_len = (uint32_t)qe->len;
+    int rc = st_cache_create(e->st, &cfg, out);
+    em_buf_free(qe);
+    return rc;
+}
+
 #define EXEC_OK(e, sql) do { char t_[2048]; int s_ = sqlf((e), (sql), t_); \
         if (s_) test_fail(__FILE__, __LINE__, "%s -> %d %s", (sql), s_, t_); } while (0)
 #define QUERY_IS(e, sql, want) do { char t_[2048]; int s_ = sqlf((e), (sql), t_); \

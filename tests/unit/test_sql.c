@@ -406,43 +406,20 @@ TEST(sql_prepass)
 
 /* ---- tables from QueryEntity ------------------------------------------------ */
 
-static void qe_field(em_buf *b, const char *name, const char *type, int key)
-{
-    put_str(b, name);
-    put_str(b, type);
-    em_buf_put_u8(b, (uint8_t)key);
-    em_buf_put_u8(b, 0);
-    em_buf_put_u8(b, BIN_NULL);
-    em_buf_put_le32(b, (uint32_t)-1);
-    em_buf_put_le32(b, (uint32_t)-1);
-}
-
 /* pyignite's layout: SQL-typed key and value aliased by KEY / VALUE. */
 TEST(sql_query_entity_sql_typed_kv)
 {
     pe_env e;
     REQUIRE_OK(open_env(&e));
     em_buf qe = EM_BUF_INIT;
-    em_buf_put_le32(&qe, 1);
-    put_str(&qe, "java.lang.Integer");
-    put_str(&qe, "java.lang.String");
-    put_str(&qe, "kvt");
-    put_str(&qe, "KEY");
-    put_str(&qe, "VALUE");
+    qe_begin(&qe, "java.lang.Integer", "java.lang.String", "kvt", "KEY", "VALUE");
     em_buf_put_le32(&qe, 2);
     qe_field(&qe, "KEY", "java.lang.Integer", 1);
     qe_field(&qe, "VALUE", "java.lang.String", 0);
     em_buf_put_le32(&qe, 0);
     em_buf_put_le32(&qe, 0);
-    st_cache_config cfg;
-    st_cache_config_init(&cfg);
-    cfg.name = "kvcache";
-    cfg.sql_schema = "pub2";
-    cfg.query_entities = qe.p;
-    cfg.query_entities_len = (uint32_t)qe.len;
     st_cache *ca;
-    REQUIRE_OK(st_cache_create(e.st, &cfg, &ca));
-    em_buf_free(&qe);
+    REQUIRE_OK(qe_cache(&e, "kvcache", "pub2", &qe, &ca));
     uint8_t k[5] = { BIN_INT, 1, 0, 0, 0 }, v[6] = { BIN_STRING, 1, 0, 0, 0, 'a' };
     REQUIRE_OK(st_put(ca, NULL, k, 5, v, 6));
     char txt[2048];
@@ -576,26 +553,14 @@ TEST(sql_query_entity_insert_defines_the_type)
     pe_env e;
     REQUIRE_OK(open_env(&e));
     em_buf qe = EM_BUF_INIT;
-    em_buf_put_le32(&qe, 1);
-    put_str(&qe, "java.lang.Integer");
-    put_str(&qe, "org.acme.Car");
-    put_str(&qe, NULL);
-    put_str(&qe, NULL);
-    put_str(&qe, NULL);
+    qe_begin(&qe, "java.lang.Integer", "org.acme.Car", NULL, NULL, NULL);
     em_buf_put_le32(&qe, 2);
     qe_field(&qe, "make", "java.lang.String", 0);
     qe_field(&qe, "year", "java.lang.Integer", 0);
     em_buf_put_le32(&qe, 0);
     em_buf_put_le32(&qe, 0);
-    st_cache_config cfg;
-    st_cache_config_init(&cfg);
-    cfg.name = "cars";
-    cfg.sql_schema = "PUBLIC";
-    cfg.query_entities = qe.p;
-    cfg.query_entities_len = (uint32_t)qe.len;
     st_cache *ca;
-    REQUIRE_OK(st_cache_create(e.st, &cfg, &ca));
-    em_buf_free(&qe);
+    REQUIRE_OK(qe_cache(&e, "cars", "PUBLIC", &qe, &ca));
     CHECK(bin_registry_get(e.reg, bin_type_id("org.acme.Car", 12)) == NULL);
     EXEC_OK(&e, "INSERT INTO car (_key, make, year) VALUES (1, 'vw', 1999), (2, 'fiat', 2004)");
     QUERY_IS(&e, "SELECT make, year FROM car ORDER BY year", "MAKE,YEAR/'vw',1999|'fiat',2004");

@@ -327,36 +327,14 @@ TEST(sql_index_concurrent_writes)
 
 /* ---- indexes in the cache configuration ---------------------------------- */
 
-static void qe_str(em_buf *b, const char *s)
-{
-    put_str(b, s);
-}
-
-static void qe_fld(em_buf *b, const char *name, const char *type)
-{
-    qe_str(b, name);
-    qe_str(b, type);
-    em_buf_put_u8(b, 0);
-    em_buf_put_u8(b, 0);
-    em_buf_put_u8(b, BIN_NULL);
-    em_buf_put_le32(b, (uint32_t)-1);
-    em_buf_put_le32(b, (uint32_t)-1);
-}
-
 static void qe_ix(em_buf *b, const char *name, int kind, const char *field)
 {
-    qe_str(b, name);
+    put_str(b, name);
     em_buf_put_u8(b, (uint8_t)kind);
     em_buf_put_le32(b, (uint32_t)-1);
     em_buf_put_le32(b, 1);
-    qe_str(b, field);
+    put_str(b, field);
     em_buf_put_u8(b, 0);
-}
-
-/* cfg_tables: the tables the cache's configuration describes now. */
-static int cfg_tables(st_cache *c, sq_table ***t, uint32_t *n)
-{
-    return sq_qe_tables(c, t, n);
 }
 
 static int cfg_has_index(st_cache *c, const char *name)
@@ -364,7 +342,7 @@ static int cfg_has_index(st_cache *c, const char *name)
     sq_table **t;
     uint32_t n;
     int has = 0;
-    if (cfg_tables(c, &t, &n))
+    if (sq_qe_tables(c, &t, &n))
         return -1;
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t j = 0; j < t[i]->nqeix; j++)
@@ -385,29 +363,17 @@ TEST(sql_index_in_the_cache_configuration)
     pe_env e;
     REQUIRE_OK(open_env(&e));
     em_buf qe = EM_BUF_INIT;
-    em_buf_put_le32(&qe, 1);
-    qe_str(&qe, "java.lang.Integer");
-    qe_str(&qe, "org.acme.Person");
-    qe_str(&qe, NULL);              /* table name: PERSON */
-    qe_str(&qe, NULL);
-    qe_str(&qe, NULL);
+    qe_begin(&qe, "java.lang.Integer", "org.acme.Person", NULL, NULL, NULL);   /* table PERSON */
     em_buf_put_le32(&qe, 2);
-    qe_fld(&qe, "name", "java.lang.String");
-    qe_fld(&qe, "age", "java.lang.Integer");
+    qe_field(&qe, "name", "java.lang.String", 0);
+    qe_field(&qe, "age", "java.lang.Integer", 0);
     em_buf_put_le32(&qe, 0);
     em_buf_put_le32(&qe, 3);
     qe_ix(&qe, NULL, 0, "age");
     qe_ix(&qe, "PERSON_NAME_IX", 0, "name");
     qe_ix(&qe, "PERSON_FT", 1, "name");
-    st_cache_config cfg;
-    st_cache_config_init(&cfg);
-    cfg.name = "people";
-    cfg.sql_schema = "PUBLIC";
-    cfg.query_entities = qe.p;
-    cfg.query_entities_len = (uint32_t)qe.len;
     st_cache *ca;
-    REQUIRE_OK(st_cache_create(e.st, &cfg, &ca));
-    em_buf_free(&qe);
+    REQUIRE_OK(qe_cache(&e, "people", "PUBLIC", &qe, &ca));
     /* the client's type, as its PUT_BINARY_TYPE would register it */
     const char *fn[] = {"name", "age"};
     const int32_t fc[] = {BIN_STRING, BIN_INT};
@@ -442,7 +408,7 @@ TEST(sql_index_in_the_cache_configuration)
     EXEC_OK(&e, "ALTER TABLE person ADD COLUMN city VARCHAR");
     sq_table **t;
     uint32_t n;
-    REQUIRE_OK(cfg_tables(ca, &t, &n));
+    REQUIRE_OK(sq_qe_tables(ca, &t, &n));
     REQUIRE(n == 1);
     CHECK_EQ(t[0]->ncols, 3);
     CHECK(!strcmp(t[0]->cols[0].field, "name") && !strcmp(t[0]->cols[0].name, "NAME"));
