@@ -66,6 +66,11 @@ typedef struct load {
     uint64_t     gen;           /* the kick it was last confirmed in */
     int          restart;       /* the live stream skipped updates: load again */
     int          merge;         /* an owned copy catching up (see catch-up below) */
+    /* reported: this copy sent DONE, and the coordinator may make it an
+     * owner whenever a report arrives - even one sent before the copy
+     * missed updates.  It is never emptied again: it catches up in place
+     * (a merge), then reports again. */
+    int          reported;
     cl_keyset    live;          /* keys the live stream removed (merge: or wrote) */
     cl_keyset    seen;          /* merge: keys the supplier sent */
     int          seen_full;     /* merge: seen overflowed, no sweep */
@@ -278,6 +283,7 @@ static void links_refresh(cl_rebal *r)
 
 static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
 {
+    l->reported = 1;
     uint8_t b[8];
     em_st32(b, (uint32_t)l->grp);
     em_st32(b + 4, l->part);
@@ -337,10 +343,12 @@ static void stale_begin(cl_rebal *r, cl_topo *t, uint64_t now)
         if (l && !l->merge && l->state != L_LOADED) {
             l->restart = 1;               /* MOVING: its load starts over, from empty */
             r->kicked = 1;
-        } else if (l && !l->merge) {
+        } else if (l && (!l->merge || l->reported)) {
             /* Loaded and reported: it may be made an owner any moment, so
-             * it is never emptied again - it catches up instead. */
-            merge_begin(r, l, l->supplier);
+             * it is never emptied again - it catches up instead (again, if
+             * it was catching up: its pass may predate the skipped update),
+             * from the primary. */
+            merge_begin(r, l, no && (int)own[0] != t->self ? t->m[own[0]].id : l->supplier);
         } else if (no >= 2 && (int)own[0] != t->self && in_list(own, no, t->self)) {
             if (!l)
                 l = load_new(r, x->grp, x->part);
@@ -467,7 +475,19 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                 r->st.caught_up++;
                 EM_INFO("rebalancing: cache %d partition %u caught up with its primary", grp,
                         part);
-                load_drop(r, l);
+                if (l->reported) {
+                    /* A loaded copy that missed updates before it owned:
+                     * whole again, it reports again (the scan drops the
+                     * load if it owns the partition by now). */
+                    l->merge = 0;
+                    atomic_fetch_sub(&r->nmerge, 1);
+                    l->state = L_LOADED;
+                    load_reset(l);
+                    if (have_lid)
+                        send_done(r, l, lid);
+                } else {
+                    load_drop(r, l);
+                }
             } else if (c && !l->merge) {
                 /* The copy is whole: it takes the supplier's counter (the
                  * live stream raises it past that from here). */
@@ -724,6 +744,11 @@ static void scan_cache(void *arg, st_cache *c)
             if (!l && (l = load_new(r, grp, part)) != NULL) {
                 l->supplier = t->m[own[0]].id;
                 load_begin(r, x, c, l);
+            } else if (l && l->reported) {
+                /* Never emptied (see reported): a copy catching up does so
+                 * from the current primary. */
+                if (l->merge && !cl_meta_uuid_eq(l->supplier, t->m[own[0]].id))
+                    merge_begin(r, l, t->m[own[0]].id);
             } else if (l && ((!cl_meta_uuid_eq(l->supplier, t->m[own[0]].id) &&
                               l->state != L_LOADED) || l->restart || l->merge)) {
                 /* The primary changed (what the old one sent may hold
@@ -782,10 +807,16 @@ static void clear_loads(cl_rebal *r, const em_buf *cl)
         int32_t grp = (int32_t)em_ld32(cl->p + at);
         uint32_t part = em_ld32(cl->p + at + 4);
         st_cache *c = st_cache_find(r->cfg.store, grp);
-        if (c)
-            (void)st_clear_part(c, part, 0);
+        /* Only this thread leaves L_CLEARING, so the check holds after mu
+         * is released for the clear. */
         lock(r);
         load *l = load_find(r, grp, part);
+        int clear = c && l && l->state == L_CLEARING;
+        unlock(r);
+        if (clear)
+            (void)st_clear_part(c, part, 0);
+        lock(r);
+        l = load_find(r, grp, part);
         if (l && l->state == L_CLEARING) {
             l->state = L_DEMANDING;
             demand_when_up(r, l);
