@@ -43,9 +43,11 @@ suite() {
     name=$1; shift
     echo "== $name"
     out=$(mktemp)
+    t0=$(date +%s)
     "$@" >"$out" 2>&1
     rc=$?
     grep -v '^ok  ' "$out"
+    echo "   ($name: $(( $(date +%s) - t0 )) s)"
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
     rm -f "$out"
     if [ -z "$line" ]; then

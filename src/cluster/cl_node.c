@@ -1083,6 +1083,10 @@ static void on_up(void *arg, cl_net_link *l, const cl_net_hello *h)
     pthread_mutex_lock(&n->mu);
     if (n->nlinked < MAX_TRACKED)
         n->linked[n->nlinked++] = id;
+    /* A joiner's first request went out before any link was up: the next
+     * tick asks again over this one rather than a retry period later. */
+    if (!n->member)
+        n->last_join_ms = 0;
     if (cl_net_link_canonical(l) && n->nup < MAX_TRACKED) {
         n->up[n->nup++] = id;
         pthread_cond_broadcast(&n->cv);     /* calls waiting for the link */

@@ -7,9 +7,11 @@ pass=0; fail=0
 for s in tests/chaos/*.sh; do
     [ "$(basename "$s")" = lib.sh ] && continue
     echo "== $(basename "$s" .sh)"
+    t0=$(date +%s)
     out=$(CHAOS_SECONDS=${CHAOS_SECONDS:-6} "$s" 2>&1)
     rc=$?
     echo "$out" | grep -v '^ok  '
+    echo "   ($(basename "$s" .sh): $(( $(date +%s) - t0 )) s)"
     line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
     if [ -z "$line" ]; then
         echo "FAIL $s printed no summary (exit $rc)"
