@@ -40,6 +40,7 @@
 #define MAX_UP          256         /* members whose links the rebalancer tracks */
 #define MAX_STALE       4096        /* stale copies reported at once */
 #define STALE_WAIT_MS   5000        /* a stale copy waits this long to stop being primary */
+#define MAX_MOVING_GRPS 512         /* groups whose rebalancing the coordinator times */
 #define SUP_HDR         25    /* ... | u32 n | u64 the supplier's counter at its snapshot */
 #define F_LAST          1
 #define F_AGAIN         2
@@ -127,6 +128,10 @@ struct cl_rebal {
     int          stale_full;        /* the stale list overflowed once (logged) */
     _Atomic uint32_t nmerge;        /* merge loads: the live stream's writes are recorded */
     em_buf       out;               /* rebalancing thread: a SUPPLY being built */
+    /* Groups seen with MOVING copies (rebalancing thread, under mu): the
+     * coordinator logs one line when one has none left (finished). */
+    struct mgrp { int32_t grp; uint64_t since_ms, gen; } mgrp[MAX_MOVING_GRPS];
+    uint32_t     nmgrp;
     cl_rebal_stats st;
 };
 
@@ -710,6 +715,41 @@ static void part_entry(em_buf *b, int32_t grp, uint32_t part)
     (void)em_buf_append(b, e, sizeof e);
 }
 
+/* moving_seen: group grp has MOVING copies in this scan (gen). */
+static void moving_seen(cl_rebal *r, int32_t grp, uint64_t gen)
+{
+    uint32_t i = 0;
+    while (i < r->nmgrp && r->mgrp[i].grp != grp)
+        i++;
+    if (i == r->nmgrp) {
+        if (i == MAX_MOVING_GRPS)
+            return;                 /* untimed: only its finish line is missed */
+        r->mgrp[r->nmgrp++] = (struct mgrp){ grp, em_now_ms(), 0 };
+    }
+    r->mgrp[i].gen = gen;
+}
+
+/* moving_done: the groups that had MOVING copies and have none in scan gen
+ * on t: rebalanced.  The coordinator logs each (under mu). */
+static void moving_done(cl_rebal *r, cl_topo *t, uint64_t gen, int leader)
+{
+    for (uint32_t i = 0; i < r->nmgrp;) {
+        struct mgrp *m = &r->mgrp[i];
+        if (m->gen == gen) {
+            i++;
+            continue;
+        }
+        st_cache *c = st_cache_find(r->cfg.store, m->grp);
+        const st_cache_config *cfg = c ? st_cache_cfg(c) : NULL;
+        if (leader && c && !st_cache_destroyed(c) && cfg)
+            EM_INFO("rebalancing: cache '%s' finished: every partition owned by its ideal "
+                    "owners (topology %llu.%u, %llu ms)", cfg->name ? cfg->name : "",
+                    (unsigned long long)t->major, t->minor,
+                    (unsigned long long)(em_now_ms() - m->since_ms));
+        *m = r->mgrp[--r->nmgrp];
+    }
+}
+
 /* load_begin: demand at once when the copy is empty, else clear it first
  * (after mu is released: clear_loads). */
 static void load_begin(cl_rebal *r, scan_ctx *x, st_cache *c, load *l)
@@ -734,6 +774,8 @@ static void scan_cache(void *arg, st_cache *c)
     if (st_cache_destroyed(c) || !cl_topo_has_owners(t, grp, parts))
         return;
     int any_moving = cl_topo_moving_count(t, grp) != 0;
+    if (any_moving)
+        moving_seen(r, grp, x->gen);
     uint32_t own[MAX_OWN], mv[MAX_OWN];
     for (uint32_t part = 0; part < parts; part++) {
         uint32_t no = cl_topo_owners(t, grp, parts, 0, 0, part, own, MAX_OWN);
@@ -957,9 +999,11 @@ static void *run(void *arg)
             last_scan = now;
             cl_topo *t = cl_node_topo_acquire(r->cfg.node);
             if (t->self >= 0) {
+                int leader = cl_node_is_leader(r->cfg.node);
                 lock(r);
                 scan_ctx x = { r, t, ++r->gen, EM_BUF_INIT, EM_BUF_INIT };
                 st_cache_each(r->cfg.store, scan_cache, &x);
+                moving_done(r, t, x.gen, leader);
                 /* Loads this node is no longer asked for (it owns the
                  * partition now, or the exchange dropped the copy). */
                 for (uint32_t i = 0; i < r->nloads;)

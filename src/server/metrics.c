@@ -170,6 +170,13 @@ static void put_label_value(out_t *o, const char *s)
     }
 }
 
+int srv_metrics_label_value(em_buf *b, const char *v)
+{
+    out_t o = {b, 0};
+    put_label_value(&o, v);
+    return o.err;
+}
+
 static uint64_t rd(const srv_counter *c)
 {
     return atomic_load_explicit(c, memory_order_relaxed);

@@ -70,6 +70,10 @@ srv_metrics_block *srv_metrics_worker(srv_metrics *m, int i);
  * caller), and the time since the counters were created. */
 void srv_metrics_sum(srv_metrics *m, pr_stats *sum, uint64_t *uptime_ms);
 
+/* srv_metrics_label_value appends v to b as a Prometheus label value
+ * (backslash, double quote and newline escaped).  0 or EM_NOMEM. */
+int srv_metrics_label_value(em_buf *b, const char *v);
+
 /* ---- health ----------------------------------------------------------------
  * Components whose failure GET /health reports and the gauge
  * ember_health_component_failed{component="..."} exports (0 or 1).  With

@@ -22,6 +22,7 @@
 #include "cluster/cl_rid.h"
 #include "net/tls.h"
 #include "proto/proto.h"
+#include "server/metrics.h"
 #include "server/srv.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -604,12 +605,25 @@ void srv_cluster_mem_stats(srv_cluster *sc, em_mem_stats *sum)
     }
 }
 
-typedef struct moving_sum { cl_topo *t; uint64_t n; } moving_sum;
+/* moving_sum: the MOVING copies of every cache, and one labelled line per
+ * cache in by_cache (what is left to rebalance, cache by cache). */
+typedef struct moving_sum { cl_topo *t; uint64_t n; em_buf *by_cache; int err; } moving_sum;
 
 static void add_moving(void *arg, st_cache *c)
 {
     moving_sum *m = arg;
-    m->n += cl_topo_moving_count(m->t, st_cache_id(c));
+    if (st_cache_destroyed(c))
+        return;
+    uint64_t k = cl_topo_moving_count(m->t, st_cache_id(c));
+    m->n += k;
+    const st_cache_config *cfg = st_cache_cfg(c);
+    char v[32];
+    int l = snprintf(v, sizeof v, "\"} %llu\n", (unsigned long long)k);
+    static const char head[] = "ember_cluster_cache_moving_partitions{cache=\"";
+    if (em_buf_append(m->by_cache, head, sizeof head - 1) ||
+        srv_metrics_label_value(m->by_cache, cfg && cfg->name ? cfg->name : "") ||
+        em_buf_append(m->by_cache, v, (size_t)l))
+        m->err = EM_NOMEM;
 }
 
 int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
@@ -619,7 +633,8 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
     cl_topo *t = cl_node_topo_acquire(sc->node);
     /* MOVING copies in the committed owner tables, every cache: 0 once
      * rebalancing is over (what an operator, or a benchmark, waits for). */
-    moving_sum mv = { t, 0 };
+    em_buf by_cache = EM_BUF_INIT;
+    moving_sum mv = { t, 0, &by_cache, 0 };
     st_cache_each(pr_server_store(sc->ps), add_moving, &mv);
     char line[8192];                /* about 3.5 KB today: room for more without a check per line */
     int n = snprintf(line, sizeof line,
@@ -717,7 +732,13 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       (unsigned long long)bs.owned, (unsigned long long)bs.stale,
                       (unsigned long long)bs.caught_up);
     }
-    if (n < 0 || (size_t)n >= sizeof line)
-        return 0;                   /* cannot happen at this size; never read past line */
-    return em_buf_append(out, line, (size_t)n);
+    static const char fam[] = "# TYPE ember_cluster_cache_moving_partitions gauge\n";
+    int rc = mv.err;
+    if (!rc && n > 0 && (size_t)n < sizeof line)  /* cannot fail at this size; never read past line */
+        rc = em_buf_append(out, line, (size_t)n);
+    if (!rc && by_cache.len)
+        rc = em_buf_append(out, fam, sizeof fam - 1) ||
+             em_buf_append(out, by_cache.p, by_cache.len) ? EM_NOMEM : 0;
+    em_buf_free(&by_cache);
+    return rc;
 }

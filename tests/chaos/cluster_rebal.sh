@@ -58,6 +58,19 @@ copies_are $((4 * N)) 1 2 3 4 && ok "after rebalancing: two copies of each of $(
 mn=$(metric 4 ember_cluster_topology_minor)
 [ "${mn:-0}" -gt 0 ] && ok "the affinity switched (topology $(metric 4 ember_cluster_topology_major).$mn: clients refetch partitions)" ||
     bad "no affinity switch after rebalancing (minor '$mn')"
+wait_metric 4 'ember_cluster_cache_moving_partitions{cache="rb"}' 0 &&
+    ok "/metrics: cache rb has 0 partitions left to move" ||
+    bad "cache rb moving partitions: '$(metric 4 'ember_cluster_cache_moving_partitions{cache="rb"}')'"
+# The coordinator logs the end of the cache's rebalancing.
+t=0
+while [ $t -lt $((CHAOS_WAIT * 10)) ] &&
+      ! cat "$CHAOS_TMP"/n*/emberd.*.log | grep -q "rebalancing: cache 'rb' finished"; do
+    sleep 0.1; t=$((t + 1))
+done
+fin=$(cat "$CHAOS_TMP"/n*/emberd.*.log | grep -c "rebalancing: cache 'rb' finished")
+[ "$fin" -ge 1 ] && ok "the coordinator logged: $(cat "$CHAOS_TMP"/n*/emberd.*.log |
+    grep -m1 "rebalancing: cache 'rb' finished" | cut -d' ' -f3-)" ||
+    bad "no log line for the end of cache rb's rebalancing"
 e4=$(entries 4)
 [ "${e4:-0}" -gt 0 ] && ok "the new node holds $e4 entries (loaded: $(metric 4 ember_rebal_loaded) partitions)" ||
     bad "the new node holds nothing"
