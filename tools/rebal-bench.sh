@@ -45,7 +45,7 @@ summary() {
 }
 
 # join_run [LOADFILE]: fill 2 nodes, join a third (with LOADFILE: under
-# write windows, their csv there); writes "ms bytes entries" to
+# write windows, their csv there); writes "ms bytes entries join-ms load-ms" to
 # $CHAOS_TMP/join (in this shell: the harness's cleanup knows every pid).
 join_run() {
     node_start 1 $(cluster_flags 1) || return 1
@@ -64,6 +64,7 @@ join_run() {
     t0=$(now_ms)
     node_start 3 $(cluster_flags 3 1) || return 1
     wait_metric 3 ember_cluster_members 3 || return 1
+    tj=$(now_ms)
     # Loading starts once the exchange names node 3 an owner; done when it
     # loaded something and no copy of any cache is MOVING any more.
     t=0
@@ -75,8 +76,16 @@ join_run() {
     t1=$(now_ms)
     touch "$CHAOS_TMP/stop"
     [ -n "$wp" ] && wait $wp
+    # The coordinator's line for the end of rb's rebalancing: from its first
+    # scan that saw rb MOVING to the last partition owned (the load alone).
+    t=0
+    while ! cat "$CHAOS_TMP"/n*/emberd.*.log | grep -q "rebalancing: cache 'rb' finished"; do
+        sleep 0.1; t=$((t + 1)); [ $t -gt 100 ] && return 1
+    done
+    lms=$(cat "$CHAOS_TMP"/n*/emberd.*.log | grep -m1 "rebalancing: cache 'rb' finished" |
+          sed 's/.*, \([0-9]*\) ms)$/\1/')
     echo "$((t1 - t0)) $(metric 3 ember_rebal_bytes_in) $(metric 3 ember_rebal_entries_in)" \
-        >"$CHAOS_TMP/join"
+        "$((tj - t0)) $lms" >"$CHAOS_TMP/join"
 }
 
 stop_nodes() {
@@ -88,12 +97,13 @@ rm -f "$CHAOS_TMP/join"
 join_run
 stop_nodes
 set -- $(cat "$CHAOS_TMP/join" 2>/dev/null)
-[ $# = 3 ] || { bad "the join did not complete"; finish; }
-ms=$1 bytes=$2 entries=$3
-ok "node 3 loaded $entries entries, $bytes bytes in $ms ms"
+[ $# = 5 ] || { bad "the join did not complete"; finish; }
+ms=$1 bytes=$2 entries=$3 jms=$4 lms=$5
+ok "node 3 loaded $entries entries, $bytes bytes in $ms ms (joined after $jms ms, loading $lms ms)"
 lb=$(node tools/loopback-copy.js "$bytes" 2>&1) || bad "loopback copy: $lb"
 printf '%-44s %10s %10s %10s\n' "transfer" "MB" "ms" "MB/s"
 awk -v b="$bytes" -v ms="$ms" 'BEGIN { printf "%-44s %10.1f %10d %10.1f\n", "rebalancing: join of a 3rd node (idle)", b / 1e6, ms, b / 1e6 / (ms / 1000) }'
+awk -v b="$bytes" -v ms="$lms" 'BEGIN { printf "%-44s %10.1f %10d %10.1f\n", "  the load alone (coordinator log line)", b / 1e6, ms, b / 1e6 / (ms / 1000) }'
 set -- $lb
 awk -v b="$bytes" -v ms="$1" 'BEGIN { printf "%-44s %10.1f %10d %10.1f\n", "the same bytes over one loopback connection", b / 1e6, ms, b / 1e6 / (ms / 1000) }'
 
@@ -101,7 +111,7 @@ awk -v b="$bytes" -v ms="$1" 'BEGIN { printf "%-44s %10.1f %10d %10.1f\n", "the 
 rm -f "$CHAOS_TMP/join"
 join_run "$CHAOS_TMP/during.csv"
 set -- $(cat "$CHAOS_TMP/join" 2>/dev/null)
-[ $# = 3 ] || { bad "the join under writes did not complete"; stop_nodes; finish; }
+[ $# = 5 ] || { bad "the join under writes did not complete"; stop_nodes; finish; }
 jms=$1
 : >"$CHAOS_TMP/steady.csv"
 rm -f "$CHAOS_TMP/stop"
