@@ -59,6 +59,7 @@
     X(JOIN_REQ,     17)         \
     X(LEAVE_REQ,    18)         \
     X(META_RESP,    19)         \
+    X(NOT_MEMBER,   20)         \
     X(PME_SINGLE,   32)         \
     X(PME_FULL,     33)         \
     X(PME_SREQ,     34)         \

@@ -135,6 +135,7 @@ struct cl_node {
     _Atomic uint64_t live_topos;  /* topology snapshots not yet freed */
     _Atomic int   lease;          /* on_tick's last verdict, for its log line */
     _Atomic uint64_t lease_until; /* ms: serves while em_now_ms() is below it */
+    int           segmented;      /* failed by the cluster while alive (not_member; under mu) */
 };
 
 static int  is_up(const cl_node *n, cl_meta_uuid id);
@@ -558,7 +559,7 @@ static void republish(cl_node *n)
     int stale = b.rc || (old->index && r->index < old->index);
     if (!stale) {
         n->topo = r;
-        n->member = r->t.self >= 0;
+        n->member = r->t.self >= 0 && !n->segmented;
         pthread_cond_broadcast(&n->cv);
     }
     pthread_mutex_unlock(&n->mu);
@@ -1159,6 +1160,36 @@ static int is_up(const cl_node *n, cl_meta_uuid id)
     return 0;
 }
 
+/* not_member: the leader `from`, at topology major.minor, counts this node
+ * out.  A member failed while it could not answer (stopped, hung, cut off)
+ * hears nothing more from the metadata group, which left it out of its
+ * configuration too, so its own topology would keep it a member - and
+ * serving, on owners long gone - for ever.  Only a leader sends it, to a
+ * linked peer its topology does not hold; believed from a member of this
+ * node's topology whose topology is newer (a joiner, or a member whose join
+ * the sender has not applied yet, is no member here either): this node
+ * stops being one, which ends its lease, and stays out (Ignite's default
+ * segmentation policy stops the node; this one stays up to say why). */
+static void not_member(cl_node *n, cl_meta_uuid from, uint64_t major, uint32_t minor)
+{
+    pthread_mutex_lock(&n->mu);
+    const cl_topo *t = &n->topo->t;
+    int known = 0;
+    for (uint32_t i = 0; i < t->n && !known; i++)
+        known = (int)i != t->self && cl_meta_uuid_eq(t->m[i].id, from);
+    int was = known && n->member && t->self >= 0 && major > t->major;
+    if (was) {
+        n->member = 0;
+        n->segmented = 1;
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (was)
+        EM_ERROR("cluster: segmented - the cluster failed this node (topology %llu.%u): it "
+                 "serves no cache operations any more; restart it to join again as a new "
+                 "member (a node id, once failed, never comes back, as in Ignite)",
+                 (unsigned long long)major, minor);
+}
+
 static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p, size_t len)
 {
     cl_node *n = arg;
@@ -1205,6 +1236,10 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
     case CL_NET_MSG_META_RESP:
         if (len == 20)
             pend_finish(n, from, em_ld64(p), (int32_t)em_ld32(p + 8), em_ld64(p + 12));
+        break;
+    case CL_NET_MSG_NOT_MEMBER:
+        if (len == 12)
+            not_member(n, from, em_ld64(p), em_ld32(p + 8));
         break;
     case CL_NET_MSG_FWD_REQ:
         if (len >= 8 && n->cfg.on_call_later) {
@@ -1280,7 +1315,7 @@ static int id_less(cl_meta_uuid a, cl_meta_uuid b)
 }
 
 /* tick_members: keep the mesh (the smaller id connects), and as the leader
- * fail members without a link for failure_detection_ms. */
+ * fail members not heard from (no frame) for failure_detection_ms. */
 static void tick_members(cl_node *n, uint64_t now, int leader)
 {
     uint32_t fd = fd_ms(&n->cfg);
@@ -1304,29 +1339,56 @@ static void tick_members(cl_node *n, uint64_t now, int leader)
          * to it went down, not a timeout after the election (which made a
          * coordinator's failover an election longer than a primary's). */
         if (is_up(n, w.id)) {
-            w.seen_ms = now;
-        } else {
-            if (id_less(n->id, w.id) && now - w.tried_ms >= RETRY_MS && ndial < 16) {
-                const char *a = t->m[i].cluster_addr;
-                if (parse_addr(a, strlen(a), dial[ndial].ip, sizeof dial[0].ip,
-                               &dial[ndial].port) == 0)
-                    ndial++;
-                w.tried_ms = now;
-            }
-            /* Proposed again a timeout later if it did not take (the
-             * proposal can fail while leadership moves). */
-            if (leader && atomic_load(&n->lease) && now - w.seen_ms >= fd && nfail < 16 &&
-                (!w.failing_ms || now - w.failing_ms >= fd)) {
-                w.failing_ms = now;
-                fail[nfail++] = w.id;
-            }
+            /* Up is not alive: the link of a stopped or hung member stays
+             * up (its kernel still acks) until the link timeout (10 s).  A
+             * link silent for the failure detection timeout counts as down
+             * from then on (heartbeats come every timeout / 8), so such a
+             * member is failed after twice the timeout; a closed link (a
+             * killed process) after once.  Not once for both: after a cut
+             * of under the timeout, TCP's retransmission backoff can keep
+             * a link silent for well over it. */
+            uint64_t rx = cl_net_peer_rx_ms(n->net, w.id.msb, w.id.lsb);
+            uint64_t heard = rx && rx + fd < now ? rx + fd : now;
+            if (heard > w.seen_ms)
+                w.seen_ms = heard;
+        } else if (id_less(n->id, w.id) && now - w.tried_ms >= RETRY_MS && ndial < 16) {
+            const char *a = t->m[i].cluster_addr;
+            if (parse_addr(a, strlen(a), dial[ndial].ip, sizeof dial[0].ip,
+                           &dial[ndial].port) == 0)
+                ndial++;
+            w.tried_ms = now;
+        }
+        /* Failed by a leader that holds its lease right now (one that was
+         * stopped itself has heard from nobody and must not fail them);
+         * proposed again a timeout later if it did not take (the proposal
+         * can fail while leadership moves). */
+        if (leader && now < atomic_load_explicit(&n->lease_until, memory_order_relaxed) &&
+            now - w.seen_ms >= fd && nfail < 16 && (!w.failing_ms || now - w.failing_ms >= fd)) {
+            w.failing_ms = now;
+            fail[nfail++] = w.id;
         }
         nw[k++] = w;
     }
     memcpy(n->w, nw, k * sizeof *nw);
     n->nw = k;
+    /* The leader tells a linked peer its topology does not hold that it is
+     * no member (not_member: only one that believes it is acts on it). */
+    cl_meta_uuid outs[16];
+    uint32_t nout = 0;
+    for (uint32_t j = 0; leader && j < n->nlinked && nout < 16; j++) {
+        int in = 0;
+        for (uint32_t i = 0; i < t->n && !in; i++)
+            in = cl_meta_uuid_eq(t->m[i].id, n->linked[j]);
+        if (!in)
+            outs[nout++] = n->linked[j];
+    }
+    uint8_t ver[12];
+    em_st64(ver, t->major);
+    em_st32(ver + 8, t->minor);
     pthread_mutex_unlock(&n->mu);
     cl_node_topo_release(t);
+    for (uint32_t i = 0; i < nout; i++)
+        (void)cl_net_send(n->net, outs[i].msb, outs[i].lsb, CL_NET_MSG_NOT_MEMBER, ver, sizeof ver);
     for (int i = 0; i < ndial; i++)
         (void)cl_net_connect(n->net, dial[i].ip, dial[i].port);
     for (int i = 0; i < nfail; i++) {
@@ -1382,11 +1444,11 @@ static void on_tick(void *arg, uint64_t now)
         return;
     int leader = cl_node_is_leader(n);
     pthread_mutex_lock(&n->mu);
-    int member = n->member;
+    int member = n->member, segmented = n->segmented;
     if (!leader && !member)
         n->proposing_self = 0;
     pthread_mutex_unlock(&n->mu);
-    if (!member)
+    if (!member && !segmented)
         tick_join(n, now, leader);
     tick_members(n, now, leader);
     /* The lease (reference/cluster.md §3.9): a follower serves while it has
@@ -1445,6 +1507,14 @@ static void on_tick(void *arg, uint64_t now)
 int cl_node_has_lease(cl_node *n)
 {
     return em_now_ms() < atomic_load_explicit(&n->lease_until, memory_order_relaxed);
+}
+
+int cl_node_segmented(cl_node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    int s = n->segmented;
+    pthread_mutex_unlock(&n->mu);
+    return s;
 }
 
 int cl_node_lease_wait(cl_node *n)

@@ -11,8 +11,10 @@
  * connects, the transport keeps one link per pair).
  *
  * Failure: the leader proposes NODE_FAIL for a member it has had no link to
- * for failure_detection_ms, and removes it from the Raft configuration; a
- * clean stop proposes NODE_LEAVE first.  A restarted process is a new member
+ * for failure_detection_ms (a link silent that long counts as none), and
+ * removes it from the Raft configuration; a clean stop proposes NODE_LEAVE
+ * first.  A member failed while alive hears it from the leader (NOT_MEMBER)
+ * and is segmented: it serves nothing until restarted.  A restarted process is a new member
  * (a new node id, as in Ignite); the leader fails the old member that had the
  * same consistent id when the new one joins.
  *
@@ -187,6 +189,12 @@ uint64_t cl_topo_last_exchange(const cl_topo *t);
  * a deadline, so a member resumed after a stop has none until it hears
  * again. */
 int cl_node_has_lease(cl_node *n);
+
+/* cl_node_segmented: 1 once the leader told this node that the cluster
+ * failed it while it was alive (stopped, hung or cut off for longer than
+ * the failure detection timeout).  Its node id is spent: it serves nothing
+ * and joins no more; a restart makes it a new member. */
+int cl_node_segmented(cl_node *n);
 
 /* cl_node_lease_wait: 1 once this member holds a lease, waiting at most a
  * lease window (a member that just joined, or a transport that stalled,

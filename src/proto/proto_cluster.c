@@ -851,7 +851,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
 {
     *done = 0;
     cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
-    if (t->self < 0) {
+    if (t->self < 0 || cl_node_segmented(c->srv->opt.cluster)) {
         /* Not a member (still joining, or failed by the others): serving
          * its own store would split the cluster's data. */
         cl_node_topo_release(t);

@@ -587,6 +587,10 @@ int srv_cluster_health(srv_cluster *sc, em_buf *out)
 {
     if (!sc || cl_node_has_lease(sc->node))
         return 0;
+    static const char seg[] = "cluster: segmented: the cluster failed this node while it was "
+                              "alive; serving no cache operations - restart it to join again\n";
+    if (cl_node_segmented(sc->node))
+        return em_buf_append(out, seg, sizeof seg - 1) ? EM_NOMEM : 1;
     static const char msg[] = "cluster: no lease: cut off from the majority (no leader "
                               "reachable); serving no cache operations\n";
     return em_buf_append(out, msg, sizeof msg - 1) ? EM_NOMEM : 1;
@@ -642,11 +646,14 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                      "# TYPE ember_cluster_topology_major gauge\nember_cluster_topology_major %llu\n"
                      "# TYPE ember_cluster_topology_minor gauge\nember_cluster_topology_minor %u\n"
                      "# TYPE ember_cluster_joined gauge\nember_cluster_joined %d\n"
+                     "# TYPE ember_cluster_segmented gauge\nember_cluster_segmented %d\n"
                      "# TYPE ember_cluster_leader gauge\nember_cluster_leader %d\n"
                      "# TYPE ember_cluster_lease gauge\nember_cluster_lease %d\n"
                      "# TYPE ember_cluster_moving_partitions gauge\n"
                      "ember_cluster_moving_partitions %llu\n",
-                     t->n, (unsigned long long)t->major, t->minor, t->self >= 0 ? 1 : 0,
+                     t->n, (unsigned long long)t->major, t->minor,
+                     t->self >= 0 && !cl_node_segmented(sc->node) ? 1 : 0,
+                     cl_node_segmented(sc->node),
                      cl_node_is_leader(sc->node), cl_node_has_lease(sc->node),
                      (unsigned long long)mv.n);
     cl_node_topo_release(t);
