@@ -33,6 +33,7 @@ enum { OP_PROPOSE = 1, OP_ADD, OP_REMOVE };
  * nothing that matters; stop also drains what is in flight first. */
 #define CL_META_APPLY_WINDOW 1u
 #define CL_META_DRAIN_ELECTIONS 3u
+#define CL_META_DRAIN_IO_MS     30000u
 
 typedef struct meta_op meta_op;
 struct meta_op {
@@ -305,11 +306,17 @@ static void maybe_close(cl_meta *m)
     if (m->close_started)
         return;
     struct raft *r = &m->raft;
-    int busy = m->props_inflight || m->chg_cur ||
-               r->snapshot.pending.term != 0 ||       /* snapshot being taken/put */
-               r->last_stored < raft_last_index(r);   /* entries not yet on disk */
-    int late = uv_now(&m->loop) >= m->drain_deadline;
-    if (busy && !late)
+    /* Disk writes always finish: they are waited for past the deadline
+     * (up to CL_META_DRAIN_IO_MS more), since closing under one is what
+     * crashes; proposals only until the deadline (without a majority they
+     * never finish).  A busy machine (TSan in CI) took longer than the
+     * deadline to store 20 appends and crashed in the close. */
+    int io = r->snapshot.pending.term != 0 ||          /* snapshot being taken/put */
+             r->last_stored < raft_last_index(r);      /* entries not yet on disk */
+    int busy = io || m->props_inflight || m->chg_cur;
+    uint64_t now = uv_now(&m->loop);
+    int late = now >= m->drain_deadline;
+    if ((busy && !late) || (io && now < m->drain_deadline + CL_META_DRAIN_IO_MS))
         return;
     /* A leader hands over first (cluster.md §3.3), so the group does not
      * wait an election timeout for a successor. */
