@@ -22,12 +22,6 @@ FAULT=${CHAOS_FAULT:-delay=40}
 chaos_init
 JS=tests/chaos/cluster_rebal.js
 
-members_are() {
-    for i in "$@"; do
-        wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_lease 1 || return 1
-    done
-}
-
 # deposed SECONDS: node 2 or 3 paused until the other two failed it (they
 # promote other owners), then resumed: it must find itself segmented (told
 # by the leader) and serve nothing; then it is restarted and joins as a new

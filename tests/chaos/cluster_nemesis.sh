@@ -18,12 +18,6 @@ REGISTER_NEMESES=${CHAOS_REGISTER_NEMESES:-$NEMESES_ALL}
 chaos_init
 JS=tests/chaos/cluster_rebal.js
 
-members_are() {
-    for i in "$@"; do
-        wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_lease 1 || return 1
-    done
-}
-
 # nemesis SECONDS: one fault at a time on node 2 or 3 until SECONDS passed;
 # the cluster is whole again (3 members, leases held) after each.
 nemesis() {

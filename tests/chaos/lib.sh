@@ -199,6 +199,13 @@ wait_metric() {
     return 1
 }
 
+# members_are I...: until each node I sees 3 members and holds its lease.
+members_are() {
+    for i in "$@"; do
+        wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_lease 1 || return 1
+    done
+}
+
 # chaos_row NEMESES WORKLOAD: one line of the results table
 # (tools/chaos-table.sh) from $CHAOS_TMP/WORKLOAD.run and .check:
 # operations, acknowledged, failed, indeterminate, lost, linearizability
