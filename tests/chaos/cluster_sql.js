@@ -10,6 +10,9 @@
 // Usage: node cluster_sql.js ROWS host:port host:port host:port
 //        node cluster_sql.js --fill TABLE ROWS host:port   (a table, backups=1)
 //        node cluster_sql.js --count TABLE ROWS host:port  (all its rows read back)
+//        node cluster_sql.js --counts TABLE ROWS SECONDS host:port  (the same, again
+//             and again for SECONDS, while a test faults the cluster: every answer
+//             exact, an error allowed, a wrong count never)
 // Prints "ok ..." lines and exits non-zero on the first mismatch.
 'use strict';
 const path = require('path');
@@ -46,7 +49,33 @@ async function fillOrCount(mode, t, n, ep) {
     cl.disconnect();
 }
 
+async function counts(t, n, secs, ep) {
+    const cl = await open(ep);
+    const cache = await cl.getOrCreateCache('sqlq', new CacheConfiguration().setSqlSchema('PUBLIC'));
+    const end = Date.now() + secs * 1000;
+    let exact = 0, refused = 0, first = '';
+    while (Date.now() < end) {
+        let r;
+        try {
+            r = await rows(cache, `SELECT COUNT(*), SUM(v) FROM ${t}`);
+        } catch (e) {
+            refused++;
+            if (!first) first = String(e.message || e).split('\n')[0];
+            continue;
+        }
+        assert.deepStrictEqual([Number(r[0][0]), Number(r[0][1])], [n, (n - 1) * n / 2],
+                               `a wrong answer after ${exact} exact ones`);
+        exact++;
+    }
+    cl.disconnect();
+    console.log(`ok ${exact} answers exact, none wrong, ${refused} refused` +
+                (first ? ` (first: ${first})` : ''));
+}
+
 async function main() {
+    if (process.argv[2] === '--counts')
+        return counts(process.argv[3], parseInt(process.argv[4], 10), parseInt(process.argv[5], 10),
+                      process.argv[6]);
     if (process.argv[2].startsWith('--'))
         return fillOrCount(process.argv[2], process.argv[3], parseInt(process.argv[4], 10), process.argv[5]);
     const [n, a, b, c] = [parseInt(process.argv[2], 10), ...process.argv.slice(3)];
