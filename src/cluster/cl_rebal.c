@@ -41,6 +41,8 @@
 #define MAX_STALE       4096        /* stale copies reported at once */
 #define STALE_WAIT_MS   5000        /* a stale copy waits this long to stop being primary */
 #define MAX_MOVING_GRPS 512         /* groups whose rebalancing the coordinator times */
+#define MAX_PREFETCH    16          /* batches sent ahead of the demands, at most */
+#define MAX_THROTTLE_MS 10000       /* pause between two batches, at most */
 #define SUP_HDR         25    /* ... | u32 n | u64 the supplier's counter at its snapshot */
 #define F_LAST          1
 #define F_AGAIN         2
@@ -612,6 +614,41 @@ static void send_close(send *s)
     em_free(s);
 }
 
+/* supply_batch sends s's next batch (seq s->seq) to d's sender: 1 when
+ * the stream is over (that was its last batch, or it broke: F_AGAIN). */
+static int supply_batch(cl_rebal *r, const demand *d, send *s, uint32_t limit)
+{
+    em_buf *b = &r->out;
+    em_buf_reset(b);
+    uint8_t h[SUP_HDR] = { 0 };
+    em_st32(h, (uint32_t)d->grp);
+    em_st32(h + 4, d->part);
+    em_st32(h + 8, s->seq);
+    batch_ctx bc = { b, 0, 0 };
+    int more = 1, rc = em_buf_append(b, h, sizeof h);
+    /* Pages of 64 entries; fewer when batches are small (a page is never
+     * split between two batches), down to one. */
+    uint32_t page = limit / 4096 < 1 ? 1 : limit / 4096 > 64 ? 64 : limit / 4096;
+    while (!rc && more && (!bc.n || b->len < limit) && !bc.err)   /* an entry at least */
+        rc = st_scan_next_page_exp(s->sc, page, add_entry, &bc, &more);
+    if (rc || bc.err) {
+        demand again = *d;
+        again.seq = s->seq;
+        supply_reply(r, &again, F_AGAIN);
+        return 1;
+    }
+    b->p[12] = more ? 0 : F_LAST;
+    em_st32(b->p + 13, bc.n);
+    em_st64(b->p + 17, s->cntr);
+    (void)cl_node_send(r->cfg.node, d->from, CL_NET_MSG_REBAL_SUPPLY, b->p, b->len);
+    lock(r);                        /* serve runs outside mu; the stats are read under it */
+    r->st.batches_out++;
+    r->st.entries_out += bc.n;
+    unlock(r);
+    s->seq++;
+    return !more;
+}
+
 static void serve(cl_rebal *r, const demand *d)
 {
     send **pp = &r->sends, *s = NULL;
@@ -656,47 +693,41 @@ static void serve(cl_rebal *r, const demand *d)
         s->to = d->from;
         s->grp = d->grp;
         s->part = d->part;
+        s->seq = d->seq;
         s->next = r->sends;
         r->sends = s;
-    } else if (!s || s->seq != d->seq || !c) {
+    } else if (!s || !c || (s->seq & ~SEQ_BATCH) != (d->seq & ~SEQ_BATCH) || d->seq > s->seq) {
         supply_reply(r, d, F_AGAIN);    /* a stream this node lost: start over */
         return;
     }
-    em_buf *b = &r->out;
-    em_buf_reset(b);
-    uint8_t h[SUP_HDR] = { 0 };
-    em_st32(h, (uint32_t)d->grp);
-    em_st32(h + 4, d->part);
-    em_st32(h + 8, d->seq);
-    batch_ctx bc = { b, 0, 0 };
-    int more = 1, rc = em_buf_append(b, h, sizeof h);
-    uint32_t limit = r->cfg.batch_bytes ? r->cfg.batch_bytes : BATCH_DEFAULT;
-    while (!rc && more && b->len < limit && !bc.err)
-        rc = st_scan_next_page_exp(s->sc, 64, add_entry, &bc, &more);
-    if (rc || bc.err) {
-        supply_reply(r, d, F_AGAIN);
-        return;
-    }
-    b->p[12] = more ? 0 : F_LAST;
-    em_st32(b->p + 13, bc.n);
-    em_st64(b->p + 17, s->cntr);
-    (void)cl_node_send(r->cfg.node, d->from, CL_NET_MSG_REBAL_SUPPLY, b->p, b->len);
-    lock(r);                        /* serve runs outside mu; the stats are read under it */
-    r->st.batches_out++;
-    r->st.entries_out += bc.n;
-    unlock(r);
-    s->seq = d->seq + 1;
-    if (!more) {
-        for (pp = &r->sends; *pp; pp = &(*pp)->next)
-            if (*pp == s) {
-                *pp = s->next;
-                break;
-            }
-        send_close(s);
-    }
-    if (r->cfg.throttle_ms) {
-        struct timespec ts = { r->cfg.throttle_ms / 1000, (long)(r->cfg.throttle_ms % 1000) * 1000000L };
-        nanosleep(&ts, NULL);
+    /* Ignite's cache settings: the batch size, batches sent ahead of the
+     * demands (a demand for batch b says b - 1 arrived: batches up to
+     * b - 1 + prefetch may travel), and a pause between two batches. */
+    const st_cache_config *cfg = st_cache_cfg(c);
+    uint32_t limit = cfg->rebalance_batch_size > 0 ? (uint32_t)cfg->rebalance_batch_size
+                     : r->cfg.batch_bytes ? r->cfg.batch_bytes : BATCH_DEFAULT;
+    uint32_t ahead = cfg->rebalance_batches_prefetch_count < 1 ? 1
+                     : cfg->rebalance_batches_prefetch_count > MAX_PREFETCH
+                         ? MAX_PREFETCH : (uint32_t)cfg->rebalance_batches_prefetch_count;
+    uint64_t pause_ms = cfg->rebalance_throttle > 0 ? (uint64_t)cfg->rebalance_throttle
+                        : r->cfg.throttle_ms;
+    if (pause_ms > MAX_THROTTLE_MS)
+        pause_ms = MAX_THROTTLE_MS;
+    uint32_t upto = d->seq + ahead - 1;
+    while (s && s->seq <= upto) {
+        if ((s->seq & SEQ_BATCH) && pause_ms) {  /* between two batches of a stream */
+            struct timespec ts = { (time_t)(pause_ms / 1000), (long)(pause_ms % 1000) * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+        if (supply_batch(r, d, s, limit)) {
+            for (pp = &r->sends; *pp; pp = &(*pp)->next)
+                if (*pp == s) {
+                    *pp = s->next;
+                    break;
+                }
+            send_close(s);
+            s = NULL;
+        }
     }
 }
 

@@ -8,8 +8,13 @@
  *                                       the demander MOVING (so every write
  *                                       after the snapshot streams to it)
  *                                   <-  REBAL_SUPPLY(seq 0, entries...)
- *   REBAL_DEMAND(seq 1) at once (the next batch is on its way while this
- *   one is applied: two in flight)  ...  REBAL_SUPPLY(seq k, last)
+ *                                   <-  REBAL_SUPPLY(seq 1) ... up to the
+ *                                       cache's rebalanceBatchesPrefetchCount
+ *                                       (2) ahead of the demands
+ *   REBAL_DEMAND(seq 1) at once (batch 0 arrived; the supplier may send up
+ *   to seq 1 + prefetch - 1)        ...  REBAL_SUPPLY(seq k, last)
+ *   Batches are the cache's rebalanceBatchSize (512 KiB) of entries, and a
+ *   supplier pauses its rebalanceThrottle (0 ms) between two of a stream.
  *   REBAL_DONE(grp, part) -> the coordinator, which commits the copy as
  *   an owner (OWNERS_SET); when every ideal owner of the partition owns it,
  *   the partition switches to its ideal order and the others drop it.

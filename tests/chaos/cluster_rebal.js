@@ -4,6 +4,8 @@
 //                                    if needed, put keys FROM..TO-1 = "v<k>";
 //                                    prints "acked N failed F"
 //   check ADDR CACHE FROM TO         read them: prints "ok N missing M wrong W"
+// REBAL_BATCH, REBAL_PREFETCH, REBAL_THROTTLE set the created cache's
+// rebalanceBatchSize, rebalanceBatchesPrefetchCount and rebalanceThrottle.
 const path = require('path');
 const IgniteClient = require(path.join(__dirname, '../node/node_modules/apache-ignite-client'));
 const { IgniteClientConfiguration, CacheConfiguration, ObjectType } = IgniteClient;
@@ -18,6 +20,10 @@ const { IgniteClientConfiguration, CacheConfiguration, ObjectType } = IgniteClie
             .setBackups(parseInt(a))
             .setWriteSynchronizationMode(CacheConfiguration.WRITE_SYNCHRONIZATION_MODE.FULL_SYNC)
             .setReadFromBackup(d !== 'primary');
+        const env = process.env;
+        if (env.REBAL_BATCH) cfg.setRebalanceBatchSize(parseInt(env.REBAL_BATCH));
+        if (env.REBAL_PREFETCH) cfg.setRebalanceBatchesPrefetchCount(parseInt(env.REBAL_PREFETCH));
+        if (env.REBAL_THROTTLE) cfg.setRebalanceThrottle(parseInt(env.REBAL_THROTTLE));
         const cache = (await cl.getOrCreateCache(name, cfg)).setKeyType(ObjectType.PRIMITIVE_TYPE.INTEGER);
         // A put that fails (not acknowledged) is retried, as an application
         // would: a FULL_SYNC write can time out while a topology changes.

@@ -40,7 +40,10 @@ for i in 1 2 3; do
     wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_links 2 ||
         { bad "node $i did not join"; finish; }
 done
-r=$(node $JS put "$(node_addr 1)" rb 1 0 "$N" 2>&1)
+# Batches of one entry (rebalanceBatchSize 32 bytes), two sent ahead of the
+# demands (rebalanceBatchesPrefetchCount, as by default): every partition
+# moves in several batches, the stream's sequence and its prefetch at work.
+r=$(REBAL_BATCH=32 REBAL_PREFETCH=2 node $JS put "$(node_addr 1)" rb 1 0 "$N" 2>&1)
 [ "${r%% retried*}" = "acked $N failed 0" ] && ok "$N keys written, one backup each" || bad "first writes: $r"
 copies_are $((2 * N)) 1 2 3 && ok "two copies of every key on three nodes" || bad "copies before the join"
 
@@ -71,6 +74,10 @@ fin=$(cat "$CHAOS_TMP"/n*/emberd.*.log | grep -c "rebalancing: cache 'rb' finish
 [ "$fin" -ge 1 ] && ok "the coordinator logged: $(cat "$CHAOS_TMP"/n*/emberd.*.log |
     grep -m1 "rebalancing: cache 'rb' finished" | cut -d' ' -f3-)" ||
     bad "no log line for the end of cache rb's rebalancing"
+bo=$(( $(metric 1 ember_rebal_batches_out) + $(metric 2 ember_rebal_batches_out) + $(metric 3 ember_rebal_batches_out) ))
+ld=$(metric 4 ember_rebal_loaded)
+[ "$bo" -gt $((2 * ${ld:-0})) ] && ok "the cache's batch size honoured: $bo batches for $ld partitions" ||
+    bad "batches: $bo for ${ld:-?} partitions (batches of one entry expected)"
 e4=$(entries 4)
 [ "${e4:-0}" -gt 0 ] && ok "the new node holds $e4 entries (loaded: $(metric 4 ember_rebal_loaded) partitions)" ||
     bad "the new node holds nothing"
