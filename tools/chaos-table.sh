@@ -3,7 +3,8 @@
 # (kill -9 and restart, SIGSTOP past the lease, an iptables cut of one node
 # from the other two, the transport's fault hook) under each workload (set,
 # register) on 3 nodes with 2 backups (FULL_SYNC), CHAOS_SECONDS each
-# (default 30), one row per pair.  Prints a markdown table; exits non-zero
+# (default 30), one row per pair; and a primary deposed while alive
+# (tests/chaos/cluster_fence.sh: 1 backup, set workload).  Prints a markdown table; exits non-zero
 # when a scenario failed.  BENCHMARKS.md "Fault injection" quotes a run.
 #
 #   CHAOS_SECONDS=30 tools/chaos-table.sh [BUILD]
@@ -23,6 +24,10 @@ echo "== faults" >&2
 EMBER_BUILD=$BUILD CHAOS_SECONDS=$SECS sh tests/chaos/cluster_faults.sh >"$out.faults" 2>&1 || rc=1
 grep -E '^(FAIL|[0-9]+ passed)' "$out.faults" >&2
 grep '^row ' "$out.faults" >>"$out"
+echo "== deposed" >&2
+EMBER_BUILD=$BUILD CHAOS_SECONDS=$SECS sh tests/chaos/cluster_fence.sh >"$out.fence" 2>&1 || rc=1
+grep -E '^(FAIL|deposed:|[0-9]+ passed)' "$out.fence" >&2
+grep '^row ' "$out.fence" >>"$out"
 echo "| nemesis | workload | operations | acknowledged | failed | indeterminate | lost | linearizability violations (keys) | minority-side acknowledgements |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 sed 's/^row /| /; s/$/ |/' "$out"

@@ -86,6 +86,7 @@ if "$BUILD/ember-chaos" check --nodes "$(nodes_list 1 2 3)" --workload set --cac
 else
     bad "set: check failed"; cat "$CHAOS_TMP/set.check"
 fi
+chaos_row deposed set
 fenced=0
 for i in 1 2 3; do
     f=$(metric $i ember_repl_refused); fenced=$((fenced + ${f:-0}))
