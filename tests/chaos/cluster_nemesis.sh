@@ -3,7 +3,9 @@
 # a cache with 2 backups (FULL_SYNC), clients spread over every node, and,
 # one at a time, a kill -9 of a node (restarted: it rejoins as a new member
 # and rebalancing brings its copies back), a SIGSTOP longer than the lease,
-# and an iptables cut of one node from the other two.  Checks: every
+# an iptables cut of one node from the other two, the same cut of whichever
+# node leads the metadata group (the coordinator), and a one-way cut (node
+# 2 or 3 hears the others, they do not hear it).  Checks: every
 # acknowledged add of the set workload is there afterwards (0 lost with at
 # most `backups` owners down), the register history is linearizable, and
 # at the end every owner of every partition holds the same entries with the
@@ -12,11 +14,19 @@
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 SECS=${CHAOS_SECONDS:-8}
-NEMESES_ALL=${CHAOS_NEMESES:-kill pause cut}
+NEMESES_ALL=${CHAOS_NEMESES:-kill pause cut leader oneway}
 REGISTER_NEMESES=${CHAOS_REGISTER_NEMESES:-$NEMESES_ALL}
 . tests/chaos/lib.sh
 chaos_init
 JS=tests/chaos/cluster_rebal.js
+
+# leader_node: the node (1-3) that leads the metadata group.
+leader_node() {
+    for i in 1 2 3; do
+        [ "$(metric $i ember_cluster_leader)" = 1 ] && { echo $i; return 0; }
+    done
+    return 1
+}
 
 # nemesis SECONDS: one fault at a time on node 2 or 3 until SECONDS passed;
 # the cluster is whole again (3 members, leases held) after each.
@@ -35,6 +45,24 @@ nemesis() {
                    return 1
                # Node v is a minority of one until the heal: no write may be
                # acknowledged through it meanwhile (index v-1 in --nodes).
+               from=$("$BUILD/ember-chaos" now)
+               sleep 2
+               echo "$((v - 1)) $from $("$BUILD/ember-chaos" now)" >>"$WINDOWS"
+               net_heal ;;
+            leader)
+               l=$(leader_node) || { echo "nemesis: no leader"; return 1; }
+               for o in 1 2 3; do
+                   [ "$o" = "$l" ] || { net_cut "$l" "$o" && net_cut "$o" "$l"; } || return 1
+               done
+               from=$("$BUILD/ember-chaos" now)
+               sleep 2
+               echo "$((l - 1)) $from $("$BUILD/ember-chaos" now)" >>"$WINDOWS"
+               net_heal ;;
+            oneway)
+               # Its frames are lost, the others' reach it: it may keep its
+               # lease, but can get no write acknowledged by the others.
+               o=$(( 5 - v ))
+               net_cut $v 1 && net_cut $v $o || return 1
                from=$("$BUILD/ember-chaos" now)
                sleep 2
                echo "$((v - 1)) $from $("$BUILD/ember-chaos" now)" >>"$WINDOWS"
