@@ -1,7 +1,8 @@
 #!/bin/sh
 # chaos-table.sh - the fault-injection results table: each nemesis alone
 # (kill -9 and restart, SIGSTOP past the lease, an iptables cut of one node
-# from the other two, the transport's fault hook) under each workload (set,
+# from the other two, the same of the coordinator, a one-way cut, the
+# transport's fault hook) under each workload (set,
 # register) on 3 nodes with 2 backups (FULL_SYNC), CHAOS_SECONDS each
 # (default 30), one row per pair; and a primary deposed while alive
 # (tests/chaos/cluster_fence.sh: 1 backup, set workload).  Prints a markdown table; exits non-zero
@@ -13,7 +14,7 @@ BUILD=${1:-${EMBER_BUILD:-build}}
 SECS=${CHAOS_SECONDS:-30}
 out=$(mktemp)
 rc=0
-for nem in kill pause cut; do
+for nem in kill pause cut leader oneway; do
     echo "== $nem" >&2
     CHAOS_NEMESES=$nem EMBER_BUILD=$BUILD CHAOS_SECONDS=$SECS sh tests/chaos/cluster_nemesis.sh \
         >"$out.$nem" 2>&1 || rc=1
