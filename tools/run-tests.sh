@@ -12,7 +12,8 @@
 #   node           tests/node/run.sh (not with --no-node)
 #   every tests/scripts/*.sh but lib.sh (sourced by the others, not a suite);
 #                  fuzz.sh only without EM_SANITIZER: its libFuzzer targets
-#                  carry their own ASan + UBSan, and `make test` runs them
+#                  carry their own ASan + UBSan, and `make test` runs them;
+#                  harness.sh (tests of the shell helpers) only without it
 #   runner         tools/run-tests-check.sh: this script's own rules
 #
 # Nothing passes by being skipped.  A suite that cannot run (binary not
@@ -161,6 +162,12 @@ for s in tests/scripts/*.sh; do
     lib) continue ;;            # sourced by the suites, not one itself
     fuzz) if [ -n "$EM_SANITIZER" ]; then
               echo "== fuzz: not under EM_SANITIZER=$EM_SANITIZER (libFuzzer builds carry ASan + UBSan; make test runs them)"
+              continue
+          fi ;;
+    harness) if [ -n "$EM_SANITIZER" ]; then
+              # 70 s of sanitized starts per run to test the test helpers,
+              # which are shell: make test runs it.
+              echo "== harness: not under EM_SANITIZER=$EM_SANITIZER (it tests the shell test helpers; make test runs it)"
               continue
           fi ;;
     esac
