@@ -135,7 +135,9 @@ struct cl_node {
     _Atomic uint64_t live_topos;  /* topology snapshots not yet freed */
     _Atomic int   lease;          /* on_tick's last verdict, for its log line */
     _Atomic uint64_t lease_until; /* ms: serves while em_now_ms() is below it */
-    int           segmented;      /* failed by the cluster while alive (not_member; under mu) */
+    /* Failed by the cluster while alive (not_member); read without mu on
+     * every cache operation (pr_cluster_route). */
+    _Atomic int   segmented;
 };
 
 static int  is_up(const cl_node *n, cl_meta_uuid id);
@@ -559,7 +561,7 @@ static void republish(cl_node *n)
     int stale = b.rc || (old->index && r->index < old->index);
     if (!stale) {
         n->topo = r;
-        n->member = r->t.self >= 0 && !n->segmented;
+        n->member = r->t.self >= 0 && !atomic_load(&n->segmented);
         pthread_cond_broadcast(&n->cv);
     }
     pthread_mutex_unlock(&n->mu);
@@ -1180,7 +1182,7 @@ static void not_member(cl_node *n, cl_meta_uuid from, uint64_t major, uint32_t m
     int was = known && n->member && t->self >= 0 && major > t->major;
     if (was) {
         n->member = 0;
-        n->segmented = 1;
+        atomic_store(&n->segmented, 1);
     }
     pthread_mutex_unlock(&n->mu);
     if (was)
@@ -1444,7 +1446,7 @@ static void on_tick(void *arg, uint64_t now)
         return;
     int leader = cl_node_is_leader(n);
     pthread_mutex_lock(&n->mu);
-    int member = n->member, segmented = n->segmented;
+    int member = n->member, segmented = atomic_load(&n->segmented);
     if (!leader && !member)
         n->proposing_self = 0;
     pthread_mutex_unlock(&n->mu);
@@ -1511,10 +1513,7 @@ int cl_node_has_lease(cl_node *n)
 
 int cl_node_segmented(cl_node *n)
 {
-    pthread_mutex_lock(&n->mu);
-    int s = n->segmented;
-    pthread_mutex_unlock(&n->mu);
-    return s;
+    return atomic_load_explicit(&n->segmented, memory_order_relaxed);
 }
 
 int cl_node_lease_wait(cl_node *n)
