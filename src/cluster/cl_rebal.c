@@ -52,12 +52,15 @@
  * the two snapshots' batch boundaries would be missed). */
 #define SEQ_BATCH       0x00ffffffu
 
-/* L_CLEARING: the copy held entries (a demoted owner's, an earlier load's
- * from a supplier since gone); they are cleared before the first demand,
- * since a loaded entry never replaces one present.  Clearing before
- * demanding loses no live write: one applied here before the demand was
- * applied at the supplier before its snapshot, which has it. */
-enum { L_DEMANDING = 1, L_LOADED = 2, L_CLEARING = 3 };
+/* A MOVING copy that already holds entries (a demoted owner's, an earlier
+ * load's, one the coordinator was told is whole) is never cleared: it may be
+ * an owner in a row committed from a stale view, or the only copy of
+ * acknowledged writes; it loads as a merge (catching up, below), which
+ * ends equal to the supplier's snapshot plus the live stream, as a load
+ * into an empty copy does.  (Clearing first made owners with counters and
+ * no entries, primaries among them, under TSan: the exchange's and the
+ * rebalancer's owner rows are each computed from the view they had.) */
+enum { L_DEMANDING = 1, L_LOADED = 2 };
 
 typedef struct load {
     int32_t      grp;
@@ -74,6 +77,7 @@ typedef struct load {
      * missed updates.  It is never emptied again: it catches up in place
      * (a merge), then reports again. */
     int          reported;
+    int          moving;        /* a MOVING copy's load: reports DONE once whole */
     cl_keyset    live;          /* keys the live stream removed (merge: or wrote) */
     cl_keyset    seen;          /* merge: keys the supplier sent */
     int          seen_full;     /* merge: seen overflowed, no sweep */
@@ -482,10 +486,10 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                 r->st.caught_up++;
                 EM_INFO("rebalancing: cache %d partition %u caught up with its primary", grp,
                         part);
-                if (l->reported) {
-                    /* A loaded copy that missed updates before it owned:
-                     * whole again, it reports again (the scan drops the
-                     * load if it owns the partition by now). */
+                if (l->reported || l->moving) {
+                    /* A MOVING copy (or a loaded one that missed updates
+                     * before it owned): whole, it reports (the scan drops
+                     * the load if it owns the partition by now). */
                     l->merge = 0;
                     atomic_fetch_sub(&r->nmerge, 1);
                     l->state = L_LOADED;
@@ -736,7 +740,7 @@ static void serve(cl_rebal *r, const demand *d)
 /* evict: (i32 group, u32 partition) pairs the scan found to clear, cleared
  * after mu is released (clearing a large partition under it would hold up
  * the transport thread, which takes mu for every live update). */
-typedef struct scan_ctx { cl_rebal *r; cl_topo *t; uint64_t gen; em_buf evict, clear; } scan_ctx;
+typedef struct scan_ctx { cl_rebal *r; cl_topo *t; uint64_t gen; em_buf evict; } scan_ctx;
 
 static void part_entry(em_buf *b, int32_t grp, uint32_t part)
 {
@@ -781,14 +785,14 @@ static void moving_done(cl_rebal *r, cl_topo *t, uint64_t gen, int leader)
     }
 }
 
-/* load_begin: demand at once when the copy is empty, else clear it first
- * (after mu is released: clear_loads). */
-static void load_begin(cl_rebal *r, scan_ctx *x, st_cache *c, load *l)
+/* load_begin: a MOVING copy's load from l->supplier: into an empty copy,
+ * or as a merge into one holding entries (never cleared: see L_DEMANDING). */
+static void load_begin(cl_rebal *r, st_cache *c, load *l)
 {
     uint64_t cntr, size;
-    if (st_part_info(c, l->part, &cntr, &size) == 0 && size) {
-        l->state = L_CLEARING;
-        part_entry(&x->clear, l->grp, l->part);
+    l->moving = 1;
+    if (l->merge || (st_part_info(c, l->part, &cntr, &size) == 0 && size)) {
+        merge_begin(r, l, l->supplier);
         return;
     }
     l->state = L_DEMANDING;
@@ -816,26 +820,23 @@ static void scan_cache(void *arg, st_cache *c)
         if (moving && no) {
             if (!l && (l = load_new(r, grp, part)) != NULL) {
                 l->supplier = t->m[own[0]].id;
-                load_begin(r, x, c, l);
+                load_begin(r, c, l);
             } else if (l && l->reported) {
                 /* Never emptied (see reported): a copy catching up does so
                  * from the current primary. */
                 if (l->merge && !cl_meta_uuid_eq(l->supplier, t->m[own[0]].id))
                     merge_begin(r, l, t->m[own[0]].id);
             } else if (l && ((!cl_meta_uuid_eq(l->supplier, t->m[own[0]].id) &&
-                              l->state != L_LOADED) || l->restart || l->merge)) {
+                              l->state != L_LOADED) || l->restart || (l->merge && !l->moving))) {
                 /* The primary changed (what the old one sent may hold
                  * writes the new one never had), the live stream skipped
                  * updates, or a copy catching up is no owner any more:
-                 * start over, from empty. */
-                if (l->merge) {
-                    l->merge = 0;
-                    atomic_fetch_sub(&r->nmerge, 1);
-                }
+                 * start over from the primary (a merge if it holds
+                 * entries). */
                 l->supplier = t->m[own[0]].id;
                 l->restart = 0;
                 load_reset(l);
-                load_begin(r, x, c, l);
+                load_begin(r, c, l);
             }
             if (l)
                 l->gen = x->gen;
@@ -868,32 +869,6 @@ static void evict(cl_rebal *r, const em_buf *ev)
     if (n) {
         lock(r);
         r->st.evicted += n;
-        unlock(r);
-    }
-}
-
-/* clear_loads empties the copies of the loads scan_cache left L_CLEARING
- * (not under mu) and starts them. */
-static void clear_loads(cl_rebal *r, const em_buf *cl)
-{
-    for (size_t at = 0; at + 8 <= cl->len; at += 8) {
-        int32_t grp = (int32_t)em_ld32(cl->p + at);
-        uint32_t part = em_ld32(cl->p + at + 4);
-        st_cache *c = st_cache_find(r->cfg.store, grp);
-        /* Only this thread leaves L_CLEARING, so the check holds after mu
-         * is released for the clear. */
-        lock(r);
-        load *l = load_find(r, grp, part);
-        int clear = c && l && l->state == L_CLEARING;
-        unlock(r);
-        if (clear)
-            (void)st_clear_part(c, part, 0);
-        lock(r);
-        l = load_find(r, grp, part);
-        if (l && l->state == L_CLEARING) {
-            l->state = L_DEMANDING;
-            demand_when_up(r, l);
-        }
         unlock(r);
     }
 }
@@ -1032,7 +1007,7 @@ static void *run(void *arg)
             if (t->self >= 0) {
                 int leader = cl_node_is_leader(r->cfg.node);
                 lock(r);
-                scan_ctx x = { r, t, ++r->gen, EM_BUF_INIT, EM_BUF_INIT };
+                scan_ctx x = { r, t, ++r->gen, EM_BUF_INIT };
                 st_cache_each(r->cfg.store, scan_cache, &x);
                 moving_done(r, t, x.gen, leader);
                 /* Loads this node is no longer asked for (it owns the
@@ -1044,9 +1019,7 @@ static void *run(void *arg)
                         i++;
                 unlock(r);
                 evict(r, &x.evict);
-                clear_loads(r, &x.clear);
                 em_buf_free(&x.evict);
-                em_buf_free(&x.clear);
             }
             cl_node_topo_release(t);
         }

@@ -22,7 +22,9 @@
  * A loaded entry never overwrites what the live stream wrote: it is stored
  * only if its key is absent, and keys the live stream removed while the
  * load ran are remembered and skipped; a live CLEAR restarts the load.  A
- * MOVING copy that held entries (from an earlier load) is cleared first.
+ * MOVING copy that holds entries (an earlier load's, a demoted owner's) is
+ * never cleared: it loads as a merge (see catching up) and reports once
+ * whole.
  * A member that neither owns nor loads a partition it holds entries of
  * drops them (RENTING -> EVICTED).
  *
