@@ -352,7 +352,7 @@ static void stale_begin(cl_rebal *r, cl_topo *t, uint64_t now)
         }
         load *l = load_find(r, x->grp, x->part);
         if (l && !l->merge && l->state != L_LOADED) {
-            l->restart = 1;               /* MOVING: its load starts over, from empty */
+            l->restart = 1;               /* MOVING: its load starts over (a merge: never emptied) */
             r->kicked = 1;
         } else if (l && (!l->merge || l->reported)) {
             /* Loaded and reported: it may be made an owner any moment, so
