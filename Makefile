@@ -78,6 +78,9 @@ endif
 ifneq ($(wildcard tests/stress/chaos.c),)
 BINS += $(BUILD)/ember-chaos
 endif
+ifneq ($(wildcard tests/stress/txc.c),)
+BINS += $(BUILD)/ember-txc
+endif
 # emberd with one planted replication bug each (src/cluster/cl_repl.c says
 # which), for tests/chaos/planted.sh: the checkers must catch them.
 PLANTS := ack_early no_resend
@@ -190,6 +193,8 @@ $(BUILD)/ember-adversary: $(BUILD)/tests/stress/adversary.o $(STRESS_COMMON) $(L
 $(BUILD)/ember-soak: $(BUILD)/tests/stress/soak.o $(STRESS_COMMON) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/ember-chaos: $(BUILD)/tests/stress/chaos.o $(STRESS_COMMON) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/ember-txc: $(BUILD)/tests/stress/txc.o $(STRESS_COMMON) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:

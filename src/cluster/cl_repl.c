@@ -559,7 +559,7 @@ out:
 static int observe(void *arg, const st_update *u)
 {
     cl_repl *r = arg;
-    if (r->down) {
+    if (r->down && !u->in_tx) {
         int rc = r->down(r->down_arg, u);
         if (rc)
             return rc;              /* a write the WAL refused is not streamed */

@@ -60,6 +60,7 @@ struct cl_tx {
     int64_t   timeout;
     uint64_t  deadline;         /* em_now_ms, 0 = none */
     int       open;
+    int       prepared;         /* cl_tx_prepare done: locks pinned, checked */
     tx_ent   *e;
     uint32_t  n, cap;
     uint32_t *idx;              /* entry index + 1, 0 = empty; icap slots */
@@ -114,6 +115,7 @@ static void reset_state(cl_tx *tx)
 {
     tx->n = 0;
     tx->norder = tx->locked_upto = 0;
+    tx->prepared = 0;
     tx->conflict = UINT32_MAX;
     if (tx->idx)
         memset(tx->idx, 0, tx->icap * sizeof *tx->idx);
@@ -177,6 +179,14 @@ int64_t  cl_tx_timeout(const cl_tx *tx) { return tx->timeout; }
 uint64_t cl_tx_owner(const cl_tx *tx) { return tx->owner; }
 int      cl_tx_open(const cl_tx *tx) { return tx->open; }
 uint32_t cl_tx_entries(const cl_tx *tx) { return tx->n; }
+
+int64_t cl_tx_remaining(const cl_tx *tx)
+{
+    if (!tx->deadline)
+        return 0;
+    uint64_t now = em_now_ms();
+    return now >= tx->deadline ? 1 : (int64_t)(tx->deadline - now);
+}
 
 int cl_tx_expired(const cl_tx *tx)
 {
@@ -578,10 +588,12 @@ static int64_t expire_at(const st_cache *c)
     return em_wall_ms() + (g->expiry.create_ms ? g->expiry.create_ms : 0);
 }
 
-int cl_tx_commit(cl_tx *tx)
+int cl_tx_prepare(cl_tx *tx)
 {
     if (!tx->open)
         return EM_INVAL;
+    if (tx->prepared)
+        return 0;
     if (cl_tx_expired(tx)) {
         cl_tx_rollback(tx);
         return EM_TIMEOUT;
@@ -590,7 +602,6 @@ int cl_tx_commit(cl_tx *tx)
     if (tx->conc == CL_TX_OPTIMISTIC && (rc = lock_in_order(tx)) != 0)
         return rc;                      /* EM_LOCKED: keep what we hold, retry */
     /* Pin: from here no lock of ours may be taken over by a timeout. */
-    uint32_t nw = 0;
     for (uint32_t i = 0; i < tx->n; i++) {
         tx_ent *e = &tx->e[i];
         if (e->locked &&
@@ -599,13 +610,26 @@ int cl_tx_commit(cl_tx *tx)
             cl_tx_rollback(tx);
             return EM_TIMEOUT;
         }
-        if (e->wkind)
-            nw++;
     }
     if (tx->conc == CL_TX_OPTIMISTIC && tx->iso == CL_TX_SERIALIZABLE && (rc = validate(tx))) {
         cl_tx_rollback(tx);
         return rc;
     }
+    tx->prepared = 1;
+    return 0;
+}
+
+int cl_tx_prepared(const cl_tx *tx) { return tx->prepared; }
+
+int cl_tx_updates(cl_tx *tx, const st_update **ups, uint32_t *n)
+{
+    int rc = cl_tx_prepare(tx);
+    if (rc)
+        return rc;
+    uint32_t nw = 0;
+    for (uint32_t i = 0; i < tx->n; i++)
+        if (tx->e[i].wkind)
+            nw++;
     if (nw > tx->upcap) {
         st_update *u = em_realloc(tx->ups, nw * sizeof *u);
         if (!u) {
@@ -633,7 +657,27 @@ int cl_tx_commit(cl_tx *tx)
             u->expire_at_ms = expire_at(e->c);
         }
     }
-    rc = st_tx_commit(tx->m->st, tx->ups, j);
-    cl_tx_rollback(tx);                 /* committed or not: release the locks */
+    *ups = tx->ups;
+    *n = j;
+    return 0;
+}
+
+int cl_tx_apply(cl_tx *tx)
+{
+    const st_update *ups;
+    uint32_t n;
+    int rc = cl_tx_updates(tx, &ups, &n);
+    if (rc)
+        return rc;
+    if ((rc = st_tx_commit(tx->m->st, ups, n)) != 0)
+        cl_tx_rollback(tx);             /* nothing applied: it is over */
+    return rc;
+}
+
+int cl_tx_commit(cl_tx *tx)
+{
+    int rc = cl_tx_apply(tx);
+    if (!rc)
+        cl_tx_rollback(tx);             /* committed: release the locks */
     return rc;
 }

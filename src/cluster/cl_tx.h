@@ -3,9 +3,9 @@
  *
  * On one node (no cluster configured, or every key owned here) this is a
  * direct call into store/: locks are st_entry_lock, a commit is one
- * st_tx_commit (one WAL frame).  The cluster part (2PC across primaries,
- * reference/cluster.md §3.11) is not built yet; callers refuse transactions
- * that touch another node's keys.
+ * st_tx_commit (one WAL frame).  On a cluster a transaction has one cl_tx
+ * per primary it touches, driven by two-phase commit (proto/proto_txc.c):
+ * cl_tx_prepare, then cl_tx_commit.
  *
  * Semantics (Ignite 2's):
  *  - PESSIMISTIC locks a key when the transaction first writes it, and when
@@ -85,6 +85,8 @@ int      cl_tx_concurrency(const cl_tx *tx);
 int      cl_tx_isolation(const cl_tx *tx);
 int64_t  cl_tx_timeout(const cl_tx *tx);
 uint64_t cl_tx_owner(const cl_tx *tx);
+/* cl_tx_remaining: ms left of its timeout (at least 1), 0 = no timeout. */
+int64_t  cl_tx_remaining(const cl_tx *tx);
 /* cl_tx_expired: nonzero once the timeout has passed. */
 int      cl_tx_expired(const cl_tx *tx);
 /* cl_tx_open: nonzero until commit or rollback. */
@@ -110,6 +112,21 @@ int cl_tx_remove(cl_tx *tx, st_cache *c, const uint8_t *k, size_t klen);
  * error (rolled back, nothing applied). */
 int  cl_tx_commit(cl_tx *tx);
 void cl_tx_rollback(cl_tx *tx);
+/* cl_tx_prepare is the first half of a commit (a participant's prepare in
+ * a transaction across nodes): OPTIMISTIC takes its locks in key order
+ * (EM_LOCKED: call again), every lock is pinned (a timeout no longer takes
+ * it over), SERIALIZABLE reads are checked (EM_TXCONFLICT, rolled back).
+ * A prepared transaction takes no new keys' locks from here on; its commit
+ * only applies, and a rollback releases.  Calling it again is a no-op. */
+int  cl_tx_prepare(cl_tx *tx);
+int  cl_tx_prepared(const cl_tx *tx);
+/* cl_tx_updates prepares tx and gives its writes as the store's updates
+ * (valid until tx changes): what a prepared part sends its backups. */
+int  cl_tx_updates(cl_tx *tx, const st_update **ups, uint32_t *n);
+/* cl_tx_apply is a commit that keeps the locks: 0 (applied; the locks go
+ * with cl_tx_rollback, which undoes nothing now), or as cl_tx_commit
+ * (rolled back unless EM_LOCKED). */
+int  cl_tx_apply(cl_tx *tx);
 
 /* cl_tx_conflict: after EM_TXCONFLICT or EM_DEADLOCK, the cache and
  * normalised key whose value changed (or whose lock was held), for the

@@ -111,6 +111,7 @@ void pr_server_free(pr_server *s)
     pr_conn_free(s->apply_conn);
     pr_conn_free(s->fwd_conn);
     pr_group_free(s);
+    pr_txc_free(s);
     cl_txm_free(s->txm);
     pthread_mutex_destroy(&s->state_mu);
     pthread_mutex_destroy(&s->hist_mu);
@@ -717,6 +718,10 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
         if (!c->forwarded)
             break;
         return pr_op_rid_call(c, r, out);
+    case PR_OP_TX_CALL:
+        if (!c->forwarded)
+            break;
+        return pr_op_tx_call(c, r, out);
     case PR_OP_PART_VERIFY: case PR_OP_NODE_INFO: case PR_OP_CLUSTER_INFO:
         return pr_op_ops(c, op, r, out);
     default:

@@ -79,6 +79,9 @@ enum pr_cluster_state {
  * the owner runs it once, and answers a retry with the first run's outcome
  * (cluster/cl_rid.h). */
 #define PR_OP_RID_CALL      32106
+/* Between members only: a transaction's part on its primary (proto_txc.c
+ * has the layout): an op in it, prepare, commit, rollback, its state. */
+#define PR_OP_TX_CALL       32107
 
 /* pr_auth_fn checks handshake credentials (user NULL when none were sent):
  * 0 = accept, EM_AUTH = wrong, EM_TOOMANY = refused by a failure limiter.
@@ -133,6 +136,13 @@ typedef struct pr_options {
      * reply not sent - so a test can fail a primary at the worst moment.
      * 0 = never. */
     uint32_t exit_after_writes;
+    /* tx_crash (tests only): "POINT:N" - the process exits at the Nth time
+     * a transaction reaches POINT here: "prepared" (a part whose backups
+     * took its writes, before it answers PREPARE), "applied" (a part that
+     * applied its commit, before it tells its backups), "decided" (a
+     * coordinator that decided COMMIT, before any part hears it).  "" =
+     * never. */
+    char     tx_crash[32];
     void    *state_arg;
     /* thin_host / thin_port: where this node serves thin clients, as the
      * cluster-group ops (5100-5102) report it on a single node ("" / 0:
@@ -177,6 +187,31 @@ struct cl_pme;
 uint32_t pr_cluster_groups(pr_server *s, struct cl_pme_group *out, uint32_t cap);
 int      pr_cluster_part_info(pr_server *s, int32_t grp, uint32_t part, uint64_t *cntr,
                               uint64_t *size);
+/* pr_txc_sweep (on a cluster, called often; rate-limited inside): the
+ * parts of transactions whose coordinator left the topology are rolled
+ * back here, or, prepared, resolved by a PR_OP_TX_CALL request handed to
+ * later(arg, request, len) to run on a forwarding worker, unanswered. */
+void pr_txc_sweep(pr_server *s, void (*later)(void *arg, const uint8_t *p, size_t n),
+                  void *arg);
+/* Transactions across nodes as this node sees them (metrics). */
+typedef struct pr_txc_stats {
+    uint64_t parts, prepared;       /* parts held here now, of them prepared */
+    uint64_t copies;                /* backup copies of prepared parts held here */
+    uint64_t one_phase, two_phase;  /* commits this node coordinated */
+    uint64_t recovered_commit, recovered_rollback;  /* resolved without their node */
+} pr_txc_stats;
+void pr_txc_stats_get(pr_server *s, pr_txc_stats *st);
+
+/* pr_txc_inline: a forwarded request (body: op, id, payload) that never
+ * waits and must run on the transport thread (pr_exec_forward) - the
+ * questions a transaction's part asks its backups while a forwarding
+ * worker waits for them. */
+int  pr_txc_inline(const uint8_t *body, size_t len);
+/* pr_txc_check validates a PR_OP_TX_CALL payload (after op and request
+ * id) before anything of it runs: header, id lists, a backup copy's
+ * writes.  0, EM_TRUNCATED or EM_INVAL (tests/fuzz/fuzz_txc.c). */
+int  pr_txc_check(const uint8_t *p, size_t len);
+
 /* pr_server_set_pme: the exchange, for reset-lost (PR_OP_RESET_LOST). */
 void     pr_server_set_pme(pr_server *s, struct cl_pme *pme);
 

@@ -246,6 +246,13 @@ static int emit_kv(void *arg, const uint8_t *k, size_t klen, const uint8_t *v, s
     return rc;
 }
 
+int pr_fail_repl_timeout(pr_conn *c)
+{
+    return pr_fail(c, PR_ST_FAILED, "The write was applied on the primary but not every owner "
+                   "of the key acknowledged it in time (FULL_SYNC): it may or may not survive "
+                   "a failure of the primary; retry");
+}
+
 int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
 {
     pr_cache_hdr h;
@@ -319,9 +326,13 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         c->probe_ok = 1;            /* decoded, owned here: nothing runs */
         return 0;
     }
-    if (h.tx) {
-        /* an explicit transaction runs here or nowhere (no 2PC yet) */
-        if ((rc = pr_tx_check_local(c, sc, k, kl, bt.p, bt.left, bt.pairs)) != 0)
+    if (h.tx && c->srv->opt.cluster && !c->forwarded && (k || bt.p)) {
+        /* an explicit transaction's keys: in its parts on their primaries */
+        int done = 0;
+        const uint8_t *kend = r->p + r->pos;
+        rc = k ? pr_txc_route(c, op, &h, k, k + kl, 1, 0, out, &done)
+               : pr_txc_route(c, op, &h, bt.p, kend, (int)bt.left, bt.pairs, out, &done);
+        if (done || rc)
             return rc;
     } else if (c->srv->opt.cluster && !c->forwarded && op != 1021) {
         int done = 0;
@@ -337,7 +348,13 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     }
     if (txl && op != 1020 && op != 1021) {
         pr_kv d = { k, v, e, kl, vl, el, flag, bt };
-        return pr_tx_cache_op(c, op, &h, &d, out);
+        if (!c->srv->opt.repl)
+            return pr_tx_cache_op(c, op, &h, &d, out);
+        /* a one-op transaction commits here: its owners ack it as any write */
+        cl_repl_begin();
+        rc = pr_tx_cache_op(c, op, &h, &d, out);
+        int wrc = cl_repl_finish(c->srv->opt.repl);
+        return !rc && wrc == EM_TIMEOUT ? pr_fail_repl_timeout(c) : rc;
     }
 
     /* Run it, appending the reply payload.  What it changes is streamed to
@@ -457,9 +474,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     if (c->srv->opt.repl) {
         int wrc = cl_repl_finish(c->srv->opt.repl);
         if (!rc && wrc == EM_TIMEOUT)
-            return pr_fail(c, PR_ST_FAILED, "The write was applied on the primary but not every "
-                           "owner of the key acknowledged it in time (FULL_SYNC): it may or "
-                           "may not survive a failure of the primary; retry");
+            return pr_fail_repl_timeout(c);
         if (!rc && wrc == EM_STALE && (k || bt.p) && pr_cluster_idempotent(op)) {
             /* The partition's primary moved (an affinity switch after
              * rebalancing) while this ran here as its primary: an op that

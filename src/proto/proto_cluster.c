@@ -220,7 +220,11 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
      * them (query entities with precision and scale): the proposer refuses
      * the older layout (create_cluster). */
     s->apply_conn->ver = PR_VER(1, 7, 0);
+    int rc = pr_txc_init(s);
+    if (rc)
+        return rc;
     s->opt.cluster = node;
+    atomic_store_explicit(&s->cluster_ready, 1, memory_order_release);
     return 0;
 }
 
@@ -598,7 +602,7 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
         return pr_fail(c, PR_ST_FAILED, "This request names keys owned by several nodes");
     if (!c->sub && !(c->sub = pr_fwd_conn_new(c->srv)))
         return EM_NOMEM;
-    em_buf req = EM_BUF_INIT, resp = EM_BUF_INIT, part = EM_BUF_INIT;
+    em_buf req = EM_BUF_INIT, part = EM_BUF_INIT;
     int32_t total = 0;
     int all = 1, rc = 0;
     size_t cnt_at = out->len;
@@ -617,27 +621,20 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
         if (!count)
             continue;
         em_buf_reset(&part);
-        if ((int)m == t->self) {
-            em_buf_reset(&resp);
-            if ((rc = pr_exec_request(c->sub, req.p, req.len, &resp)) == 0) {
-                if (pr_conn_take_stale(c->sub))
-                    rc = pr_fail(c, PR_ST_FAILED, "The owner of these keys is changing "
-                                 "(topology change in progress); retry");
-                else
-                    rc = parse_reply(c, resp.p, resp.len, &part);
-            }
-        } else {
-            const uint8_t *ob = c->req_body;
-            size_t ol = c->req_len;
-            c->req_body = req.p;
-            c->req_len = req.len;
-            rc = ask(c, t->m[m].id, &resp, &part);
-            c->req_body = ob;
-            c->req_len = ol;
-            if (rc == EM_STALE)
-                rc = pr_fail(c, PR_ST_FAILED, "The owner of these keys is changing (topology "
-                             "change in progress); retry");
+        const uint8_t *body = req.p;
+        size_t blen = req.len;
+        if (c->txc_slot) {
+            /* a transaction's batch: each primary's subset in its part */
+            if ((rc = pr_txc_touch(c, t->m[m].id)) != 0 ||
+                (rc = pr_txc_wrap(c, req.p, req.len, &c->txenv)) != 0)
+                break;
+            body = c->txenv.p;
+            blen = c->txenv.len;
         }
+        rc = pr_cluster_tx_run(c, t->m[m].id, (int)m == t->self, body, blen, &part);
+        if (rc == EM_STALE && !c->txc_slot)
+            rc = pr_fail(c, PR_ST_FAILED, "The owner of these keys is changing (topology "
+                         "change in progress); retry");
         if (rc)
             break;
         if (op == 1003) {
@@ -656,9 +653,58 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
     if (!rc && op == 1012)
         rc = pr_put_bool(out, all);
     em_buf_free(&req);
-    em_buf_free(&resp);
     em_buf_free(&part);
     return rc;
+}
+
+/* ---- transactions (proto_txc.c drives them) ---- */
+
+int pr_cluster_tx_run(pr_conn *c, cl_meta_uuid to, int self, const uint8_t *env, size_t len,
+                      em_buf *out)
+{
+    em_buf *resp = &c->fwd_resp;
+    int rc;
+    em_buf_reset(resp);
+    if (self) {
+        if (!c->sub && !(c->sub = pr_fwd_conn_new(c->srv)))
+            return EM_NOMEM;
+        if ((rc = pr_exec_request(c->sub, env, len, resp)) != 0)
+            return rc;
+        if (pr_conn_take_stale(c->sub))
+            return EM_STALE;
+        return parse_reply(c, resp->p, resp->len, out);
+    }
+    const uint8_t *ob = c->req_body;
+    size_t ol = c->req_len;
+    c->req_body = env;
+    c->req_len = len;
+    rc = ask(c, to, resp, out);
+    c->req_body = ob;
+    c->req_len = ol;
+    return rc;
+}
+
+int pr_cluster_tx_route(pr_conn *c, cl_topo *t, int op, st_cache *sc, const uint8_t *kp,
+                        const uint8_t *kend, int nkeys, int pairs, em_buf *out)
+{
+    int owner;
+    /* read = 0: a transaction reads at the primary, where its locks are */
+    int rc = route_keys(c, t, sc, 0, kp, kend, nkeys, pairs, &owner);
+    if (rc == EM_AGAIN)
+        return pr_fail(c, PR_ST_FAILED, "No node owns this key's partition now (the cluster is "
+                       "deciding new owners); retry");
+    if (rc)
+        return rc == EM_NOMEM || rc == PR_ST_FAILED ? rc
+                                                    : pr_fail(c, PR_ST_FAILED, "Invalid key: %s",
+                                                              em_strerror(rc));
+    if (owner == -2)
+        return split(c, op, t, sc, 0, kp, kend, nkeys, pairs, out);
+    if (owner < 0)
+        owner = t->self;
+    if ((rc = pr_txc_touch(c, t->m[owner].id)) != 0 ||
+        (rc = pr_txc_wrap(c, c->req_body, c->req_len, &c->txenv)) != 0)
+        return rc;
+    return pr_cluster_tx_run(c, t->m[owner].id, owner == t->self, c->txenv.p, c->txenv.len, out);
 }
 
 /* ---- origin request ids (cluster/cl_rid.h) ---- */
@@ -1080,7 +1126,7 @@ struct st_store *pr_server_store(pr_server *s) { return s->st; }
 
 int pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp)
 {
-    if (!s->fwd_conn)
+    if (!atomic_load_explicit(&s->cluster_ready, memory_order_acquire) || !s->fwd_conn)
         return EM_UNSUPPORTED;
     return pr_exec_request(s->fwd_conn, body, len, resp);
 }

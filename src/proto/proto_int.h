@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "proto/proto.h"
+#include "cluster/cl_node.h"
 #include "proto/proto_stats.h"
 #include "store/store.h"
 #include "util/err.h"
@@ -54,10 +55,18 @@ struct pr_server {
     pthread_cond_t  apply_cv;
     struct pr_group_hist *hist;
     struct cl_txm *txm;             /* transactions (cluster/cl_tx.h) */
+    struct pr_txbs *txbs;           /* transactions' parts and backup copies held
+                                       here (proto_txp.c), on a cluster */
+    struct pr_txcd *txcd;           /* decisions of those this node coordinates */
+    _Atomic uint64_t txc_seq;       /* names the transactions this node coordinates */
+    _Atomic int cluster_ready;      /* pr_server_set_cluster done (the transport's
+                                       threads run before it) */
     struct cl_rids *rids;           /* recent request ids (cluster/cl_rid.h) */
     uint64_t rid_origin;            /* names the writes this node forwards */
     _Atomic uint64_t rid_seq;
     _Atomic uint32_t rid_ran;       /* writes run for PR_OP_RID_CALL (exit_after_writes) */
+    _Atomic uint32_t tx_crash_seen; /* opt.tx_crash's point reached so far */
+    _Atomic uint64_t txc_one, txc_two, txc_rec_commit, txc_rec_rollback;
 };
 
 typedef struct pr_cursor {
@@ -101,6 +110,9 @@ struct pr_conn {
     uint32_t   ntxs;
     int32_t    next_tx;             /* last transaction id given */
     struct cl_tx *implicit;         /* reused for one-op transactions */
+    struct cl_tx *branch;           /* PR_OP_TX_CALL: the part the op runs in */
+    em_buf     txenv;               /* a PR_OP_TX_CALL sent (reused) */
+    struct pr_txslot *txc_slot;     /* the transaction an op is routed for */
     struct cl_tx *spare[4];         /* ended ones, reused by TX_START */
     uint32_t   nspare;
     em_buf     txbuf;               /* values read inside transactions */
@@ -287,13 +299,82 @@ int  pr_sqlx_release(pr_conn *c);
 enum { ST_ATOMICITY_TRANSACTIONAL = 0, ST_ATOMICITY_ATOMIC = 1 };
 
 int  pr_op_tx(pr_conn *c, int op, pr_rd *r, em_buf *out);       /* 4000, 4001 */
+
+/* A participant of a transaction across cluster nodes, as its coordinator
+ * tracks it (proto_txc.c). */
+typedef struct pr_txpart {
+    cl_meta_uuid id;
+    uint8_t      st;                /* PR_TXP_ACTIVE, PR_TXP_PREPARED, PR_TXP_DONE */
+} pr_txpart;
+enum { PR_TXP_ACTIVE = 0, PR_TXP_PREPARED = 1, PR_TXP_DONE = 2 };
+
+/* An open transaction of a connection.  On a cluster (seq != 0) its keys'
+ * work runs in parts on their primaries and tx only keeps its parameters
+ * and deadline. */
+typedef struct pr_txslot {
+    int32_t id;
+    struct cl_tx *tx;
+    int     why;                    /* rolled back by: 1 its timeout, 2 a deadlock */
+    char    label[48];
+    uint64_t seq;                   /* cluster: this node's name for it, 0 = unmapped */
+    uint64_t major;                 /* ... the topology it is mapped on */
+    uint32_t minor;
+    uint32_t nparts, capparts;
+    pr_txpart *parts;
+} pr_txslot;
+
 /* pr_tx_lookup: the connection's transaction with this id (status 1021 if
- * none). */
+ * none); a PR_OP_TX_CALL's op gets the part it runs in. */
 int  pr_tx_lookup(pr_conn *c, int32_t id, struct cl_tx **tx);
-/* pr_tx_check_local: an explicit transaction's keys (one key, or a batch)
- * must all be owned here; on a cluster of several nodes others are refused. */
-int  pr_tx_check_local(pr_conn *c, st_cache *sc, const uint8_t *k, size_t kl,
-                       const uint8_t *bp, size_t bn, int pairs);
+pr_txslot *pr_tx_slot(pr_conn *c, const struct cl_tx *tx);
+/* Messages of a failed transaction (proto_tx.c). */
+int  pr_tx_fail_timed_out(pr_conn *c, const struct cl_tx *tx);
+int  pr_tx_fail_lock_timeout(pr_conn *c, struct cl_tx *tx);
+int  pr_tx_fail_conflict(pr_conn *c, struct cl_tx *tx);
+int  pr_tx_fail_deadlock(pr_conn *c, struct cl_tx *tx);
+/* pr_tx_fail_commit: the message for a failed commit (or prepare) of tx
+ * (a cl_tx code; a status passes through). */
+int  pr_tx_fail_commit(pr_conn *c, struct cl_tx *tx, int rc);
+
+/* Transactions across cluster nodes (proto_txc.c). */
+/* Private statuses between members: the part waits for a lock (the
+ * coordinator parks the request and asks again); the part is gone (rolled
+ * back there: the coordinator rolls back the rest). */
+#define PR_ST_TXC_WAIT 0x7ffffe01
+#define PR_ST_TXC_GONE 0x7ffffe02
+int  pr_txc_init(pr_server *s);
+/* pr_fail_repl_timeout: a write applied here that not every owner acked in
+ * time under FULL_SYNC (proto_cache.c). */
+int  pr_fail_repl_timeout(pr_conn *c);
+void pr_txc_free(pr_server *s);
+/* pr_txc_route runs a cache op of an explicit transaction on a cluster: on
+ * the keys' primaries, in the transaction's part there (*done = 1), or
+ * refuses it.  *done = 0: not a cluster of several nodes, run it here. */
+int  pr_txc_route(pr_conn *c, int op, pr_cache_hdr *h, const uint8_t *kp, const uint8_t *kend,
+                  int nkeys, int pairs, em_buf *out, int *done);
+/* pr_txc_end commits or rolls back a mapped transaction (TX_END, or its
+ * connection closing with commit = 0). */
+int  pr_txc_end(pr_conn *c, pr_txslot *s, int commit);
+/* pr_txc_forget: the transaction ended here (its decision, if any, stays
+ * answerable for a while); pr_txc_alive: it is still open here. */
+void pr_txc_forget(pr_server *s, uint64_t seq);
+int  pr_txc_alive(pr_server *s, uint64_t seq);
+int  pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out);          /* PR_OP_TX_CALL */
+/* pr_txc_wrap builds, in dst, body as an op of s's part on a member. */
+int  pr_txc_wrap(pr_conn *c, const uint8_t *body, size_t len, em_buf *dst);
+/* pr_txc_touch records member `who` as a participant of the op's
+ * transaction (c->txc_slot). */
+int  pr_txc_touch(pr_conn *c, cl_meta_uuid who);
+/* pr_cluster_tx_run sends a PR_OP_TX_CALL to member `to` (run here when
+ * self): 0 with the reply's payload appended to out, the reply's status
+ * (message set), EM_STALE or EM_NOMEM. */
+int  pr_cluster_tx_run(pr_conn *c, cl_meta_uuid to, int self, const uint8_t *env, size_t len,
+                       em_buf *out);
+/* pr_cluster_tx_route runs c's cache op, in c->txc_slot's parts, on its
+ * keys' primaries in t (a batch split per primary). */
+int  pr_cluster_tx_route(pr_conn *c, cl_topo *t, int op, st_cache *sc, const uint8_t *kp,
+                         const uint8_t *kend, int nkeys, int pairs, em_buf *out);
+
 /* pr_tx_cache_op runs a decoded cache op in h->tx, or on a TRANSACTIONAL
  * cache without one as an implicit one-op transaction. */
 int  pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out);

@@ -43,12 +43,6 @@
 #include "cluster/cl_tx.h"
 #include "util/mem.h"
 
-typedef struct pr_txslot {
-    int32_t id;
-    cl_tx  *tx;
-    int     why;                    /* rolled back by: 1 its timeout, 2 a deadlock */
-    char    label[48];
-} pr_txslot;
 
 static const char *conc_name(int c) { return c ? "PESSIMISTIC" : "OPTIMISTIC"; }
 static const char *iso_name(int i)
@@ -56,7 +50,7 @@ static const char *iso_name(int i)
     return i == 0 ? "READ_COMMITTED" : i == 1 ? "REPEATABLE_READ" : "SERIALIZABLE";
 }
 
-static pr_txslot *slot_of(pr_conn *c, const cl_tx *tx)
+pr_txslot *pr_tx_slot(pr_conn *c, const cl_tx *tx)
 {
     for (uint32_t i = 0; i < c->ntxs; i++)
         if (c->txs[i].tx == tx)
@@ -67,7 +61,7 @@ static pr_txslot *slot_of(pr_conn *c, const cl_tx *tx)
 /* tx_desc: Ignite prints the transaction in its errors; ember's summary. */
 static const char *tx_desc(pr_conn *c, const cl_tx *tx, char *buf, size_t n)
 {
-    const pr_txslot *s = slot_of(c, tx);
+    const pr_txslot *s = pr_tx_slot(c, tx);
     snprintf(buf, n, "GridNearTxLocal [txId=%d, concurrency=%s, isolation=%s, timeout=%" PRId64
              ", label=%s]", s ? s->id : 0, conc_name(cl_tx_concurrency(tx)),
              iso_name(cl_tx_isolation(tx)), cl_tx_timeout(tx),
@@ -77,19 +71,19 @@ static const char *tx_desc(pr_conn *c, const cl_tx *tx, char *buf, size_t n)
 
 /* fail_timed_out: an operation or commit of a transaction that is over -
  * rolled back at its timeout, or as a deadlock's victim. */
-static int fail_timed_out(pr_conn *c, const cl_tx *tx)
+int pr_tx_fail_timed_out(pr_conn *c, const cl_tx *tx)
 {
     char d[200];
-    const pr_txslot *s = slot_of(c, tx);
+    const pr_txslot *s = pr_tx_slot(c, tx);
     if (s && s->why == 2)
         return pr_fail(c, PR_ST_FAILED, "Transaction has been rolled back (deadlock detected): "
                        "%s", tx_desc(c, tx, d, sizeof d));
     return pr_fail(c, PR_ST_FAILED, "Cache transaction timed out: %s", tx_desc(c, tx, d, sizeof d));
 }
 
-static int fail_lock_timeout(pr_conn *c, cl_tx *tx)
+int pr_tx_fail_lock_timeout(pr_conn *c, cl_tx *tx)
 {
-    pr_txslot *s = slot_of(c, tx);
+    pr_txslot *s = pr_tx_slot(c, tx);
     if (s)
         s->why = 1;
     char d[200];
@@ -118,7 +112,7 @@ static void key_text(const uint8_t *k, size_t n, char *buf, size_t cap, const ch
     }
 }
 
-static int fail_conflict(pr_conn *c, cl_tx *tx)
+int pr_tx_fail_conflict(pr_conn *c, cl_tx *tx)
 {
     int32_t cid;
     const uint8_t *k;
@@ -133,7 +127,7 @@ static int fail_conflict(pr_conn *c, cl_tx *tx)
                    "keyCls=%s, cache=%s]", kt, cls, sc ? st_cache_cfg(sc)->name : "?");
 }
 
-static int fail_deadlock(pr_conn *c, cl_tx *tx)
+int pr_tx_fail_deadlock(pr_conn *c, cl_tx *tx)
 {
     int32_t cid;
     const uint8_t *k;
@@ -144,7 +138,7 @@ static int fail_deadlock(pr_conn *c, cl_tx *tx)
     if (k)
         key_text(k, kl, kt, sizeof kt, &cls);
     st_cache *sc = st_cache_find(c->srv->st, cid);
-    pr_txslot *s = slot_of(c, tx);
+    pr_txslot *s = pr_tx_slot(c, tx);
     if (s)
         s->why = 2;
     return pr_fail(c, PR_ST_FAILED, "Deadlock detected: the transaction waited for the lock of "
@@ -157,6 +151,10 @@ static int fail_deadlock(pr_conn *c, cl_tx *tx)
 
 int pr_tx_lookup(pr_conn *c, int32_t id, cl_tx **tx)
 {
+    if (c->branch) {
+        *tx = c->branch;            /* PR_OP_TX_CALL: the part here */
+        return 0;
+    }
     for (uint32_t i = 0; i < c->ntxs; i++)
         if (c->txs[i].id == id) {
             *tx = c->txs[i].tx;
@@ -170,6 +168,9 @@ int pr_tx_lookup(pr_conn *c, int32_t id, cl_tx **tx)
  * reuses their memory instead of allocating it each time. */
 static void slot_drop(pr_conn *c, pr_txslot *s)
 {
+    if (s->seq)
+        (void)pr_txc_end(c, s, 0);  /* its parts on the cluster roll back */
+    em_free(s->parts);
     if (c->nspare < sizeof c->spare / sizeof c->spare[0]) {
         cl_tx_rollback(s->tx);
         c->spare[c->nspare++] = s->tx;
@@ -302,8 +303,18 @@ static int tx_end(pr_conn *c, pr_rd *r, em_buf *out)
         slot_drop(c, s);
         return 0;
     }
+    if (s->seq) {
+        /* mapped on a cluster: its parts commit on their primaries */
+        int rc = pr_txc_end(c, s, 1);
+        if (rc == PR_PARK)
+            return rc;              /* a part waits for a lock: asked again later */
+        pr_txc_forget(c->srv, s->seq);  /* its decision stays answerable */
+        s->seq = 0;                 /* ended there, whatever the outcome */
+        slot_drop(c, s);
+        return rc;
+    }
     if (!cl_tx_open(tx)) {
-        int rc = fail_timed_out(c, tx);
+        int rc = pr_tx_fail_timed_out(c, tx);
         slot_drop(c, s);
         return rc;
     }
@@ -314,66 +325,31 @@ static int tx_end(pr_conn *c, pr_rd *r, em_buf *out)
         cl_tx_rollback(tx);
         rc = EM_TIMEOUT;
     }
-    if (rc == EM_TIMEOUT)
-        rc = fail_timed_out(c, tx);
-    else if (rc == EM_DEADLOCK)
-        rc = fail_deadlock(c, tx);
-    else if (rc == EM_TXCONFLICT)
-        rc = fail_conflict(c, tx);
-    else if (rc == EM_NOMEM)
-        rc = pr_fail(c, PR_ST_FAILED, "Failed to commit transaction: out of memory");
-    else if (rc)
-        rc = pr_fail(c, PR_ST_FAILED, "Failed to commit transaction: %s", em_strerror(rc));
+    rc = pr_tx_fail_commit(c, tx, rc);
     slot_drop(c, s);                /* Ignite forgets it whatever the outcome */
+    return rc;
+}
+
+int pr_tx_fail_commit(pr_conn *c, cl_tx *tx, int rc)
+{
+    if (rc == EM_TIMEOUT)
+        return pr_tx_fail_timed_out(c, tx);
+    if (rc == EM_DEADLOCK)
+        return pr_tx_fail_deadlock(c, tx);
+    if (rc == EM_TXCONFLICT)
+        return pr_tx_fail_conflict(c, tx);
+    if (rc == EM_NOMEM)
+        return pr_fail(c, PR_ST_FAILED, "Failed to commit transaction: out of memory");
+    if (rc < 0)
+        return pr_fail(c, PR_ST_FAILED, "Failed to commit transaction: %s", em_strerror(rc));
     return rc;
 }
 
 int pr_op_tx(pr_conn *c, int op, pr_rd *r, em_buf *out)
 {
     if (c->forwarded)
-        return pr_fail(c, PR_ST_FAILED, "transactions across cluster nodes are not supported yet");
+        return pr_fail(c, PR_ST_FAILED, "TX_START and TX_END are not forwarded between members");
     return op == 4000 ? tx_start(c, r, out) : tx_end(c, r, out);
-}
-
-/* ---- keys of a cluster ------------------------------------------------- */
-
-int pr_tx_check_local(pr_conn *c, st_cache *sc, const uint8_t *k, size_t kl,
-                      const uint8_t *bp, size_t bn, int pairs)
-{
-    if (!c->srv->opt.cluster || c->forwarded)
-        return 0;
-    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
-    int rc = 0;
-    if (t->self < 0) {
-        rc = pr_fail(c, PR_ST_FAILED, "This node is not a member of the cluster now: use "
-                     "another node");
-    } else if (t->n > 1) {
-        uint32_t parts = st_cache_cfg(sc)->partitions ? st_cache_cfg(sc)->partitions : 1024;
-        const cl_aff_table *a = cl_topo_affinity(t, parts, 0);
-        const uint8_t *p = bp;
-        for (size_t i = 0; !rc && i < (k ? 1 : bn); i++) {
-            const uint8_t *key = k;
-            size_t klen = kl;
-            if (!k) {
-                klen = bin_rd_len(p);
-                key = p;
-                p += klen;
-                if (pairs)
-                    p += bin_rd_len(p);
-            }
-            bin_key bk;
-            em_buf_reset(&c->txbuf);
-            if (!a)
-                rc = EM_NOMEM;
-            else if ((rc = bin_key_prepare(key, klen, &c->txbuf, &bk)) == 0 &&
-                     cl_aff_owners(a, bin_partition(bk.hash, parts))[0] != t->self)
-                rc = pr_fail(c, PR_ST_FAILED, "transactions across cluster nodes are not "
-                             "supported yet (cache %s: a key is owned by another node)",
-                             st_cache_cfg(sc)->name);
-        }
-    }
-    cl_node_topo_release(t);
-    return rc;
 }
 
 /* ---- cache ops in a transaction ---------------------------------------- */
@@ -505,23 +481,25 @@ int pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out)
     cl_tx *tx = h->tx;
     if (tx) {
         if (!cl_tx_open(tx))
-            return fail_timed_out(c, tx);
+            return pr_tx_fail_timed_out(c, tx);
         rc = run_op(c, op, h, d, tx, out);
         if (rc == EM_LOCKED) {
             out->len = start;
             d->bt = bt0;
             if (!c->forwarded)
                 return PR_PARK;
+            if (c->branch)          /* its coordinator parks and asks again */
+                return pr_fail(c, PR_ST_TXC_WAIT, "The key is locked by another transaction");
             cl_tx_rollback(tx);
             rc = EM_TIMEOUT;
         }
         if (rc == EM_TIMEOUT) {
             out->len = start;
-            return fail_lock_timeout(c, tx);
+            return pr_tx_fail_lock_timeout(c, tx);
         }
         if (rc == EM_DEADLOCK) {
             out->len = start;
-            return fail_deadlock(c, tx);
+            return pr_tx_fail_deadlock(c, tx);
         }
         if (rc == EM_LIMIT)
             return pr_fail(c, PR_ST_FAILED, "Transaction touches too many keys (ember's limit "

@@ -204,6 +204,7 @@ static const key_desc keys[] = {
     K("failure_detection_timeout", 't', failure_detection_timeout_ms, "a member unreachable this long is failed (10000 ms)"),
     K("cluster_fault", 's', cluster_fault, "tests only: drop=P,dup=P,delay=P (percent of replication frames) (none)"),
     K("cluster_exit_after_writes", 'u', cluster_exit_after_writes, "tests only: exit after the Nth forwarded write ran here, before its reply (0 = never)"),
+    K("cluster_tx_crash", 's', cluster_tx_crash, "tests only: prepared|applied|decided:N - exit at that point of the Nth transaction part or decision here (none)"),
 };
 #undef K
 
@@ -745,6 +746,7 @@ int srv_start(srv **out, const srv_config *c)
     po.thin_port = c->port;
     po.debug_ops = c->debug_ops;
     po.exit_after_writes = c->cluster_exit_after_writes;
+    snprintf(po.tx_crash, sizeof po.tx_crash, "%s", c->cluster_tx_crash);
     po.debug_stats = debug_stats;
     po.sql_query_memory = c->sql_query_memory ? (int64_t)c->sql_query_memory : -1;
     po.node_stats = node_stats;

@@ -71,6 +71,7 @@ typedef struct srv_config {
     uint32_t failure_detection_timeout_ms; /* 10000 */
     char     cluster_fault[128];    /* tests: "drop=P,dup=P,delay=P"; "" = none */
     uint32_t cluster_exit_after_writes; /* tests: exit after the Nth forwarded write */
+    char     cluster_tx_crash[32];  /* tests: "POINT:N", proto.h's tx_crash */
     /* Named data regions ([region:NAME]: persistence, max_size, eviction). */
     struct srv_region {
         char     name[64];

@@ -44,6 +44,7 @@
 typedef struct fwd_job {
     struct fwd_job *next;
     cl_node_call_id id;
+    int      local;                 /* this node's own job: nobody to answer */
     size_t   len, cap;
     uint8_t  body[];
 } fwd_job;
@@ -68,6 +69,7 @@ struct srv_cluster {
     char     tmpdir[256];         /* "" when cluster_dir was given */
     uint32_t f_drop, f_dup, f_delay;/* cluster_fault: per mille of replication frames */
     struct cl_rids *rids;           /* recent request ids (replication and proto) */
+    em_buf    inline_resp;          /* pr_txc_inline answers (transport thread) */
     uint64_t f_rng;                 /* its generator (transport thread only) */
     uint64_t last_major;
     uint32_t last_minor, last_n;
@@ -145,11 +147,9 @@ static fwd_job *job_get(srv_cluster *sc, size_t len)
     return j;
 }
 
-/* on_call_later: a request another member forwarded, queued for a worker
- * (transport thread: it never waits here). */
-static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t n)
+/* enqueue hands a request to the workers (any thread: it never waits). */
+static int enqueue(srv_cluster *sc, cl_node_call_id id, int local, const uint8_t *p, size_t n)
 {
-    srv_cluster *sc = arg;
     pthread_mutex_lock(&sc->q_mu);
     if (sc->q_stop || sc->q_len >= FWD_QUEUE_MAX) {
         pthread_mutex_unlock(&sc->q_mu);
@@ -162,6 +162,7 @@ static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t
     }
     j->next = NULL;
     j->id = id;
+    j->local = local;
     j->len = n;
     memcpy(j->body, p, n);
     if (sc->q_tail)
@@ -173,6 +174,30 @@ static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t
     pthread_cond_signal(&sc->q_cv);
     pthread_mutex_unlock(&sc->q_mu);
     return 0;
+}
+
+/* on_call_later: a request another member forwarded, queued for a worker
+ * (transport thread: it never waits here). */
+static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t n)
+{
+    srv_cluster *sc = arg;
+    if (pr_txc_inline(p, n)) {
+        /* a transaction part's question to its backups: answered here,
+         * never queued behind the workers that may be waiting for it */
+        em_buf_reset(&sc->inline_resp);
+        int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
+        return cl_node_answer(sc->node, id, rc, sc->inline_resp.p, sc->inline_resp.len);
+    }
+    return enqueue(arg, id, 0, p, n);
+}
+
+/* run_later: a request of this node's own (a transaction's recovery,
+ * proto_txc.c) for a worker; if the queue is full, the next sweep asks
+ * again. */
+static void run_later(void *arg, const uint8_t *p, size_t n)
+{
+    cl_node_call_id none = { { 0, 0 }, 0 };
+    (void)enqueue(arg, none, 1, p, n);
 }
 
 /* worker: runs forwarded requests; durable before it answers when the WAL
@@ -206,6 +231,7 @@ static void *worker(void *arg)
         if (!rc && sc->durable)
             rc = sc->durable(sc->durable_arg);
         cl_node_call_id id = j->id;
+        int local = j->local;
         /* The block goes back before the answer leaves: the sender's next
          * request may arrive before this thread runs again. */
         pthread_mutex_lock(&sc->q_mu);
@@ -217,7 +243,8 @@ static void *worker(void *arg)
         }
         pthread_mutex_unlock(&sc->q_mu);
         em_free(j);
-        (void)cl_node_answer(sc->node, id, rc, resp.p, resp.len);
+        if (!local)
+            (void)cl_node_answer(sc->node, id, rc, resp.p, resp.len);
         em_mem_stats m = em_mem_thread();
         atomic_store_explicit(&sc->w_allocs[wi], m.allocs, memory_order_relaxed);
         atomic_store_explicit(&sc->w_bytes[wi], m.bytes, memory_order_relaxed);
@@ -263,6 +290,7 @@ static void on_tick(void *arg)
     cl_repl *r = atomic_load(&sc->repl);
     if (r)
         cl_repl_flush(r);
+    pr_txc_sweep(sc->ps, run_later, sc);
 }
 
 static st_cache *find_cache(void *arg, int32_t id)
@@ -578,6 +606,7 @@ void srv_cluster_stop(srv_cluster *sc)
     if (sc->tmpdir[0])
         nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     net_tls_ctx_free(sc->tls);      /* after the transport that used it */
+    em_buf_free(&sc->inline_resp);
     em_free(sc);
 }
 
@@ -739,6 +768,21 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       (unsigned long long)bs.owned, (unsigned long long)bs.stale,
                       (unsigned long long)bs.caught_up);
     }
+    pr_txc_stats ts;
+    pr_txc_stats_get(sc->ps, &ts);
+    n += snprintf(line + n, sizeof line - (size_t)n,
+                  "# TYPE ember_tx_parts gauge\nember_tx_parts %llu\n"
+                  "# TYPE ember_tx_parts_prepared gauge\nember_tx_parts_prepared %llu\n"
+                  "# TYPE ember_tx_backup_copies gauge\nember_tx_backup_copies %llu\n"
+                  "# TYPE ember_tx_commits counter\n"
+                  "ember_tx_commits{phases=\"one\"} %llu\nember_tx_commits{phases=\"two\"} %llu\n"
+                  "# TYPE ember_tx_recovered counter\n"
+                  "ember_tx_recovered{outcome=\"committed\"} %llu\n"
+                  "ember_tx_recovered{outcome=\"rolled_back\"} %llu\n",
+                  (unsigned long long)ts.parts, (unsigned long long)ts.prepared,
+                  (unsigned long long)ts.copies, (unsigned long long)ts.one_phase,
+                  (unsigned long long)ts.two_phase, (unsigned long long)ts.recovered_commit,
+                  (unsigned long long)ts.recovered_rollback);
     static const char fam[] = "# TYPE ember_cluster_cache_moving_partitions gauge\n";
     int rc = mv.err;
     if (!rc && n > 0 && (size_t)n < sizeof line)  /* cannot fail at this size; never read past line */

@@ -252,6 +252,11 @@ typedef struct st_update {
     uint64_t cntr;
     const struct st_update *batch;         /* TX: the committed PUTs and REMOVEs, */
     uint32_t nbatch;                       /*   one unit (st_tx_commit) */
+    /* in_tx: a PUT or REMOVE of a TX the observer was told of already,
+     * told again one by one as each is applied, under its partition's lock
+     * and with its counter: a log has it (in the TX record) and skips it,
+     * replication streams it like any write. */
+    uint8_t in_tx;
 } st_update;
 typedef int (*st_observer_fn)(void *arg, const st_update *u);
 void st_set_observer(st_store *s, st_observer_fn fn, void *arg);

@@ -233,6 +233,9 @@ void st_part_free_all(st_cache *c, st_part *p);      /* under lock: drop every e
 int  st_part_purge_expired(st_cache *c, st_part *p, int64_t now, uint32_t budget);
 int  st_apply_put(st_cache *c, const st_update *u);
 int  st_apply_remove(st_cache *c, const st_update *u);
+/* st_tx_apply applies one PUT or REMOVE of a committed transaction (u
+ * from st_tx_commit), telling the observer as a live write (u->in_tx). */
+int  st_tx_apply(st_cache *c, const st_update *u);
 int  st_clear_part(st_cache *c, uint32_t pi, int notify);
 
 #endif

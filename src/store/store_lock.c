@@ -227,7 +227,8 @@ int st_tx_commit(st_store *s, const st_update *ups, uint32_t n)
      * regardless and the first failure is reported. */
     int first = 0;
     for (uint32_t i = 0; !rc && i < n; i++) {
-        int r = st_apply(s, &ups[i]);
+        st_cache *c = st_cache_find(s, ups[i].cache_id);
+        int r = c ? st_tx_apply(c, &ups[i]) : 0;
         if (r && !first)
             first = r;
     }

@@ -382,14 +382,14 @@ static inline int notify(st_cache *c, st_update *u)
     return rc;
 }
 
-static int notify_remove(st_cache *c, uint32_t pi, const st_entry *e)
+static int notify_remove(st_cache *c, uint32_t pi, const st_entry *e, int in_tx)
 {
     if (!st_has_observer(c->store)) {
         advance(&c->parts[pi]);
         return 0;
     }
     st_update u = {.kind = ST_UPD_REMOVE, .cache_id = c->id, .partition = pi,
-                   .key = e->data, .klen = e->klen};
+                   .key = e->data, .klen = e->klen, .in_tx = (uint8_t)in_tx};
     return notify(c, &u);
 }
 
@@ -500,7 +500,7 @@ static int evict_one(st_cache *c)
                 ;
         /* An eviction the log cannot record is not made (replay would bring
          * the entry back); the write that needed the room fails instead. */
-        rc = notify_remove(c, (uint32_t)p1, p->slots[i].e);
+        rc = notify_remove(c, (uint32_t)p1, p->slots[i].e, 0);
         if (!rc) {
             entry_drop(c, p, i);
             ST_BUMP(p->st.evictions, 1);
@@ -527,6 +527,7 @@ typedef struct wreq {
     em_buf *out;                 /* previous/existing value, or NULL */
     int *found;
     int *done;
+    int in_tx;                   /* a committed transaction's update (st_tx_apply) */
 } wreq;
 
 static const st_expiry *policy(const st_cache *c, const st_opctx *o)
@@ -607,7 +608,7 @@ retry:
         /* Duration 0: the write happens and is expired at once - the
          * previous value (if any) goes, nothing becomes visible. */
         if (e) {
-            if (w->notify && (rc = notify_remove(c, x->part, e)) != 0)
+            if (w->notify && (rc = notify_remove(c, x->part, e, w->in_tx)) != 0)
                 goto out;
             entry_drop(c, p, i);
             ST_BUMP(p->st.expirations, 1);
@@ -627,7 +628,7 @@ retry:
 #define PUT_UPDATE(u) st_update u = {.kind = ST_UPD_PUT, .cache_id = c->id,                \
                                      .partition = x->part, .key = x->k.p,                 \
                                      .klen = x->k.len, .val = v, .vlen = (uint32_t)vlen, \
-                                     .expire_at_ms = at}
+                                     .expire_at_ms = at, .in_tx = (uint8_t)w->in_tx}
 
     if (e && vlen <= e->cap) {
         /* In place: no allocation, no accounting change. */
@@ -1121,6 +1122,9 @@ int st_get_all(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n, s
 
 /* ---- removals --------------------------------------------------------- */
 
+/* tx_ctx marks a remove made by st_tx_apply (a committed transaction's). */
+static const st_opctx tx_ctx;
+
 static int remove_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen,
                      const uint8_t *expect, size_t elen, em_buf *out, int *removed)
 {
@@ -1145,7 +1149,7 @@ static int remove_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t kl
         if (e && out)
             rc = em_buf_append(out, st_entry_val(e), e->vlen);
         if (e && !rc)
-            rc = notify_remove(c, x.part, e);
+            rc = notify_remove(c, x.part, e, o == &tx_ctx);
         if (e && !rc) {
             entry_drop(c, p, i);
             ST_BUMP(p->st.removals, 1);
@@ -1184,6 +1188,23 @@ int st_remove_keys(st_cache *c, const st_opctx *o, const st_slice *keys, size_t 
             return rc;
     }
     return 0;
+}
+
+int st_tx_apply(st_cache *c, const st_update *u)
+{
+    if (u->kind == ST_UPD_REMOVE) {
+        int removed;
+        return remove_op(c, &tx_ctx, u->key, u->klen, NULL, 0, NULL, &removed);
+    }
+    kprep x;
+    int rc = key_prep(c, NULL, u->key, u->klen, &x);
+    if (!rc) {
+        wreq w = {.mode = W_ALWAYS, .has_abs = 1, .abs_at = u->expire_at_ms, .notify = 1,
+                  .in_tx = 1};
+        rc = do_write(c, &x, u->val, u->vlen, &w);
+    }
+    buf_drop(&x.own);
+    return rc;
 }
 
 int st_apply_remove(st_cache *c, const st_update *u)

@@ -185,6 +185,91 @@ TEST(tx_cl_tx_semantics)
     st_close(s);
 }
 
+/* The halves of a commit a transaction's part on a cluster uses: prepare
+ * (locks taken in key order and pinned, SERIALIZABLE checked), the writes
+ * as updates (what the backups keep), apply keeping the locks until the
+ * rollback that releases them; and an observer told of the transaction
+ * once (the log) and of each update with its partition counter (in_tx,
+ * what replication streams). */
+typedef struct obs_log { int tx, in_tx, plain; uint64_t last_cntr; } obs_log;
+
+static int obs_count(void *arg, const st_update *u)
+{
+    obs_log *o = arg;
+    if (u->kind == ST_UPD_TX)
+        o->tx++;
+    else if (u->in_tx) {
+        o->in_tx++;
+        o->last_cntr = u->cntr;
+    } else {
+        o->plain++;
+    }
+    return 0;
+}
+
+TEST(tx_prepare_apply_halves)
+{
+    st_store *s = we_new_store();
+    REQUIRE(s);
+    st_cache *c = tx_cache(s, "halves");
+    REQUIRE(c);
+    cl_txm *m;
+    REQUIRE_OK(cl_txm_new(&m, s));
+    obs_log o = { 0 };
+    st_set_observer(s, obs_count, &o);
+    cl_tx *a, *b;
+    REQUIRE_OK(cl_tx_begin(m, CL_TX_OPTIMISTIC, CL_TX_REPEATABLE_READ, 0, &a));
+    REQUIRE_OK(cl_tx_begin(m, CL_TX_PESSIMISTIC, CL_TX_READ_COMMITTED, 0, &b));
+    CHECK_OK(tput(a, c, 1, 11));
+    CHECK_OK(tput(a, c, 2, 12));
+    CHECK_OK(tput(b, c, 2, 22));        /* b holds key 2 */
+    CHECK_EQ(cl_tx_prepare(a), EM_LOCKED);
+    CHECK(!cl_tx_prepared(a));
+    CHECK_OK(cl_tx_commit(b));
+    CHECK_OK(cl_tx_prepare(a));
+    CHECK(cl_tx_prepared(a));
+    CHECK_OK(cl_tx_prepare(a));         /* again: a no-op */
+    const st_update *ups;
+    uint32_t n;
+    CHECK_OK(cl_tx_updates(a, &ups, &n));
+    CHECK_EQ(n, 2);
+    CHECK(ups[0].kind == ST_UPD_PUT && ups[0].klen == 5);
+    /* prepared: others wait for its locks; applied, they still do */
+    REQUIRE_OK(cl_tx_restart(b, CL_TX_PESSIMISTIC, CL_TX_READ_COMMITTED, 0));
+    CHECK_EQ(tput(b, c, 1, 31), EM_LOCKED);
+    memset(&o, 0, sizeof o);
+    CHECK_OK(cl_tx_apply(a));
+    CHECK_EQ(val_of(c, 1), 11);
+    CHECK_EQ(val_of(c, 2), 12);
+    CHECK_EQ(o.tx, 1);                  /* logged once, as one unit */
+    CHECK_EQ(o.in_tx, 2);               /* each update streamed on its own */
+    CHECK_EQ(o.plain, 0);
+    CHECK(o.last_cntr > 0);
+    CHECK_EQ(tput(b, c, 1, 31), EM_LOCKED);
+    cl_tx_rollback(a);                  /* releases; undoes nothing */
+    CHECK_EQ(val_of(c, 1), 11);
+    CHECK_OK(tput(b, c, 1, 31));
+    CHECK_OK(cl_tx_commit(b));
+    CHECK_EQ(val_of(c, 1), 31);
+    /* a prepared SERIALIZABLE transaction whose read changed is rolled back */
+    int32_t v;
+    REQUIRE_OK(cl_tx_restart(a, CL_TX_OPTIMISTIC, CL_TX_SERIALIZABLE, 0));
+    CHECK_OK(tget(a, c, 1, 0, &v));
+    CHECK_OK(tput(a, c, 3, 1));
+    REQUIRE_OK(cl_tx_restart(b, CL_TX_PESSIMISTIC, CL_TX_READ_COMMITTED, 0));
+    CHECK_OK(tput(b, c, 1, 41));
+    CHECK_OK(cl_tx_commit(b));
+    CHECK_EQ(cl_tx_prepare(a), EM_TXCONFLICT);
+    CHECK(!cl_tx_open(a));
+    CHECK_EQ(val_of(c, 3), -1);
+    CHECK_EQ(st_entry_locks_held(s), 0);
+    st_set_observer(s, NULL, NULL);
+    cl_tx_free(a);
+    cl_tx_free(b);
+    cl_txm_free(m);
+    st_close(s);
+}
+
 /* A transaction's updates share one WAL frame: however much of an unsynced
  * tail survives a crash, each transaction comes back whole or not at all. */
 TEST(tx_wal_all_or_nothing)

@@ -1,0 +1,56 @@
+/* proto_txc.h - what the two halves of transactions across cluster nodes
+ * share: the coordinator (proto_txc.c) and the parts and their backups'
+ * copies (proto_txp.c).  Internal to proto/. */
+#ifndef EM_PROTO_TXC_H
+#define EM_PROTO_TXC_H
+
+#include "proto/proto_int.h"
+
+/* PR_OP_TX_CALL kinds.  SHADOW, FINISH, STATE and DECISION never wait and
+ * (and ALIVE) run on the receiver's transport thread (pr_txc_inline): a part's
+ * prepare, on a forwarding worker, waits for its backups' SHADOW answers,
+ * which must not need a worker there. */
+enum { TXC_OP = 0, TXC_PREPARE = 1, TXC_COMMIT = 2, TXC_ROLLBACK = 3, TXC_COMMIT1 = 4,
+       TXC_STATE = 5, TXC_RECOVER = 6, TXC_SHADOW = 7, TXC_FINISH = 8, TXC_DECISION = 9,
+       TXC_ALIVE = 10 };
+/* What a node knows of a transaction (or of one of its parts). */
+enum { TXS_UNKNOWN = 0, TXS_ACTIVE = 1, TXS_PREPARED = 2, TXS_COMMITTED = 3,
+       TXS_ROLLED_BACK = 4 };
+
+/* Header: op u16, request id 8, coordinator id 16, sequence u64, kind u8,
+ * concurrency u8, isolation u8, timeout i64 (ms left, 0 = none). */
+#define TXC_HDR (16 + 8 + 3 + 8)
+#define TXC_MAX_PARTS 256           /* members one transaction spans */
+#define TXC_CALL_MS 5000            /* a part's calls to its backups, recovery's questions */
+
+/* pr_txc_env starts, in b, a PR_OP_TX_CALL of kind for (coord, seq) with
+ * tx's parameters (tx NULL: zeros). */
+int pr_txc_env(em_buf *b, const uint8_t *id8, cl_meta_uuid coord, uint64_t seq, int kind,
+               const struct cl_tx *tx);
+
+/* The coordinator's decisions (proto_txc.c): a prepared part's backups
+ * whose primary failed ask it.  pr_txc_decision: TXS_COMMITTED,
+ * TXS_ROLLED_BACK (an undecided transaction is decided so now: it will not
+ * commit), or TXS_UNKNOWN. */
+int  pr_txc_decision(pr_server *s, uint64_t seq);
+int  pr_txc_decisions_init(pr_server *s);
+void pr_txc_decisions_free(pr_server *s);
+
+/* pr_txc_crash_point (tests only, opt.tx_crash): exits the process when
+ * this is the Nth time POINT ("prepared", "applied", "decided") is
+ * reached. */
+void pr_txc_crash_point(pr_server *s, const char *point);
+
+/* The parts and backup copies of this node (proto_txp.c). */
+int  pr_txp_init(pr_server *s);
+void pr_txp_free(pr_server *s);
+
+static inline int pr_txc_is_member(const cl_topo *t, cl_meta_uuid id)
+{
+    for (uint32_t i = 0; i < t->n; i++)
+        if (cl_meta_uuid_eq(t->m[i].id, id))
+            return 1;
+    return 0;
+}
+
+#endif

@@ -1,0 +1,1208 @@
+/* proto_txp.c - a transaction's parts on their primaries, and the copies
+ * of prepared parts their backups keep (PR_OP_TX_CALL; the coordinator's
+ * half and the protocol's outline are in proto_txc.c).
+ *
+ * A part is a cl_tx on the primary of the keys it holds, created by the
+ * first op that reaches it.  Prepared (PREPARE, or COMMIT1 of a part whose
+ * writes span several partitions), it sends its writes to every backup
+ * owner of their partitions (SHADOW) before it answers: each backup keeps
+ * them as a *shadow*, with the keys' entry locks taken on its own node.
+ * Committed, the part applies its writes (streamed to the backups like any
+ * write, FULL_SYNC acks awaited), tells the shadows (FINISH) and only then
+ * releases its locks; so no later write of those keys can reach a backup
+ * while it still holds a shadow of them.
+ *
+ * A primary failing with a prepared part leaves its shadows: each backup
+ * that holds one asks the coordinator for its decision (DECISION; an
+ * undecided transaction is rolled back then), or, the coordinator gone,
+ * every member what it knows (STATE); and applies the writes of the
+ * partitions it is the primary of now (streamed to the rest), or drops
+ * them.  A coordinator failing leaves its prepared parts: they decide the
+ * same way.  The rule without a coordinator: commit if any part committed,
+ * or if every part is known prepared (by itself or by a shadow of it);
+ * roll back if a part is known not prepared, or if no member knows of it;
+ * ask again later while a member does not answer.  Each node remembers the
+ * outcome of its last TXP_RING parts and shadows to answer such questions.
+ *
+ * What is not covered: a part and every copy of its shadow failing
+ * together (more failures than the cache has backups); parts and shadows
+ * live in memory only (a whole-cluster restart forgets prepared ones).
+ */
+#include "proto/proto_txc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cluster/cl_repl.h"
+#include "cluster/cl_tx.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define TXP_MAX  8192               /* parts and shadows held on one node */
+#define TXP_RING 4096               /* outcomes remembered */
+#define TXP_SWEEP_MS 500
+#define TXP_IDLE_MS 10000           /* an open part unheard of this long: is it open there? */
+
+typedef struct txb {                /* a part */
+    cl_meta_uuid coord;
+    uint64_t     seq;
+    cl_tx       *tx;
+    uint8_t      state;             /* TXS_ACTIVE or TXS_PREPARED */
+    uint8_t      busy;              /* a worker runs something of it */
+    uint8_t      doomed;            /* rolled back while busy: ends when released */
+    uint8_t      recovering;        /* a RECOVER job is queued or running */
+    uint64_t     last_ms;           /* its coordinator's last call */
+    uint32_t     nparts, nholders;
+    cl_meta_uuid *parts;            /* every part of the transaction (its primaries) */
+    cl_meta_uuid *holders;          /* the backups holding its shadow */
+} txb;
+
+typedef struct txs {                /* a shadow: a backup's copy of a prepared part */
+    cl_meta_uuid coord, primary;
+    uint64_t     seq;
+    cl_tx       *locks;             /* holds the keys' locks here */
+    uint32_t     nparts, nw;
+    cl_meta_uuid *parts;
+    em_buf       data;              /* the writes, as SHADOW carries them */
+    uint8_t      busy, recovering;
+} txs;
+
+typedef struct txo { cl_meta_uuid coord; uint64_t seq; uint8_t st; } txo;
+
+struct pr_txbs {
+    pthread_mutex_t mu;
+    txb    **b;
+    txs    **s;
+    uint32_t nb, capb, ns, caps;
+    txo      ring[TXP_RING];
+    uint32_t ring_at;
+    uint64_t swept_ms;
+};
+
+int pr_txp_init(pr_server *s)
+{
+    if (s->txbs)
+        return 0;
+    struct pr_txbs *x = em_calloc(1, sizeof *x);
+    if (!x)
+        return EM_NOMEM;
+    pthread_mutex_init(&x->mu, NULL);
+    s->txbs = x;
+    return 0;
+}
+
+static void txb_free(txb *b)
+{
+    cl_tx_free(b->tx);              /* rolls back what is still open */
+    em_free(b->parts);
+    em_free(b->holders);
+    em_free(b);
+}
+
+static void txs_free(txs *h)
+{
+    cl_tx_free(h->locks);
+    em_free(h->parts);
+    em_buf_free(&h->data);
+    em_free(h);
+}
+
+void pr_txp_free(pr_server *s)
+{
+    struct pr_txbs *x = s->txbs;
+    if (!x)
+        return;
+    for (uint32_t i = 0; i < x->nb; i++)
+        txb_free(x->b[i]);
+    for (uint32_t i = 0; i < x->ns; i++)
+        txs_free(x->s[i]);
+    em_free(x->b);
+    em_free(x->s);
+    pthread_mutex_destroy(&x->mu);
+    em_free(x);
+    s->txbs = NULL;
+}
+
+/* ---- the tables (x->mu held) --------------------------------------------- */
+
+static txb *find(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
+{
+    for (uint32_t i = 0; i < x->nb; i++)
+        if (x->b[i]->seq == seq && cl_meta_uuid_eq(x->b[i]->coord, coord))
+            return x->b[i];
+    return NULL;
+}
+
+static txs *find_shadow(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid prim)
+{
+    for (uint32_t i = 0; i < x->ns; i++)
+        if (x->s[i]->seq == seq && cl_meta_uuid_eq(x->s[i]->coord, coord) &&
+            cl_meta_uuid_eq(x->s[i]->primary, prim))
+            return x->s[i];
+    return NULL;
+}
+
+static uint8_t ring_get(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
+{
+    for (uint32_t i = 0; i < TXP_RING; i++)
+        if (x->ring[i].st && x->ring[i].seq == seq && cl_meta_uuid_eq(x->ring[i].coord, coord))
+            return x->ring[i].st;
+    return TXS_UNKNOWN;
+}
+
+static void ring_put(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, uint8_t st)
+{
+    x->ring[x->ring_at] = (txo){ coord, seq, st };
+    x->ring_at = (x->ring_at + 1) % TXP_RING;
+}
+
+/* detach removes b from the table and remembers its outcome; the caller
+ * then closes it (part_close) outside the lock. */
+static void detach(struct pr_txbs *x, txb *b, uint8_t outcome)
+{
+    for (uint32_t i = 0; i < x->nb; i++)
+        if (x->b[i] == b) {
+            x->b[i] = x->b[--x->nb];
+            break;
+        }
+    ring_put(x, b->coord, b->seq, outcome);
+}
+
+static void detach_shadow(struct pr_txbs *x, txs *h, uint8_t outcome)
+{
+    for (uint32_t i = 0; i < x->ns; i++)
+        if (x->s[i] == h) {
+            x->s[i] = x->s[--x->ns];
+            break;
+        }
+    ring_put(x, h->coord, h->seq, outcome);
+}
+
+static int grow(void ***a, uint32_t *cap, uint32_t n)
+{
+    if (n < *cap)
+        return 0;
+    uint32_t c = *cap ? *cap * 2 : 16;
+    void **na = em_realloc(*a, c * sizeof *na);
+    if (!na)
+        return EM_NOMEM;
+    *a = na;
+    *cap = c;
+    return 0;
+}
+
+static int add(struct pr_txbs *x, pr_server *s, cl_meta_uuid coord, uint64_t seq, int conc,
+               int iso, int64_t timeout, txb **out)
+{
+    if (x->nb + x->ns >= TXP_MAX)
+        return EM_LIMIT;
+    if (grow((void ***)&x->b, &x->capb, x->nb))
+        return EM_NOMEM;
+    txb *b = em_calloc(1, sizeof *b);
+    if (!b)
+        return EM_NOMEM;
+    int rc = cl_tx_begin(s->txm, conc, iso, timeout, &b->tx);
+    if (rc) {
+        em_free(b);
+        return rc;
+    }
+    b->coord = coord;
+    b->seq = seq;
+    b->state = TXS_ACTIVE;
+    b->last_ms = em_now_ms();
+    x->b[x->nb++] = b;
+    *out = b;
+    return 0;
+}
+
+/* ---- calls ------------------------------------------------------------------ */
+
+/* call asks member `to` (the request in env): 0 with the reply's payload in
+ * *pay, or nonzero (no answer, or an error answer). */
+static int call(pr_conn *c, cl_meta_uuid to, const em_buf *env, em_buf *resp,
+                const uint8_t **pay, size_t *pn)
+{
+    em_buf_reset(resp);
+    int rc;
+    if (cl_meta_uuid_eq(to, cl_node_id(c->srv->opt.cluster))) {
+        /* this node (a coordinator asked about its own transaction): the
+         * questions that may reach here never wait (pr_txc_inline) */
+        if (!pr_txc_inline(env->p, env->len))
+            return EM_INVAL;
+        pr_conn *sub = pr_fwd_conn_new(c->srv);
+        if (!sub)
+            return EM_NOMEM;
+        rc = pr_exec_request(sub, env->p, env->len, resp);
+        pr_conn_free(sub);
+    } else {
+        rc = cl_node_call(c->srv->opt.cluster, to, env->p, env->len, resp, TXC_CALL_MS);
+    }
+    int32_t status;
+    const uint8_t *m;
+    size_t ml;
+    if (!rc && (pr_reply_parse(c, resp->p, resp->len, &status, &m, &ml, pay, pn) || status))
+        rc = EM_PROTO;
+    return rc;
+}
+
+static int put_uuids(em_buf *b, const cl_meta_uuid *u, uint32_t n)
+{
+    int rc = em_buf_put_le32(b, n);
+    for (uint32_t i = 0; !rc && i < n; i++)
+        if ((rc = em_buf_put_le64(b, u[i].msb)) == 0)
+            rc = em_buf_put_le64(b, u[i].lsb);
+    return rc;
+}
+
+/* get_uuids reads u32 n and n ids (n <= TXC_MAX_PARTS) from p[0..len). */
+static int get_uuids(const uint8_t **p, size_t *len, cl_meta_uuid **out, uint32_t *n)
+{
+    if (*len < 4)
+        return EM_TRUNCATED;
+    uint32_t k = em_ld32(*p);
+    if (k > TXC_MAX_PARTS || *len - 4 < (size_t)k * 16)
+        return EM_INVAL;
+    cl_meta_uuid *u = em_malloc(k ? k * sizeof *u : 1);
+    if (!u)
+        return EM_NOMEM;
+    for (uint32_t i = 0; i < k; i++)
+        u[i] = (cl_meta_uuid){ em_ld64(*p + 4 + 16 * i), em_ld64(*p + 12 + 16 * i) };
+    *p += 4 + (size_t)k * 16;
+    *len -= 4 + (size_t)k * 16;
+    em_free(*out);
+    *out = u;
+    *n = k;
+    return 0;
+}
+
+/* finish_shadows tells b's backups how it ended (FINISH), best effort: a
+ * backup that does not hear it asks once this node has left. */
+static void finish_shadows(pr_conn *c, txb *b, uint8_t outcome)
+{
+    if (!b->nholders)
+        return;
+    cl_node *n = c->srv->opt.cluster;
+    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
+    cl_meta_uuid self = cl_node_id(n);
+    int rc = pr_txc_env(&env, NULL, b->coord, b->seq, TXC_FINISH, NULL);
+    if (!rc && (rc = em_buf_put_le64(&env, self.msb)) == 0 &&
+        (rc = em_buf_put_le64(&env, self.lsb)) == 0)
+        rc = em_buf_put_u8(&env, outcome);
+    for (uint32_t i = 0; !rc && i < b->nholders; i++) {
+        const uint8_t *pay;
+        size_t pn;
+        (void)call(c, b->holders[i], &env, &resp, &pay, &pn);
+    }
+    em_buf_free(&env);
+    em_buf_free(&resp);
+    b->nholders = 0;
+}
+
+/* part_close: b, detached, ends: its shadows hear the outcome, its locks
+ * go. */
+static void part_close(pr_conn *c, txb *b, uint8_t outcome)
+{
+    finish_shadows(c, b, outcome);
+    txb_free(b);
+}
+
+/* ---- shadows: sending ------------------------------------------------------- */
+
+static int put_write(em_buf *b, const st_update *u)
+{
+    int rc = em_buf_put_le32(b, (uint32_t)u->cache_id);
+    if (!rc)
+        rc = em_buf_put_le32(b, u->partition);
+    if (!rc)
+        rc = em_buf_put_u8(b, (uint8_t)u->kind);
+    if (!rc)
+        rc = em_buf_put_le64(b, (uint64_t)u->expire_at_ms);
+    if (!rc)
+        rc = em_buf_put_le32(b, u->klen);
+    if (!rc)
+        rc = em_buf_append(b, u->key, u->klen);
+    if (!rc)
+        rc = em_buf_put_le32(b, u->vlen);
+    if (!rc && u->vlen)
+        rc = em_buf_append(b, u->val, u->vlen);
+    return rc;
+}
+
+/* get_write reads one write of a SHADOW (pointing into p): 0 or an error. */
+static int get_write(const uint8_t **p, size_t *len, st_update *u)
+{
+    const uint8_t *q = *p;
+    size_t n = *len;
+    if (n < 4 + 4 + 1 + 8 + 4)
+        return EM_TRUNCATED;
+    memset(u, 0, sizeof *u);
+    u->cache_id = (int32_t)em_ld32(q);
+    u->partition = em_ld32(q + 4);
+    u->kind = q[8];
+    u->expire_at_ms = (int64_t)em_ld64(q + 9);
+    u->klen = em_ld32(q + 17);
+    q += 21;
+    n -= 21;
+    if (u->klen > n || n - u->klen < 4)
+        return EM_TRUNCATED;
+    u->key = q;
+    q += u->klen;
+    n -= u->klen;
+    u->vlen = em_ld32(q);
+    q += 4;
+    n -= 4;
+    if (u->vlen > n || (u->kind != ST_UPD_PUT && u->kind != ST_UPD_REMOVE))
+        return EM_INVAL;
+    u->val = u->vlen ? q : NULL;
+    *p = q + u->vlen;
+    *len = n - u->vlen;
+    return 0;
+}
+
+/* send_shadows: b is prepared; every backup owner of a partition it writes
+ * gets those writes (SHADOW) and keeps them.  0, or a status (b then rolls
+ * back: the backups that took a shadow drop it). */
+static int send_shadows(pr_conn *c, txb *b)
+{
+    const st_update *ups;
+    uint32_t nu;
+    int rc = cl_tx_updates(b->tx, &ups, &nu);
+    if (rc)
+        return rc;
+    cl_node *n = c->srv->opt.cluster;
+    cl_topo *t = cl_node_topo_acquire(n);
+    cl_meta_uuid hold[TXC_MAX_PARTS];
+    uint32_t nh = 0;
+    /* who holds what: every owner after the first of each written partition */
+    for (uint32_t i = 0; i < nu; i++) {
+        st_cache *sc = st_cache_find(c->srv->st, ups[i].cache_id);
+        if (!sc)
+            continue;
+        uint32_t idx[64];
+        uint32_t k = cl_repl_owners(t, st_cache_cfg(sc), ups[i].cache_id, ups[i].partition,
+                                    idx, 64);
+        for (uint32_t j = 1; j < k; j++) {
+            uint32_t h = 0;
+            while (h < nh && !cl_meta_uuid_eq(hold[h], t->m[idx[j]].id))
+                h++;
+            if (h == nh && nh < TXC_MAX_PARTS)
+                hold[nh++] = t->m[idx[j]].id;
+        }
+    }
+    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
+    cl_meta_uuid self = cl_node_id(n);
+    for (uint32_t h = 0; !rc && h < nh; h++) {
+        if ((rc = pr_txc_env(&env, NULL, b->coord, b->seq, TXC_SHADOW, NULL)) != 0 ||
+            (rc = em_buf_put_le64(&env, self.msb)) != 0 ||
+            (rc = em_buf_put_le64(&env, self.lsb)) != 0 ||
+            (rc = put_uuids(&env, b->parts, b->nparts)) != 0)
+            break;
+        size_t cnt_at = env.len;
+        uint32_t cnt = 0;
+        if ((rc = em_buf_put_le32(&env, 0)) != 0)
+            break;
+        for (uint32_t i = 0; !rc && i < nu; i++) {
+            st_cache *sc = st_cache_find(c->srv->st, ups[i].cache_id);
+            if (!sc)
+                continue;
+            uint32_t idx[64];
+            uint32_t k = cl_repl_owners(t, st_cache_cfg(sc), ups[i].cache_id, ups[i].partition,
+                                        idx, 64);
+            for (uint32_t j = 1; j < k && !rc; j++)
+                if (cl_meta_uuid_eq(t->m[idx[j]].id, hold[h])) {
+                    rc = put_write(&env, &ups[i]);
+                    cnt++;
+                }
+        }
+        if (rc)
+            break;
+        em_st32(env.p + cnt_at, cnt);
+        const uint8_t *pay;
+        size_t pn;
+        if (call(c, hold[h], &env, &resp, &pay, &pn) != 0) {
+            rc = pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: a backup of its keys "
+                         "did not take its prepared state");
+            break;
+        }
+        /* recorded as each answers: a failure below drops those taken */
+        cl_meta_uuid *nhs = em_realloc(b->holders, (b->nholders + 1) * sizeof *nhs);
+        if (!nhs) {
+            rc = EM_NOMEM;
+            break;
+        }
+        b->holders = nhs;
+        b->holders[b->nholders++] = hold[h];
+    }
+    cl_node_topo_release(t);
+    em_buf_free(&env);
+    em_buf_free(&resp);
+    return rc;
+}
+
+/* ---- shadows: keeping -------------------------------------------------------- */
+
+static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8_t *p,
+                       size_t len)
+{
+    struct pr_txbs *x = c->srv->txbs;
+    if (len < 16)
+        return pr_bad_request(c, EM_TRUNCATED);
+    cl_meta_uuid prim = { em_ld64(p), em_ld64(p + 8) };
+    p += 16;
+    len -= 16;
+    txs *h = em_calloc(1, sizeof *h);
+    if (!h)
+        return EM_NOMEM;
+    h->coord = coord;
+    h->seq = seq;
+    h->primary = prim;
+    int rc = get_uuids(&p, &len, &h->parts, &h->nparts);
+    if (!rc && len < 4)
+        rc = EM_TRUNCATED;
+    if (!rc) {
+        h->nw = em_ld32(p);
+        rc = em_buf_append(&h->data, p + 4, len - 4);
+    }
+    if (!rc)
+        rc = cl_tx_begin(c->srv->txm, CL_TX_PESSIMISTIC, CL_TX_READ_COMMITTED, 0, &h->locks);
+    /* The keys' locks here: once this node is their primary, no write of
+     * them runs before the shadow is resolved. */
+    const uint8_t *q = h->data.p;
+    size_t ql = h->data.len;
+    em_buf scratch = EM_BUF_INIT;
+    for (uint32_t i = 0; !rc && i < h->nw; i++) {
+        st_update u;
+        if ((rc = get_write(&q, &ql, &u)) != 0)
+            break;
+        st_cache *sc = st_cache_find(c->srv->st, u.cache_id);
+        int found;
+        em_buf_reset(&scratch);
+        if (sc && (rc = cl_tx_get(h->locks, sc, u.key, u.klen, 1, &scratch, &found)) != 0)
+            rc = pr_fail(c, PR_ST_FAILED, "A key of the transaction is locked on its backup "
+                         "(%s)", em_strerror(rc));
+    }
+    em_buf_free(&scratch);
+    if (!rc)
+        rc = cl_tx_prepare(h->locks);
+    pthread_mutex_lock(&x->mu);
+    txs *old = rc ? NULL : find_shadow(x, coord, seq, prim);
+    if (!rc && !old) {
+        if (x->nb + x->ns >= TXP_MAX)
+            rc = pr_fail(c, PR_ST_FAILED, "Too many prepared transactions on a backup");
+        else if (grow((void ***)&x->s, &x->caps, x->ns))
+            rc = EM_NOMEM;
+        else
+            x->s[x->ns++] = h;
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (rc || old)
+        txs_free(h);                /* refused, or a retry of one kept */
+    if (rc < 0)
+        rc = pr_fail(c, PR_ST_FAILED, "Malformed prepared state (%s)", em_strerror(rc));
+    return rc;
+}
+
+static int finish_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8_t *p,
+                         size_t len)
+{
+    struct pr_txbs *x = c->srv->txbs;
+    if (len < 17)
+        return pr_bad_request(c, EM_TRUNCATED);
+    cl_meta_uuid prim = { em_ld64(p), em_ld64(p + 8) };
+    uint8_t outcome = p[16] == TXS_COMMITTED ? TXS_COMMITTED : TXS_ROLLED_BACK;
+    pthread_mutex_lock(&x->mu);
+    txs *h = find_shadow(x, coord, seq, prim);
+    if (h && !h->busy)
+        detach_shadow(x, h, outcome);
+    else
+        h = NULL;                   /* unknown, or being recovered: that decides */
+    pthread_mutex_unlock(&x->mu);
+    txs_free(h);
+    return 0;
+}
+
+/* ---- what this node knows (STATE) ----------------------------------------- */
+
+typedef struct known { cl_meta_uuid who; uint8_t st; } known;
+
+/* knowledge appends what this node knows of (coord, seq): its own part's
+ * state (or outcome), and a PREPARED for each shadow it holds. */
+static int knowledge(pr_server *s, cl_meta_uuid coord, uint64_t seq, known *k, uint32_t cap)
+{
+    struct pr_txbs *x = s->txbs;
+    uint32_t n = 0;
+    cl_meta_uuid self = cl_node_id(s->opt.cluster);
+    pthread_mutex_lock(&x->mu);
+    txb *b = find(x, coord, seq);
+    uint8_t st = b ? b->state : ring_get(x, coord, seq);
+    if (st && n < cap)
+        k[n++] = (known){ self, st };
+    for (uint32_t i = 0; i < x->ns && n < cap; i++)
+        if (x->s[i]->seq == seq && cl_meta_uuid_eq(x->s[i]->coord, coord))
+            k[n++] = (known){ x->s[i]->primary, TXS_PREPARED };
+    pthread_mutex_unlock(&x->mu);
+    return (int)n;
+}
+
+static int answer_state(pr_conn *c, cl_meta_uuid coord, uint64_t seq, em_buf *out)
+{
+    known k[64];
+    int n = knowledge(c->srv, coord, seq, k, 64);
+    int rc = em_buf_put_le32(out, (uint32_t)n);
+    for (int i = 0; !rc && i < n; i++)
+        if ((rc = em_buf_put_le64(out, k[i].who.msb)) == 0 &&
+            (rc = em_buf_put_le64(out, k[i].who.lsb)) == 0)
+            rc = em_buf_put_u8(out, k[i].st);
+    return rc;
+}
+
+/* decide_by_members: the rule without a coordinator (the file's comment):
+ * TXS_COMMITTED, TXS_ROLLED_BACK, or TXS_UNKNOWN (ask again later). */
+static int decide_by_members(pr_conn *c, cl_meta_uuid coord, uint64_t seq,
+                             const cl_meta_uuid *parts, uint32_t np)
+{
+    cl_node *n = c->srv->opt.cluster;
+    uint8_t ev[TXC_MAX_PARTS] = { 0 };
+    int commit = 0, abort_ = 0, silent = 0;
+    known k[64];
+    int nk = knowledge(c->srv, coord, seq, k, 64);
+    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
+    cl_topo *t = cl_node_topo_acquire(n);
+    uint32_t nm = t->n;
+    cl_meta_uuid mem[64];
+    for (uint32_t i = 0; i < nm && i < 64; i++)
+        mem[i] = t->m[i].id;
+    int self = t->self;
+    cl_node_topo_release(t);
+    for (int m = -1; m < (int)nm && m < 64; m++) {
+        if (m >= 0) {
+            if (m == self)
+                continue;
+            const uint8_t *pay;
+            size_t pn;
+            if (pr_txc_env(&env, NULL, coord, seq, TXC_STATE, NULL) ||
+                call(c, mem[m], &env, &resp, &pay, &pn) || pn < 4) {
+                silent = 1;
+                continue;
+            }
+            uint32_t cnt = em_ld32(pay);
+            nk = 0;
+            for (uint32_t i = 0; i < cnt && i < 64 && pn >= 4 + 17 * (size_t)(i + 1); i++) {
+                const uint8_t *e = pay + 4 + 17 * i;
+                k[nk++] = (known){ { em_ld64(e), em_ld64(e + 8) }, e[16] };
+            }
+        }
+        for (int i = 0; i < nk; i++) {
+            if (k[i].st == TXS_COMMITTED)
+                commit = 1;
+            for (uint32_t p = 0; p < np; p++)
+                if (cl_meta_uuid_eq(parts[p], k[i].who)) {
+                    if (k[i].st == TXS_PREPARED)
+                        ev[p] = 1;
+                    else if (k[i].st == TXS_ACTIVE || k[i].st == TXS_ROLLED_BACK)
+                        abort_ = 1;
+                }
+        }
+    }
+    em_buf_free(&env);
+    em_buf_free(&resp);
+    if (commit)
+        return TXS_COMMITTED;
+    if (abort_)
+        return TXS_ROLLED_BACK;
+    int all = 1;
+    for (uint32_t p = 0; p < np; p++)
+        all &= ev[p];
+    if (all)
+        return TXS_COMMITTED;
+    return silent ? TXS_UNKNOWN : TXS_ROLLED_BACK;
+}
+
+/* ---- a part's commit --------------------------------------------------------- */
+
+/* commit_part applies b (busy, taken by this thread), waits for its
+ * owners' acks as any write, tells its shadows, then releases its locks:
+ * 0, EM_LOCKED (OPTIMISTIC COMMIT1: a lock is held, b goes on), or a
+ * status; *applied says whether it committed. */
+static int commit_part(pr_conn *c, txb *b, int *applied)
+{
+    cl_repl *r = c->srv->opt.repl;
+    if (r)
+        cl_repl_begin();
+    int rc = cl_tx_apply(b->tx);
+    int wrc = r ? cl_repl_finish(r) : 0;
+    *applied = rc == 0;
+    if (rc == EM_LOCKED)
+        return rc;
+    if (rc)
+        return pr_tx_fail_commit(c, b->tx, rc);
+    if (b->nholders)
+        pr_txc_crash_point(c->srv, "applied");
+    finish_shadows(c, b, TXS_COMMITTED);
+    cl_tx_rollback(b->tx);          /* applied: this releases the locks */
+    return wrc == EM_TIMEOUT ? pr_fail_repl_timeout(c) : 0;
+}
+
+/* spans: the part writes more than one partition (a COMMIT1 then needs its
+ * backups' shadows: its writes reach them in several streams). */
+static int spans(cl_tx *tx)
+{
+    const st_update *ups;
+    uint32_t n;
+    if (cl_tx_updates(tx, &ups, &n))
+        return 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (ups[i].partition != ups[0].partition || ups[i].cache_id != ups[0].cache_id)
+            return 1;
+    return 0;
+}
+
+/* ---- PR_OP_TX_CALL ------------------------------------------------------------ */
+
+/* uuids_len: the size of a u32-counted id list at p, or 0 if malformed. */
+static size_t uuids_len(const uint8_t *p, size_t len)
+{
+    if (len < 4)
+        return 0;
+    uint32_t k = em_ld32(p);
+    if (k > TXC_MAX_PARTS || len - 4 < (size_t)k * 16)
+        return 0;
+    return 4 + (size_t)k * 16;
+}
+
+int pr_txc_check(const uint8_t *p, size_t len)
+{
+    if (len < TXC_HDR)
+        return EM_TRUNCATED;
+    int kind = p[24], conc = p[25], iso = p[26];
+    if (kind > TXC_ALIVE || conc > 2 || iso > 2 || (int64_t)em_ld64(p + 27) < 0)
+        return EM_INVAL;
+    p += TXC_HDR;
+    len -= TXC_HDR;
+    size_t l;
+    switch (kind) {
+    case TXC_OP:
+        return len >= 10 ? 0 : EM_TRUNCATED;        /* the op's own decoder reads it */
+    case TXC_PREPARE:
+        return (l = uuids_len(p, len)) != 0 && l == len ? 0 : EM_INVAL;
+    case TXC_RECOVER:
+        return conc != 1 || len >= 16 ? 0 : EM_TRUNCATED;
+    case TXC_FINISH:
+        return len >= 17 ? 0 : EM_TRUNCATED;
+    case TXC_SHADOW: {
+        if (len < 16 || (l = uuids_len(p + 16, len - 16)) == 0 || len - 16 - l < 4)
+            return EM_TRUNCATED;
+        const uint8_t *q = p + 16 + l;
+        size_t ql = len - 16 - l;
+        uint32_t nw = em_ld32(q);
+        q += 4;
+        ql -= 4;
+        for (uint32_t i = 0; i < nw; i++) {
+            st_update u;
+            int rc = get_write(&q, &ql, &u);
+            if (rc)
+                return rc;
+        }
+        return ql == 0 ? 0 : EM_INVAL;
+    }
+    default:
+        return 0;
+    }
+}
+
+static int run_op(pr_conn *c, txb *b, const uint8_t *body, size_t len, em_buf *out)
+{
+    const uint8_t *ob = c->req_body;
+    size_t ol = c->req_len;
+    em_buf *resp = &c->rid_resp;
+    em_buf_reset(resp);
+    c->branch = b->tx;
+    int rc = pr_exec_request(c, body, len, resp);
+    c->branch = NULL;
+    c->req_body = ob;
+    c->req_len = ol;
+    if (rc)
+        return rc;
+    int32_t status;
+    const uint8_t *m, *pay;
+    size_t ml, pn;
+    if (pr_reply_parse(c, resp->p, resp->len, &status, &m, &ml, &pay, &pn))
+        return pr_fail(c, PR_ST_FAILED, "Malformed reply of a transaction's op");
+    if (status)
+        return pr_fail(c, status, "%.*s", (int)ml, m ? (const char *)m : "");
+    return em_buf_append(out, pay, pn);
+}
+
+static int recover(pr_conn *c, cl_meta_uuid coord, uint64_t seq, int shadow,
+                   const uint8_t *p, size_t len);
+
+int pr_txc_inline(const uint8_t *body, size_t len)
+{
+    if (len < 10 + TXC_HDR || em_ld16(body) != PR_OP_TX_CALL)
+        return 0;
+    int kind = body[10 + 24];
+    return kind == TXC_SHADOW || kind == TXC_FINISH || kind == TXC_STATE ||
+           kind == TXC_DECISION || kind == TXC_ALIVE;
+}
+
+int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
+{
+    pr_server *srv = c->srv;
+    struct pr_txbs *x = srv->txbs;
+    if (!x || !srv->opt.cluster)
+        return pr_fail(c, PR_ST_FAILED, "Not a cluster member");
+    const uint8_t *p = r->p + r->pos;
+    int vrc = pr_txc_check(p, pr_rd_left(r));
+    if (vrc)
+        return pr_bad_request(c, vrc);
+    cl_meta_uuid coord = { em_ld64(p), em_ld64(p + 8) };
+    uint64_t seq = em_ld64(p + 16);
+    int kind = p[24], conc = p[25], iso = p[26];
+    int64_t timeout = (int64_t)em_ld64(p + 27);
+    const uint8_t *rest = p + TXC_HDR;
+    size_t nrest = pr_rd_left(r) - TXC_HDR;
+    switch (kind) {
+    case TXC_RECOVER:
+        return recover(c, coord, seq, conc, rest, nrest);
+    case TXC_SHADOW:
+        return take_shadow(c, coord, seq, rest, nrest);
+    case TXC_FINISH:
+        return finish_shadow(c, coord, seq, rest, nrest);
+    case TXC_STATE:
+        return answer_state(c, coord, seq, out);
+    case TXC_DECISION:
+        return em_buf_put_u8(out, (uint8_t)pr_txc_decision(srv, seq));
+    case TXC_ALIVE:
+        return em_buf_put_u8(out, (uint8_t)pr_txc_alive(srv, seq));
+    case TXC_ROLLBACK:
+        break;
+    default: {
+        /* a coordinator the cluster failed may still be running: its parts
+         * are being resolved without it, and it may not change them */
+        cl_topo *t = cl_node_topo_acquire(srv->opt.cluster);
+        int m = pr_txc_is_member(t, coord) && t->self >= 0;
+        cl_node_topo_release(t);
+        if (!m)
+            return pr_fail(c, PR_ST_TXC_GONE, "Transaction was rolled back: its coordinator is "
+                           "not a member of the cluster");
+    }
+    }
+    pthread_mutex_lock(&x->mu);
+    txb *b = find(x, coord, seq);
+    int rc = 0;
+    switch (kind) {
+    case TXC_ROLLBACK:
+        if (b && b->busy) {
+            b->doomed = 1;
+            b = NULL;
+        } else if (b) {
+            detach(x, b, TXS_ROLLED_BACK);
+        } else if (!ring_get(x, coord, seq)) {
+            /* before its first op arrived (that op waited in the queue
+             * while its coordinator gave up): the op must not create it */
+            ring_put(x, coord, seq, TXS_ROLLED_BACK);
+        }
+        pthread_mutex_unlock(&x->mu);
+        if (b)
+            part_close(c, b, TXS_ROLLED_BACK);
+        return 0;
+    case TXC_OP:
+        if (!b && ring_get(x, coord, seq) == TXS_ROLLED_BACK) {
+            pthread_mutex_unlock(&x->mu);
+            return pr_fail(c, PR_ST_TXC_GONE, "Transaction was rolled back on a node it spans");
+        }
+        if (!b && (rc = add(x, srv, coord, seq, conc, iso, timeout, &b)) != 0) {
+            pthread_mutex_unlock(&x->mu);
+            return rc == EM_LIMIT ? pr_fail(c, PR_ST_FAILED, "Too many transactions on this "
+                                            "node (ember's limit is %d)", TXP_MAX) : rc;
+        }
+        break;
+    case TXC_PREPARE:
+    case TXC_COMMIT1:
+        if (!b) {
+            uint8_t st = ring_get(x, coord, seq);
+            if (st == TXS_COMMITTED) {
+                pthread_mutex_unlock(&x->mu);
+                return 0;           /* a retry of what committed */
+            }
+            if (st == TXS_ROLLED_BACK) {
+                pthread_mutex_unlock(&x->mu);
+                return pr_fail(c, PR_ST_TXC_GONE, "Transaction was rolled back on a node it "
+                               "spans (its timeout)");
+            }
+            /* its ops failed before any ran here: an empty part */
+            if ((rc = add(x, srv, coord, seq, conc, iso, timeout, &b)) != 0) {
+                pthread_mutex_unlock(&x->mu);
+                return rc == EM_LIMIT ? pr_fail(c, PR_ST_FAILED, "Too many transactions") : rc;
+            }
+        }
+        break;
+    default:                        /* TXC_COMMIT */
+        if (!b) {
+            uint8_t st = ring_get(x, coord, seq);
+            pthread_mutex_unlock(&x->mu);
+            return st == TXS_COMMITTED ? 0 : pr_fail(c, PR_ST_TXC_GONE, "Transaction was rolled "
+                                                     "back on a node it spans before it committed");
+        }
+        if (b->state != TXS_PREPARED) {
+            pthread_mutex_unlock(&x->mu);
+            return pr_fail(c, PR_ST_FAILED, "Transaction commit before prepare");
+        }
+        break;
+    }
+    if (b->busy || b->recovering) {
+        pthread_mutex_unlock(&x->mu);
+        return pr_fail(c, PR_ST_TXC_WAIT, "The transaction's part is busy");
+    }
+    if (kind == TXC_OP && b->state == TXS_PREPARED) {
+        pthread_mutex_unlock(&x->mu);
+        return pr_fail(c, PR_ST_FAILED, "Transaction is being committed");
+    }
+    b->busy = 1;
+    b->last_ms = em_now_ms();
+    pthread_mutex_unlock(&x->mu);
+    if (kind == TXC_PREPARE && (rc = get_uuids(&rest, &nrest, &b->parts, &b->nparts)) != 0)
+        rc = pr_bad_request(c, rc);
+    if (kind == TXC_COMMIT1 && !b->parts) {
+        cl_meta_uuid self = cl_node_id(srv->opt.cluster);
+        if ((b->parts = em_malloc(sizeof self)) != NULL) {
+            b->parts[0] = self;
+            b->nparts = 1;
+        }
+    }
+
+    uint8_t fin = 0;                /* ends b with this outcome */
+    uint8_t state = b->state;       /* b->state changes under x->mu (sweeps read it) */
+    switch (rc ? -1 : kind) {
+    case -1:
+        break;
+    case TXC_OP:
+        rc = run_op(c, b, rest, nrest, out);
+        if (!cl_tx_open(b->tx)) {
+            fin = TXS_ROLLED_BACK;  /* its timeout or a deadlock */
+            if (rc)
+                rc = PR_ST_TXC_GONE;
+        }
+        break;
+    case TXC_PREPARE:
+    case TXC_COMMIT1:
+        if (state != TXS_PREPARED) {
+            if ((rc = cl_tx_prepare(b->tx)) == EM_LOCKED) {
+                rc = pr_fail(c, PR_ST_TXC_WAIT, "The key is locked by another transaction");
+                break;
+            }
+            if (!rc && (kind == TXC_PREPARE || spans(b->tx)))
+                rc = send_shadows(c, b);
+            if (rc) {
+                fin = TXS_ROLLED_BACK;
+                pr_tx_fail_commit(c, b->tx, rc);
+                rc = PR_ST_TXC_GONE;
+                break;
+            }
+            state = TXS_PREPARED;
+            pthread_mutex_lock(&x->mu);
+            b->state = TXS_PREPARED;
+            pthread_mutex_unlock(&x->mu);
+            if (kind == TXC_PREPARE)
+                pr_txc_crash_point(c->srv, "prepared");
+        }
+        if (kind == TXC_PREPARE)
+            break;
+        /* COMMIT1 commits now */
+        /* fall through */
+    default: {                      /* COMMIT */
+        int applied;
+        rc = commit_part(c, b, &applied);
+        if (rc == EM_LOCKED)
+            rc = pr_fail(c, PR_ST_TXC_WAIT, "The key is locked by another transaction");
+        else
+            fin = applied ? TXS_COMMITTED : TXS_ROLLED_BACK;
+        break;
+    }
+    }
+    pthread_mutex_lock(&x->mu);
+    b->busy = 0;
+    if (!fin && b->doomed)
+        fin = TXS_ROLLED_BACK;
+    if (fin)
+        detach(x, b, fin);
+    pthread_mutex_unlock(&x->mu);
+    if (fin)
+        part_close(c, b, fin);
+    return rc;
+}
+
+/* ---- recovery ------------------------------------------------------------------ */
+
+/* shadow_owner: who is the primary of a write's partition now: 1 this
+ * node, 0 another live member, -1 nobody yet (the failed primary is still
+ * named until the exchange commits new owners). */
+static int shadow_owner(pr_conn *c, cl_topo *t, const st_update *u)
+{
+    st_cache *sc = st_cache_find(c->srv->st, u->cache_id);
+    if (!sc)
+        return 0;                   /* destroyed: nothing to write */
+    uint32_t idx[64];
+    if (cl_repl_owners(t, st_cache_cfg(sc), u->cache_id, u->partition, idx, 64) < 1)
+        return -1;
+    if ((int)idx[0] == t->self)
+        return 1;
+    return t->m[idx[0]].state == CL_META_ALIVE ? 0 : -1;
+}
+
+/* apply_shadow writes h's updates of the partitions this node is the
+ * primary of now, as one transaction (streamed to their other owners); the
+ * rest reach their new primaries' own shadows.  EM_AGAIN while a
+ * partition has no live primary yet: nothing written, asked again. */
+static int apply_shadow(pr_conn *c, txs *h)
+{
+    st_update *ups = em_malloc((h->nw ? h->nw : 1) * sizeof *ups);
+    if (!ups)
+        return EM_NOMEM;
+    uint32_t n = 0;
+    const uint8_t *q = h->data.p;
+    size_t ql = h->data.len;
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+    int rc = 0;
+    for (uint32_t i = 0; !rc && i < h->nw; i++) {
+        st_update u;
+        if ((rc = get_write(&q, &ql, &u)) != 0)
+            break;
+        int o = shadow_owner(c, t, &u);
+        if (o < 0)
+            rc = EM_AGAIN;
+        else if (o)
+            ups[n++] = u;
+    }
+    cl_node_topo_release(t);
+    cl_repl *r = c->srv->opt.repl;
+    if (!rc && n) {
+        if (r)
+            cl_repl_begin();
+        rc = st_tx_commit(c->srv->st, ups, n);
+        if (r)
+            (void)cl_repl_finish(r);
+    }
+    em_free(ups);
+    return rc;
+}
+
+/* still_open: an open part its coordinator has not called for a while -
+ * a call lost in a queue may have created it after the coordinator gave it
+ * up; rolled back unless the coordinator still has it open. */
+static int still_open(pr_conn *c, cl_meta_uuid coord, uint64_t seq)
+{
+    struct pr_txbs *x = c->srv->txbs;
+    pthread_mutex_lock(&x->mu);
+    txb *b = find(x, coord, seq);
+    if (!b || b->busy || b->state != TXS_ACTIVE) {
+        if (b)
+            b->recovering = 0;
+        pthread_mutex_unlock(&x->mu);
+        return 0;
+    }
+    b->busy = 1;
+    pthread_mutex_unlock(&x->mu);
+    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
+    const uint8_t *pay;
+    size_t pn;
+    int open = 1;
+    if (!pr_txc_env(&env, NULL, coord, seq, TXC_ALIVE, NULL) &&
+        !call(c, coord, &env, &resp, &pay, &pn) && pn == 1)
+        open = pay[0];
+    em_buf_free(&env);
+    em_buf_free(&resp);
+    pthread_mutex_lock(&x->mu);
+    b->busy = b->recovering = 0;
+    b->last_ms = em_now_ms();
+    if (!open)
+        detach(x, b, TXS_ROLLED_BACK);
+    pthread_mutex_unlock(&x->mu);
+    if (!open)
+        part_close(c, b, TXS_ROLLED_BACK);
+    return 0;
+}
+
+static int recover(pr_conn *c, cl_meta_uuid coord, uint64_t seq, int shadow,
+                   const uint8_t *p, size_t len)
+{
+    struct pr_txbs *x = c->srv->txbs;
+    cl_node *n = c->srv->opt.cluster;
+    if (shadow == 2)
+        return still_open(c, coord, seq);
+    cl_meta_uuid prim = { 0, 0 };
+    if (shadow) {
+        if (len < 16)
+            return pr_bad_request(c, EM_TRUNCATED);
+        prim = (cl_meta_uuid){ em_ld64(p), em_ld64(p + 8) };
+    }
+    pthread_mutex_lock(&x->mu);
+    txb *b = shadow ? NULL : find(x, coord, seq);
+    txs *h = shadow ? find_shadow(x, coord, seq, prim) : NULL;
+    if ((!b && !h) || (b && (b->busy || b->state != TXS_PREPARED)) || (h && h->busy)) {
+        if (b)
+            b->recovering = 0;
+        if (h)
+            h->recovering = 0;
+        pthread_mutex_unlock(&x->mu);
+        return 0;
+    }
+    if (b)
+        b->busy = 1;
+    else
+        h->busy = 1;
+    uint32_t np = b ? b->nparts : h->nparts;
+    cl_meta_uuid ps[TXC_MAX_PARTS];
+    memcpy(ps, b ? b->parts : h->parts, np * sizeof *ps);
+    pthread_mutex_unlock(&x->mu);
+
+    /* The coordinator alive (a shadow whose primary failed): its decision. */
+    int d = TXS_UNKNOWN;
+    cl_topo *t = cl_node_topo_acquire(n);
+    int coord_up = pr_txc_is_member(t, coord);
+    cl_node_topo_release(t);
+    if (coord_up) {
+        em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
+        const uint8_t *pay;
+        size_t pn;
+        if (!pr_txc_env(&env, NULL, coord, seq, TXC_DECISION, NULL) &&
+            !call(c, coord, &env, &resp, &pay, &pn) && pn == 1)
+            d = pay[0];
+        else
+            d = -1;                 /* unheard: ask again later */
+        em_buf_free(&env);
+        em_buf_free(&resp);
+    }
+    if (d == TXS_UNKNOWN)
+        d = decide_by_members(c, coord, seq, ps, np);
+    uint8_t fin = 0;
+    const char *how = "";
+    if (d == TXS_COMMITTED) {
+        int applied = 1, arc = 0;
+        if (b)
+            (void)commit_part(c, b, &applied);
+        else
+            applied = (arc = apply_shadow(c, h)) == 0;
+        fin = applied ? TXS_COMMITTED : arc == EM_AGAIN ? 0 : TXS_ROLLED_BACK;
+        how = applied ? "committed" : "failed to commit";
+    } else if (d == TXS_ROLLED_BACK) {
+        fin = TXS_ROLLED_BACK;
+        how = "rolled back";
+    }
+    if (fin)
+        atomic_fetch_add_explicit(fin == TXS_COMMITTED ? &c->srv->txc_rec_commit
+                                                       : &c->srv->txc_rec_rollback, 1,
+                                  memory_order_relaxed);
+    if (fin)
+        EM_WARN("transaction %016" PRIx64 "%016" PRIx64 ":%" PRIu64 ": its %s left; %s its "
+                "%s here", coord.msb, coord.lsb, seq, b ? "coordinator" : "primary", how,
+                b ? "part" : "backup copy");
+    pthread_mutex_lock(&x->mu);
+    if (b) {
+        b->busy = b->recovering = 0;
+        if (fin)
+            detach(x, b, fin);
+    } else {
+        h->busy = h->recovering = 0;
+        if (fin)
+            detach_shadow(x, h, fin);
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (fin && b)
+        part_close(c, b, fin);
+    if (fin && h)
+        txs_free(h);
+    return 0;
+}
+
+void pr_txc_stats_get(pr_server *s, pr_txc_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    struct pr_txbs *x = s->txbs;
+    if (x) {
+        pthread_mutex_lock(&x->mu);
+        st->parts = x->nb;
+        for (uint32_t i = 0; i < x->nb; i++)
+            st->prepared += x->b[i]->state == TXS_PREPARED;
+        st->copies = x->ns;
+        pthread_mutex_unlock(&x->mu);
+    }
+    st->one_phase = atomic_load_explicit(&s->txc_one, memory_order_relaxed);
+    st->two_phase = atomic_load_explicit(&s->txc_two, memory_order_relaxed);
+    st->recovered_commit = atomic_load_explicit(&s->txc_rec_commit, memory_order_relaxed);
+    st->recovered_rollback = atomic_load_explicit(&s->txc_rec_rollback, memory_order_relaxed);
+}
+
+void pr_txc_sweep(pr_server *s, void (*later)(void *arg, const uint8_t *p, size_t n),
+                  void *arg)
+{
+    if (!atomic_load_explicit(&s->cluster_ready, memory_order_acquire))
+        return;
+    struct pr_txbs *x = s->txbs;
+    uint64_t now = em_now_ms();
+    pthread_mutex_lock(&x->mu);
+    if ((!x->nb && !x->ns) || now - x->swept_ms < TXP_SWEEP_MS) {
+        pthread_mutex_unlock(&x->mu);
+        return;
+    }
+    x->swept_ms = now;
+    cl_topo *t = cl_node_topo_acquire(s->opt.cluster);
+    if (t->self < 0) {
+        cl_node_topo_release(t);
+        pthread_mutex_unlock(&x->mu);
+        return;
+    }
+    uint8_t env[2 + 8 + TXC_HDR + 16] = { 0 };
+    em_st16(env, PR_OP_TX_CALL);
+    env[34] = TXC_RECOVER;
+    for (uint32_t i = 0; i < x->nb;) {
+        txb *b = x->b[i];
+        if (b->busy || b->recovering) {
+            i++;
+            continue;
+        }
+        if (pr_txc_is_member(t, b->coord)) {
+            if (b->state == TXS_ACTIVE && now - b->last_ms > TXP_IDLE_MS) {
+                em_st64(env + 10, b->coord.msb);
+                em_st64(env + 18, b->coord.lsb);
+                em_st64(env + 26, b->seq);
+                env[35] = 2;
+                b->recovering = 1;
+                later(arg, env, 2 + 8 + TXC_HDR);
+            }
+            i++;
+            continue;
+        }
+        if (b->state != TXS_PREPARED) {
+            /* unprepared: nothing of it may commit now (no shadow, no
+             * holder); it frees here without waiting */
+            detach(x, b, TXS_ROLLED_BACK);
+            txb_free(b);
+            continue;
+        }
+        em_st64(env + 10, b->coord.msb);
+        em_st64(env + 18, b->coord.lsb);
+        em_st64(env + 26, b->seq);
+        env[35] = 0;
+        b->recovering = 1;
+        later(arg, env, 2 + 8 + TXC_HDR);
+        i++;
+    }
+    for (uint32_t i = 0; i < x->ns; i++) {
+        txs *h = x->s[i];
+        if (h->busy || h->recovering || pr_txc_is_member(t, h->primary))
+            continue;
+        em_st64(env + 10, h->coord.msb);
+        em_st64(env + 18, h->coord.lsb);
+        em_st64(env + 26, h->seq);
+        env[35] = 1;
+        em_st64(env + 10 + TXC_HDR, h->primary.msb);
+        em_st64(env + 18 + TXC_HDR, h->primary.lsb);
+        h->recovering = 1;
+        later(arg, env, sizeof env);
+    }
+    cl_node_topo_release(t);
+    pthread_mutex_unlock(&x->mu);
+}

@@ -1,0 +1,83 @@
+#!/bin/sh
+# cluster_tx.sh - transactions across 3 real emberd processes (issue 17):
+# ember-txc's functional suite through node 1 (every concurrency x
+# isolation pair on keys whose primaries are on every node, waits, timeouts,
+# conflicts, disconnects, batches), then the bank workload - transfers in
+# transactions from clients on every node, audits that must always read the
+# initial total - without faults and while node 3 is paused and resumed;
+# then, on fresh clusters, a node dying at each point of two-phase commit
+# (--cluster-tx-crash: a part prepared, a part applied, a coordinator
+# decided): the survivors resolve what it left (its backups' copies of its
+# part, its parts without their coordinator) and every node reads the same
+# balances with the initial total.
+cd "$(dirname "$0")/../.."
+BUILD=${EMBER_BUILD:-build}
+SECS=${CHAOS_SECONDS:-4}
+[ -n "${EM_SANITIZER:-}" ] && SECS=3
+. tests/chaos/lib.sh
+chaos_init
+
+start_three || finish
+NODES=$(nodes_list 1 2 3)
+txc() {
+    if out=$("$BUILD/ember-txc" "$@" 2>&1); then
+        echo "$out" | grep -v ' passed, ' | sed 's/^ok /ok   txc: /'
+        PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
+        return 0
+    fi
+    echo "$out" | sed 's/^/     /'
+    return 1
+}
+txc test --nodes "$NODES" --cache txt || bad "ember-txc test"
+txc bank --nodes "$NODES" --cache bank1 --accounts 16 --clients 4 --duration "$SECS" &&
+    ok "bank: every audit and every node kept the total" || bad "bank without faults"
+
+# A paused node: its clients' transactions wait, time out or go on after it
+# resumes; none may half-commit.
+"$BUILD/ember-txc" bank --nodes "$NODES" --cache bank2 --accounts 16 --clients 4 \
+    --duration $((SECS + 2)) >"$CHAOS_TMP/bank2.out" 2>&1 &
+BANK=$!
+sleep 1
+node_pause 3
+sleep 1
+node_resume 3
+wait "$BANK"
+rc=$?
+sed 's/^/     /' "$CHAOS_TMP/bank2.out"
+[ $rc = 0 ] && ok "bank with node 3 paused and resumed: total kept" || bad "bank with a pause"
+for i in 1 2 3; do node_kill $i; done
+
+# crash_case POINT BASE RECOVERY: nodes BASE..BASE+2, the last one exits at
+# the 5th time it reaches POINT; a survivor must log RECOVERY.
+crash_case() {
+    p=$1; b=$2; want=$3; last=$((b + 2))
+    node_start $b $(cluster_flags $b) || finish
+    node_start $((b + 1)) $(cluster_flags $((b + 1)) $b) || finish
+    node_start $last $(cluster_flags $last $b) --cluster-tx-crash "$p:5" || finish
+    for i in $b $((b + 1)) $last; do
+        wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_joined 1 ||
+            { bad "$p: node $i did not join"; finish; }
+    done
+    all=$(nodes_list $b $((b + 1)) $last)
+    txc bank --nodes "$all" --cache "crash$p" --accounts 16 --clients 4 --duration "$SECS" \
+        --check 0 || bad "$p: bank"
+    grep -q "tx_crash: exiting at '$p'" "$(eval echo "\$CHAOS_LOG_$last")" &&
+        ok "$p: node $last exited at that point" || { bad "$p: node $last never reached it"; return; }
+    # What it left is resolved once the survivors drop it (failure
+    # detection): no part or backup copy remains on either.
+    for i in $b $((b + 1)); do
+        wait_metric $i ember_tx_parts 0 && wait_metric $i ember_tx_backup_copies 0 ||
+            bad "$p: node $i still holds transaction parts"
+    done
+    grep -q -e "$want" "$CHAOS_TMP/n$b"/emberd.*.log "$CHAOS_TMP/n$((b + 1))"/emberd.*.log &&
+        ok "$p: $(grep -h -e "$want" "$CHAOS_TMP/n$b"/emberd.*.log "$CHAOS_TMP/n$((b + 1))"/emberd.*.log |
+                  head -1 | sed 's/^.*: its/its/')" || bad "$p: no survivor logged '$want'"
+    txc bank-check --nodes "$(nodes_list $b $((b + 1)))" --cache "crash$p" --accounts 16 &&
+        ok "$p: both survivors read the same balances, total kept" || bad "$p: total"
+    for i in $b $((b + 1)); do node_kill $i; done
+    node_kill $last 2>/dev/null
+}
+crash_case prepared 4 "its primary left; [a-z ]* its backup copy"
+crash_case applied 7 "its primary left; committed its backup copy"
+crash_case decided 10 "its coordinator left; committed its part"
+finish
