@@ -112,7 +112,10 @@ struct pr_conn {
     struct cl_tx *implicit;         /* reused for one-op transactions */
     struct cl_tx *branch;           /* PR_OP_TX_CALL: the part the op runs in */
     em_buf     txenv;               /* a PR_OP_TX_CALL sent (reused) */
+    em_buf     txscratch;           /* its answers when nothing of them is kept */
     struct pr_txslot *txc_slot;     /* the transaction an op is routed for */
+    struct pr_txpart *spare_parts;  /* an ended transaction's list of parts, reused */
+    uint32_t   spare_capparts;
     struct cl_tx *spare[4];         /* ended ones, reused by TX_START */
     uint32_t   nspare;
     em_buf     txbuf;               /* values read inside transactions */

@@ -170,7 +170,12 @@ static void slot_drop(pr_conn *c, pr_txslot *s)
 {
     if (s->seq)
         (void)pr_txc_end(c, s, 0);  /* its parts on the cluster roll back */
-    em_free(s->parts);
+    if (s->parts && !c->spare_parts) {
+        c->spare_parts = s->parts;  /* the next mapped transaction's */
+        c->spare_capparts = s->capparts;
+    } else {
+        em_free(s->parts);
+    }
     if (c->nspare < sizeof c->spare / sizeof c->spare[0]) {
         cl_tx_rollback(s->tx);
         c->spare[c->nspare++] = s->tx;
@@ -190,6 +195,10 @@ void pr_txs_close(pr_conn *c)
     c->implicit = NULL;
     while (c->nspare)
         cl_tx_free(c->spare[--c->nspare]);
+    em_free(c->spare_parts);
+    c->spare_parts = NULL;
+    em_buf_free(&c->txenv);
+    em_buf_free(&c->txscratch);
     em_buf_free(&c->txbuf);
     em_buf_free(&c->pq);
     em_buf_free(&c->pq2);

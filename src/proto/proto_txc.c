@@ -231,6 +231,11 @@ int pr_txc_touch(pr_conn *c, cl_meta_uuid who)
             return 0;
     if (s->nparts >= TXC_MAX_PARTS)
         return pr_fail(c, PR_ST_FAILED, "Transaction spans too many nodes");
+    if (!s->parts && c->spare_parts) {
+        s->parts = c->spare_parts;
+        s->capparts = c->spare_capparts;
+        c->spare_parts = NULL;
+    }
     if (s->nparts == s->capparts) {
         uint32_t cap = s->capparts ? s->capparts * 2 : 4;
         pr_txpart *p = em_realloc(s->parts, cap * sizeof *p);
@@ -433,14 +438,14 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
         if (rc)
             return rc;
     }
-    em_buf scratch = EM_BUF_INIT;
+    em_buf *scratch = &c->txscratch;     /* the parts' answers: none kept */
+    em_buf_reset(scratch);
     if (s->nparts == 1) {
         /* Decided before it is sent: the part commits if it can, and its
          * backups, if it fails meanwhile, finish what it began. */
         (void)decide(c->srv, s->seq, TXS_COMMITTED);
         atomic_fetch_add_explicit(&c->srv->txc_one, 1, memory_order_relaxed);
-        rc = part_call(c, s, &s->parts[0], TXC_COMMIT1, &scratch);
-        em_buf_free(&scratch);
+        rc = part_call(c, s, &s->parts[0], TXC_COMMIT1, scratch);
         if (rc == PR_ST_TXC_WAIT)
             return PR_PARK;
         s->parts[0].st = PR_TXP_DONE;   /* committed, or rolled back there */
@@ -456,9 +461,8 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
     for (uint32_t i = 0; i < s->nparts; i++) {
         if (s->parts[i].st == PR_TXP_PREPARED)
             continue;
-        em_buf_reset(&scratch);
-        if ((rc = part_call(c, s, &s->parts[i], TXC_PREPARE, &scratch)) != 0) {
-            em_buf_free(&scratch);
+        em_buf_reset(scratch);
+        if ((rc = part_call(c, s, &s->parts[i], TXC_PREPARE, scratch)) != 0) {
             if (rc == PR_ST_TXC_WAIT)
                 return PR_PARK;     /* the prepared ones stay prepared */
             if (rc != PR_ST_TXC_GONE)
@@ -471,7 +475,6 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
     /* The decision.  A part's backups that asked before it (their primary
      * failed while it was prepared) were told ROLLBACK, which stands. */
     if (decide(c->srv, s->seq, TXS_COMMITTED) != TXS_COMMITTED) {
-        em_buf_free(&scratch);
         abandon(c, s);
         return pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: a node it spans failed "
                        "while it was being prepared; retry it");
@@ -486,8 +489,8 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
         if (p->st == PR_TXP_DONE)
             continue;
         for (int tries = 0;; tries++) {
-            em_buf_reset(&scratch);
-            rc = part_call(c, s, p, TXC_COMMIT, &scratch);
+            em_buf_reset(scratch);
+            rc = part_call(c, s, p, TXC_COMMIT, scratch);
             if (!rc || rc == EM_NOMEM || rc == PR_ST_TXC_GONE || tries == TXC_COMMIT_TRIES)
                 break;
             if (part_gone(n, p->id)) {
@@ -504,7 +507,6 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
             memcpy(first_msg, c->msg, sizeof first_msg);
         }
     }
-    em_buf_free(&scratch);
     decided(c->srv, s->seq);
     cl_tx_rollback(s->tx);          /* ended: nothing of it is held here */
     if (first_rc)

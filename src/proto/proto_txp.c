@@ -43,6 +43,7 @@
 #define TXP_MAX  8192               /* parts and shadows held on one node */
 #define TXP_RING 4096               /* outcomes remembered */
 #define TXP_SWEEP_MS 500
+#define TXP_SPARE 64                /* ended parts kept for reuse (0 B per transaction) */
 #define TXP_IDLE_MS 10000           /* an open part unheard of this long: is it open there? */
 
 typedef struct txb {                /* a part */
@@ -54,7 +55,7 @@ typedef struct txb {                /* a part */
     uint8_t      doomed;            /* rolled back while busy: ends when released */
     uint8_t      recovering;        /* a RECOVER job is queued or running */
     uint64_t     last_ms;           /* its coordinator's last call */
-    uint32_t     nparts, nholders;
+    uint32_t     nparts, nholders, capparts, capholders;
     cl_meta_uuid *parts;            /* every part of the transaction (its primaries) */
     cl_meta_uuid *holders;          /* the backups holding its shadow */
 } txb;
@@ -63,7 +64,7 @@ typedef struct txs {                /* a shadow: a backup's copy of a prepared p
     cl_meta_uuid coord, primary;
     uint64_t     seq;
     cl_tx       *locks;             /* holds the keys' locks here */
-    uint32_t     nparts, nw;
+    uint32_t     nparts, nw, capparts;
     cl_meta_uuid *parts;
     em_buf       data;              /* the writes, as SHADOW carries them */
     uint8_t      busy, recovering;
@@ -79,6 +80,8 @@ struct pr_txbs {
     txo      ring[TXP_RING];
     uint32_t ring_at;
     uint64_t swept_ms;
+    txb     *spare[TXP_SPARE];      /* ended parts, their memory kept */
+    uint32_t nspare;
 };
 
 int pr_txp_init(pr_server *s)
@@ -118,6 +121,8 @@ void pr_txp_free(pr_server *s)
         txb_free(x->b[i]);
     for (uint32_t i = 0; i < x->ns; i++)
         txs_free(x->s[i]);
+    for (uint32_t i = 0; i < x->nspare; i++)
+        txb_free(x->spare[i]);
     em_free(x->b);
     em_free(x->s);
     pthread_mutex_destroy(&x->mu);
@@ -200,13 +205,24 @@ static int add(struct pr_txbs *x, pr_server *s, cl_meta_uuid coord, uint64_t seq
         return EM_LIMIT;
     if (grow((void ***)&x->b, &x->capb, x->nb))
         return EM_NOMEM;
-    txb *b = em_calloc(1, sizeof *b);
-    if (!b)
-        return EM_NOMEM;
-    int rc = cl_tx_begin(s->txm, conc, iso, timeout, &b->tx);
-    if (rc) {
-        em_free(b);
-        return rc;
+    txb *b;
+    int rc;
+    if (x->nspare) {
+        /* an ended part's memory: its cl_tx, its id lists */
+        b = x->spare[--x->nspare];
+        if ((rc = cl_tx_restart(b->tx, conc, iso, timeout)) != 0) {
+            x->spare[x->nspare++] = b;
+            return rc;
+        }
+        b->busy = b->doomed = b->recovering = 0;
+        b->nparts = b->nholders = 0;
+    } else {
+        if (!(b = em_calloc(1, sizeof *b)))
+            return EM_NOMEM;
+        if ((rc = cl_tx_begin(s->txm, conc, iso, timeout, &b->tx)) != 0) {
+            em_free(b);
+            return rc;
+        }
     }
     b->coord = coord;
     b->seq = seq;
@@ -256,23 +272,36 @@ static int put_uuids(em_buf *b, const cl_meta_uuid *u, uint32_t n)
     return rc;
 }
 
-/* get_uuids reads u32 n and n ids (n <= TXC_MAX_PARTS) from p[0..len). */
-static int get_uuids(const uint8_t **p, size_t *len, cl_meta_uuid **out, uint32_t *n)
+/* ids_reserve: room for n ids in *a (capacity *cap), kept across reuse. */
+static int ids_reserve(cl_meta_uuid **a, uint32_t *cap, uint32_t n)
+{
+    if (n <= *cap)
+        return 0;
+    uint32_t c = n < 4 ? 4 : n;
+    cl_meta_uuid *na = em_realloc(*a, c * sizeof *na);
+    if (!na)
+        return EM_NOMEM;
+    *a = na;
+    *cap = c;
+    return 0;
+}
+
+/* get_uuids reads u32 n and n ids (n <= TXC_MAX_PARTS) from p[0..len)
+ * into *out (capacity *cap). */
+static int get_uuids(const uint8_t **p, size_t *len, cl_meta_uuid **out, uint32_t *cap,
+                     uint32_t *n)
 {
     if (*len < 4)
         return EM_TRUNCATED;
     uint32_t k = em_ld32(*p);
     if (k > TXC_MAX_PARTS || *len - 4 < (size_t)k * 16)
         return EM_INVAL;
-    cl_meta_uuid *u = em_malloc(k ? k * sizeof *u : 1);
-    if (!u)
+    if (ids_reserve(out, cap, k))
         return EM_NOMEM;
     for (uint32_t i = 0; i < k; i++)
-        u[i] = (cl_meta_uuid){ em_ld64(*p + 4 + 16 * i), em_ld64(*p + 12 + 16 * i) };
+        (*out)[i] = (cl_meta_uuid){ em_ld64(*p + 4 + 16 * i), em_ld64(*p + 12 + 16 * i) };
     *p += 4 + (size_t)k * 16;
     *len -= 4 + (size_t)k * 16;
-    em_free(*out);
-    *out = u;
     *n = k;
     return 0;
 }
@@ -305,7 +334,16 @@ static void finish_shadows(pr_conn *c, txb *b, uint8_t outcome)
 static void part_close(pr_conn *c, txb *b, uint8_t outcome)
 {
     finish_shadows(c, b, outcome);
-    txb_free(b);
+    cl_tx_rollback(b->tx);          /* what is still held goes now */
+    struct pr_txbs *x = c->srv->txbs;
+    pthread_mutex_lock(&x->mu);
+    if (x->nspare < TXP_SPARE) {
+        x->spare[x->nspare++] = b;
+        b = NULL;
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (b)
+        txb_free(b);
 }
 
 /* ---- shadows: sending ------------------------------------------------------- */
@@ -427,12 +465,8 @@ static int send_shadows(pr_conn *c, txb *b)
             break;
         }
         /* recorded as each answers: a failure below drops those taken */
-        cl_meta_uuid *nhs = em_realloc(b->holders, (b->nholders + 1) * sizeof *nhs);
-        if (!nhs) {
-            rc = EM_NOMEM;
+        if ((rc = ids_reserve(&b->holders, &b->capholders, b->nholders + 1)) != 0)
             break;
-        }
-        b->holders = nhs;
         b->holders[b->nholders++] = hold[h];
     }
     cl_node_topo_release(t);
@@ -458,7 +492,7 @@ static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8
     h->coord = coord;
     h->seq = seq;
     h->primary = prim;
-    int rc = get_uuids(&p, &len, &h->parts, &h->nparts);
+    int rc = get_uuids(&p, &len, &h->parts, &h->capparts, &h->nparts);
     if (!rc && len < 4)
         rc = EM_TRUNCATED;
     if (!rc) {
@@ -863,14 +897,12 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
     b->busy = 1;
     b->last_ms = em_now_ms();
     pthread_mutex_unlock(&x->mu);
-    if (kind == TXC_PREPARE && (rc = get_uuids(&rest, &nrest, &b->parts, &b->nparts)) != 0)
+    if (kind == TXC_PREPARE &&
+        (rc = get_uuids(&rest, &nrest, &b->parts, &b->capparts, &b->nparts)) != 0)
         rc = pr_bad_request(c, rc);
-    if (kind == TXC_COMMIT1 && !b->parts) {
-        cl_meta_uuid self = cl_node_id(srv->opt.cluster);
-        if ((b->parts = em_malloc(sizeof self)) != NULL) {
-            b->parts[0] = self;
-            b->nparts = 1;
-        }
+    if (kind == TXC_COMMIT1 && !b->nparts && ids_reserve(&b->parts, &b->capparts, 1) == 0) {
+        b->parts[0] = cl_node_id(srv->opt.cluster);
+        b->nparts = 1;
     }
 
     uint8_t fin = 0;                /* ends b with this outcome */

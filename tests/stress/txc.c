@@ -15,6 +15,14 @@
  *          transaction and the total must be the initial one.  Afterwards
  *          (and with `bank-check` alone) every node must read the same
  *          accounts with that total.  Exit 1 on any violation.
+ *   bench  BENCHMARKS.md M5's TRANSACTIONAL row: --clients connections to
+ *          the first node, each putting its own int keys in one-key
+ *          PESSIMISTIC REPEATABLE_READ transactions (TX_START, PUT, TX_END)
+ *          for --duration seconds after a warm-up as long; transactions
+ *          per second, p50/p99 of a whole transaction, and B/op and
+ *          allocs/op summed over every node's counting allocator (op 32000,
+ *          emberd --debug-ops).  --plain 1: the same puts without a
+ *          transaction (the implicit one-op transaction) for comparison.
  *
  * Layouts: shared/reference/ignite-thin-protocol.md §2.2 (cache header,
  * transaction flag), §2.7 (TX_START, TX_END).
@@ -114,6 +122,8 @@ static int call(sx_conn *c, sx_reply *r)
     return rc ? (rc < 0 ? rc : -rc) : r->status;
 }
 
+static int g_backups = 1;
+
 static int create_cache(sx_conn *c)
 {
     em_buf_reset(&c->out);
@@ -126,7 +136,7 @@ static int create_cache(sx_conn *c)
     sx_put_i16(&c->out, 2);                 /* ATOMICITY_MODE: TRANSACTIONAL */
     sx_put_i32(&c->out, 0);
     sx_put_i16(&c->out, 3);                 /* BACKUPS */
-    sx_put_i32(&c->out, 1);
+    sx_put_i32(&c->out, g_backups);
     sx_put_i16(&c->out, 4);                 /* WRITE_SYNCHRONIZATION_MODE: FULL_SYNC */
     sx_put_i32(&c->out, 0);
     em_st32(c->out.p + len_at, (uint32_t)(c->out.len - len_at));
@@ -780,12 +790,162 @@ static int cmd_bank(const bank_opts *o, int run)
     return bad_reads || rc || !committed ? 1 : 0;
 }
 
+/* ---- bench ------------------------------------------------------------------ */
+
+typedef struct bencher {
+    int      id, plain;
+    double   until_s;
+    sx_conn  c;
+    uint32_t *lat_us;
+    size_t   n, cap;
+    long     errors;
+} bencher;
+
+static void *bencher_main(void *arg)
+{
+    bencher *b = arg;
+    int32_t k = 0;
+    while (sx_now_s() < b->until_s) {
+        double t0 = sx_now_s();
+        int32_t key = b->id * 1000000 + (k++ % 1000), id;
+        int rc;
+        if (b->plain) {
+            rc = put(&b->c, 0, key, k);
+        } else {
+            rc = tx_start(&b->c, PES, RR, 0, &id);
+            if (!rc)
+                rc = put(&b->c, id, key, k);
+            if (!rc)
+                rc = tx_end(&b->c, id, 1);
+        }
+        if (rc < 0)
+            break;
+        if (rc) {
+            b->errors++;
+            continue;
+        }
+        if (b->n == b->cap) {
+            size_t cap = b->cap ? b->cap * 2 : 4096;
+            uint32_t *l = realloc(b->lat_us, cap * sizeof *l);
+            if (!l)
+                break;
+            b->lat_us = l;
+            b->cap = cap;
+        }
+        b->lat_us[b->n++] = (uint32_t)((sx_now_s() - t0) * 1e6);
+    }
+    return NULL;
+}
+
+/* mem_all: allocations and bytes summed over every node (op 32000). */
+static int mem_all(sx_conn *m, int64_t *allocs, int64_t *bytes)
+{
+    *allocs = *bytes = 0;
+    for (int i = 0; i < g_nnodes; i++) {
+        em_buf_reset(&m[i].out);
+        size_t s = sx_req_begin(&m[i].out, 32000, m[i].rid++);
+        sx_req_end(&m[i].out, s);
+        sx_reply r;
+        if (call(&m[i], &r) || r.n < 40)
+            return -1;
+        *allocs += (int64_t)em_ld64(r.p + r.n - 40);
+        *bytes += (int64_t)em_ld64(r.p + r.n - 32);
+    }
+    return 0;
+}
+
+static int u32cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int bench_round(int clients, int plain, double secs, long *ops, double *rate,
+                       uint32_t *p50, uint32_t *p99, long *errors)
+{
+    bencher *bs = calloc((size_t)clients, sizeof *bs);
+    pthread_t *th = calloc((size_t)clients, sizeof *th);
+    if (!bs || !th)
+        return -1;
+    double until = sx_now_s() + secs;
+    int rc = 0;
+    for (int i = 0; i < clients && !rc; i++) {
+        bs[i] = (bencher){ .id = i + 1, .plain = plain, .until_s = until };
+        rc = open_node(&bs[i].c, 0);
+    }
+    double t0 = sx_now_s();
+    for (int i = 0; i < clients && !rc; i++)
+        pthread_create(&th[i], NULL, bencher_main, &bs[i]);
+    size_t total = 0;
+    *errors = 0;
+    for (int i = 0; i < clients && !rc; i++) {
+        pthread_join(th[i], NULL);
+        total += bs[i].n;
+        *errors += bs[i].errors;
+    }
+    double t1 = sx_now_s();
+    uint32_t *all = malloc((total ? total : 1) * sizeof *all);
+    size_t at = 0;
+    for (int i = 0; i < clients; i++) {
+        if (all && bs[i].n)
+            memcpy(all + at, bs[i].lat_us, bs[i].n * sizeof *all);
+        at += bs[i].n;
+        free(bs[i].lat_us);
+        sx_close(&bs[i].c);
+    }
+    if (all && total) {
+        qsort(all, total, sizeof *all, u32cmp);
+        *p50 = all[total / 2];
+        *p99 = all[total * 99 / 100];
+    }
+    *ops = (long)total;
+    *rate = total / (t1 - t0);
+    free(all);
+    free(bs);
+    free(th);
+    return rc || !all ? -1 : 0;
+}
+
+static int cmd_bench(const bank_opts *o, int plain)
+{
+    sx_conn c, m[MAX_NODES];
+    if (open_node(&c, 0) || create_cache(&c)) {
+        fprintf(stderr, "ember-txc: cannot create cache %s\n", g_cache);
+        return 2;
+    }
+    sx_close(&c);
+    for (int i = 0; i < g_nnodes; i++)
+        if (open_node(&m[i], i)) {
+            fprintf(stderr, "ember-txc: cannot connect to node %d\n", i + 1);
+            return 2;
+        }
+    long ops, errors;
+    double rate;
+    uint32_t p50 = 0, p99 = 0;
+    int64_t a0, b0, a1, b1;
+    if (bench_round(o->clients, plain, o->duration_s, &ops, &rate, &p50, &p99, &errors) ||
+        mem_all(m, &a0, &b0) ||
+        bench_round(o->clients, plain, o->duration_s, &ops, &rate, &p50, &p99, &errors) ||
+        mem_all(m, &a1, &b1) || !ops) {
+        fprintf(stderr, "ember-txc: bench failed (no --debug-ops on a node?)\n");
+        return 2;
+    }
+    printf("%s,%d,%ld,%.0f,%u,%u,%.3f,%.4f,%ld\n", plain ? "put" : "tx", o->clients, ops, rate,
+           p50, p99, (double)(b1 - b0) / (double)ops, (double)(a1 - a0) / (double)ops, errors);
+    for (int i = 0; i < g_nnodes; i++)
+        sx_close(&m[i]);
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: ember-txc test --nodes IP:PORT[,...] [--cache NAME]\n"
                     "       ember-txc bank|bank-check --nodes IP:PORT[,...] [--cache NAME]\n"
                     "         [--accounts N] [--clients N] [--duration SECONDS]\n"
-                    "         [--check 0]  (bank: no final check; run bank-check later)\n");
+                    "         [--check 0]  (bank: no final check; run bank-check later)\n"
+                    "       ember-txc bench --nodes IP:PORT[,...] [--cache NAME] [--backups N]\n"
+                    "         [--clients N] [--duration SECONDS] [--plain 1]\n"
+                    "         (prints: kind,clients,ops,ops/s,p50 us,p99 us,B/op,allocs/op,errors)\n");
 }
 
 int main(int argc, char **argv)
@@ -795,6 +955,7 @@ int main(int argc, char **argv)
         return 2;
     }
     bank_opts o = { 8, 6, 1, 5 };
+    int plain = 0;
     for (int i = 2; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) { usage(); return 2; }
@@ -804,6 +965,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--clients")) o.clients = atoi(v);
         else if (!strcmp(a, "--duration")) o.duration_s = atof(v);
         else if (!strcmp(a, "--check")) o.check = atoi(v);
+        else if (!strcmp(a, "--backups")) g_backups = atoi(v);
+        else if (!strcmp(a, "--plain")) plain = atoi(v);
         else { usage(); return 2; }
     }
     if (!g_nnodes || o.accounts < 2 || o.accounts > 256 || o.clients < 1 ||
@@ -817,6 +980,8 @@ int main(int argc, char **argv)
         return cmd_bank(&o, 1);
     if (!strcmp(argv[1], "bank-check"))
         return cmd_bank(&o, 0);
+    if (!strcmp(argv[1], "bench"))
+        return cmd_bench(&o, plain);
     usage();
     return 2;
 }
