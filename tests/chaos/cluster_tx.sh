@@ -5,7 +5,9 @@
 # conflicts, disconnects, batches), then the bank workload - transfers in
 # transactions from clients on every node, audits that must always read the
 # initial total - without faults and while node 3 is paused and resumed;
-# then, on fresh clusters, a node dying at each point of two-phase commit
+# then node 3 cut off by iptables until the others fail it (its clients
+# move to the other nodes; the survivors must keep the total); then, on
+# fresh clusters, a node dying at each point of two-phase commit
 # (--cluster-tx-crash: a part prepared, a part applied, a coordinator
 # decided): the survivors resolve what it left (its backups' copies of its
 # part, its parts without their coordinator) and every node reads the same
@@ -45,6 +47,26 @@ wait "$BANK"
 rc=$?
 sed 's/^/     /' "$CHAOS_TMP/bank2.out"
 [ $rc = 0 ] && ok "bank with node 3 paused and resumed: total kept" || bad "bank with a pause"
+
+# A partition: node 3 cut off (its clients too) until the others fail it.
+"$BUILD/ember-txc" bank --nodes "$NODES" --cache bank3 --accounts 16 --clients 4 \
+    --duration $((SECS + 4)) --check 0 --call-ms 4000 >"$CHAOS_TMP/bank3.out" 2>&1 &
+BANK=$!
+sleep 1
+net_isolate 3
+wait_metric 1 ember_cluster_members 2 && ok "partition: nodes 1 and 2 failed node 3" ||
+    bad "partition: node 3 never failed"
+net_heal
+wait "$BANK"
+rc=$?
+sed 's/^/     /' "$CHAOS_TMP/bank3.out"
+[ $rc = 0 ] || bad "bank with node 3 cut off"
+for i in 1 2; do
+    wait_metric $i ember_tx_parts 0 && wait_metric $i ember_tx_backup_copies 0 ||
+        bad "partition: node $i still holds transaction parts"
+done
+txc bank-check --nodes "$(nodes_list 1 2)" --cache bank3 --accounts 16 &&
+    ok "partition: nodes 1 and 2 read the same balances, total kept" || bad "partition: total"
 for i in 1 2 3; do node_kill $i; done
 
 # crash_case POINT BASE RECOVERY: nodes BASE..BASE+2, the last one exits at

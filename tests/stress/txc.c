@@ -41,7 +41,7 @@
 
 #define MAX_NODES 8
 #define MAX_CLIENTS 32
-#define CALL_MS 30000
+static int g_call_ms = 30000;       /* a reply's bound (--call-ms) */
 
 enum { OPT = 0, PES = 1 };
 enum { RC = 0, RR = 1, SER = 2 };
@@ -118,7 +118,7 @@ static void hdr(em_buf *b, int32_t tx)
  * (no reply: the connection is lost). */
 static int call(sx_conn *c, sx_reply *r)
 {
-    int rc = sx_call(c, r, CALL_MS);
+    int rc = sx_call(c, r, g_call_ms);
     return rc ? (rc < 0 ? rc : -rc) : r->status;
 }
 
@@ -352,7 +352,7 @@ static void t_wait(sx_conn *a, sx_conn *b, int iso)
         return;
     }
     put_msg(b, tb, 11, 222);
-    if (sx_write_all(b->fd, b->out.p, b->out.len, CALL_MS)) {
+    if (sx_write_all(b->fd, b->out.p, b->out.len, g_call_ms)) {
         bad(what, "send");
         return;
     }
@@ -364,7 +364,7 @@ static void t_wait(sx_conn *a, sx_conn *b, int iso)
         bad(what, why);
         return;
     }
-    if ((rc = sx_read_frame(b->fd, &b->in, CALL_MS, 1 << 20)) != 0) {
+    if ((rc = sx_read_frame(b->fd, &b->in, g_call_ms, 1 << 20)) != 0) {
         bad(what, "b's put never answered");
         return;
     }
@@ -521,10 +521,10 @@ static void t_opt_orders(sx_conn *a, sx_conn *b)
     end_msg(a, ta, 1);
     end_msg(b, tb, 1);
     sx_reply ra, rb;
-    int wa = sx_write_all(a->fd, a->out.p, a->out.len, CALL_MS);
-    int wb = sx_write_all(b->fd, b->out.p, b->out.len, CALL_MS);
-    int fa = wa ? wa : sx_read_frame(a->fd, &a->in, CALL_MS, 1 << 20);
-    int fb = wb ? wb : sx_read_frame(b->fd, &b->in, CALL_MS, 1 << 20);
+    int wa = sx_write_all(a->fd, a->out.p, a->out.len, g_call_ms);
+    int wb = sx_write_all(b->fd, b->out.p, b->out.len, g_call_ms);
+    int fa = wa ? wa : sx_read_frame(a->fd, &a->in, g_call_ms, 1 << 20);
+    int fb = wb ? wb : sx_read_frame(b->fd, &b->in, g_call_ms, 1 << 20);
     if (fa || fb || sx_parse_reply(a->in.p, a->in.len, 1, &ra) ||
         sx_parse_reply(b->in.p, b->in.len, 1, &rb) || ra.status || rb.status) {
         snprintf(why, sizeof why, "commits: %d/%d \"%s\"", fa ? fa : ra.status,
@@ -943,6 +943,7 @@ static void usage(void)
                     "       ember-txc bank|bank-check --nodes IP:PORT[,...] [--cache NAME]\n"
                     "         [--accounts N] [--clients N] [--duration SECONDS]\n"
                     "         [--check 0]  (bank: no final check; run bank-check later)\n"
+                    "         [--call-ms MS]  (a reply's bound, 30000)\n"
                     "       ember-txc bench --nodes IP:PORT[,...] [--cache NAME] [--backups N]\n"
                     "         [--clients N] [--duration SECONDS] [--plain 1]\n"
                     "         (prints: kind,clients,ops,ops/s,p50 us,p99 us,B/op,allocs/op,errors)\n");
@@ -967,6 +968,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--check")) o.check = atoi(v);
         else if (!strcmp(a, "--backups")) g_backups = atoi(v);
         else if (!strcmp(a, "--plain")) plain = atoi(v);
+        else if (!strcmp(a, "--call-ms")) g_call_ms = atoi(v);
         else { usage(); return 2; }
     }
     if (!g_nnodes || o.accounts < 2 || o.accounts > 256 || o.clients < 1 ||
