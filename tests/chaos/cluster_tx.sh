@@ -22,7 +22,10 @@ chaos_init
 start_three || finish
 NODES=$(nodes_list 1 2 3)
 txc() {
-    if out=$("$BUILD/ember-txc" "$@" 2>&1); then
+    out=$("$BUILD/ember-txc" "$@" 2>&1)
+    rc=$?
+    echo "$out" >"$CHAOS_TMP/last.out"
+    if [ $rc = 0 ]; then
         echo "$out" | grep -v ' passed, ' | sed 's/^ok /ok   txc: /'
         PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
         return 0
@@ -30,9 +33,18 @@ txc() {
     echo "$out" | sed 's/^/     /'
     return 1
 }
+# row NEMESIS FILE KEPT: a line of tools/chaos-table.sh's bank table from
+# the bank summary in FILE; KEPT: whether the final check held.
+row() {
+    sed -n 's/^ *bank: [0-9]* clients, [0-9]* accounts: \([0-9]*\) transfers committed, \([0-9]*\) failed, \([0-9]*\) unknown.*; \([0-9]*\) audits committed, \([0-9]*\) saw.*/\1 | \2 | \3 | \4 | \5/p' "$2" |
+        head -1 | sed "s/^/row $1 | bank | /; s/\$/ | $3/"
+}
 txc test --nodes "$NODES" --cache txt || bad "ember-txc test"
-txc bank --nodes "$NODES" --cache bank1 --accounts 16 --clients 4 --duration "$SECS" &&
-    ok "bank: every audit and every node kept the total" || bad "bank without faults"
+if txc bank --nodes "$NODES" --cache bank1 --accounts 16 --clients 4 --duration "$SECS"; then
+    ok "bank: every audit and every node kept the total"; row none "$CHAOS_TMP/last.out" yes
+else
+    bad "bank without faults"; row none "$CHAOS_TMP/last.out" NO
+fi
 
 # A paused node: its clients' transactions wait, time out or go on after it
 # resumes; none may half-commit.
@@ -46,7 +58,11 @@ node_resume 3
 wait "$BANK"
 rc=$?
 sed 's/^/     /' "$CHAOS_TMP/bank2.out"
-[ $rc = 0 ] && ok "bank with node 3 paused and resumed: total kept" || bad "bank with a pause"
+if [ $rc = 0 ]; then
+    ok "bank with node 3 paused and resumed: total kept"; row pause "$CHAOS_TMP/bank2.out" yes
+else
+    bad "bank with a pause"; row pause "$CHAOS_TMP/bank2.out" NO
+fi
 
 # A partition: node 3 cut off (its clients too) until the others fail it.
 "$BUILD/ember-txc" bank --nodes "$NODES" --cache bank3 --accounts 16 --clients 4 \
@@ -65,8 +81,12 @@ for i in 1 2; do
     wait_metric $i ember_tx_parts 0 && wait_metric $i ember_tx_backup_copies 0 ||
         bad "partition: node $i still holds transaction parts"
 done
-txc bank-check --nodes "$(nodes_list 1 2)" --cache bank3 --accounts 16 &&
-    ok "partition: nodes 1 and 2 read the same balances, total kept" || bad "partition: total"
+if txc bank-check --nodes "$(nodes_list 1 2)" --cache bank3 --accounts 16; then
+    ok "partition: nodes 1 and 2 read the same balances, total kept"
+    row cut "$CHAOS_TMP/bank3.out" yes
+else
+    bad "partition: total"; row cut "$CHAOS_TMP/bank3.out" NO
+fi
 for i in 1 2 3; do node_kill $i; done
 
 # crash_case POINT BASE RECOVERY: nodes BASE..BASE+2, the last one exits at
@@ -83,6 +103,7 @@ crash_case() {
     all=$(nodes_list $b $((b + 1)) $last)
     txc bank --nodes "$all" --cache "crash$p" --accounts 16 --clients 4 --duration "$SECS" \
         --check 0 || bad "$p: bank"
+    cp "$CHAOS_TMP/last.out" "$CHAOS_TMP/crash$p.out"
     grep -q "tx_crash: exiting at '$p'" "$(eval echo "\$CHAOS_LOG_$last")" &&
         ok "$p: node $last exited at that point" || { bad "$p: node $last never reached it"; return; }
     # What it left is resolved once the survivors drop it (failure
@@ -94,8 +115,12 @@ crash_case() {
     grep -q -e "$want" "$CHAOS_TMP/n$b"/emberd.*.log "$CHAOS_TMP/n$((b + 1))"/emberd.*.log &&
         ok "$p: $(grep -h -e "$want" "$CHAOS_TMP/n$b"/emberd.*.log "$CHAOS_TMP/n$((b + 1))"/emberd.*.log |
                   head -1 | sed 's/^.*: its/its/')" || bad "$p: no survivor logged '$want'"
-    txc bank-check --nodes "$(nodes_list $b $((b + 1)))" --cache "crash$p" --accounts 16 &&
-        ok "$p: both survivors read the same balances, total kept" || bad "$p: total"
+    if txc bank-check --nodes "$(nodes_list $b $((b + 1)))" --cache "crash$p" --accounts 16; then
+        ok "$p: both survivors read the same balances, total kept"
+        row "crash at $p" "$CHAOS_TMP/crash$p.out" yes
+    else
+        bad "$p: total"; row "crash at $p" "$CHAOS_TMP/crash$p.out" NO
+    fi
     for i in $b $((b + 1)); do node_kill $i; done
     node_kill $last 2>/dev/null
 }
