@@ -82,9 +82,11 @@ ifneq ($(wildcard tests/stress/txc.c),)
 BINS += $(BUILD)/ember-txc
 endif
 # emberd with one planted replication bug each (src/cluster/cl_repl.c says
-# which), for tests/chaos/planted.sh: the checkers must catch them.
+# which), and one transaction bug (src/proto/proto_txp.c), for
+# tests/chaos/planted.sh: the checkers must catch them.
 PLANTS := ack_early no_resend
-BINS += $(PLANTS:%=$(BUILD)/plant/emberd-%)
+TX_PLANTS := no_shadow
+BINS += $(PLANTS:%=$(BUILD)/plant/emberd-%) $(TX_PLANTS:%=$(BUILD)/plant/emberd-%)
 
 .PHONY: all deps test run run-cluster asan tsan trace bench fuzz clean install replay replay-bins chaos
 all: $(BINS)
@@ -117,6 +119,13 @@ $(PLANT_OBJ): $(BUILD)/plant/cl_repl-%.o: src/cluster/cl_repl.c
 	$(CC) $(CFLAGS) -DEM_PLANT_$(shell echo $* | tr a-z A-Z) -c -o $@ $<
 $(PLANTS:%=$(BUILD)/plant/emberd-%): $(BUILD)/plant/emberd-%: $(BUILD)/src/server/emberd.o \
 		$(BUILD)/plant/cl_repl-%.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+TX_PLANT_OBJ := $(TX_PLANTS:%=$(BUILD)/plant/proto_txp-%.o)
+$(TX_PLANT_OBJ): $(BUILD)/plant/proto_txp-%.o: src/proto/proto_txp.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DEM_PLANT_$(shell echo $* | tr a-z A-Z) -c -o $@ $<
+$(TX_PLANTS:%=$(BUILD)/plant/emberd-%): $(BUILD)/plant/emberd-%: $(BUILD)/src/server/emberd.o \
+		$(BUILD)/plant/proto_txp-%.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/unit-tests: $(UNIT_OBJ) $(TEST_LIB_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

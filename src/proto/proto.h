@@ -138,10 +138,11 @@ typedef struct pr_options {
     uint32_t exit_after_writes;
     /* tx_crash (tests only): "POINT:N" - the process exits at the Nth time
      * a transaction reaches POINT here: "prepared" (a part whose backups
-     * took its writes, before it answers PREPARE), "applied" (a part that
+     * took its writes, before it answers PREPARE), "committing" (a
+     * prepared part told to commit, before it applies), "applied" (a part that
      * applied its commit, before it tells its backups), "decided" (a
-     * coordinator that decided COMMIT, before any part hears it).  "" =
-     * never. */
+     * coordinator that decided COMMIT for a transaction with a part on
+     * this node, before any part hears it).  "" = never. */
     char     tx_crash[32];
     void    *state_arg;
     /* thin_host / thin_port: where this node serves thin clients, as the

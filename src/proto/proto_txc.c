@@ -480,7 +480,9 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
                        "while it was being prepared; retry it");
     }
     atomic_fetch_add_explicit(&c->srv->txc_two, 1, memory_order_relaxed);
-    pr_txc_crash_point(c->srv, "decided");
+    for (uint32_t i = 0; i < s->nparts; i++)
+        if (cl_meta_uuid_eq(s->parts[i].id, cl_node_id(n)))
+            pr_txc_crash_point(c->srv, "decided");  /* with a part of its own */
     /* Phase two. */
     int first_rc = 0;
     char first_msg[sizeof c->msg] = "";

@@ -37,8 +37,8 @@ int  pr_txc_decisions_init(pr_server *s);
 void pr_txc_decisions_free(pr_server *s);
 
 /* pr_txc_crash_point (tests only, opt.tx_crash): exits the process when
- * this is the Nth time POINT ("prepared", "applied", "decided") is
- * reached. */
+ * this is the Nth time POINT ("prepared", "committing", "applied",
+ * "decided") is reached. */
 void pr_txc_crash_point(pr_server *s, const char *point);
 
 /* The parts and backup copies of this node (proto_txp.c). */

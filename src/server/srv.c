@@ -204,7 +204,7 @@ static const key_desc keys[] = {
     K("failure_detection_timeout", 't', failure_detection_timeout_ms, "a member unreachable this long is failed (10000 ms)"),
     K("cluster_fault", 's', cluster_fault, "tests only: drop=P,dup=P,delay=P (percent of replication frames) (none)"),
     K("cluster_exit_after_writes", 'u', cluster_exit_after_writes, "tests only: exit after the Nth forwarded write ran here, before its reply (0 = never)"),
-    K("cluster_tx_crash", 's', cluster_tx_crash, "tests only: prepared|applied|decided:N - exit at that point of the Nth transaction part or decision here (none)"),
+    K("cluster_tx_crash", 's', cluster_tx_crash, "tests only: prepared|committing|applied|decided:N - exit at that point of the Nth transaction part or decision here (none)"),
 };
 #undef K
 
