@@ -137,9 +137,9 @@ typedef struct pr_options {
      * 0 = never. */
     uint32_t exit_after_writes;
     /* tx_crash (tests only): "POINT:N" - the process exits at the Nth time
-     * a transaction reaches POINT here: "prepared" (a part whose backups
-     * took its writes, before it answers PREPARE), "committing" (a
-     * prepared part told to commit, before it applies), "applied" (a part that
+     * a transaction reaches POINT here: "prepared" (a part with writes
+     * whose backups took them, before it answers PREPARE), "committing" (a
+     * prepared part with writes told to commit, before it applies), "applied" (a part that
      * applied its commit, before it tells its backups), "decided" (a
      * coordinator that decided COMMIT for a transaction with a part on
      * this node, before any part hears it).  "" = never. */

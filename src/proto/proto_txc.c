@@ -472,6 +472,19 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
         }
         s->parts[i].st = PR_TXP_PREPARED;
     }
+    /* The topology once more: a primary that moved after its part was
+     * prepared would apply writes the new primary never sees. */
+    cl_topo *t = cl_node_topo_acquire(n);
+    int moved = t->major != s->major || t->minor != s->minor;
+    if (moved) {
+        abandon(c, s);
+        rc = pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: the cluster topology changed "
+                     "(%" PRIu64 ".%u -> %" PRIu64 ".%u) while it was being prepared; retry it",
+                     s->major, s->minor, t->major, t->minor);
+    }
+    cl_node_topo_release(t);
+    if (moved)
+        return rc;
     /* The decision.  A part's backups that asked before it (their primary
      * failed while it was prepared) were told ROLLBACK, which stands. */
     if (decide(c->srv, s->seq, TXS_COMMITTED) != TXS_COMMITTED) {

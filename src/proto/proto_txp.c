@@ -485,6 +485,18 @@ static int send_shadows(pr_conn *c, txb *b)
 
 /* ---- shadows: keeping -------------------------------------------------------- */
 
+/* member_now: who is a member in this node's topology.  A primary the
+ * cluster failed may still run (cut off, then back): what it says of its
+ * parts is not heard - its commits reached no other owner, and its backups
+ * resolve its parts as if it had died. */
+static int member_now(pr_conn *c, cl_meta_uuid who)
+{
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+    int m = pr_txc_is_member(t, who);
+    cl_node_topo_release(t);
+    return m;
+}
+
 static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8_t *p,
                        size_t len)
 {
@@ -492,6 +504,8 @@ static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8
     if (len < 16)
         return pr_bad_request(c, EM_TRUNCATED);
     cl_meta_uuid prim = { em_ld64(p), em_ld64(p + 8) };
+    if (!member_now(c, prim))
+        return pr_fail(c, PR_ST_FAILED, "The transaction's primary is not a member of the cluster");
     p += 16;
     len -= 16;
     txs *h = em_calloc(1, sizeof *h);
@@ -553,6 +567,8 @@ static int finish_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uin
     if (len < 17)
         return pr_bad_request(c, EM_TRUNCATED);
     cl_meta_uuid prim = { em_ld64(p), em_ld64(p + 8) };
+    if (!member_now(c, prim))
+        return 0;                   /* a failed primary's word: the shadow decides without it */
     uint8_t outcome = p[16] == TXS_COMMITTED ? TXS_COMMITTED : TXS_ROLLED_BACK;
     pthread_mutex_lock(&x->mu);
     txs *h = find_shadow(x, coord, seq, prim);
@@ -687,6 +703,15 @@ static int commit_part(pr_conn *c, txb *b, int *applied)
     return wrc == EM_TIMEOUT ? pr_fail_repl_timeout(c) : 0;
 }
 
+/* writes: the (prepared) part writes something (crash points count only
+ * those: a part that only read leaves nothing to resolve). */
+static int writes(txb *b)
+{
+    const st_update *ups;
+    uint32_t n;
+    return cl_tx_updates(b->tx, &ups, &n) == 0 && n > 0;
+}
+
 /* spans: the part writes more than one partition (a COMMIT1 then needs its
  * backups' shadows: its writes reach them in several streams). */
 static int spans(cl_tx *tx)
@@ -699,6 +724,30 @@ static int spans(cl_tx *tx)
         if (ups[i].partition != ups[0].partition || ups[i].cache_id != ups[0].cache_id)
             return 1;
     return 0;
+}
+
+/* still_primary: a part prepares only where it may commit - on the
+ * primary of every partition it writes, in this node's topology now.  After
+ * an affinity switch (rebalancing, a failure) its writes applied here would
+ * not reach the new primary, which may already serve those keys. */
+static int still_primary(pr_conn *c, txb *b)
+{
+    const st_update *ups;
+    uint32_t n;
+    int rc = cl_tx_updates(b->tx, &ups, &n);
+    if (rc)
+        return rc;
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        st_cache *sc = st_cache_find(c->srv->st, ups[i].cache_id);
+        uint32_t idx[64];
+        if (sc && (cl_repl_owners(t, st_cache_cfg(sc), ups[i].cache_id, ups[i].partition, idx,
+                                  64) < 1 || (int)idx[0] != t->self))
+            rc = pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: the primary of one of its "
+                         "keys changed (topology change in progress); retry it");
+    }
+    cl_node_topo_release(t);
+    return rc;
 }
 
 /* ---- PR_OP_TX_CALL ------------------------------------------------------------ */
@@ -818,14 +867,15 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
         return em_buf_put_u8(out, (uint8_t)pr_txc_decision(srv, seq));
     case TXC_ALIVE:
         return em_buf_put_u8(out, (uint8_t)pr_txc_alive(srv, seq));
-    case TXC_ROLLBACK:
-        break;
     default: {
         /* a coordinator the cluster failed may still be running: its parts
-         * are being resolved without it, and it may not change them */
+         * are being resolved without it, and it may not change them (not
+         * even roll one back: the others may commit by the rule) */
         cl_topo *t = cl_node_topo_acquire(srv->opt.cluster);
         int m = pr_txc_is_member(t, coord) && t->self >= 0;
         cl_node_topo_release(t);
+        if (!m && kind == TXC_ROLLBACK)
+            return 0;
         if (!m)
             return pr_fail(c, PR_ST_TXC_GONE, "Transaction was rolled back: its coordinator is "
                            "not a member of the cluster");
@@ -933,6 +983,8 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
                 rc = pr_fail(c, PR_ST_TXC_WAIT, "The key is locked by another transaction");
                 break;
             }
+            if (!rc)
+                rc = still_primary(c, b);
             if (!rc && (kind == TXC_PREPARE || spans(b->tx)))
                 rc = send_shadows(c, b);
             if (rc) {
@@ -945,7 +997,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
             pthread_mutex_lock(&x->mu);
             b->state = TXS_PREPARED;
             pthread_mutex_unlock(&x->mu);
-            if (kind == TXC_PREPARE)
+            if (kind == TXC_PREPARE && writes(b))
                 pr_txc_crash_point(c->srv, "prepared");
         }
         if (kind == TXC_PREPARE)
@@ -954,7 +1006,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
         /* fall through */
     default: {                      /* COMMIT */
         int applied;
-        if (kind == TXC_COMMIT)
+        if (kind == TXC_COMMIT && writes(b))
             pr_txc_crash_point(c->srv, "committing");
         rc = commit_part(c, b, &applied);
         if (rc == EM_LOCKED)
