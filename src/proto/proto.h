@@ -139,7 +139,8 @@ typedef struct pr_options {
     /* tx_crash (tests only): "POINT:N" - the process exits at the Nth time
      * a transaction reaches POINT here: "prepared" (a part with writes
      * whose backups took them, before it answers PREPARE), "committing" (a
-     * prepared part with writes told to commit, before it applies), "applied" (a part that
+     * prepared part with writes of another node's transaction told to
+     * commit, before it applies), "applied" (a part that
      * applied its commit, before it tells its backups), "decided" (a
      * coordinator that decided COMMIT for a transaction with a part on
      * this node, before any part hears it).  "" = never. */

@@ -1006,7 +1006,9 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
         /* fall through */
     default: {                      /* COMMIT */
         int applied;
-        if (kind == TXC_COMMIT && writes(b))
+        /* (a part of another node's transaction: its coordinator goes on) */
+        if (kind == TXC_COMMIT && writes(b) &&
+            !cl_meta_uuid_eq(b->coord, cl_node_id(srv->opt.cluster)))
             pr_txc_crash_point(c->srv, "committing");
         rc = commit_part(c, b, &applied);
         if (rc == EM_LOCKED)
