@@ -314,10 +314,11 @@ enum { PR_TXP_ACTIVE = 0, PR_TXP_PREPARED = 1, PR_TXP_DONE = 2 };
 /* An open transaction of a connection.  On a cluster (seq != 0) its keys'
  * work runs in parts on their primaries and tx only keeps its parameters
  * and deadline. */
+enum { PR_TX_WHY_TIMEOUT = 1, PR_TX_WHY_DEADLOCK = 2, PR_TX_WHY_TOPOLOGY = 3 };
 typedef struct pr_txslot {
     int32_t id;
     struct cl_tx *tx;
-    int     why;                    /* rolled back by: 1 its timeout, 2 a deadlock */
+    int     why;                    /* rolled back by: PR_TX_WHY_* */
     char    label[48];
     uint64_t seq;                   /* cluster: this node's name for it, 0 = unmapped */
     uint64_t major;                 /* ... the topology it is mapped on */

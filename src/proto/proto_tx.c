@@ -75,7 +75,7 @@ int pr_tx_fail_timed_out(pr_conn *c, const cl_tx *tx)
 {
     char d[200];
     const pr_txslot *s = pr_tx_slot(c, tx);
-    if (s && s->why == 2)
+    if (s && s->why == PR_TX_WHY_DEADLOCK)
         return pr_fail(c, PR_ST_FAILED, "Transaction has been rolled back (deadlock detected): "
                        "%s", tx_desc(c, tx, d, sizeof d));
     return pr_fail(c, PR_ST_FAILED, "Cache transaction timed out: %s", tx_desc(c, tx, d, sizeof d));
@@ -85,7 +85,7 @@ int pr_tx_fail_lock_timeout(pr_conn *c, cl_tx *tx)
 {
     pr_txslot *s = pr_tx_slot(c, tx);
     if (s)
-        s->why = 1;
+        s->why = PR_TX_WHY_TIMEOUT;
     char d[200];
     return pr_fail(c, PR_ST_FAILED, "Failed to acquire lock within provided timeout for "
                    "transaction [timeout=%" PRId64 ", tx=%s]", cl_tx_timeout(tx),
@@ -140,7 +140,7 @@ int pr_tx_fail_deadlock(pr_conn *c, cl_tx *tx)
     st_cache *sc = st_cache_find(c->srv->st, cid);
     pr_txslot *s = pr_tx_slot(c, tx);
     if (s)
-        s->why = 2;
+        s->why = PR_TX_WHY_DEADLOCK;
     return pr_fail(c, PR_ST_FAILED, "Deadlock detected: the transaction waited for the lock of "
                    "[key=%s, keyCls=%s, cache=%s] held by a transaction waiting for it; rolled "
                    "back [tx=%s]", kt, cls, sc ? st_cache_cfg(sc)->name : "?",

@@ -55,7 +55,7 @@ void pr_txc_crash_point(pr_server *s, const char *point)
 {
     const char *spec = s->opt.tx_crash;
     size_t pl = strlen(point);
-    if (!spec[0] || strncmp(spec, point, pl) != 0 || spec[pl] != ':')
+    if (strncmp(spec, point, pl) != 0 || spec[pl] != ':')
         return;
     uint32_t n = (uint32_t)strtoul(spec + pl + 1, NULL, 10);
     if (atomic_fetch_add_explicit(&s->tx_crash_seen, 1, memory_order_relaxed) + 1 != n)
@@ -214,6 +214,12 @@ int pr_txc_env(em_buf *b, const uint8_t *id8, cl_meta_uuid coord, uint64_t seq, 
     return rc;
 }
 
+int pr_txc_put_id(em_buf *b, cl_meta_uuid id)
+{
+    int rc = em_buf_put_le64(b, id.msb);
+    return rc ? rc : em_buf_put_le64(b, id.lsb);
+}
+
 int pr_txc_wrap(pr_conn *c, const uint8_t *body, size_t len, em_buf *dst)
 {
     pr_txslot *s = c->txc_slot;
@@ -255,12 +261,9 @@ static int part_call(pr_conn *c, pr_txslot *s, const pr_txpart *p, int kind, em_
     cl_node *n = c->srv->opt.cluster;
     em_buf *b = &c->txenv;
     int rc = pr_txc_env(b, NULL, cl_node_id(n), s->seq, kind, s->tx);
-    if (!rc && kind == TXC_PREPARE) {
-        rc = em_buf_put_le32(b, s->nparts);
-        for (uint32_t i = 0; !rc && i < s->nparts; i++)
-            if ((rc = em_buf_put_le64(b, s->parts[i].id.msb)) == 0)
-                rc = em_buf_put_le64(b, s->parts[i].id.lsb);
-    }
+    for (uint32_t i = 0; !rc && kind == TXC_PREPARE && i <= s->nparts; i++)
+        rc = i == 0 ? em_buf_put_le32(b, s->nparts)
+                    : pr_txc_put_id(b, s->parts[i - 1].id);
     if (rc)
         return rc;
     return pr_cluster_tx_run(c, p->id, cl_meta_uuid_eq(p->id, cl_node_id(n)), b->p, b->len, out);
@@ -268,7 +271,7 @@ static int part_call(pr_conn *c, pr_txslot *s, const pr_txpart *p, int kind, em_
 
 /* rollback_parts: every part not ended yet rolls back (best effort: a part
  * that does not hear it is rolled back by its node once this one leaves
- * the topology, or by its own timeout). */
+ * the topology, or by its own timeout), and so does s's own record here. */
 static void rollback_parts(pr_conn *c, pr_txslot *s)
 {
     char keep[sizeof c->msg];
@@ -282,6 +285,7 @@ static void rollback_parts(pr_conn *c, pr_txslot *s)
         }
     em_buf_free(&scratch);
     memcpy(c->msg, keep, sizeof keep);
+    cl_tx_rollback(s->tx);
 }
 
 /* ---- the coordinator ----------------------------------------------------- */
@@ -289,8 +293,7 @@ static void rollback_parts(pr_conn *c, pr_txslot *s)
 static int fail_topology(pr_conn *c, pr_txslot *s, const cl_topo *t)
 {
     rollback_parts(c, s);
-    cl_tx_rollback(s->tx);
-    s->why = 3;
+    s->why = PR_TX_WHY_TOPOLOGY;
     return pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: the cluster topology changed "
                    "(%" PRIu64 ".%u -> %" PRIu64 ".%u) while it ran; retry it", s->major, s->minor,
                    t->major, t->minor);
@@ -302,8 +305,7 @@ static int check_open(pr_conn *c, pr_txslot *s)
     if (cl_tx_open(s->tx) && !cl_tx_expired(s->tx))
         return 0;
     rollback_parts(c, s);
-    cl_tx_rollback(s->tx);
-    if (s->why == 3)
+    if (s->why == PR_TX_WHY_TOPOLOGY)
         return pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: the cluster topology "
                        "changed while it ran; retry it");
     return pr_tx_fail_timed_out(c, s->tx);
@@ -317,14 +319,12 @@ static int outcome(pr_conn *c, pr_txslot *s, int rc)
         return PR_PARK;
     if (rc == EM_STALE) {
         rollback_parts(c, s);
-        cl_tx_rollback(s->tx);
-        s->why = 3;
+        s->why = PR_TX_WHY_TOPOLOGY;
         return pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: a key's owner changed "
                        "(topology change in progress); retry it");
     }
     if (rc == PR_ST_TXC_GONE) {
         rollback_parts(c, s);
-        cl_tx_rollback(s->tx);
         return PR_ST_FAILED;        /* the part's message stands */
     }
     return rc;
@@ -396,7 +396,6 @@ static void abandon(pr_conn *c, pr_txslot *s)
     (void)decide(c->srv, s->seq, TXS_ROLLED_BACK);
     decided(c->srv, s->seq);
     rollback_parts(c, s);
-    cl_tx_rollback(s->tx);
 }
 
 void pr_txc_forget(pr_server *s, uint64_t seq)
@@ -416,9 +415,7 @@ int pr_txc_alive(pr_server *s, uint64_t seq)
 int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
 {
     if (!commit) {
-        (void)decide(c->srv, s->seq, TXS_ROLLED_BACK);
-        decided(c->srv, s->seq);
-        rollback_parts(c, s);
+        abandon(c, s);
         return 0;
     }
     int rc = check_open(c, s);
@@ -493,7 +490,7 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
                        "while it was being prepared; retry it");
     }
     atomic_fetch_add_explicit(&c->srv->txc_two, 1, memory_order_relaxed);
-    for (uint32_t i = 0; i < s->nparts; i++)
+    for (uint32_t i = 0; pr_txc_crash_armed(c->srv) && i < s->nparts; i++)
         if (cl_meta_uuid_eq(s->parts[i].id, cl_node_id(n)))
             pr_txc_crash_point(c->srv, "decided");  /* with a part of its own */
     /* Phase two. */

@@ -38,8 +38,13 @@ void pr_txc_decisions_free(pr_server *s);
 
 /* pr_txc_crash_point (tests only, opt.tx_crash): exits the process when
  * this is the Nth time POINT ("prepared", "committing", "applied",
- * "decided") is reached. */
+ * "decided") is reached.  Callers test pr_txc_crash_armed first, so the
+ * conditions that pick a point cost nothing in a normal run. */
 void pr_txc_crash_point(pr_server *s, const char *point);
+static inline int pr_txc_crash_armed(const pr_server *s) { return s->opt.tx_crash[0] != 0; }
+
+/* pr_txc_put_id appends a member id (msb, lsb) as the messages carry it. */
+int  pr_txc_put_id(em_buf *b, cl_meta_uuid id);
 
 /* The parts and backup copies of this node (proto_txp.c). */
 int  pr_txp_init(pr_server *s);

@@ -267,8 +267,7 @@ static int put_uuids(em_buf *b, const cl_meta_uuid *u, uint32_t n)
 {
     int rc = em_buf_put_le32(b, n);
     for (uint32_t i = 0; !rc && i < n; i++)
-        if ((rc = em_buf_put_le64(b, u[i].msb)) == 0)
-            rc = em_buf_put_le64(b, u[i].lsb);
+        rc = pr_txc_put_id(b, u[i]);
     return rc;
 }
 
@@ -696,7 +695,7 @@ static int commit_part(pr_conn *c, txb *b, int *applied)
         return rc;
     if (rc)
         return pr_tx_fail_commit(c, b->tx, rc);
-    if (b->nholders)
+    if (pr_txc_crash_armed(c->srv) && b->nholders)
         pr_txc_crash_point(c->srv, "applied");
     finish_shadows(c, b, TXS_COMMITTED);
     cl_tx_rollback(b->tx);          /* applied: this releases the locks */
@@ -997,7 +996,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
             pthread_mutex_lock(&x->mu);
             b->state = TXS_PREPARED;
             pthread_mutex_unlock(&x->mu);
-            if (kind == TXC_PREPARE && writes(b))
+            if (pr_txc_crash_armed(srv) && kind == TXC_PREPARE && writes(b))
                 pr_txc_crash_point(c->srv, "prepared");
         }
         if (kind == TXC_PREPARE)
@@ -1007,7 +1006,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
     default: {                      /* COMMIT */
         int applied;
         /* (a part of another node's transaction: its coordinator goes on) */
-        if (kind == TXC_COMMIT && writes(b) &&
+        if (pr_txc_crash_armed(srv) && kind == TXC_COMMIT && writes(b) &&
             !cl_meta_uuid_eq(b->coord, cl_node_id(srv->opt.cluster)))
             pr_txc_crash_point(c->srv, "committing");
         rc = commit_part(c, b, &applied);
