@@ -71,7 +71,8 @@
     X(REBAL_DONE,   52)         \
     X(REBAL_STALE,  53)         \
     X(FWD_REQ,      64)         \
-    X(FWD_RESP,     65)
+    X(FWD_RESP,     65)         \
+    X(TX_WAKE,      66)
 
 enum cl_net_msg {
 #define CL_NET_ENUM(name, v) CL_NET_MSG_##name = v,

@@ -319,6 +319,18 @@ static void wait_clear(cl_txm *m, uint64_t owner)
     pthread_mutex_unlock(&m->wmu);
 }
 
+uint64_t cl_tx_blocker(const cl_tx *tx)
+{
+    cl_txm *m = tx->m;
+    uint64_t h = 0;
+    pthread_mutex_lock(&m->wmu);
+    for (uint32_t i = 0; i < m->nw && !h; i++)
+        if (m->w[i].owner == tx->owner)
+            h = m->w[i].holder;
+    pthread_mutex_unlock(&m->wmu);
+    return h;
+}
+
 /* wait_for records owner -> holder; 1 if that closes a cycle (the edge is
  * then not kept). */
 static int wait_for(cl_tx *tx, uint64_t holder)

@@ -85,6 +85,10 @@ int      cl_tx_concurrency(const cl_tx *tx);
 int      cl_tx_isolation(const cl_tx *tx);
 int64_t  cl_tx_timeout(const cl_tx *tx);
 uint64_t cl_tx_owner(const cl_tx *tx);
+/* cl_tx_blocker: the owner (cl_tx_owner) of the transaction holding the
+ * lock tx waits for now, or 0 when it waits for none (any thread: a
+ * deadlock probe across nodes asks while tx's own thread may run it). */
+uint64_t cl_tx_blocker(const cl_tx *tx);
 /* cl_tx_remaining: ms left of its timeout (at least 1), 0 = no timeout. */
 int64_t  cl_tx_remaining(const cl_tx *tx);
 /* cl_tx_expired: nonzero once the timeout has passed. */

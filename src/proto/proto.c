@@ -58,6 +58,7 @@ int pr_server_new(pr_server **out, struct st_store *st, struct bin_registry *reg
     pthread_mutex_init(&s->state_mu, NULL);
     pthread_mutex_init(&s->hist_mu, NULL);
     pthread_mutex_init(&s->apply_mu, NULL);
+    pthread_mutex_init(&s->rwait_mu, NULL);
     {
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -116,6 +117,7 @@ void pr_server_free(pr_server *s)
     pthread_mutex_destroy(&s->state_mu);
     pthread_mutex_destroy(&s->hist_mu);
     pthread_mutex_destroy(&s->apply_mu);
+    pthread_mutex_destroy(&s->rwait_mu);
     pthread_cond_destroy(&s->apply_cv);
     em_free(s);
 }
@@ -162,13 +164,36 @@ int pr_conn_parked(const pr_conn *c) { return c->npq != 0 || c->job_busy; }
 void pr_server_tx_stats(pr_server *s, uint64_t *open, uint64_t *waiting, uint64_t *locks)
 {
     *open = cl_txm_open(s->txm);
-    *waiting = cl_txm_waiters(s->txm);
+    /* the manager's count includes the members told to wait here */
+    pthread_mutex_lock(&s->rwait_mu);
+    uint32_t w = cl_txm_waiters(s->txm), remote = s->nrwait;
+    pthread_mutex_unlock(&s->rwait_mu);
+    *waiting = w > remote ? w - remote : 0;
     *locks = st_entry_locks_held(s->st);
+}
+
+/* txm_wake: locks were released here: this node's parked requests run
+ * again, and the members told to wait here are told too. */
+static void txm_wake(void *arg)
+{
+    pr_server *s = arg;
+    if (s->tx_wake)
+        s->tx_wake(s->tx_wake_arg);
+    pr_txc_wake_waiters(s);
 }
 
 void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg)
 {
-    cl_txm_set_wake(s->txm, fn, arg);
+    s->tx_wake = fn;
+    s->tx_wake_arg = arg;
+    cl_txm_set_wake(s->txm, txm_wake, s);
+}
+
+void pr_server_tx_woken(pr_server *s)
+{
+    atomic_fetch_add_explicit(&s->rwake_got, 1, memory_order_relaxed);
+    if (s->tx_wake)
+        s->tx_wake(s->tx_wake_arg);
 }
 int pr_conn_version(const pr_conn *c) { return c->ver; }
 

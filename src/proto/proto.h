@@ -201,6 +201,9 @@ typedef struct pr_txc_stats {
     uint64_t copies;                /* backup copies of prepared parts held here */
     uint64_t one_phase, two_phase;  /* commits this node coordinated */
     uint64_t recovered_commit, recovered_rollback;  /* resolved without their node */
+    uint64_t wakes_sent, wakes_got; /* lock releases told to members whose requests
+                                       waited here; told to this node */
+    uint64_t deadlocks;             /* cycles of waits across nodes this node broke */
 } pr_txc_stats;
 void pr_txc_stats_get(pr_server *s, pr_txc_stats *st);
 
@@ -233,6 +236,10 @@ int  pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp
  * pr_exec_on.  Free with pr_conn_free. */
 pr_conn *pr_fwd_conn_new(pr_server *s);
 int  pr_exec_on(pr_conn *c, const uint8_t *body, size_t len, em_buf *resp);
+/* pr_conn_set_origin: the member (node id msb, lsb) whose request c runs
+ * next; one told to wait for a lock here is woken when it is released.
+ * has 0: a request of this node's own. */
+void pr_conn_set_origin(pr_conn *c, int has, uint64_t msb, uint64_t lsb);
 /* pr_conn_take_stale: 1 (once) when the last forwarded request was refused
  * because this node does not own its keys in its own topology; the worker
  * answers EM_STALE so the forwarding node looks for the owner again. */
@@ -312,6 +319,9 @@ int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap);
 /* pr_server_set_tx_wake: fn(arg) is called, on any thread, when locks some
  * parked request may wait for were released (emberd: net_wake_parked). */
 void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg);
+/* pr_server_tx_woken: a member released locks a request forwarded from
+ * here was told to wait for (CL_NET_MSG_TX_WAKE): fn(arg) as above. */
+void pr_server_tx_woken(pr_server *s);
 
 /* pr_server_tx_stats: transactions open now, connections with requests
  * waiting for a lock, entry locks held - for /metrics. */

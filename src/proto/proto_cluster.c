@@ -672,7 +672,10 @@ int pr_cluster_tx_run(pr_conn *c, cl_meta_uuid to, int self, const uint8_t *env,
             return rc;
         if (pr_conn_take_stale(c->sub))
             return EM_STALE;
-        return parse_reply(c, resp->p, resp->len, out);
+        rc = parse_reply(c, resp->p, resp->len, out);
+        if (rc == PR_ST_TXC_WAIT)
+            c->txc_wait_at = to;
+        return rc;
     }
     const uint8_t *ob = c->req_body;
     size_t ol = c->req_len;
@@ -681,6 +684,8 @@ int pr_cluster_tx_run(pr_conn *c, cl_meta_uuid to, int self, const uint8_t *env,
     rc = ask(c, to, resp, out);
     c->req_body = ob;
     c->req_len = ol;
+    if (rc == PR_ST_TXC_WAIT)
+        c->txc_wait_at = to;        /* where it waits: a deadlock probe starts there */
     return rc;
 }
 
@@ -1044,6 +1049,12 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         nanosleep(&ts, NULL);
         t = cl_node_topo_acquire(c->srv->opt.cluster);
     }
+    /* The key's owner found it locked by a transaction: the request waits
+     * here, parked, as it would for a lock of this node's, and runs again
+     * when the owner says locks were released (pr_txc_wake_waiters) or at
+     * the next timer scan. */
+    if (rc == PR_ST_TXC_WAIT)
+        return PR_PARK;
     return rc;
 }
 
@@ -1110,6 +1121,13 @@ pr_conn *pr_fwd_conn_new(pr_server *s)
     c->ver = PR_VER(1, 7, 0);
     c->forwarded = 1;
     return c;
+}
+
+void pr_conn_set_origin(pr_conn *c, int has, uint64_t msb, uint64_t lsb)
+{
+    c->has_from = has != 0;
+    c->from[0] = msb;
+    c->from[1] = lsb;
 }
 
 int pr_exec_on(pr_conn *c, const uint8_t *body, size_t len, em_buf *resp)

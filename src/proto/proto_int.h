@@ -25,6 +25,7 @@ enum {
     PR_FEAT_BINARY_CONFIGURATION = 8, PR_FEAT_HEARTBEAT = 11
 };
 #define PR_FEAT_BYTES 4             /* feature ids 0..31 are tracked */
+#define PR_RWAIT_MAX 64             /* members told to wait, remembered (more: the scan) */
 
 struct pr_server {
     struct st_store *st;
@@ -66,7 +67,17 @@ struct pr_server {
     _Atomic uint64_t rid_seq;
     _Atomic uint32_t rid_ran;       /* writes run for PR_OP_RID_CALL (exit_after_writes) */
     _Atomic uint32_t tx_crash_seen; /* opt.tx_crash's point reached so far */
-    _Atomic uint64_t txc_one, txc_two, txc_rec_commit, txc_rec_rollback;
+    _Atomic uint64_t txc_one, txc_two, txc_rec_commit, txc_rec_rollback, txc_deadlocks;
+    /* Members whose forwarded requests were told to wait for a lock here
+     * (PR_ST_TXC_WAIT): told in turn (CL_NET_MSG_TX_WAKE) when locks are
+     * released, so their parked requests run again now rather than at
+     * their next timer scan (proto_txc.c pr_txc_note_waiter). */
+    pthread_mutex_t rwait_mu;
+    uint64_t rwait[PR_RWAIT_MAX][2];
+    uint32_t nrwait;
+    _Atomic uint64_t rwake_sent, rwake_got;
+    void (*tx_wake)(void *arg);     /* pr_server_set_tx_wake's */
+    void *tx_wake_arg;
 };
 
 typedef struct pr_cursor {
@@ -84,6 +95,8 @@ struct pr_conn {
     const uint8_t *req_body;        /* the request being handled (op, id, payload) */
     size_t     req_len;
     int        forwarded;           /* runs requests other members sent: never routes */
+    uint8_t    has_from;            /* forwarded: the member that sent the request */
+    uint64_t   from[2];             /* ... its node id (msb, lsb) */
     int        stale;               /* forwarded: refused, not the key's owner here */
     int        owner_probe;         /* PR_OP_RID_CALL: decode and check ownership only */
     int        probe_ok;            /* ... and the op got past its checks: owned here */
@@ -114,6 +127,7 @@ struct pr_conn {
     em_buf     txenv;               /* a PR_OP_TX_CALL sent (reused) */
     em_buf     txscratch;           /* its answers when nothing of them is kept */
     struct pr_txslot *txc_slot;     /* the transaction an op is routed for */
+    cl_meta_uuid txc_wait_at;       /* the member whose part answered "wait" last */
     struct pr_txpart *spare_parts;  /* an ended transaction's list of parts, reused */
     uint32_t   spare_capparts;
     struct cl_tx *spare[4];         /* ended ones, reused by TX_START */
@@ -325,6 +339,8 @@ typedef struct pr_txslot {
     uint32_t minor;
     uint32_t nparts, capparts;
     pr_txpart *parts;
+    uint8_t  waiting;               /* a part answered "wait" (proto_txc.c) */
+    uint64_t wait_ms, probe_ms;     /* since when; its last deadlock probe */
 } pr_txslot;
 
 /* pr_tx_lookup: the connection's transaction with this id (status 1021 if
@@ -363,6 +379,11 @@ int  pr_txc_end(pr_conn *c, pr_txslot *s, int commit);
  * answerable for a while); pr_txc_alive: it is still open here. */
 void pr_txc_forget(pr_server *s, uint64_t seq);
 int  pr_txc_alive(pr_server *s, uint64_t seq);
+/* pr_txc_wait answers a forwarded request that must wait for a lock here
+ * with PR_ST_TXC_WAIT (the sender parks it) and remembers its sender, whom
+ * pr_txc_wake_waiters (after locks are released) tells to run it again. */
+int  pr_txc_wait(pr_conn *c, const char *why);
+void pr_txc_wake_waiters(pr_server *s);
 int  pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out);          /* PR_OP_TX_CALL */
 /* pr_txc_wrap builds, in dst, body as an op of s's part on a member. */
 int  pr_txc_wrap(pr_conn *c, const uint8_t *body, size_t len, em_buf *dst);

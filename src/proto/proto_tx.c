@@ -17,8 +17,9 @@
  * into the connection's queue of waiting requests (c->pq) and goes on with
  * the next frames, and the server's loop runs the queue again
  * (pr_conn_resume) when some transaction releases locks (cl_txm wake ->
- * net_wake_parked) or at the next timer scan (about 200 ms, which is what
- * enforces the transaction's timeout while it waits).  The retry runs the
+ * net_wake_parked; on a cluster also a release on the member that answered
+ * "wait", CL_NET_MSG_TX_WAKE) or at the next timer scan (about 200 ms,
+ * which is what enforces the transaction's timeout while it waits).  The retry runs the
  * whole request again; every transactional op is written to be repeatable
  * (locks it already took are kept, buffered writes are overwritten with the
  * same bytes).
@@ -498,7 +499,7 @@ int pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out)
             if (!c->forwarded)
                 return PR_PARK;
             if (c->branch)          /* its coordinator parks and asks again */
-                return pr_fail(c, PR_ST_TXC_WAIT, "The key is locked by another transaction");
+                return pr_txc_wait(c, "The key is locked by another transaction");
             cl_tx_rollback(tx);
             rc = EM_TIMEOUT;
         }
@@ -536,8 +537,10 @@ int pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out)
         out->len = start;
         if (!c->forwarded)
             return PR_PARK;
-        return pr_fail(c, PR_ST_FAILED, "Failed to acquire lock: the key is locked by a "
-                       "transaction on its owner node");
+        /* the member that forwarded it parks it, woken when locks here
+         * are released (or by its timer scan) */
+        return pr_txc_wait(c, "Failed to acquire lock: the key is locked by a transaction "
+                           "on its owner node");
     }
     if (rc > 0)
         return rc;

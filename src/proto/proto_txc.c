@@ -25,9 +25,13 @@
  * decision is COMMIT is no failure of the transaction: its backups apply
  * its writes.
  *
- * Not yet: a wait for a lock on another node is retried on the 200 ms timer
- * scan (or when a lock here is released), not woken by the remote release;
- * a deadlock across nodes is ended by the transactions' timeouts only.
+ * A part's node remembers the members it told to wait (pr_txc_wait) and
+ * tells them when it releases locks (CL_NET_MSG_TX_WAKE): their parked
+ * requests run again at once, as for a release on their own node; the
+ * timer scan is left for a word lost with its link.  Implicit (no
+ * transaction) ops forwarded to a key's primary wait there the same way.
+ * A cycle of waits through several nodes is found by a probe (below,
+ * "Deadlocks across nodes") and one transaction of it rolled back.
  *
  * PR_OP_TX_CALL payload: proto_txc.h's header, then for OP the op's whole
  * request (op, id, payload), for PREPARE u32 n and n participant ids, for
@@ -41,6 +45,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster/cl_net.h"
 #include "cluster/cl_node.h"
 #include "cluster/cl_repl.h"
 #include "cluster/cl_tx.h"
@@ -66,9 +71,55 @@ void pr_txc_crash_point(pr_server *s, const char *point)
     _exit(9);
 }
 
+/* ---- waiting for a lock on another node ----------------------------------- */
+
+int pr_txc_wait(pr_conn *c, const char *why)
+{
+    pr_server *s = c->srv;
+    if (c->has_from) {
+        pthread_mutex_lock(&s->rwait_mu);
+        uint32_t i = 0;
+        while (i < s->nrwait && (s->rwait[i][0] != c->from[0] || s->rwait[i][1] != c->from[1]))
+            i++;
+        if (i == s->nrwait && i < PR_RWAIT_MAX) {
+            /* counted as a waiter: a release then calls the wake */
+            s->rwait[i][0] = c->from[0];
+            s->rwait[i][1] = c->from[1];
+            s->nrwait++;
+            cl_txm_wait(s->txm);
+        }       /* else known already, or too many: its timer scan retries */
+        pthread_mutex_unlock(&s->rwait_mu);
+    }
+    return pr_fail(c, PR_ST_TXC_WAIT, "%s", why);
+}
+
+void pr_txc_wake_waiters(pr_server *s)
+{
+    uint64_t w[PR_RWAIT_MAX][2];
+    pthread_mutex_lock(&s->rwait_mu);
+    uint32_t n = s->nrwait;
+    memcpy(w, s->rwait, n * sizeof w[0]);
+    s->nrwait = 0;
+    pthread_mutex_unlock(&s->rwait_mu);
+    cl_node *node = s->opt.cluster;
+    for (uint32_t i = 0; i < n; i++) {
+        cl_txm_unwait(s->txm);
+        /* lost with its link: the member's scan retries */
+        if (node)
+            (void)cl_node_send(node, (cl_meta_uuid){ w[i][0], w[i][1] }, CL_NET_MSG_TX_WAKE,
+                               NULL, 0);
+        atomic_fetch_add_explicit(&s->rwake_sent, 1, memory_order_relaxed);
+    }
+}
+
 /* ---- decisions ---------------------------------------------------------- */
 
-typedef struct txd { uint64_t seq; uint8_t st; } txd;
+typedef struct txd {
+    uint64_t     seq;
+    uint8_t      st;
+    uint8_t      waiting;           /* a part of it waits for a lock, on member `at` */
+    cl_meta_uuid at;
+} txd;
 
 struct pr_txcd {
     pthread_mutex_t mu;
@@ -141,7 +192,7 @@ static int decide(pr_server *s, uint64_t seq, uint8_t st)
             d->cap = cap;
         }
         e = &d->a[d->n++];
-        *e = (txd){ seq, TXS_ACTIVE };
+        *e = (txd){ .seq = seq, .st = TXS_ACTIVE };
     }
     if (st != TXS_ACTIVE && !(e->st == TXS_ROLLED_BACK && st == TXS_COMMITTED))
         e->st = st;
@@ -288,6 +339,182 @@ static void rollback_parts(pr_conn *c, pr_txslot *s)
     cl_tx_rollback(s->tx);
 }
 
+/* ---- deadlocks across nodes ----------------------------------------------
+ *
+ * A part waiting on its node for a lock another transaction's part holds
+ * is an edge of the wait-for graph.  Each node sees its own edges and ends
+ * a cycle among them when it forms (cl_tx.c); a cycle through several
+ * nodes is looked for by the coordinator of a transaction whose request
+ * has waited TXC_PROBE_MS: it follows the edges - WAITS to the node its
+ * part waits on (which transaction holds that lock?), WHERE to the
+ * holder's coordinator (where does that one wait?) - for at most
+ * TXC_PROBE_HOPS holders.  Back at its own transaction it has found a
+ * cycle, and the transaction with the highest id in it is rolled back:
+ * every coordinator in the cycle probes, and only that one finds itself
+ * the highest, so one transaction fails, not all of them.  A probe that
+ * meets a holder that does not wait ends: no cycle through this one now.
+ * Edges change while a probe follows them (a lock just released whose
+ * waiter has not run again yet): a cycle seen that way costs one
+ * transaction a retry, no more.  Ignite looks for deadlocks only once a
+ * timeout fires; without a timeout its transactions would wait forever. */
+
+#define TXC_PROBE_MS 300            /* a request waits this long before a probe */
+#define TXC_PROBE_HOPS 16           /* holders followed */
+#define TXC_PROBE_CALL_MS 1000      /* one step's answer (a paused node: no cycle now) */
+
+typedef struct txid { cl_meta_uuid coord; uint64_t seq; } txid;
+
+static int txid_cmp(txid a, txid b)
+{
+    if (a.coord.msb != b.coord.msb)
+        return a.coord.msb < b.coord.msb ? -1 : 1;
+    if (a.coord.lsb != b.coord.lsb)
+        return a.coord.lsb < b.coord.lsb ? -1 : 1;
+    return a.seq < b.seq ? -1 : a.seq > b.seq;
+}
+
+static void note_wait(pr_server *s, uint64_t seq, int waiting, cl_meta_uuid at)
+{
+    struct pr_txcd *d = s->txcd;
+    pthread_mutex_lock(&d->mu);
+    txd *e = dfind(d, seq);
+    if (e) {
+        e->waiting = (uint8_t)waiting;
+        e->at = at;
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+int pr_txc_where(pr_server *s, uint64_t seq, cl_meta_uuid *at)
+{
+    struct pr_txcd *d = s->txcd;
+    if (!d)
+        return 0;
+    pthread_mutex_lock(&d->mu);
+    txd *e = dfind(d, seq);
+    int r = e && e->waiting;
+    if (r)
+        *at = e->at;
+    pthread_mutex_unlock(&d->mu);
+    return r;
+}
+
+/* probe_ask: one step's question about t to member `to` (this node
+ * answers itself without a message): 1 with want bytes of answer in *ans,
+ * 0 for "none" or no answer. */
+static int probe_ask(pr_conn *c, cl_meta_uuid to, int kind, txid t, em_buf *env, em_buf *resp,
+                     const uint8_t **ans, size_t want)
+{
+    const uint8_t *pay;
+    size_t pn;
+    if (pr_txc_env(env, NULL, t.coord, t.seq, kind, NULL) ||
+        pr_txc_ask(c, to, env, resp, &pay, &pn, TXC_PROBE_CALL_MS) || pn != 1 + want || !pay[0])
+        return 0;
+    *ans = pay + 1;
+    return 1;
+}
+
+/* waits_for: the transaction whose lock t's part on member `at` waits for. */
+static int waits_for(pr_conn *c, cl_meta_uuid at, txid t, txid *h, em_buf *env, em_buf *resp)
+{
+    if (cl_meta_uuid_eq(at, cl_node_id(c->srv->opt.cluster)))
+        return pr_txp_waits(c->srv, t.coord, t.seq, &h->coord, &h->seq);
+    const uint8_t *a;
+    if (!probe_ask(c, at, TXC_WAITS, t, env, resp, &a, 24))
+        return 0;
+    *h = (txid){ { em_ld64(a), em_ld64(a + 8) }, em_ld64(a + 16) };
+    return 1;
+}
+
+/* waits_at: the member t (another coordinator's, or this node's) waits on. */
+static int waits_at(pr_conn *c, txid t, cl_meta_uuid *at, em_buf *env, em_buf *resp)
+{
+    if (cl_meta_uuid_eq(t.coord, cl_node_id(c->srv->opt.cluster)))
+        return pr_txc_where(c->srv, t.seq, at);
+    const uint8_t *a;
+    if (!probe_ask(c, t.coord, TXC_WHERE, t, env, resp, &a, 16))
+        return 0;
+    *at = (cl_meta_uuid){ em_ld64(a), em_ld64(a + 8) };
+    return 1;
+}
+
+/* deadlocked: s waits in a cycle of waits across nodes and has the
+ * highest id in it (it is the one to give way). */
+static int deadlocked(pr_conn *c, pr_txslot *s)
+{
+    txid seen[TXC_PROBE_HOPS + 1];
+    uint32_t n = 0;
+    seen[n++] = (txid){ cl_node_id(c->srv->opt.cluster), s->seq };
+    txid cur = seen[0];
+    cl_meta_uuid at = c->txc_wait_at;
+    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
+    int cycle = 0;
+    for (;;) {
+        txid h;
+        if (!waits_for(c, at, cur, &h, &env, &resp))
+            break;
+        if (txid_cmp(h, seen[0]) == 0) {
+            cycle = 1;
+            break;
+        }
+        uint32_t i = 1;
+        while (i < n && txid_cmp(h, seen[i]) != 0)
+            i++;
+        if (i < n || n == TXC_PROBE_HOPS + 1)
+            break;                  /* a cycle s is not in (its own probe ends it), or too long */
+        seen[n++] = h;
+        if (!waits_at(c, h, &at, &env, &resp))
+            break;
+        cur = h;
+    }
+    em_buf_free(&env);
+    em_buf_free(&resp);
+    for (uint32_t i = 1; cycle && i < n; i++)
+        if (txid_cmp(seen[i], seen[0]) > 0)
+            return 0;
+    return cycle;
+}
+
+/* unwait: s's part answered: it no longer waits. */
+static void unwait(pr_conn *c, pr_txslot *s)
+{
+    if (s->waiting) {
+        s->waiting = 0;
+        note_wait(c->srv, s->seq, 0, (cl_meta_uuid){ 0, 0 });
+    }
+}
+
+static void abandon(pr_conn *c, pr_txslot *s);
+static void rollback_parts(pr_conn *c, pr_txslot *s);
+
+/* parked: a part of s waits for a lock on c->txc_wait_at: the request
+ * parks (PR_PARK), unless s has waited long enough to probe and is the
+ * transaction of a cycle that gives way (rolled back: its failure). */
+static int parked(pr_conn *c, pr_txslot *s, int ending)
+{
+    uint64_t now = em_now_ms();
+    if (!s->waiting) {
+        s->waiting = 1;
+        s->wait_ms = now;
+        s->probe_ms = 0;
+    }
+    note_wait(c->srv, s->seq, 1, c->txc_wait_at);
+    if (now - s->wait_ms < TXC_PROBE_MS || now - s->probe_ms < TXC_PROBE_MS)
+        return PR_PARK;
+    s->probe_ms = now;
+    if (!deadlocked(c, s))
+        return PR_PARK;
+    atomic_fetch_add_explicit(&c->srv->txc_deadlocks, 1, memory_order_relaxed);
+    if (ending)
+        abandon(c, s);
+    else
+        rollback_parts(c, s);
+    s->why = PR_TX_WHY_DEADLOCK;
+    return pr_fail(c, PR_ST_FAILED, "Deadlock detected: the transaction waited for a lock on "
+                   "another node held by a transaction that waits, through others, for one of "
+                   "its own locks; it was rolled back (the others go on)");
+}
+
 /* ---- the coordinator ----------------------------------------------------- */
 
 static int fail_topology(pr_conn *c, pr_txslot *s, const cl_topo *t)
@@ -316,7 +543,8 @@ static int check_open(pr_conn *c, pr_txslot *s)
 static int outcome(pr_conn *c, pr_txslot *s, int rc)
 {
     if (rc == PR_ST_TXC_WAIT)
-        return PR_PARK;
+        return parked(c, s, 0);
+    unwait(c, s);
     if (rc == EM_STALE) {
         rollback_parts(c, s);
         s->why = PR_TX_WHY_TOPOLOGY;
@@ -444,7 +672,7 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
         atomic_fetch_add_explicit(&c->srv->txc_one, 1, memory_order_relaxed);
         rc = part_call(c, s, &s->parts[0], TXC_COMMIT1, scratch);
         if (rc == PR_ST_TXC_WAIT)
-            return PR_PARK;
+            return parked(c, s, 1);
         s->parts[0].st = PR_TXP_DONE;   /* committed, or rolled back there */
         if (rc == PR_ST_TXC_GONE || rc == EM_STALE)
             (void)decide(c->srv, s->seq, TXS_ROLLED_BACK);
@@ -461,7 +689,7 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
         em_buf_reset(scratch);
         if ((rc = part_call(c, s, &s->parts[i], TXC_PREPARE, scratch)) != 0) {
             if (rc == PR_ST_TXC_WAIT)
-                return PR_PARK;     /* the prepared ones stay prepared */
+                return parked(c, s, 1);     /* the prepared ones stay prepared */
             if (rc != PR_ST_TXC_GONE)
                 s->parts[i].st = PR_TXP_PREPARED;   /* unknown: told to roll back too */
             abandon(c, s);
@@ -469,6 +697,7 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
         }
         s->parts[i].st = PR_TXP_PREPARED;
     }
+    unwait(c, s);
     /* The topology once more: a primary that moved after its part was
      * prepared would apply writes the new primary never sees. */
     cl_topo *t = cl_node_topo_acquire(n);

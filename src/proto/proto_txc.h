@@ -6,13 +6,16 @@
 
 #include "proto/proto_int.h"
 
-/* PR_OP_TX_CALL kinds.  SHADOW, FINISH, STATE and DECISION never wait and
- * (and ALIVE) run on the receiver's transport thread (pr_txc_inline): a part's
- * prepare, on a forwarding worker, waits for its backups' SHADOW answers,
- * which must not need a worker there. */
+/* PR_OP_TX_CALL kinds.  SHADOW, FINISH, STATE, DECISION, ALIVE, WAITS and
+ * WHERE never wait and run on the receiver's transport thread
+ * (pr_txc_inline): a part's prepare, on a forwarding worker, waits for its
+ * backups' SHADOW answers, which must not need a worker there.  WAITS (to
+ * a part's node: which transaction holds the lock the part waits for?) and
+ * WHERE (to a coordinator: on which node does its transaction wait?) are a
+ * deadlock probe's steps (proto_txc.c "Deadlocks across nodes"). */
 enum { TXC_OP = 0, TXC_PREPARE = 1, TXC_COMMIT = 2, TXC_ROLLBACK = 3, TXC_COMMIT1 = 4,
        TXC_STATE = 5, TXC_RECOVER = 6, TXC_SHADOW = 7, TXC_FINISH = 8, TXC_DECISION = 9,
-       TXC_ALIVE = 10 };
+       TXC_ALIVE = 10, TXC_WAITS = 11, TXC_WHERE = 12, TXC_LAST = TXC_WHERE };
 /* What a node knows of a transaction (or of one of its parts). */
 enum { TXS_UNKNOWN = 0, TXS_ACTIVE = 1, TXS_PREPARED = 2, TXS_COMMITTED = 3,
        TXS_ROLLED_BACK = 4 };
@@ -33,6 +36,19 @@ int pr_txc_env(em_buf *b, const uint8_t *id8, cl_meta_uuid coord, uint64_t seq, 
  * TXS_ROLLED_BACK (an undecided transaction is decided so now: it will not
  * commit), or TXS_UNKNOWN. */
 int  pr_txc_decision(pr_server *s, uint64_t seq);
+/* pr_txc_where: 1 and *at, the member a part of transaction seq (this
+ * node's) waits for a lock on; 0 when it waits for none. */
+int  pr_txc_where(pr_server *s, uint64_t seq, cl_meta_uuid *at);
+/* pr_txp_waits: 1 and the holder's (coordinator, sequence) when the part
+ * (coord, seq) here waits for a lock a part or backup copy of another
+ * transaction holds; 0 otherwise. */
+int  pr_txp_waits(pr_server *s, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid *hc,
+                  uint64_t *hs);
+/* pr_txc_ask sends env (a PR_OP_TX_CALL of an inline kind) to member `to`,
+ * this node included, waiting up to ms: 0 with the reply's payload in
+ * *pay (inside resp), or an error. */
+int  pr_txc_ask(pr_conn *c, cl_meta_uuid to, const em_buf *env, em_buf *resp,
+                const uint8_t **pay, size_t *pn, uint32_t ms);
 int  pr_txc_decisions_init(pr_server *s);
 void pr_txc_decisions_free(pr_server *s);
 

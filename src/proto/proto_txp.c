@@ -237,8 +237,8 @@ static int add(struct pr_txbs *x, pr_server *s, cl_meta_uuid coord, uint64_t seq
 
 /* call asks member `to` (the request in env): 0 with the reply's payload in
  * *pay, or nonzero (no answer, or an error answer). */
-static int call(pr_conn *c, cl_meta_uuid to, const em_buf *env, em_buf *resp,
-                const uint8_t **pay, size_t *pn)
+int pr_txc_ask(pr_conn *c, cl_meta_uuid to, const em_buf *env, em_buf *resp,
+               const uint8_t **pay, size_t *pn, uint32_t ms)
 {
     em_buf_reset(resp);
     int rc;
@@ -253,7 +253,7 @@ static int call(pr_conn *c, cl_meta_uuid to, const em_buf *env, em_buf *resp,
         rc = pr_exec_request(sub, env->p, env->len, resp);
         pr_conn_free(sub);
     } else {
-        rc = cl_node_call(c->srv->opt.cluster, to, env->p, env->len, resp, TXC_CALL_MS);
+        rc = cl_node_call(c->srv->opt.cluster, to, env->p, env->len, resp, ms);
     }
     int32_t status;
     const uint8_t *m;
@@ -261,6 +261,12 @@ static int call(pr_conn *c, cl_meta_uuid to, const em_buf *env, em_buf *resp,
     if (!rc && (pr_reply_parse(c, resp->p, resp->len, &status, &m, &ml, pay, pn) || status))
         rc = EM_PROTO;
     return rc;
+}
+
+static int call(pr_conn *c, cl_meta_uuid to, const em_buf *env, em_buf *resp,
+                const uint8_t **pay, size_t *pn)
+{
+    return pr_txc_ask(c, to, env, resp, pay, pn, TXC_CALL_MS);
 }
 
 static int put_uuids(em_buf *b, const cl_meta_uuid *u, uint32_t n)
@@ -767,7 +773,7 @@ int pr_txc_check(const uint8_t *p, size_t len)
     if (len < TXC_HDR)
         return EM_TRUNCATED;
     int kind = p[24], conc = p[25], iso = p[26];
-    if (kind > TXC_ALIVE || conc > 2 || iso > 2 || (int64_t)em_ld64(p + 27) < 0)
+    if (kind > TXC_LAST || conc > 2 || iso > 2 || (int64_t)em_ld64(p + 27) < 0)
         return EM_INVAL;
     p += TXC_HDR;
     len -= TXC_HDR;
@@ -834,7 +840,7 @@ int pr_txc_inline(const uint8_t *body, size_t len)
         return 0;
     int kind = body[10 + 24];
     return kind == TXC_SHADOW || kind == TXC_FINISH || kind == TXC_STATE ||
-           kind == TXC_DECISION || kind == TXC_ALIVE;
+           kind == TXC_DECISION || kind == TXC_ALIVE || kind == TXC_WAITS || kind == TXC_WHERE;
 }
 
 int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
@@ -866,6 +872,23 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
         return em_buf_put_u8(out, (uint8_t)pr_txc_decision(srv, seq));
     case TXC_ALIVE:
         return em_buf_put_u8(out, (uint8_t)pr_txc_alive(srv, seq));
+    case TXC_WAITS: {
+        cl_meta_uuid hc;
+        uint64_t hs;
+        if (!pr_txp_waits(srv, coord, seq, &hc, &hs))
+            return em_buf_put_u8(out, 0);
+        int rc = em_buf_put_u8(out, 1);
+        if (!rc)
+            rc = pr_txc_put_id(out, hc);
+        return rc ? rc : em_buf_put_le64(out, hs);
+    }
+    case TXC_WHERE: {
+        cl_meta_uuid at;
+        if (!pr_txc_where(srv, seq, &at))
+            return em_buf_put_u8(out, 0);
+        int rc = em_buf_put_u8(out, 1);
+        return rc ? rc : pr_txc_put_id(out, at);
+    }
     default: {
         /* a coordinator the cluster failed may still be running: its parts
          * are being resolved without it, and it may not change them (not
@@ -979,7 +1002,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
     case TXC_COMMIT1:
         if (state != TXS_PREPARED) {
             if ((rc = cl_tx_prepare(b->tx)) == EM_LOCKED) {
-                rc = pr_fail(c, PR_ST_TXC_WAIT, "The key is locked by another transaction");
+                rc = pr_txc_wait(c, "The key is locked by another transaction");
                 break;
             }
             if (!rc)
@@ -1011,7 +1034,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
             pr_txc_crash_point(c->srv, "committing");
         rc = commit_part(c, b, &applied);
         if (rc == EM_LOCKED)
-            rc = pr_fail(c, PR_ST_TXC_WAIT, "The key is locked by another transaction");
+            rc = pr_txc_wait(c, "The key is locked by another transaction");
         else
             fin = applied ? TXS_COMMITTED : TXS_ROLLED_BACK;
         break;
@@ -1212,6 +1235,32 @@ static int recover(pr_conn *c, cl_meta_uuid coord, uint64_t seq, int shadow,
     return 0;
 }
 
+int pr_txp_waits(pr_server *s, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid *hc,
+                 uint64_t *hs)
+{
+    struct pr_txbs *x = s->txbs;
+    int found = 0;
+    pthread_mutex_lock(&x->mu);
+    txb *b = find(x, coord, seq);
+    uint64_t h = b ? cl_tx_blocker(b->tx) : 0;
+    /* the holder: a part here, or a backup copy (the same transaction's
+     * part on another node, prepared) */
+    for (uint32_t i = 0; h && !found && i < x->nb; i++)
+        if (x->b[i] != b && cl_tx_owner(x->b[i]->tx) == h) {
+            *hc = x->b[i]->coord;
+            *hs = x->b[i]->seq;
+            found = 1;
+        }
+    for (uint32_t i = 0; h && !found && i < x->ns; i++)
+        if (x->s[i]->locks && cl_tx_owner(x->s[i]->locks) == h) {
+            *hc = x->s[i]->coord;
+            *hs = x->s[i]->seq;
+            found = 1;
+        }
+    pthread_mutex_unlock(&x->mu);
+    return found;
+}
+
 void pr_txc_stats_get(pr_server *s, pr_txc_stats *st)
 {
     memset(st, 0, sizeof *st);
@@ -1228,6 +1277,9 @@ void pr_txc_stats_get(pr_server *s, pr_txc_stats *st)
     st->two_phase = atomic_load_explicit(&s->txc_two, memory_order_relaxed);
     st->recovered_commit = atomic_load_explicit(&s->txc_rec_commit, memory_order_relaxed);
     st->recovered_rollback = atomic_load_explicit(&s->txc_rec_rollback, memory_order_relaxed);
+    st->wakes_sent = atomic_load_explicit(&s->rwake_sent, memory_order_relaxed);
+    st->wakes_got = atomic_load_explicit(&s->rwake_got, memory_order_relaxed);
+    st->deadlocks = atomic_load_explicit(&s->txc_deadlocks, memory_order_relaxed);
 }
 
 void pr_txc_sweep(pr_server *s, void (*later)(void *arg, const uint8_t *p, size_t n),

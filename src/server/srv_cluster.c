@@ -225,7 +225,11 @@ static void *worker(void *arg)
         sc->q_len--;
         pthread_mutex_unlock(&sc->q_mu);
         em_buf_reset(&resp);
-        int rc = c ? pr_exec_on(c, j->body, j->len, &resp) : EM_NOMEM;
+        int rc = EM_NOMEM;
+        if (c) {
+            pr_conn_set_origin(c, !j->local, j->id.from.msb, j->id.from.lsb);
+            rc = pr_exec_on(c, j->body, j->len, &resp);
+        }
         if (!rc && pr_conn_take_stale(c))
             rc = EM_STALE;          /* not the owner here: the sender looks again */
         if (!rc && sc->durable)
@@ -299,9 +303,18 @@ static st_cache *find_cache(void *arg, int32_t id)
     return pr_server_wait_cache(sc->ps, id);
 }
 
-static int rebal_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *p, size_t n)
+/* other_frame: the frames the exchange does not take - rebalancing's, and
+ * a member's word that locks a request of ours waited for were released
+ * (the parked requests run again now). */
+static int other_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *p, size_t n)
 {
-    return cl_rebal_on_frame(arg, from, type, p, n);
+    srv_cluster *sc = arg;
+    if (type == CL_NET_MSG_TX_WAKE) {
+        pr_server_tx_woken(sc->ps);
+        return 0;
+    }
+    cl_rebal *rb = atomic_load(&sc->rebal);
+    return rb ? cl_rebal_on_frame(rb, from, type, p, n) : 0;
 }
 
 /* The exchange's view of this node's caches. */
@@ -538,7 +551,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     }
     if (!rc) {
         cl_pme_cfg pc = { .arg = sc, .groups = pme_groups, .part_info = pme_part_info,
-                          .other = rebal_frame, .other_arg = rb, .behind = pme_behind };
+                          .other = other_frame, .other_arg = sc, .behind = pme_behind };
         cl_pme *pme = NULL;
         if ((rc = cl_pme_start(&pme, sc->node, &pc)) != 0) {
             EM_ERROR("cluster: cannot start the partition map exchange: %s", em_strerror(rc));
@@ -778,11 +791,16 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                   "ember_tx_commits{phases=\"one\"} %llu\nember_tx_commits{phases=\"two\"} %llu\n"
                   "# TYPE ember_tx_recovered counter\n"
                   "ember_tx_recovered{outcome=\"committed\"} %llu\n"
-                  "ember_tx_recovered{outcome=\"rolled_back\"} %llu\n",
+                  "ember_tx_recovered{outcome=\"rolled_back\"} %llu\n"
+                  "# TYPE ember_tx_lock_wakes counter\n"
+                  "ember_tx_lock_wakes{dir=\"sent\"} %llu\nember_tx_lock_wakes{dir=\"received\"} %llu\n"
+                  "# TYPE ember_tx_deadlocks_across_nodes counter\n"
+                  "ember_tx_deadlocks_across_nodes %llu\n",
                   (unsigned long long)ts.parts, (unsigned long long)ts.prepared,
                   (unsigned long long)ts.copies, (unsigned long long)ts.one_phase,
                   (unsigned long long)ts.two_phase, (unsigned long long)ts.recovered_commit,
-                  (unsigned long long)ts.recovered_rollback);
+                  (unsigned long long)ts.recovered_rollback, (unsigned long long)ts.wakes_sent,
+                  (unsigned long long)ts.wakes_got, (unsigned long long)ts.deadlocks);
     static const char fam[] = "# TYPE ember_cluster_cache_moving_partitions gauge\n";
     int rc = mv.err;
     if (!rc && n > 0 && (size_t)n < sizeof line)  /* cannot fail at this size; never read past line */

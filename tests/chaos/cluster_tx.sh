@@ -1,7 +1,8 @@
 #!/bin/sh
 # cluster_tx.sh - transactions across 3 real emberd processes (issue 17):
 # ember-txc's functional suite through node 1 (every concurrency x
-# isolation pair on keys whose primaries are on every node, waits, timeouts,
+# isolation pair on keys whose primaries are on every node, waits (implicit
+# puts too), deadlocks across nodes, timeouts,
 # conflicts, disconnects, batches), then the bank workload - transfers in
 # transactions from clients on every node, audits that must always read the
 # initial total - without faults and while node 3 is paused and resumed;

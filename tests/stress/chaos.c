@@ -537,65 +537,18 @@ static int cmd_partitions(const opts *o)
         fprintf(stderr, "ember-chaos: cannot connect\n");
         return 2;
     }
-    sx_conn *c = &cl.c;
-    em_buf_reset(&c->out);
-    size_t s = sx_req_begin(&c->out, 1101, c->rid++);
-    sx_put_i32(&c->out, 1);
-    sx_put_i32(&c->out, sx_cache_id(o->cache));
-    sx_req_end(&c->out, s);
-    sx_reply r;
-    int rc = sx_call(c, &r, o->timeout_ms);
-    if (rc || r.status) {
-        fprintf(stderr, "ember-chaos: CACHE_PARTITIONS failed (%d, status %d)\n", rc, r.status);
-        drop_conn(&cl);
-        return 2;
-    }
-    sx_rd d = { r.p, r.n, 0, 0 };
-    (void)sx_rd_i64(&d);
-    (void)sx_rd_i32(&d);
-    int32_t groups = sx_rd_i32(&d);
     static uint64_t own[65536][2];
     static uint8_t have[65536];
-    memset(have, 0, sizeof have);
-    int32_t maxp = -1;
-    for (int32_t g = 0; g < groups && !d.err; g++) {
-        int applicable = sx_rd_u8(&d);
-        int32_t nc = sx_rd_i32(&d);
-        for (int32_t k = 0; k < nc && !d.err; k++) {
-            (void)sx_rd_i32(&d);
-            if (applicable) {
-                int32_t kc = sx_rd_i32(&d);
-                for (int32_t j = 0; j < kc && !d.err; j++) {
-                    (void)sx_rd_i32(&d);
-                    (void)sx_rd_i32(&d);
-                }
-            }
-        }
-        if (!applicable)
-            continue;
-        int32_t nn = sx_rd_i32(&d);
-        for (int32_t k = 0; k < nn && !d.err; k++) {
-            (void)sx_rd_u8(&d);
-            uint64_t msb = (uint64_t)sx_rd_i64(&d), lsb = (uint64_t)sx_rd_i64(&d);
-            int32_t np = sx_rd_i32(&d);
-            for (int32_t j = 0; j < np && !d.err; j++) {
-                int32_t p = sx_rd_i32(&d);
-                if (p < 0 || p >= 65536 || have[p]) {
-                    d.err = 1;
-                    break;
-                }
-                have[p] = 1;
-                own[p][0] = msb;
-                own[p][1] = lsb;
-                if (p > maxp)
-                    maxp = p;
-            }
-        }
-    }
+    int32_t maxp;
+    int rc = sx_part_owners(&cl.c, sx_cache_id(o->cache), o->timeout_ms, own, have, 65536, &maxp);
     drop_conn(&cl);
-    if (d.err) {
+    if (rc == 1) {
         fprintf(stderr, "ember-chaos: malformed CACHE_PARTITIONS reply (or a partition twice)\n");
         return 1;
+    }
+    if (rc) {
+        fprintf(stderr, "ember-chaos: CACHE_PARTITIONS failed (%d)\n", rc);
+        return 2;
     }
     for (int32_t p = 0; p <= maxp; p++) {
         if (!have[p]) {

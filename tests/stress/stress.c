@@ -480,3 +480,58 @@ long sx_raise_nofile(long want)
     }
     return (long)rl.rlim_cur;
 }
+
+int sx_part_owners(sx_conn *c, int32_t cache_id, int timeout_ms, uint64_t (*own)[2],
+                   uint8_t *have, int32_t max, int32_t *maxp)
+{
+    em_buf_reset(&c->out);
+    size_t s = sx_req_begin(&c->out, 1101, c->rid++);
+    sx_put_i32(&c->out, 1);
+    sx_put_i32(&c->out, cache_id);
+    sx_req_end(&c->out, s);
+    sx_reply r;
+    int rc = sx_call(c, &r, timeout_ms);
+    if (rc || r.status)
+        return rc ? rc : r.status;
+    sx_rd d = { r.p, r.n, 0, 0 };
+    (void)sx_rd_i64(&d);            /* topology version */
+    (void)sx_rd_i32(&d);
+    int32_t groups = sx_rd_i32(&d);
+    memset(have, 0, (size_t)max);
+    *maxp = -1;
+    for (int32_t g = 0; g < groups && !d.err; g++) {
+        int applicable = sx_rd_u8(&d);
+        int32_t nc = sx_rd_i32(&d);
+        for (int32_t k = 0; k < nc && !d.err; k++) {
+            (void)sx_rd_i32(&d);    /* cache id */
+            if (applicable) {
+                int32_t kc = sx_rd_i32(&d);
+                for (int32_t j = 0; j < kc && !d.err; j++) {
+                    (void)sx_rd_i32(&d);
+                    (void)sx_rd_i32(&d);
+                }
+            }
+        }
+        if (!applicable)
+            continue;
+        int32_t nn = sx_rd_i32(&d);
+        for (int32_t k = 0; k < nn && !d.err; k++) {
+            (void)sx_rd_u8(&d);
+            uint64_t msb = (uint64_t)sx_rd_i64(&d), lsb = (uint64_t)sx_rd_i64(&d);
+            int32_t np = sx_rd_i32(&d);
+            for (int32_t j = 0; j < np && !d.err; j++) {
+                int32_t p = sx_rd_i32(&d);
+                if (p < 0 || p >= max || have[p]) {
+                    d.err = 1;
+                    break;
+                }
+                have[p] = 1;
+                own[p][0] = msb;
+                own[p][1] = lsb;
+                if (p > *maxp)
+                    *maxp = p;
+            }
+        }
+    }
+    return d.err ? 1 : 0;
+}

@@ -121,6 +121,13 @@ int64_t sx_rd_i64(sx_rd *d);
  * store (int, long, string, byte array, null, bool); sets err otherwise. */
 void sx_rd_skip_value(sx_rd *d);
 
+/* sx_part_owners: CACHE_PARTITIONS (1101) for one cache: own[p] = the
+ * primary's node id (msb, lsb) and have[p] = 1 for each partition p named
+ * (below max), *maxp the highest.  0, or 1 for a malformed reply (or a
+ * partition twice), or the call's error / status. */
+int sx_part_owners(sx_conn *c, int32_t cache_id, int timeout_ms, uint64_t (*own)[2],
+                   uint8_t *have, int32_t max, int32_t *maxp);
+
 /* ---- the server's resources ----------------------------------------------- */
 
 /* sx_proc_rss_kb: VmRSS of pid in KiB, or -1. */

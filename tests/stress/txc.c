@@ -5,7 +5,10 @@
  *          one backup whose keys span every node: commit (each node then
  *          reads the values), rollback, read-your-writes, isolation from
  *          another node's connection, a PESSIMISTIC transaction waiting for
- *          another's lock and finishing once it is released, a lock timeout,
+ *          another's lock and finishing once it is released, an implicit
+ *          put waiting for a transaction's lock (on any key's primary),
+ *          cycles of lock waits across 2 and 3 nodes without timeouts (one
+ *          transaction fails "Deadlock detected"), a lock timeout,
  *          an OPTIMISTIC SERIALIZABLE conflict, rollback when the
  *          coordinator's client disconnects, batches across primaries,
  *          OPTIMISTIC transactions writing in opposite orders at once.
@@ -28,9 +31,11 @@
  * transaction flag), §2.7 (TX_START, TX_END).
  */
 #include "stress.h"
+#include "binary/binary.h"
 #include "util/err.h"
 #include "util/mem.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -383,6 +388,170 @@ static void t_wait(sx_conn *a, sx_conn *b, int iso)
     ok(what);
 }
 
+/* t_implicit_wait: an implicit (no transaction) put of a key a transaction
+ * holds waits for it and then applies, wherever the key's primary is: on
+ * the node b talks to (a local lock wait) or on another one (the owner
+ * answers "wait", b's node parks the put and runs it again when the owner
+ * releases the lock). */
+static void t_implicit_wait(sx_conn *a, sx_conn *b)
+{
+    const char *what = "an implicit put of a key a PESSIMISTIC transaction holds waits for the "
+                       "commit and applies (keys on every node)";
+    char why[256], e[256];
+    for (int32_t k = 21; k <= 26; k++) {
+        int32_t ta, v;
+        int rc = tx_start(a, PES, RR, 0, &ta);
+        if (!rc)
+            rc = put(a, ta, k, 1);
+        if (rc) {
+            snprintf(why, sizeof why, "key %d: setup %d %s", k, rc, err_text(a, e, sizeof e));
+            bad(what, why);
+            return;
+        }
+        put_msg(b, 0, k, 2);
+        if (sx_write_all(b->fd, b->out.p, b->out.len, g_call_ms)) {
+            bad(what, "send");
+            return;
+        }
+        /* let b's put reach the lock (it waits there; arriving after the
+         * commit it would just apply) */
+        struct timespec ts = { 0, 100 * 1000000L };
+        nanosleep(&ts, NULL);
+        if ((rc = tx_end(a, ta, 1)) != 0) {
+            snprintf(why, sizeof why, "key %d: a's commit: %d %s", k, rc, err_text(a, e, sizeof e));
+            bad(what, why);
+            return;
+        }
+        sx_reply r;
+        if (sx_read_frame(b->fd, &b->in, g_call_ms, 1 << 20) ||
+            sx_parse_reply(b->in.p, b->in.len, 1, &r) || r.status) {
+            snprintf(why, sizeof why, "key %d: b's put failed: %s", k, err_text(b, e, sizeof e));
+            bad(what, why);
+            return;
+        }
+        if (get(a, 0, k, &v) || v != 2) {
+            snprintf(why, sizeof why, "key %d = %d after both (want 2: b's put last)", k, v);
+            bad(what, why);
+            return;
+        }
+    }
+    ok(what);
+}
+
+/* pick_keys: n int keys from 40 up whose primaries are n different nodes
+ * (CACHE_PARTITIONS and the key's partition, as a client with partition
+ * awareness finds them).  0, or -1. */
+static int pick_keys(sx_conn *c, int32_t *k, int n)
+{
+    static uint64_t own[4096][2];
+    static uint8_t have[4096];
+    int32_t maxp;
+    if (sx_part_owners(c, sx_cache_id(g_cache), g_call_ms, own, have, 4096, &maxp) || maxp < 0)
+        return -1;
+    uint32_t parts = (uint32_t)maxp + 1;
+    int got = 0;
+    for (int32_t key = 40; key < 100000 && got < n; key++) {
+        uint32_t p = bin_partition(key, parts);
+        int dup = !have[p];
+        for (int i = 0; i < got && !dup; i++) {
+            uint32_t q = bin_partition(k[i], parts);
+            dup = own[p][0] == own[q][0] && own[p][1] == own[q][1];
+        }
+        if (!dup)
+            k[got++] = key;
+    }
+    return got == n ? 0 : -1;
+}
+
+/* t_deadlock: n PESSIMISTIC transactions without a timeout, through n
+ * nodes, each locking a key whose primary is another node, then each
+ * writing the next one's key: a cycle of waits no node sees whole.  One
+ * must fail with "Deadlock detected" (the probe across nodes) and the
+ * others finish, each committing once its write got through. */
+static void t_deadlock(sx_conn *cs, int n)
+{
+    char what[160], why[256], e[256];
+    snprintf(what, sizeof what, "PESSIMISTIC, no timeout: a cycle of lock waits across %d "
+             "nodes fails one transaction (deadlock detected), the others commit", n);
+    int32_t k[3], id[3];
+    if (pick_keys(&cs[0], k, n)) {
+        bad(what, "no keys with distinct primaries (CACHE_PARTITIONS)");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        int rc = tx_start(&cs[i], PES, RR, 0, &id[i]);
+        if (!rc)
+            rc = put(&cs[i], id[i], k[i], 100 + i);
+        if (rc) {
+            snprintf(why, sizeof why, "setup %d: %d %s", i, rc, err_text(&cs[i], e, sizeof e));
+            bad(what, why);
+            return;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        put_msg(&cs[i], id[i], k[(i + 1) % n], 200 + i);
+        if (sx_write_all(cs[i].fd, cs[i].out.p, cs[i].out.len, g_call_ms)) {
+            bad(what, "send");
+            return;
+        }
+    }
+    /* answers as they come: a survivor commits at once (the next one in
+     * the cycle waits for that) */
+    int victim = -1, left = n, answered[3] = { 0, 0, 0 };
+    while (left > 0) {
+        struct pollfd pf[3];
+        for (int i = 0; i < n; i++)
+            pf[i] = (struct pollfd){ answered[i] ? -1 : cs[i].fd, POLLIN, 0 };
+        if (poll(pf, (nfds_t)n, g_call_ms) <= 0) {
+            bad(what, "no answer: the transactions still wait for each other");
+            return;
+        }
+        for (int i = 0; i < n; i++) {
+            if (answered[i] || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            sx_reply r;
+            if (sx_read_frame(cs[i].fd, &cs[i].in, g_call_ms, 1 << 20) ||
+                sx_parse_reply(cs[i].in.p, cs[i].in.len, 1, &r)) {
+                bad(what, "connection lost");
+                return;
+            }
+            answered[i] = 1;
+            left--;
+            if (r.status) {
+                err_text(&cs[i], e, sizeof e);
+                if (!strstr(e, "Deadlock detected") || victim >= 0) {
+                    snprintf(why, sizeof why, "transaction %d failed: %s", i, e);
+                    bad(what, why);
+                    return;
+                }
+                victim = i;
+                (void)tx_end(&cs[i], id[i], 0);
+            } else if (tx_end(&cs[i], id[i], 1) != 0) {
+                snprintf(why, sizeof why, "transaction %d's commit: %s", i,
+                         err_text(&cs[i], e, sizeof e));
+                bad(what, why);
+                return;
+            }
+        }
+    }
+    if (victim < 0) {
+        bad(what, "every transaction went through: there was no cycle");
+        return;
+    }
+    /* each key: the previous transaction's second write, or, the previous
+     * one rolled back, its own first write */
+    for (int j = 0; j < n; j++) {
+        int prev = (j + n - 1) % n;
+        int32_t v, want = prev == victim ? 100 + j : 200 + prev;
+        if (get(&cs[0], 0, k[j], &v) || v != want) {
+            snprintf(why, sizeof why, "key %d = %d, want %d (victim %d)", k[j], v, want, victim);
+            bad(what, why);
+            return;
+        }
+    }
+    ok(what);
+}
+
 static void t_timeout(sx_conn *a, sx_conn *b)
 {
     const char *what = "PESSIMISTIC REPEATABLE_READ: a lock wait past the timeout fails and "
@@ -556,6 +725,21 @@ static int cmd_test(void)
             t_commit_rollback(&a, &b, conc, iso, base);
     t_wait(&a, &b, RR);
     t_wait(&a, &b, SER);
+    t_implicit_wait(&a, &b);
+    if (g_nnodes >= 2) {
+        sx_conn cs[3];
+        int n = g_nnodes >= 3 ? 3 : 2, opened = 0;
+        while (opened < n && open_node(&cs[opened], opened) == 0)
+            opened++;
+        if (opened == n) {
+            t_deadlock(cs, 2);
+            t_deadlock(cs, n);
+        } else {
+            bad("deadlock across nodes", "cannot connect");
+        }
+        for (int i = 0; i < opened; i++)
+            sx_close(&cs[i]);
+    }
     t_timeout(&a, &b);
     t_conflict(&a, &b);
     t_disconnect(&b);

@@ -107,7 +107,11 @@ TEST(tx_cl_tx_semantics)
     REQUIRE_OK(cl_tx_begin(m, CL_TX_PESSIMISTIC, CL_TX_READ_COMMITTED, 0, &b));
     CHECK_EQ(cl_txm_open(m), 2);
     CHECK_OK(tput(a, c, 1, 10));
+    CHECK_EQ(cl_tx_blocker(b), 0);
     CHECK_EQ(tput(b, c, 1, 20), EM_LOCKED);
+    /* what a deadlock probe across nodes asks: b waits for a */
+    CHECK_EQ(cl_tx_blocker(b), cl_tx_owner(a));
+    CHECK_EQ(cl_tx_blocker(a), 0);
     CHECK_OK(tget(b, c, 1, 0, &v));     /* READ_COMMITTED read: no lock, old value */
     CHECK_EQ(v, -1);
     CHECK_OK(tget(a, c, 1, 0, &v));
@@ -115,6 +119,7 @@ TEST(tx_cl_tx_semantics)
     CHECK_OK(cl_tx_commit(a));
     CHECK_EQ(val_of(c, 1), 10);
     CHECK_OK(tput(b, c, 1, 20));
+    CHECK_EQ(cl_tx_blocker(b), 0);      /* got it: waits for nothing */
     CHECK_OK(cl_tx_commit(b));
     CHECK_EQ(val_of(c, 1), 20);
     CHECK_EQ(st_entry_locks_held(s), 0);
