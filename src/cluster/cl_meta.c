@@ -73,6 +73,9 @@ struct cl_meta {
     int                      close_started;  /* raft_close called */
     uint64_t                 drain_deadline; /* loop time at which to close anyway */
     struct raft_transfer     transfer;       /* leadership hand-over at stop */
+    struct raft_barrier      barrier;        /* a new leader's first entry */
+    raft_term                barrier_term;   /* the term it was written in */
+    int                      barrier_busy;
     int                      transfer_tried, transferring;
 
     pthread_mutex_t info_mu;
@@ -136,7 +139,34 @@ static void info_sub(void *arg, const cl_meta_entry *e, const cl_meta_effect *ef
     publish_info_at(arg, eff->index);
 }
 
-static void timer_cb(uv_timer_t *t) { publish_info(t->data); }
+static void barrier_cb(struct raft_barrier *req, int status)
+{
+    (void)status;                   /* failed: the next tick writes another */
+    ((cl_meta *)req->data)->barrier_busy = 0;
+}
+
+/* A leader commits the entries of earlier terms only under one of its own
+ * (cl_meta_raft.c's io guard holds libraft to that rule), so a new leader
+ * writes a barrier at once: what its predecessors left commits now, not at
+ * the next proposal. */
+static void lead_barrier(cl_meta *m)
+{
+    struct raft *r = &m->raft;
+    if (m->shutting || m->barrier_busy || raft_state(r) != RAFT_LEADER ||
+        m->barrier_term == r->current_term)
+        return;
+    m->barrier.data = m;
+    if (raft_barrier(r, &m->barrier, barrier_cb) == 0) {
+        m->barrier_busy = 1;
+        m->barrier_term = r->current_term;
+    }
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    publish_info(t->data);
+    lead_barrier(t->data);
+}
 
 /* ---- operations, on the metadata thread ---- */
 

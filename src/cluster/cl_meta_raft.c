@@ -178,7 +178,176 @@ void cl_meta_node_free(cl_meta_node *n)
     pthread_rwlock_destroy(&n->lock);
 }
 
-void cl_meta_node_bind(cl_meta_node *n, struct raft *r) { n->raft = r; }
+/* ---- The io guard ---------------------------------------------------------
+ *
+ * Four faults of libraft 0.15 (Debian 12's) in AppendEntries handling, all
+ * found by ember-sim (tests/sim/), all fixed here from outside by wrapping
+ * the raft_io (later libraft releases fix some of them themselves):
+ *
+ *  - A leader commits an entry of an older term once a majority stores it
+ *    (the Raft paper's figure 8): a later leader that lacks it may still be
+ *    elected and overwrite it, and servers that applied it stop ("conflicting
+ *    terms").  Raft commits older entries only under one of the leader's own
+ *    term.  The guard lowers a success answer's claim, on a leader, to its
+ *    commit index when the claimed entry is of an older term, so only
+ *    entries of its own term are counted (and those before them commit with
+ *    them).  A new leader therefore writes a barrier at once (cl_meta.c).
+ *
+ *  - The follower commits up to min(leader's commit, its whole stored
+ *    log), where Raft says min(leader's commit, the last entry this message
+ *    let it check).  A follower with a tail left over from an older term
+ *    (entries no majority took) then commits and applies that tail as if
+ *    it were the leader's: two servers apply different entries at one
+ *    index.  The guard lowers the message's leader_commit to what the
+ *    message lets the follower check (prev_log_index + n_entries).
+ *
+ *  - The answer claims the follower's whole stored log ("I hold everything
+ *    up to index N"), where it checked only the leader's entries up to
+ *    prev_log_index + n_entries.  A follower with a tail left over from an
+ *    older term (entries no majority took) then makes the leader believe
+ *    it holds the leader's own entries at those indices: the leader counts
+ *    it in the majority of entries it does not hold, and ignores its later
+ *    rejections as older than that match, so it never catches up.  The
+ *    guard notes what each AppendEntries lets the follower claim and cuts
+ *    a larger claim down to it.
+ *  - An answer sent once entries are on disk goes out even when the term
+ *    changed while they were written, to the new leader, which takes it for
+ *    its own log.  The guard drops such a success (the leader asks again
+ *    with its next heartbeat).
+ */
+
+typedef struct guard_req {
+    raft_io_append_cb cb;
+    void             *data;
+    raft_term         term;         /* the raft's term when the append began */
+    uint64_t          verified;     /* what its answer may claim (0: a leader's append) */
+    cl_meta_node     *node;
+} guard_req;
+
+static cl_meta_node *guard_node(struct raft_io *io)
+{
+    struct raft *r = io->data;      /* raft_init sets it */
+    return r && r->fsm ? r->fsm->data : NULL;
+}
+
+static void guard_append_cb(struct raft_io_append *req, int status)
+{
+    guard_req *g = req->data;
+    cl_meta_node *n = g->node;
+    req->data = g->data;
+    raft_io_append_cb cb = g->cb;
+    int quiet = status == 0 && n->raft && n->raft->current_term != g->term;
+    uint64_t keep = n->verified;
+    n->verified = g->verified;
+    raft_free(g);
+    n->quiet += quiet;
+    cb(req, status);                /* a follower's answer goes out in here */
+    n->quiet -= quiet;
+    n->verified = keep;
+}
+
+static int guard_append(struct raft_io *io, struct raft_io_append *req,
+                        const struct raft_entry entries[], unsigned n, raft_io_append_cb cb)
+{
+    cl_meta_node *node = guard_node(io);
+    guard_req *g = node ? raft_malloc(sizeof *g) : NULL;
+    if (!g)
+        return node ? RAFT_NOMEM : RAFT_INVALID;
+    *g = (guard_req){ cb, req->data, node->raft ? node->raft->current_term : 0,
+                      node->verified, node };
+    req->data = g;
+    int rv = node->io_append(io, req, entries, n, guard_append_cb);
+    if (rv) {
+        req->data = g->data;
+        raft_free(g);
+    }
+    return rv;
+}
+
+static int guard_send(struct raft_io *io, struct raft_io_send *req,
+                      const struct raft_message *m, raft_io_send_cb cb)
+{
+    cl_meta_node *node = guard_node(io);
+    if (m->type != RAFT_IO_APPEND_ENTRIES_RESULT || m->append_entries_result.rejected)
+        return node->io_send(io, req, m, cb);
+    if (node->quiet) {
+        node->stale_replies++;
+        cb(req, 0);                 /* libraft's callback only frees req */
+        return 0;
+    }
+    if (node->verified && m->append_entries_result.last_log_index > node->verified) {
+        /* the io encodes or copies the message before send returns */
+        struct raft_message c = *m;
+        c.append_entries_result.last_log_index = node->verified;
+        node->capped_replies++;
+        return node->io_send(io, req, &c, cb);
+    }
+    return node->io_send(io, req, m, cb);
+}
+
+/* log_term: the term of the entry at index in l, 0 when l has none there. */
+static raft_term log_term(const struct raft_log *l, raft_index index)
+{
+    size_t n = l->back >= l->front ? l->back - l->front : l->size - l->front + l->back;
+    if (index > l->offset && index - l->offset <= n)
+        return l->entries[(l->front + (index - l->offset - 1)) % l->size].term;
+    return index && index == l->snapshot.last_index ? l->snapshot.last_term : 0;
+}
+
+static void guard_recv(struct raft_io *io, struct raft_message *m)
+{
+    cl_meta_node *node = guard_node(io);
+    struct raft *r = io->data;
+    if (m->type == RAFT_IO_APPEND_ENTRIES_RESULT && r && r->state == RAFT_LEADER &&
+        !m->append_entries_result.rejected) {
+        struct raft_append_entries_result *a = &m->append_entries_result;
+        if (a->last_log_index > r->commit_index &&
+            log_term(&r->log, a->last_log_index) != r->current_term) {
+            a->last_log_index = r->commit_index;    /* counts nothing of an older term */
+            node->capped_old++;
+        }
+    }
+    if (m->type != RAFT_IO_APPEND_ENTRIES) {
+        node->io_recv(io, m);
+        return;
+    }
+    /* It may commit, and claim in its answer (now, or once its entries are
+     * on disk), no more than the entries this message lets it check. */
+    uint64_t keep = node->verified;
+    node->verified = m->append_entries.prev_log_index + m->append_entries.n_entries;
+    if (m->append_entries.leader_commit > node->verified) {
+        m->append_entries.leader_commit = node->verified;
+        node->capped_commits++;
+    }
+    node->io_recv(io, m);
+    node->verified = keep;
+}
+
+static int guard_start(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
+                       raft_io_recv_cb recv)
+{
+    cl_meta_node *node = guard_node(io);
+    node->io_recv = recv;
+    return node->io_start(io, msecs, tick, guard_recv);
+}
+
+void cl_meta_node_bind(cl_meta_node *n, struct raft *r)
+{
+    n->raft = r;
+#ifdef EM_PLANT_NO_IO_GUARD
+    /* Planted bug, for ember-sim's proof only (tests/scripts/sim.sh runs
+     * build/plant/ember-sim-no_io_guard, which must fail): no guard. */
+    return;
+#endif
+    if (r->io && r->io->append != guard_append) {
+        n->io_append = r->io->append;
+        n->io_send = r->io->send;
+        n->io_start = r->io->start;
+        r->io->append = guard_append;
+        r->io->send = guard_send;
+        r->io->start = guard_start;
+    }
+}
 
 int cl_meta_node_subscribe(cl_meta_node *n, cl_meta_sub_cb cb, void *arg)
 {

@@ -44,8 +44,26 @@ typedef struct cl_meta_node {
     cl_meta_sub      subs[CL_META_MAX_SUBS];
     _Atomic unsigned n_subs;
     uint64_t         nomem;      /* applies deferred for want of memory */
+    /* The raft_io guard (cl_meta_node_bind): the io's own methods, and
+     * whether a reply that must not leave is being sent now. */
+    int (*io_append)(struct raft_io *io, struct raft_io_append *req,
+                     const struct raft_entry entries[], unsigned n, raft_io_append_cb cb);
+    int (*io_send)(struct raft_io *io, struct raft_io_send *req,
+                   const struct raft_message *message, raft_io_send_cb cb);
+    int (*io_start)(struct raft_io *io, unsigned msecs, raft_io_tick_cb tick,
+                    raft_io_recv_cb recv);
+    raft_io_recv_cb  io_recv;
+    int              quiet;
+    uint64_t         verified;       /* an answer now may claim up to here (0: any) */
+    uint64_t         stale_replies;  /* AppendEntries successes dropped (a new term) */
+    uint64_t         capped_replies; /* ... whose claim was cut to what was checked */
+    uint64_t         capped_commits; /* AppendEntries whose leader_commit was lowered */
+    uint64_t         capped_old;     /* answers to a leader claiming older-term entries */
 } cl_meta_node;
 
+/* cl_meta_node_bind: n serves raft r (after raft_init, or the fixture's
+ * grow; before raft_start).  It also guards r's raft_io against libraft
+ * 0.15's stale follower reply (cl_meta_raft.c "The io guard"). */
 /* cl_meta_node_init: 0 or EM_NOMEM.  cl_meta_node_free after raft_close. */
 int  cl_meta_node_init(cl_meta_node *n);
 void cl_meta_node_free(cl_meta_node *n);
