@@ -44,6 +44,8 @@ struct srv {
     srv_cluster  *cluster;          /* NULL when not in a cluster */
     int           deferred;         /* FSYNC: replies wait for wal_commit_wait */
     int           wal_fail_logged;  /* srv_maintain reported wal_error */
+    int           wal_leave;        /* ... and this member still has to leave */
+    uint64_t      wal_leave_ms;     /* when to ask again */
     /* The same pointer for worker threads: they start (and may answer the
      * debug op) before net_server_start returns. */
     _Atomic(net_server *) net_pub;
@@ -925,6 +927,22 @@ void srv_maintain(srv *s)
         EM_ERROR("persistence failed (%s): persistent data regions no longer accept writes; "
                  "reads and memory-only regions keep working: %s", em_strerror(werr),
                  wal_errmsg(s->wal));
+        s->wal_leave = s->cluster != NULL;
+    }
+    /* A cluster member whose log failed leaves: as a member it would
+     * refuse the writes of its partitions and hold up every FULL_SYNC write
+     * it backs up; without it the other owners take them (Ignite's failure
+     * handler stops such a node).  Asked again each second until the leave
+     * commits (no leader reachable now). */
+    uint64_t now = em_now_ms();
+    if (s->wal_leave && now >= s->wal_leave_ms) {
+        s->wal_leave_ms = now + 1000;
+        int rc = srv_cluster_leave(s->cluster);
+        if (!rc) {
+            s->wal_leave = 0;
+            EM_ERROR("persistence failed: this node left the cluster (its partitions go to "
+                     "the other owners); fix the disk and restart it to rejoin");
+        }
     }
 }
 

@@ -27,6 +27,12 @@ int srv_cluster_enabled(const struct srv_config *c);
 int  srv_cluster_start(srv_cluster **out, const struct srv_config *c,
                        const uint8_t node_id[16], const char *thin_addr, struct pr_server *ps,
                        int (*durable)(void *arg), void *durable_arg);
+/* srv_cluster_leave: this member leaves the cluster but the process runs
+ * on (its persistence failed: as a member it would hold up every write its
+ * partitions take, as Ignite's failure handler stops such a node).  It
+ * then serves no cache operations; a restart rejoins.  0 once the leave is
+ * committed, else an error (no leader now: call again later). */
+int  srv_cluster_leave(srv_cluster *sc);
 /* srv_cluster_stop leaves the cluster (clean stop) and frees everything. */
 void srv_cluster_stop(srv_cluster *sc);
 struct cl_node *srv_cluster_node(srv_cluster *sc);

@@ -58,6 +58,11 @@ chaos_cleanup() {
         wait "$p" 2>/dev/null
     done
     CHAOS_PIDS=""
+    # a filesystem a scenario mounted in the run's directory (cluster_disk.sh)
+    if [ -n "${CHAOS_UMOUNT:-}" ]; then
+        umount "$CHAOS_UMOUNT" 2>/dev/null || umount -l "$CHAOS_UMOUNT" 2>/dev/null
+        CHAOS_UMOUNT=""
+    fi
     if [ "$CHAOS_FW" = 1 ]; then
         iptables -D OUTPUT -o lo -j "$CHAOS_CHAIN" 2>/dev/null
         iptables -F "$CHAOS_CHAIN" 2>/dev/null
