@@ -59,8 +59,10 @@ node_term 1; node_term 2; node_term 3
 RP=""
 for i in 1 2 3; do
     rep=""; [ $i -gt 1 ] && rep="--replicaof $(node_ip 1) 6379"
+    # --dir: a replica's full sync writes an RDB file there, not into the tree
+    mkdir -p "$CHAOS_TMP/redis$i"
     redis-server --port 6379 --bind "$(node_ip $i)" --save '' --appendonly no --daemonize no \
-        $rep >"$CHAOS_TMP/redis$i.log" 2>&1 &
+        --dir "$CHAOS_TMP/redis$i" $rep >"$CHAOS_TMP/redis$i.log" 2>&1 &
     RP="$RP $!"
     CHAOS_PIDS="$CHAOS_PIDS $!"
 done
