@@ -289,6 +289,7 @@ typedef struct pr_kv {
 typedef struct pr_sqljob pr_sqljob;
 typedef struct pr_sqlx pr_sqlx;
 #define PR_SQL_MAX_THREADS 16
+#define PR_SQL_LOCK_WAIT_MS 60000   /* a DML row waits this long for a transaction's lock */
 int  pr_sqlx_take(pr_conn *c, const uint8_t *body, size_t len);
 /* pr_sql_sess: c's SQL session, made on first use (on a cluster wired to
  * reach the owners of the data, proto_sql.c); NULL when out of memory. */

@@ -13,12 +13,14 @@
 
 #include <ctype.h>
 #include <string.h>
+#include <time.h>
 
 #include "binary/binary.h"
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_node.h"
 #include "sql/sql.h"
 #include "store/store.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -51,8 +53,28 @@ static int kv_call(pr_conn *c, em_buf *body, const uint8_t **p, size_t *n)
     pr_conn *k = kv_conn(c);
     if (!k)
         return EM_NOMEM;
-    em_buf_reset(&c->fwd_resp);
-    int rc = pr_exec_request(k, body->p, body->len, &c->fwd_resp);
+    int rc;
+    uint64_t end = 0;
+    for (long ms = 1;; ms = ms < 16 ? ms * 2 : 16) {
+        em_buf_reset(&c->fwd_resp);
+        rc = pr_exec_request(k, body->p, body->len, &c->fwd_resp);
+        if (rc != PR_PARK)
+            break;
+        /* A transaction holds the row's lock (here or on its primary).
+         * DML runs on an SQL thread, never on a loop (proto_sqlrun.c), so
+         * it waits here, as Ignite's DML waits in its implicit
+         * transaction; bounded, and cut short when the client leaves. */
+        uint64_t now = em_now_ms();
+        if (!end)
+            end = now + PR_SQL_LOCK_WAIT_MS;
+        if (now >= end || (c->sql && sq_sess_cancelled(c->sql))) {
+            pr_fail(k, PR_ST_FAILED, "Failed to acquire lock within %d ms: a transaction holds "
+                    "the row's lock", PR_SQL_LOCK_WAIT_MS);
+            return EM_REMOTE;
+        }
+        struct timespec ts = { 0, ms * 1000000L };
+        nanosleep(&ts, NULL);
+    }
     if (rc)
         return rc < 0 ? rc : EM_REMOTE;
     int32_t st;
@@ -223,14 +245,17 @@ static void r_sync(void *ctx)
 static const char *r_errmsg(void *ctx)
 {
     pr_conn *c = ctx;
-    return c->sqlkv && c->sqlkv->msg[0] ? c->sqlkv->msg : "the cluster refused the request";
+    return c->sqlkv && c->sqlkv->msg[0] ? c->sqlkv->msg
+           : c->srv->opt.cluster ? "the cluster refused the request" : "the write failed";
 }
 
 sq_sess *pr_sql_sess(pr_conn *c)
 {
     if (c->sql)
         return c->sql;
-    if (c->srv->opt.cluster && !c->sqlrem) {
+    if (!c->sqlrem) {
+        /* On a cluster every call; on one node the writes to TRANSACTIONAL
+         * caches, as cache ops that take (and wait for) the entry locks. */
         if (!(c->sqlrem = em_calloc(1, sizeof *c->sqlrem)))
             return NULL;
         *c->sqlrem = (sq_remote){ .get = r_get, .put = r_put, .remove = r_remove,
@@ -238,8 +263,12 @@ sq_sess *pr_sql_sess(pr_conn *c)
                                   .type_put = r_type_put, .set_qe = r_set_qe, .sync = r_sync,
                                   .errmsg = r_errmsg, .ctx = c };
     }
-    if ((c->sql = sq_sess_new(c->srv->sql)) != NULL && c->sqlrem)
-        sq_sess_set_remote(c->sql, c->sqlrem);
+    if ((c->sql = sq_sess_new(c->srv->sql)) != NULL) {
+        if (c->srv->opt.cluster)
+            sq_sess_set_remote(c->sql, c->sqlrem);
+        else
+            sq_sess_set_txkv(c->sql, c->sqlrem);
+    }
     return c->sql;
 }
 

@@ -51,6 +51,16 @@ void sq_sess_set_remote(sq_sess *s, const sq_remote *r)
     s->rem = r;
 }
 
+void sq_sess_set_txkv(sq_sess *s, const sq_remote *r)
+{
+    s->txkv = r;
+}
+
+int sq_sess_cancelled(const sq_sess *s)
+{
+    return atomic_load_explicit(&s->cancel, memory_order_relaxed);
+}
+
 void sq_sess_cancel(sq_sess *s)
 {
     atomic_store(&s->cancel, 1);

@@ -298,10 +298,21 @@ static int kv_get(vt *v, const uint8_t *k, size_t kl, em_buf *out, int *found)
              : st_get(v->t->cache, NULL, k, kl, out, found);
 }
 
+/* writer: who writes v's rows - a cluster's owners, on one node the
+ * transaction-aware path for a TRANSACTIONAL cache (its entry locks), else
+ * NULL: the local store directly. */
+static const sq_remote *writer(const vt *v)
+{
+    const sq_remote *r = v->ss->rem;
+    if (!r && v->ss->txkv && st_cache_cfg(v->t->cache)->atomicity_mode == 0)
+        r = v->ss->txkv;
+    return r;
+}
+
 static int kv_put(vt *v, const uint8_t *k, size_t kl, const uint8_t *val, size_t vl,
                   int if_absent, int *stored)
 {
-    const sq_remote *r = v->ss->rem;
+    const sq_remote *r = writer(v);
     if (r)
         return r->put(r->ctx, v->t->cache, k, kl, val, vl, if_absent, stored);
     *stored = 1;
@@ -311,20 +322,24 @@ static int kv_put(vt *v, const uint8_t *k, size_t kl, const uint8_t *val, size_t
 
 static int kv_remove(vt *v, const uint8_t *k, size_t kl, int *removed)
 {
-    const sq_remote *r = v->ss->rem;
+    const sq_remote *r = writer(v);
     return r ? r->remove(r->ctx, v->t->cache, k, kl, removed)
              : st_remove(v->t->cache, NULL, k, kl, removed);
 }
 
-/* kv_fail: SQLite's error for a failed data call (the cluster's text). */
+/* kv_fail: SQLite's error for a failed data call (the cluster's or the
+ * transaction path's text). */
 static int kv_fail(vt *v, int rc)
 {
-    const sq_remote *r = v->ss->rem;
+    const sq_remote *r = writer(v);
     if (rc == EM_NOMEM)
         return SQLITE_NOMEM;
     if (rc == EM_NOCACHE)
         return vt_err(&v->base, SQLITE_ERROR, "Table doesn't exist: %s", v->t->name);
-    return vt_err(&v->base, SQLITE_ERROR, "%s", r && rc < 0 ? r->errmsg(r->ctx) : em_strerror(rc));
+    /* the adapter's text for its own failures (on one node reads are the
+     * store's, and so are their errors) */
+    int theirs = r && rc < 0 && (v->ss->rem || rc == EM_REMOTE);
+    return vt_err(&v->base, SQLITE_ERROR, "%s", theirs ? r->errmsg(r->ctx) : em_strerror(rc));
 }
 
 /* ix_refill reads the rows of the next page of index items into the page:

@@ -155,6 +155,14 @@ void sq_cat_refresh(sq_engine *e, struct st_cache *c);
  * now on (NULL: the local store); r is borrowed. */
 void sq_sess_set_remote(sq_sess *s, const sq_remote *r);
 
+/* sq_sess_set_txkv: on one node (no remote), the session's writes to
+ * TRANSACTIONAL caches go through r's put and remove, which take the entry
+ * locks transactions hold and wait for them, as Ignite's DML runs in an
+ * implicit transaction; other caches are written directly.  r is borrowed. */
+void sq_sess_set_txkv(sq_sess *s, const sq_remote *r);
+/* sq_sess_cancelled: sq_sess_cancel was called (any thread). */
+int  sq_sess_cancelled(const sq_sess *s);
+
 /* sq_sess_cancel (any thread, while another uses s): what s runs stops at
  * SQLite's next progress check, and so does everything s runs after; for a
  * session whose connection closed. */

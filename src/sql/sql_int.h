@@ -445,6 +445,7 @@ struct sq_sess {
     char        msg[512];
     _Atomic int cancel;         /* sq_sess_cancel: stop what runs, for good */
     const sq_remote *rem;       /* a cluster's data (sq_sess_set_remote), or NULL */
+    const sq_remote *txkv;      /* local writes to TRANSACTIONAL caches (sq_sess_set_txkv) */
 };
 
 /* sq_sess_db: the session's connection for schema, synced with the catalog. */

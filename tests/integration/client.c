@@ -672,6 +672,23 @@ int tc_create_cache(tc_conn *c, const char *name)
     return r.status ? EM_PROTO : 0;
 }
 
+void tc_sql_fields_msg(tc_conn *c, em_buf *b, const char *sql, int32_t page,
+                       int64_t timeout_ms)
+{
+    tc_req_begin(c, b, 2004);
+    tc_cache_hdr(b, 0, 0);
+    tc_v_null(b);                   /* schema: PUBLIC */
+    tc_put_i32(b, page);
+    tc_put_i32(b, -1);              /* max rows: all */
+    tc_v_str(b, sql);
+    tc_put_i32(b, 0);               /* no arguments */
+    for (int i = 0; i < 7; i++)     /* statement type, distributed joins, ... flags */
+        tc_put_u8(b, 0);
+    tc_put_i64(b, timeout_ms);
+    tc_put_u8(b, 0);                /* no field names */
+    tc_req_end(b);
+}
+
 int tc_put_int_str(tc_conn *c, const char *cache, int32_t key, const char *val)
 {
     em_buf b = EM_BUF_INIT;

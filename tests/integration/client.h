@@ -180,6 +180,10 @@ int tc_open_features(tc_conn *c, int port, uint8_t features);
 int tc_activate(tc_conn *c);
 /* tc_create_cache: GET_OR_CREATE_WITH_NAME (1052).  0 or negative / status. */
 int tc_create_cache(tc_conn *c, const char *name);
+/* tc_sql_fields_msg: a QUERY_SQL_FIELDS (2004) request in b: schema PUBLIC,
+ * no arguments, page size, timeout (0 = none), no field names. */
+void tc_sql_fields_msg(tc_conn *c, em_buf *b, const char *sql, int32_t page,
+                       int64_t timeout_ms);
 /* tc_put_int_str / tc_get_int_str: PUT / GET of int key -> string value. */
 int tc_put_int_str(tc_conn *c, const char *cache, int32_t key, const char *val);
 /* tc_get_int_str: 1 if found (copied to out), 0 if null, negative on error. */

@@ -16,28 +16,11 @@
 #define START(s) tc_server s; REQUIRE_OK(tc_server_start(&s, NULL))
 #define STOP(s) CHECK_EQ(tc_server_stop(&s), 0)
 
-/* fields_msg builds a QUERY_SQL_FIELDS request in b (schema PUBLIC, no
- * arguments); fields runs it. */
-static void fields_msg(tc_conn *c, em_buf *b, const char *sql, int32_t page, int64_t timeout_ms)
-{
-    tc_req_begin(c, b, 2004);
-    tc_cache_hdr(b, 0, 0);
-    tc_v_null(b);
-    tc_put_i32(b, page);
-    tc_put_i32(b, -1);
-    tc_v_str(b, sql);
-    tc_put_i32(b, 0);
-    for (int i = 0; i < 7; i++)
-        tc_put_u8(b, 0);
-    tc_put_i64(b, timeout_ms);
-    tc_put_u8(b, 0);
-    tc_req_end(b);
-}
-
+/* fields runs a QUERY_SQL_FIELDS request (tc_sql_fields_msg). */
 static int fields(tc_conn *c, const char *sql, int32_t page, int64_t timeout_ms, tc_reply *r)
 {
     em_buf b = EM_BUF_INIT;
-    fields_msg(c, &b, sql, page, timeout_ms);
+    tc_sql_fields_msg(c, &b, sql, page, timeout_ms);
     int rc = tc_call(c, &b, r);
     em_buf_free(&b);
     return rc;
@@ -97,7 +80,7 @@ TEST(sql_wire_slow_query_does_not_stall_other_connections)
     REQUIRE_OK(tc_open(&a, s.port));
     REQUIRE_OK(tc_open(&b, s.port));
     em_buf m = EM_BUF_INIT;
-    fields_msg(&a, &m, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+    tc_sql_fields_msg(&a, &m, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
                        "SELECT count(*) FROM c", 10, 600000);
     REQUIRE_OK(tc_send(&a, m.p, m.len));
     REQUIRE_OK(tc_create_cache(&b, "side"));
@@ -116,7 +99,7 @@ TEST(sql_wire_slow_query_does_not_stall_other_connections)
     tc_conn d;
     REQUIRE_OK(tc_open(&d, s.port));
     em_buf two = EM_BUF_INIT;
-    fields_msg(&d, &m, "SELECT 41 + 1", 10, 0);
+    tc_sql_fields_msg(&d, &m, "SELECT 41 + 1", 10, 0);
     int64_t rid_sql = (int64_t)em_ld64(m.p + 6);
     em_buf_append(&two, m.p, m.len);
     tc_req_begin(&d, &m, 1000);

@@ -680,6 +680,62 @@ TEST(tx_implicit_ops_respect_locks)
     teardown(&s, &a, &b);
 }
 
+/* sql runs a statement (QUERY_SQL_FIELDS) and answers its status, or the
+ * first column of its first row as an int in *v (INT or BIGINT). */
+static int sql(tc_conn *c, const char *text, int64_t *v)
+{
+    em_buf b = EM_BUF_INIT;
+    tc_reply r;
+    tc_sql_fields_msg(c, &b, text, 100, 0);
+    int rc = tc_call(c, &b, &r);
+    em_buf_free(&b);
+    if (rc || r.status)
+        return rc ? rc : r.status;
+    if (v) {
+        tc_rd d = tc_rd_of(&r);
+        tc_rd_i64(&d);
+        int32_t nc = tc_rd_i32(&d), nr = tc_rd_i32(&d);
+        uint8_t t = nc > 0 && nr > 0 ? tc_rd_u8(&d) : 0;
+        *v = t == 3 ? tc_rd_i32(&d) : t == 4 ? tc_rd_i64(&d) : -100;
+    }
+    return 0;
+}
+
+/* SQL DML on a TRANSACTIONAL table takes the rows' entry locks as Ignite's
+ * implicit transaction does: an UPDATE of a row a PESSIMISTIC transaction
+ * holds waits for its commit and then applies (it would otherwise be
+ * overwritten by the commit, or break the transaction's REPEATABLE_READ);
+ * rows nobody holds are written at once. */
+TEST(tx_sql_dml_waits_for_locks)
+{
+    tc_server s;
+    tc_conn a, b;
+    REQUIRE_OK(setup(&s, &a, &b, "2"));
+    tc_reply r;
+    int64_t n;
+    REQUIRE_EQ(sql(&a, "CREATE TABLE tl (id INT PRIMARY KEY, v INT) WITH \"ATOMICITY=TRANSACTIONAL\"",
+                   NULL), 0);
+    REQUIRE_EQ(sql(&a, "INSERT INTO tl VALUES (1, 10), (2, 20)", NULL), 0);
+    int32_t ta, v;
+    REQUIRE_EQ(tx_start(&a, PES, RR, 0, &ta, &r), 0);
+    CHECK_EQ(get(&a, "SQL_PUBLIC_TL", ta, 1, &v, &r), 0);    /* row 1 locked by the read */
+    CHECK_EQ(sql(&b, "UPDATE tl SET v = 22 WHERE id = 2", &n), 0);   /* not held: at once */
+    CHECK_EQ(n, 1);
+    em_buf m = EM_BUF_INIT;
+    tc_sql_fields_msg(&b, &m, "UPDATE tl SET v = 11 WHERE id = 1", 100, 0);
+    REQUIRE_OK(tc_send(&b, m.p, m.len));
+    CHECK_EQ(tc_recv_frame(&b, 300), EM_TIMEOUT);
+    CHECK_EQ(sql(&a, "SELECT v FROM tl WHERE id = 1", &n), 0);  /* reads do not wait */
+    CHECK_EQ(n, 10);
+    CHECK_EQ(tx_end(&a, ta, 1, &r), 0);
+    REQUIRE_OK(recv_reply(&b, 10000, &r));
+    CHECK_EQ(r.status, 0);
+    CHECK_EQ(sql(&a, "SELECT v FROM tl WHERE id = 1", &n), 0);
+    CHECK_EQ(n, 11);
+    em_buf_free(&m);
+    teardown(&s, &a, &b);
+}
+
 /* One connection, two transactions (as a multi-threaded Java client runs
  * them): the second waits for the first's lock without holding up the
  * connection - the first commits on it meanwhile, replies come by request
