@@ -1,6 +1,8 @@
 /* proto_txp.c - a transaction's parts on their primaries, and the copies
  * of prepared parts their backups keep (PR_OP_TX_CALL; the coordinator's
- * half and the protocol's outline are in proto_txc.c).
+ * half and the protocol's outline are in proto_txc.c, recovery without a
+ * failed primary or coordinator in proto_txr.c, the shared tables in
+ * proto_txp.h).
  *
  * A part is a cl_tx on the primary of the keys it holds, created by the
  * first op that reaches it.  Prepared (PREPARE, or COMMIT1 of a part whose
@@ -28,7 +30,7 @@
  * together (more failures than the cache has backups); parts and shadows
  * live in memory only (a whole-cluster restart forgets prepared ones).
  */
-#include "proto/proto_txc.h"
+#include "proto/proto_txp.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -39,50 +41,6 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
-
-#define TXP_MAX  8192               /* parts and shadows held on one node */
-#define TXP_RING 4096               /* outcomes remembered */
-#define TXP_SWEEP_MS 500
-#define TXP_SPARE 64                /* ended parts kept for reuse (0 B per transaction) */
-#define TXP_IDLE_MS 10000           /* an open part unheard of this long: is it open there? */
-
-typedef struct txb {                /* a part */
-    cl_meta_uuid coord;
-    uint64_t     seq;
-    cl_tx       *tx;
-    uint8_t      state;             /* TXS_ACTIVE or TXS_PREPARED */
-    uint8_t      busy;              /* a worker runs something of it */
-    uint8_t      doomed;            /* rolled back while busy: ends when released */
-    uint8_t      recovering;        /* a RECOVER job is queued or running */
-    uint64_t     last_ms;           /* its coordinator's last call */
-    uint32_t     nparts, nholders, capparts, capholders;
-    cl_meta_uuid *parts;            /* every part of the transaction (its primaries) */
-    cl_meta_uuid *holders;          /* the backups holding its shadow */
-} txb;
-
-typedef struct txs {                /* a shadow: a backup's copy of a prepared part */
-    cl_meta_uuid coord, primary;
-    uint64_t     seq;
-    cl_tx       *locks;             /* holds the keys' locks here */
-    uint32_t     nparts, nw, capparts;
-    cl_meta_uuid *parts;
-    em_buf       data;              /* the writes, as SHADOW carries them */
-    uint8_t      busy, recovering;
-} txs;
-
-typedef struct txo { cl_meta_uuid coord; uint64_t seq; uint8_t st; } txo;
-
-struct pr_txbs {
-    pthread_mutex_t mu;
-    txb    **b;
-    txs    **s;
-    uint32_t nb, capb, ns, caps;
-    txo      ring[TXP_RING];
-    uint32_t ring_at;
-    uint64_t swept_ms;
-    txb     *spare[TXP_SPARE];      /* ended parts, their memory kept */
-    uint32_t nspare;
-};
 
 int pr_txp_init(pr_server *s)
 {
@@ -96,7 +54,7 @@ int pr_txp_init(pr_server *s)
     return 0;
 }
 
-static void txb_free(txb *b)
+void pr_txp_txb_free(txb *b)
 {
     cl_tx_free(b->tx);              /* rolls back what is still open */
     em_free(b->parts);
@@ -104,7 +62,7 @@ static void txb_free(txb *b)
     em_free(b);
 }
 
-static void txs_free(txs *h)
+void pr_txp_txs_free(txs *h)
 {
     cl_tx_free(h->locks);
     em_free(h->parts);
@@ -118,11 +76,11 @@ void pr_txp_free(pr_server *s)
     if (!x)
         return;
     for (uint32_t i = 0; i < x->nb; i++)
-        txb_free(x->b[i]);
+        pr_txp_txb_free(x->b[i]);
     for (uint32_t i = 0; i < x->ns; i++)
-        txs_free(x->s[i]);
+        pr_txp_txs_free(x->s[i]);
     for (uint32_t i = 0; i < x->nspare; i++)
-        txb_free(x->spare[i]);
+        pr_txp_txb_free(x->spare[i]);
     em_free(x->b);
     em_free(x->s);
     pthread_mutex_destroy(&x->mu);
@@ -132,7 +90,7 @@ void pr_txp_free(pr_server *s)
 
 /* ---- the tables (x->mu held) --------------------------------------------- */
 
-static txb *find(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
+txb *pr_txp_find(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
 {
     for (uint32_t i = 0; i < x->nb; i++)
         if (x->b[i]->seq == seq && cl_meta_uuid_eq(x->b[i]->coord, coord))
@@ -140,7 +98,7 @@ static txb *find(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
     return NULL;
 }
 
-static txs *find_shadow(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid prim)
+txs *pr_txp_find_shadow(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid prim)
 {
     for (uint32_t i = 0; i < x->ns; i++)
         if (x->s[i]->seq == seq && cl_meta_uuid_eq(x->s[i]->coord, coord) &&
@@ -149,7 +107,7 @@ static txs *find_shadow(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, cl_
     return NULL;
 }
 
-static uint8_t ring_get(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
+uint8_t pr_txp_ring_get(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
 {
     for (uint32_t i = 0; i < TXP_RING; i++)
         if (x->ring[i].st && x->ring[i].seq == seq && cl_meta_uuid_eq(x->ring[i].coord, coord))
@@ -165,7 +123,7 @@ static void ring_put(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, uint8_
 
 /* detach removes b from the table and remembers its outcome; the caller
  * then closes it (part_close) outside the lock. */
-static void detach(struct pr_txbs *x, txb *b, uint8_t outcome)
+void pr_txp_detach(struct pr_txbs *x, txb *b, uint8_t outcome)
 {
     for (uint32_t i = 0; i < x->nb; i++)
         if (x->b[i] == b) {
@@ -175,7 +133,7 @@ static void detach(struct pr_txbs *x, txb *b, uint8_t outcome)
     ring_put(x, b->coord, b->seq, outcome);
 }
 
-static void detach_shadow(struct pr_txbs *x, txs *h, uint8_t outcome)
+void pr_txp_detach_shadow(struct pr_txbs *x, txs *h, uint8_t outcome)
 {
     for (uint32_t i = 0; i < x->ns; i++)
         if (x->s[i] == h) {
@@ -263,7 +221,7 @@ int pr_txc_ask(pr_conn *c, cl_meta_uuid to, const em_buf *env, em_buf *resp,
     return rc;
 }
 
-static int call(pr_conn *c, cl_meta_uuid to, const em_buf *env, em_buf *resp,
+int pr_txp_call(pr_conn *c, cl_meta_uuid to, const em_buf *env, em_buf *resp,
                 const uint8_t **pay, size_t *pn)
 {
     return pr_txc_ask(c, to, env, resp, pay, pn, TXC_CALL_MS);
@@ -327,7 +285,7 @@ static void finish_shadows(pr_conn *c, txb *b, uint8_t outcome)
     for (uint32_t i = 0; !rc && i < b->nholders; i++) {
         const uint8_t *pay;
         size_t pn;
-        (void)call(c, b->holders[i], &env, &resp, &pay, &pn);
+        (void)pr_txp_call(c, b->holders[i], &env, &resp, &pay, &pn);
     }
     em_buf_free(&env);
     em_buf_free(&resp);
@@ -336,7 +294,7 @@ static void finish_shadows(pr_conn *c, txb *b, uint8_t outcome)
 
 /* part_close: b, detached, ends: its shadows hear the outcome, its locks
  * go. */
-static void part_close(pr_conn *c, txb *b, uint8_t outcome)
+void pr_txp_part_close(pr_conn *c, txb *b, uint8_t outcome)
 {
     finish_shadows(c, b, outcome);
     cl_tx_rollback(b->tx);          /* what is still held goes now */
@@ -348,7 +306,7 @@ static void part_close(pr_conn *c, txb *b, uint8_t outcome)
     }
     pthread_mutex_unlock(&x->mu);
     if (b)
-        txb_free(b);
+        pr_txp_txb_free(b);
 }
 
 /* ---- shadows: sending ------------------------------------------------------- */
@@ -374,7 +332,7 @@ static int put_write(em_buf *b, const st_update *u)
 }
 
 /* get_write reads one write of a SHADOW (pointing into p): 0 or an error. */
-static int get_write(const uint8_t **p, size_t *len, st_update *u)
+int pr_txp_get_write(const uint8_t **p, size_t *len, st_update *u)
 {
     const uint8_t *q = *p;
     size_t n = *len;
@@ -472,7 +430,7 @@ static int send_shadows(pr_conn *c, txb *b)
         em_st32(env.p + cnt_at, cnt);
         const uint8_t *pay;
         size_t pn;
-        if (call(c, hold[h], &env, &resp, &pay, &pn) != 0) {
+        if (pr_txp_call(c, hold[h], &env, &resp, &pay, &pn) != 0) {
             rc = pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: a backup of its keys "
                          "did not take its prepared state");
             break;
@@ -535,7 +493,7 @@ static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8
     em_buf scratch = EM_BUF_INIT;
     for (uint32_t i = 0; !rc && i < h->nw; i++) {
         st_update u;
-        if ((rc = get_write(&q, &ql, &u)) != 0)
+        if ((rc = pr_txp_get_write(&q, &ql, &u)) != 0)
             break;
         st_cache *sc = st_cache_find(c->srv->st, u.cache_id);
         int found;
@@ -548,7 +506,7 @@ static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8
     if (!rc)
         rc = cl_tx_prepare(h->locks);
     pthread_mutex_lock(&x->mu);
-    txs *old = rc ? NULL : find_shadow(x, coord, seq, prim);
+    txs *old = rc ? NULL : pr_txp_find_shadow(x, coord, seq, prim);
     if (!rc && !old) {
         if (x->nb + x->ns >= TXP_MAX)
             rc = pr_fail(c, PR_ST_FAILED, "Too many prepared transactions on a backup");
@@ -559,7 +517,7 @@ static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8
     }
     pthread_mutex_unlock(&x->mu);
     if (rc || old)
-        txs_free(h);                /* refused, or a retry of one kept */
+        pr_txp_txs_free(h);                /* refused, or a retry of one kept */
     if (rc < 0)
         rc = pr_fail(c, PR_ST_FAILED, "Malformed prepared state (%s)", em_strerror(rc));
     return rc;
@@ -576,111 +534,14 @@ static int finish_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uin
         return 0;                   /* a failed primary's word: the shadow decides without it */
     uint8_t outcome = p[16] == TXS_COMMITTED ? TXS_COMMITTED : TXS_ROLLED_BACK;
     pthread_mutex_lock(&x->mu);
-    txs *h = find_shadow(x, coord, seq, prim);
+    txs *h = pr_txp_find_shadow(x, coord, seq, prim);
     if (h && !h->busy)
-        detach_shadow(x, h, outcome);
+        pr_txp_detach_shadow(x, h, outcome);
     else
         h = NULL;                   /* unknown, or being recovered: that decides */
     pthread_mutex_unlock(&x->mu);
-    txs_free(h);
+    pr_txp_txs_free(h);
     return 0;
-}
-
-/* ---- what this node knows (STATE) ----------------------------------------- */
-
-typedef struct known { cl_meta_uuid who; uint8_t st; } known;
-
-/* knowledge appends what this node knows of (coord, seq): its own part's
- * state (or outcome), and a PREPARED for each shadow it holds. */
-static int knowledge(pr_server *s, cl_meta_uuid coord, uint64_t seq, known *k, uint32_t cap)
-{
-    struct pr_txbs *x = s->txbs;
-    uint32_t n = 0;
-    cl_meta_uuid self = cl_node_id(s->opt.cluster);
-    pthread_mutex_lock(&x->mu);
-    txb *b = find(x, coord, seq);
-    uint8_t st = b ? b->state : ring_get(x, coord, seq);
-    if (st && n < cap)
-        k[n++] = (known){ self, st };
-    for (uint32_t i = 0; i < x->ns && n < cap; i++)
-        if (x->s[i]->seq == seq && cl_meta_uuid_eq(x->s[i]->coord, coord))
-            k[n++] = (known){ x->s[i]->primary, TXS_PREPARED };
-    pthread_mutex_unlock(&x->mu);
-    return (int)n;
-}
-
-static int answer_state(pr_conn *c, cl_meta_uuid coord, uint64_t seq, em_buf *out)
-{
-    known k[64];
-    int n = knowledge(c->srv, coord, seq, k, 64);
-    int rc = em_buf_put_le32(out, (uint32_t)n);
-    for (int i = 0; !rc && i < n; i++)
-        if ((rc = em_buf_put_le64(out, k[i].who.msb)) == 0 &&
-            (rc = em_buf_put_le64(out, k[i].who.lsb)) == 0)
-            rc = em_buf_put_u8(out, k[i].st);
-    return rc;
-}
-
-/* decide_by_members: the rule without a coordinator (the file's comment):
- * TXS_COMMITTED, TXS_ROLLED_BACK, or TXS_UNKNOWN (ask again later). */
-static int decide_by_members(pr_conn *c, cl_meta_uuid coord, uint64_t seq,
-                             const cl_meta_uuid *parts, uint32_t np)
-{
-    cl_node *n = c->srv->opt.cluster;
-    uint8_t ev[TXC_MAX_PARTS] = { 0 };
-    int commit = 0, abort_ = 0, silent = 0;
-    known k[64];
-    int nk = knowledge(c->srv, coord, seq, k, 64);
-    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
-    cl_topo *t = cl_node_topo_acquire(n);
-    uint32_t nm = t->n;
-    cl_meta_uuid mem[64];
-    for (uint32_t i = 0; i < nm && i < 64; i++)
-        mem[i] = t->m[i].id;
-    int self = t->self;
-    cl_node_topo_release(t);
-    for (int m = -1; m < (int)nm && m < 64; m++) {
-        if (m >= 0) {
-            if (m == self)
-                continue;
-            const uint8_t *pay;
-            size_t pn;
-            if (pr_txc_env(&env, NULL, coord, seq, TXC_STATE, NULL) ||
-                call(c, mem[m], &env, &resp, &pay, &pn) || pn < 4) {
-                silent = 1;
-                continue;
-            }
-            uint32_t cnt = em_ld32(pay);
-            nk = 0;
-            for (uint32_t i = 0; i < cnt && i < 64 && pn >= 4 + 17 * (size_t)(i + 1); i++) {
-                const uint8_t *e = pay + 4 + 17 * i;
-                k[nk++] = (known){ { em_ld64(e), em_ld64(e + 8) }, e[16] };
-            }
-        }
-        for (int i = 0; i < nk; i++) {
-            if (k[i].st == TXS_COMMITTED)
-                commit = 1;
-            for (uint32_t p = 0; p < np; p++)
-                if (cl_meta_uuid_eq(parts[p], k[i].who)) {
-                    if (k[i].st == TXS_PREPARED)
-                        ev[p] = 1;
-                    else if (k[i].st == TXS_ACTIVE || k[i].st == TXS_ROLLED_BACK)
-                        abort_ = 1;
-                }
-        }
-    }
-    em_buf_free(&env);
-    em_buf_free(&resp);
-    if (commit)
-        return TXS_COMMITTED;
-    if (abort_)
-        return TXS_ROLLED_BACK;
-    int all = 1;
-    for (uint32_t p = 0; p < np; p++)
-        all &= ev[p];
-    if (all)
-        return TXS_COMMITTED;
-    return silent ? TXS_UNKNOWN : TXS_ROLLED_BACK;
 }
 
 /* ---- a part's commit --------------------------------------------------------- */
@@ -689,7 +550,7 @@ static int decide_by_members(pr_conn *c, cl_meta_uuid coord, uint64_t seq,
  * owners' acks as any write, tells its shadows, then releases its locks:
  * 0, EM_LOCKED (OPTIMISTIC COMMIT1: a lock is held, b goes on), or a
  * status; *applied says whether it committed. */
-static int commit_part(pr_conn *c, txb *b, int *applied)
+int pr_txp_commit_part(pr_conn *c, txb *b, int *applied)
 {
     cl_repl *r = c->srv->opt.repl;
     if (r)
@@ -797,7 +658,7 @@ int pr_txc_check(const uint8_t *p, size_t len)
         ql -= 4;
         for (uint32_t i = 0; i < nw; i++) {
             st_update u;
-            int rc = get_write(&q, &ql, &u);
+            int rc = pr_txp_get_write(&q, &ql, &u);
             if (rc)
                 return rc;
         }
@@ -831,9 +692,6 @@ static int run_op(pr_conn *c, txb *b, const uint8_t *body, size_t len, em_buf *o
     return em_buf_append(out, pay, pn);
 }
 
-static int recover(pr_conn *c, cl_meta_uuid coord, uint64_t seq, int shadow,
-                   const uint8_t *p, size_t len);
-
 int pr_txc_inline(const uint8_t *body, size_t len)
 {
     if (len < 10 + TXC_HDR || em_ld16(body) != PR_OP_TX_CALL)
@@ -861,13 +719,13 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
     size_t nrest = pr_rd_left(r) - TXC_HDR;
     switch (kind) {
     case TXC_RECOVER:
-        return recover(c, coord, seq, conc, rest, nrest);
+        return pr_txp_recover(c, coord, seq, conc, rest, nrest);
     case TXC_SHADOW:
         return take_shadow(c, coord, seq, rest, nrest);
     case TXC_FINISH:
         return finish_shadow(c, coord, seq, rest, nrest);
     case TXC_STATE:
-        return answer_state(c, coord, seq, out);
+        return pr_txp_answer_state(c, coord, seq, out);
     case TXC_DECISION:
         return em_buf_put_u8(out, (uint8_t)pr_txc_decision(srv, seq));
     case TXC_ALIVE:
@@ -904,7 +762,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
     }
     }
     pthread_mutex_lock(&x->mu);
-    txb *b = find(x, coord, seq);
+    txb *b = pr_txp_find(x, coord, seq);
     int rc = 0;
     switch (kind) {
     case TXC_ROLLBACK:
@@ -912,18 +770,18 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
             b->doomed = 1;
             b = NULL;
         } else if (b) {
-            detach(x, b, TXS_ROLLED_BACK);
-        } else if (!ring_get(x, coord, seq)) {
+            pr_txp_detach(x, b, TXS_ROLLED_BACK);
+        } else if (!pr_txp_ring_get(x, coord, seq)) {
             /* before its first op arrived (that op waited in the queue
              * while its coordinator gave up): the op must not create it */
             ring_put(x, coord, seq, TXS_ROLLED_BACK);
         }
         pthread_mutex_unlock(&x->mu);
         if (b)
-            part_close(c, b, TXS_ROLLED_BACK);
+            pr_txp_part_close(c, b, TXS_ROLLED_BACK);
         return 0;
     case TXC_OP:
-        if (!b && ring_get(x, coord, seq) == TXS_ROLLED_BACK) {
+        if (!b && pr_txp_ring_get(x, coord, seq) == TXS_ROLLED_BACK) {
             pthread_mutex_unlock(&x->mu);
             return pr_fail(c, PR_ST_TXC_GONE, "Transaction was rolled back on a node it spans");
         }
@@ -936,7 +794,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
     case TXC_PREPARE:
     case TXC_COMMIT1:
         if (!b) {
-            uint8_t st = ring_get(x, coord, seq);
+            uint8_t st = pr_txp_ring_get(x, coord, seq);
             if (st == TXS_COMMITTED) {
                 pthread_mutex_unlock(&x->mu);
                 return 0;           /* a retry of what committed */
@@ -955,7 +813,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
         break;
     default:                        /* TXC_COMMIT */
         if (!b) {
-            uint8_t st = ring_get(x, coord, seq);
+            uint8_t st = pr_txp_ring_get(x, coord, seq);
             pthread_mutex_unlock(&x->mu);
             return st == TXS_COMMITTED ? 0 : pr_fail(c, PR_ST_TXC_GONE, "Transaction was rolled "
                                                      "back on a node it spans before it committed");
@@ -1032,7 +890,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
         if (pr_txc_crash_armed(srv) && kind == TXC_COMMIT && writes(b) &&
             !cl_meta_uuid_eq(b->coord, cl_node_id(srv->opt.cluster)))
             pr_txc_crash_point(c->srv, "committing");
-        rc = commit_part(c, b, &applied);
+        rc = pr_txp_commit_part(c, b, &applied);
         if (rc == EM_LOCKED)
             rc = pr_txc_wait(c, "The key is locked by another transaction");
         else
@@ -1045,194 +903,11 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
     if (!fin && b->doomed)
         fin = TXS_ROLLED_BACK;
     if (fin)
-        detach(x, b, fin);
+        pr_txp_detach(x, b, fin);
     pthread_mutex_unlock(&x->mu);
     if (fin)
-        part_close(c, b, fin);
+        pr_txp_part_close(c, b, fin);
     return rc;
-}
-
-/* ---- recovery ------------------------------------------------------------------ */
-
-/* shadow_owner: who is the primary of a write's partition now: 1 this
- * node, 0 another live member, -1 nobody yet (the failed primary is still
- * named until the exchange commits new owners). */
-static int shadow_owner(pr_conn *c, cl_topo *t, const st_update *u)
-{
-    st_cache *sc = st_cache_find(c->srv->st, u->cache_id);
-    if (!sc)
-        return 0;                   /* destroyed: nothing to write */
-    uint32_t idx[64];
-    if (cl_repl_owners(t, st_cache_cfg(sc), u->cache_id, u->partition, idx, 64) < 1)
-        return -1;
-    if ((int)idx[0] == t->self)
-        return 1;
-    return t->m[idx[0]].state == CL_META_ALIVE ? 0 : -1;
-}
-
-/* apply_shadow writes h's updates of the partitions this node is the
- * primary of now, as one transaction (streamed to their other owners); the
- * rest reach their new primaries' own shadows.  EM_AGAIN while a
- * partition has no live primary yet: nothing written, asked again. */
-static int apply_shadow(pr_conn *c, txs *h)
-{
-    st_update *ups = em_malloc((h->nw ? h->nw : 1) * sizeof *ups);
-    if (!ups)
-        return EM_NOMEM;
-    uint32_t n = 0;
-    const uint8_t *q = h->data.p;
-    size_t ql = h->data.len;
-    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
-    int rc = 0;
-    for (uint32_t i = 0; !rc && i < h->nw; i++) {
-        st_update u;
-        if ((rc = get_write(&q, &ql, &u)) != 0)
-            break;
-        int o = shadow_owner(c, t, &u);
-        if (o < 0)
-            rc = EM_AGAIN;
-        else if (o)
-            ups[n++] = u;
-    }
-    cl_node_topo_release(t);
-    cl_repl *r = c->srv->opt.repl;
-    if (!rc && n) {
-        if (r)
-            cl_repl_begin();
-        rc = st_tx_commit(c->srv->st, ups, n);
-        if (r)
-            (void)cl_repl_finish(r);
-    }
-    em_free(ups);
-    return rc;
-}
-
-/* still_open: an open part its coordinator has not called for a while -
- * a call lost in a queue may have created it after the coordinator gave it
- * up; rolled back unless the coordinator still has it open. */
-static int still_open(pr_conn *c, cl_meta_uuid coord, uint64_t seq)
-{
-    struct pr_txbs *x = c->srv->txbs;
-    pthread_mutex_lock(&x->mu);
-    txb *b = find(x, coord, seq);
-    if (!b || b->busy || b->state != TXS_ACTIVE) {
-        if (b)
-            b->recovering = 0;
-        pthread_mutex_unlock(&x->mu);
-        return 0;
-    }
-    b->busy = 1;
-    pthread_mutex_unlock(&x->mu);
-    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
-    const uint8_t *pay;
-    size_t pn;
-    int open = 1;
-    if (!pr_txc_env(&env, NULL, coord, seq, TXC_ALIVE, NULL) &&
-        !call(c, coord, &env, &resp, &pay, &pn) && pn == 1)
-        open = pay[0];
-    em_buf_free(&env);
-    em_buf_free(&resp);
-    pthread_mutex_lock(&x->mu);
-    b->busy = b->recovering = 0;
-    b->last_ms = em_now_ms();
-    if (!open)
-        detach(x, b, TXS_ROLLED_BACK);
-    pthread_mutex_unlock(&x->mu);
-    if (!open)
-        part_close(c, b, TXS_ROLLED_BACK);
-    return 0;
-}
-
-static int recover(pr_conn *c, cl_meta_uuid coord, uint64_t seq, int shadow,
-                   const uint8_t *p, size_t len)
-{
-    struct pr_txbs *x = c->srv->txbs;
-    cl_node *n = c->srv->opt.cluster;
-    if (shadow == 2)
-        return still_open(c, coord, seq);
-    cl_meta_uuid prim = { 0, 0 };
-    if (shadow) {
-        if (len < 16)
-            return pr_bad_request(c, EM_TRUNCATED);
-        prim = (cl_meta_uuid){ em_ld64(p), em_ld64(p + 8) };
-    }
-    pthread_mutex_lock(&x->mu);
-    txb *b = shadow ? NULL : find(x, coord, seq);
-    txs *h = shadow ? find_shadow(x, coord, seq, prim) : NULL;
-    if ((!b && !h) || (b && (b->busy || b->state != TXS_PREPARED)) || (h && h->busy)) {
-        if (b)
-            b->recovering = 0;
-        if (h)
-            h->recovering = 0;
-        pthread_mutex_unlock(&x->mu);
-        return 0;
-    }
-    if (b)
-        b->busy = 1;
-    else
-        h->busy = 1;
-    uint32_t np = b ? b->nparts : h->nparts;
-    cl_meta_uuid ps[TXC_MAX_PARTS];
-    memcpy(ps, b ? b->parts : h->parts, np * sizeof *ps);
-    pthread_mutex_unlock(&x->mu);
-
-    /* The coordinator alive (a shadow whose primary failed): its decision. */
-    int d = TXS_UNKNOWN;
-    cl_topo *t = cl_node_topo_acquire(n);
-    int coord_up = pr_txc_is_member(t, coord);
-    cl_node_topo_release(t);
-    if (coord_up) {
-        em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
-        const uint8_t *pay;
-        size_t pn;
-        if (!pr_txc_env(&env, NULL, coord, seq, TXC_DECISION, NULL) &&
-            !call(c, coord, &env, &resp, &pay, &pn) && pn == 1)
-            d = pay[0];
-        else
-            d = -1;                 /* unheard: ask again later */
-        em_buf_free(&env);
-        em_buf_free(&resp);
-    }
-    if (d == TXS_UNKNOWN)
-        d = decide_by_members(c, coord, seq, ps, np);
-    uint8_t fin = 0;
-    const char *how = "";
-    if (d == TXS_COMMITTED) {
-        int applied = 1, arc = 0;
-        if (b)
-            (void)commit_part(c, b, &applied);
-        else
-            applied = (arc = apply_shadow(c, h)) == 0;
-        fin = applied ? TXS_COMMITTED : arc == EM_AGAIN ? 0 : TXS_ROLLED_BACK;
-        how = applied ? "committed" : "failed to commit";
-    } else if (d == TXS_ROLLED_BACK) {
-        fin = TXS_ROLLED_BACK;
-        how = "rolled back";
-    }
-    if (fin)
-        atomic_fetch_add_explicit(fin == TXS_COMMITTED ? &c->srv->txc_rec_commit
-                                                       : &c->srv->txc_rec_rollback, 1,
-                                  memory_order_relaxed);
-    if (fin)
-        EM_WARN("transaction %016" PRIx64 "%016" PRIx64 ":%" PRIu64 ": its %s left; %s its "
-                "%s here", coord.msb, coord.lsb, seq, b ? "coordinator" : "primary", how,
-                b ? "part" : "backup copy");
-    pthread_mutex_lock(&x->mu);
-    if (b) {
-        b->busy = b->recovering = 0;
-        if (fin)
-            detach(x, b, fin);
-    } else {
-        h->busy = h->recovering = 0;
-        if (fin)
-            detach_shadow(x, h, fin);
-    }
-    pthread_mutex_unlock(&x->mu);
-    if (fin && b)
-        part_close(c, b, fin);
-    if (fin && h)
-        txs_free(h);
-    return 0;
 }
 
 int pr_txp_waits(pr_server *s, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid *hc,
@@ -1241,7 +916,7 @@ int pr_txp_waits(pr_server *s, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid *h
     struct pr_txbs *x = s->txbs;
     int found = 0;
     pthread_mutex_lock(&x->mu);
-    txb *b = find(x, coord, seq);
+    txb *b = pr_txp_find(x, coord, seq);
     uint64_t h = b ? cl_tx_blocker(b->tx) : 0;
     /* the holder: a part here, or a backup copy (the same transaction's
      * part on another node, prepared) */
@@ -1280,76 +955,4 @@ void pr_txc_stats_get(pr_server *s, pr_txc_stats *st)
     st->wakes_sent = atomic_load_explicit(&s->rwake_sent, memory_order_relaxed);
     st->wakes_got = atomic_load_explicit(&s->rwake_got, memory_order_relaxed);
     st->deadlocks = atomic_load_explicit(&s->txc_deadlocks, memory_order_relaxed);
-}
-
-void pr_txc_sweep(pr_server *s, void (*later)(void *arg, const uint8_t *p, size_t n),
-                  void *arg)
-{
-    if (!atomic_load_explicit(&s->cluster_ready, memory_order_acquire))
-        return;
-    struct pr_txbs *x = s->txbs;
-    uint64_t now = em_now_ms();
-    pthread_mutex_lock(&x->mu);
-    if ((!x->nb && !x->ns) || now - x->swept_ms < TXP_SWEEP_MS) {
-        pthread_mutex_unlock(&x->mu);
-        return;
-    }
-    x->swept_ms = now;
-    cl_topo *t = cl_node_topo_acquire(s->opt.cluster);
-    if (t->self < 0) {
-        cl_node_topo_release(t);
-        pthread_mutex_unlock(&x->mu);
-        return;
-    }
-    uint8_t env[2 + 8 + TXC_HDR + 16] = { 0 };
-    em_st16(env, PR_OP_TX_CALL);
-    env[34] = TXC_RECOVER;
-    for (uint32_t i = 0; i < x->nb;) {
-        txb *b = x->b[i];
-        if (b->busy || b->recovering) {
-            i++;
-            continue;
-        }
-        if (pr_txc_is_member(t, b->coord)) {
-            if (b->state == TXS_ACTIVE && now - b->last_ms > TXP_IDLE_MS) {
-                em_st64(env + 10, b->coord.msb);
-                em_st64(env + 18, b->coord.lsb);
-                em_st64(env + 26, b->seq);
-                env[35] = 2;
-                b->recovering = 1;
-                later(arg, env, 2 + 8 + TXC_HDR);
-            }
-            i++;
-            continue;
-        }
-        if (b->state != TXS_PREPARED) {
-            /* unprepared: nothing of it may commit now (no shadow, no
-             * holder); it frees here without waiting */
-            detach(x, b, TXS_ROLLED_BACK);
-            txb_free(b);
-            continue;
-        }
-        em_st64(env + 10, b->coord.msb);
-        em_st64(env + 18, b->coord.lsb);
-        em_st64(env + 26, b->seq);
-        env[35] = 0;
-        b->recovering = 1;
-        later(arg, env, 2 + 8 + TXC_HDR);
-        i++;
-    }
-    for (uint32_t i = 0; i < x->ns; i++) {
-        txs *h = x->s[i];
-        if (h->busy || h->recovering || pr_txc_is_member(t, h->primary))
-            continue;
-        em_st64(env + 10, h->coord.msb);
-        em_st64(env + 18, h->coord.lsb);
-        em_st64(env + 26, h->seq);
-        env[35] = 1;
-        em_st64(env + 10 + TXC_HDR, h->primary.msb);
-        em_st64(env + 18 + TXC_HDR, h->primary.lsb);
-        h->recovering = 1;
-        later(arg, env, sizeof env);
-    }
-    cl_node_topo_release(t);
-    pthread_mutex_unlock(&x->mu);
 }
