@@ -11,9 +11,14 @@
 //   node cluster_repl.js write FILE SECONDS host:port...
 //     Puts keys 0, 1, ... through the first endpoint for SECONDS, retrying a
 //     key until a put of it is acknowledged; appends each acknowledged key
-//     to FILE (the cache "repl-kill": PARTITIONED, 2 backups, FULL_SYNC).
+//     to FILE (the cache "repl-kill": PARTITIONED, 2 backups, FULL_SYNC),
+//     and every call to FILE.history: "key ok|fail|unknown start_ms end_ms
+//     message" (unknown: the connection was lost or the server said the
+//     write may or may not have run).
 //   node cluster_repl.js check FILE host:port...
-//     Reads every key FILE lists through each endpoint.
+//     Reads every key FILE lists through each endpoint; then sums up
+//     FILE.history and reads the keys whose calls were unknown (present or
+//     absent: either is allowed).
 // Prints "ok ..." lines and exits non-zero on the first failure.
 'use strict';
 const fs = require('fs');
@@ -177,16 +182,21 @@ async function write(file, seconds, eps) {
         .setWriteSynchronizationMode(SYNC.FULL_SYNC);
     const cache = (await c.getOrCreateCache('repl-kill', cfg)).setKeyType(INT);
     const fd = fs.openSync(file, 'a');
+    const hist = fs.openSync(file + '.history', 'a');
     const end = Date.now() + seconds * 1000;
     let acked = 0, failed = 0;
     for (let k = 0; Date.now() < end; k++) {
         for (;;) {
+            const t0 = Date.now();
             try {
                 await cache.put(k, 'w' + k);
+                fs.writeSync(hist, `${k} ok ${t0} ${Date.now()}\n`);
                 fs.writeSync(fd, k + '\n');
                 acked++;
                 break;
             } catch (e) {
+                const msg = String(e.message).replace(/\s+/g, ' ');
+                fs.writeSync(hist, `${k} ${unknown(e) ? 'unknown' : 'fail'} ${t0} ${Date.now()} ${msg}\n`);
                 if (failed++ < 5) console.log(`retry key ${k}: ${e.message}`);
                 if (Date.now() > end + 30000) throw new Error('no write acknowledged for 30 s: ' + e.message);
                 await new Promise((res) => setTimeout(res, 20));
@@ -194,8 +204,17 @@ async function write(file, seconds, eps) {
         }
     }
     fs.closeSync(fd);
+    fs.closeSync(hist);
     console.log(`ok ${acked} writes acknowledged (${failed} attempts failed and were retried)`);
     c.disconnect();
+}
+
+// unknown: an error after which the write may or may not have run - the
+// connection lost, or the server saying so - rather than one it refused.
+function unknown(e) {
+    const m = String(e && e.message);
+    return e instanceof IgniteClient.Errors.LostConnectionError ||
+        /may or may not|did not answer|connection|closed|timed? ?out/i.test(m);
 }
 
 async function check(file, eps) {
@@ -221,6 +240,25 @@ async function check(file, eps) {
         console.log(`ok all ${keys.length} acknowledged keys read through ${ep}`);
         c.disconnect();
     }
+    // The history: every call's outcome; an unknown one may have written.
+    const rows = fs.readFileSync(file + '.history', 'utf8').split('\n').filter((l) => l)
+        .map((l) => l.split(' '));
+    const n = { ok: 0, fail: 0, unknown: 0 };
+    const unk = new Set();
+    for (const r of rows) {
+        n[r[1]]++;
+        if (r[1] === 'unknown') unk.add(Number(r[0]));
+    }
+    if (n.ok !== keys.length)
+        throw new Error(`history has ${n.ok} acknowledged calls, the acknowledged list ${keys.length}`);
+    const c = await open(eps[0]);
+    const cache = (await c.getCache('repl-kill')).setKeyType(INT);
+    let present = 0;
+    for (const k of unk)
+        if ((await cache.get(k)) === 'w' + k) present++;
+    c.disconnect();
+    console.log(`ok history: ${rows.length} calls: ${n.ok} acknowledged, ${n.fail} failed, ` +
+                `${n.unknown} unknown (of their keys ${present} present, ${unk.size - present} absent)`);
 }
 
 // memStats: emberd's counting-allocator totals (private op 32000, emberd
