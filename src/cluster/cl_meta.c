@@ -10,6 +10,7 @@
  * Membership changes queue separately, since libraft runs one at a time.
  */
 #include "cluster/cl_meta.h"
+#include "cluster/cl_meta_auth.h"
 
 #include <pthread.h>
 #include <raft.h>
@@ -62,7 +63,8 @@ struct cl_meta {
     uv_loop_t                loop;
     uv_async_t               async;
     uv_timer_t               timer;
-    struct raft_uv_transport transport;
+    struct raft_uv_transport transport;     /* libraft's TCP transport */
+    cl_meta_auth             auth;          /* around it, with a secret */
     struct raft_io           io;
     struct raft              raft;
     cl_meta_node             node;
@@ -424,7 +426,16 @@ static int meta_open(cl_meta *m)
     int rv;
     if ((rv = raft_uv_tcp_init(&m->transport, &m->loop)) != 0)
         goto fail_handles;
-    if ((rv = raft_uv_init(&m->io, &m->loop, m->dir, &m->transport)) != 0)
+    struct raft_uv_transport *tp = &m->transport;
+    if (m->cfg.secret && m->cfg.secret_len) {
+        if ((rv = cl_meta_auth_init(&m->auth, &m->transport, &m->loop, m->cfg.secret,
+                                    m->cfg.secret_len)) != 0) {
+            rv = RAFT_INVALID;
+            goto fail_tcp;
+        }
+        tp = &m->auth.outer;
+    }
+    if ((rv = raft_uv_init(&m->io, &m->loop, m->dir, tp)) != 0)
         goto fail_tcp;
     if (m->cfg.segment_size)
         raft_uv_set_segment_size(&m->io, m->cfg.segment_size);

@@ -40,6 +40,10 @@ typedef struct cl_meta_cfg {
     unsigned    snapshot_threshold;  /* 0: 1024 entries */
     unsigned    snapshot_trailing;   /* 0: 128 */
     char       *errmsg;         /* NULL, or CL_META_ERRMSG bytes: why start failed */
+    /* The cluster secret (NULL: none): every connection of the group then
+     * proves it before libraft reads from it (cl_meta_auth.c). */
+    const char *secret;
+    size_t      secret_len;
     /* A subscriber registered before raft_start, so it also sees the
      * snapshot restored and the entries replayed while starting (NULL: none). */
     void      (*on_apply)(void *arg, const struct cl_meta_entry *e,

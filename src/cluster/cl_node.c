@@ -1687,6 +1687,7 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         .raft_id = n->raft_id, .raft_addr = n->raft_addr, .dir = n->dir,
         .bootstrap = cfg->bootstrap, .election_ms = elect,
         .heartbeat_ms = cfg->heartbeat_ms, .segment_size = 1u << 20, .errmsg = merr,
+        .secret = cfg->secret, .secret_len = cfg->secret ? strlen(cfg->secret) : 0,
     };
     rc = cl_meta_start(&n->meta, &mc);
     if (rc) {

@@ -4,7 +4,10 @@
 # whose certificates share a CA form one topology and serve keys forwarded
 # between them over those links; a plaintext node and a node whose
 # certificate no trusted CA signed are refused at the handshake, and the
-# topology stays as it was.
+# topology stays as it was.  The nodes also share a cluster_secret, which
+# the metadata group's own port (libraft's) checks: a stranger speaking
+# libraft's preamble without the proof is cut off before libraft reads a
+# byte of it.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 . tests/chaos/lib.sh
@@ -24,7 +27,7 @@ mkdir -p "$P"
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout rogue.key \
         -out rogue.pem -days 2 -subj "/CN=rogue" 2>/dev/null
 ) || { bad "could not make the test certificates"; finish; }
-TLS="--cluster-tls true --tls-cert $P/node.pem --tls-key $P/node.key --tls-ca $P/ca.pem"
+TLS="--cluster-tls true --tls-cert $P/node.pem --tls-key $P/node.key --tls-ca $P/ca.pem --cluster-secret s3cret-of-the-test"
 cli() { n=$1; shift; "$BUILD/ember-cli" -h "$(node_ip "$n")" -p "$CHAOS_PORT" "$@"; }
 
 node_start 1 $(cluster_flags 1) $TLS || finish
@@ -76,5 +79,37 @@ for i in 1 2 3; do
     [ "$(metric "$i" ember_cluster_members)" = 3 ] || joined=0
 done
 [ $joined = 1 ] && ok "refused nodes leave the topology as it was" || bad "topology changed"
+
+# A stranger on node 1's metadata port (47500): libraft's preamble (protocol
+# 1, a raft id, an address), then 32 bytes that are no proof of the secret.
+# Node 1 must close the connection and say so; the group goes on.
+out=$(node -e '
+const net = require("net");
+const s = net.connect(47500, process.argv[1], () => {
+    const addr = Buffer.alloc(16); addr.write("10.9.9.9:1");
+    const h = Buffer.alloc(24); h.writeBigUInt64LE(1n, 0); h.writeBigUInt64LE(424242n, 8);
+    h.writeBigUInt64LE(16n, 16);
+    s.write(Buffer.concat([h, addr]));
+});
+let got = 0;
+s.on("data", (d) => { got += d.length; if (got >= 16) s.write(Buffer.alloc(32)); });
+s.on("close", () => { console.log("closed after " + got + " bytes"); process.exit(0); });
+setTimeout(() => { console.log("still open"); process.exit(1); }, 20000);
+' "$(node_ip 1)" 2>&1)
+t=0
+while [ $t -lt $((CHAOS_WAIT * 10)) ] && ! grep -q 'metadata connection from .* refused' "$CHAOS_LOG_1"; do
+    sleep 0.1; t=$((t + 1))
+done
+case $out in
+"closed after 16 bytes")
+    grep -q 'metadata connection from .* refused: wrong cluster secret' "$CHAOS_LOG_1" &&
+        ok "a stranger without the secret on the metadata port is cut off: $(grep -m1 'metadata connection from' "$CHAOS_LOG_1" | sed 's/^.* W //')" ||
+        bad "the metadata port closed the stranger but did not say why" ;;
+*) bad "the metadata port let a stranger without the secret stay: $out" ;;
+esac
+for i in 1 2 3; do
+    [ "$(metric "$i" ember_cluster_members)" = 3 ] || joined=0
+done
+[ $joined = 1 ] && ok "the group goes on" || bad "topology changed after the stranger"
 [ "$(cli 3 get tlsc k7)" = string:v7 ] && ok "the cluster still serves" || bad "no read after the refusals"
 finish

@@ -1,0 +1,36 @@
+/* cl_meta_auth.h - a raft_uv transport that makes every metadata-group
+ * connection prove the cluster secret before libraft sees it (wraps
+ * raft_uv_tcp; cl_meta_auth.c says how).  Metadata thread only. */
+#ifndef EM_CL_META_AUTH_H
+#define EM_CL_META_AUTH_H
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <stddef.h>
+#include <uv.h>
+
+#define CL_META_AUTH_MS 5000        /* a handshake's bound */
+
+struct cl_meta_auth_hs;
+
+typedef struct cl_meta_auth {
+    struct raft_uv_transport outer; /* what raft_uv_init is given */
+    struct raft_uv_transport *inner;
+    uv_loop_t   *loop;
+    uint8_t      secret[256];
+    size_t       secret_len;
+    raft_id      self;
+    raft_uv_accept_cb accept_cb;
+    raft_uv_transport_close_cb close_cb;
+    struct cl_meta_auth_hs *pending;
+    int          closing;
+    uint64_t     refused;           /* connections refused (metrics, tests) */
+} cl_meta_auth;
+
+/* cl_meta_auth_init sets a up around inner (raft_uv_tcp_init'ed on loop):
+ * pass &a->outer to raft_uv_init.  0, or EM_INVAL for an empty secret or
+ * one longer than 256 bytes. */
+int cl_meta_auth_init(cl_meta_auth *a, struct raft_uv_transport *inner, uv_loop_t *loop,
+                      const char *secret, size_t secret_len);
+
+#endif
