@@ -101,7 +101,8 @@ static void finish(hs *h, int ok, const char *why)
             h->a->accept_cb(&h->a->outer, h->id, h->addr, h->stream);
     } else {
         struct raft_uv_connect *req = h->req;
-        req->cb(req, ok ? h->stream : NULL, ok ? 0 : RAFT_NOCONNECTION);
+        req->cb(req, ok ? h->stream : NULL,
+                ok ? 0 : h->a->closing ? RAFT_CANCELED : RAFT_NOCONNECTION);
     }
     uv_close((uv_handle_t *)&h->timer, timer_closed);
 }
