@@ -93,8 +93,6 @@ static void finish(hs *h, int ok, const char *why)
                     h->addr, why);
         h->stream->data = NULL;
         uv_close((uv_handle_t *)h->stream, stream_closed);
-        if (h->accepting)
-            h->a->refused++;
     }
     if (h->accepting) {
         if (ok)

@@ -24,7 +24,6 @@ typedef struct cl_meta_auth {
     raft_uv_transport_close_cb close_cb;
     struct cl_meta_auth_hs *pending;
     int          closing;
-    uint64_t     refused;           /* connections refused (metrics, tests) */
 } cl_meta_auth;
 
 /* cl_meta_auth_init sets a up around inner (raft_uv_tcp_init'ed on loop):

@@ -1717,6 +1717,16 @@ fail:
     return rc;
 }
 
+int cl_node_leave(cl_node *n, uint32_t timeout_ms)
+{
+    em_buf b = EM_BUF_INIT;
+    int rc = cl_meta_enc_leave(&b, n->id);
+    if (!rc)
+        rc = cl_node_propose(n, b.p, b.len, timeout_ms);
+    em_buf_free(&b);
+    return rc;
+}
+
 void cl_node_stop(cl_node *n, int leave)
 {
     if (!n)
@@ -1724,16 +1734,11 @@ void cl_node_stop(cl_node *n, int leave)
     pthread_mutex_lock(&n->mu);
     int member = n->member;
     pthread_mutex_unlock(&n->mu);
-    if (leave && member) {
-        em_buf b = EM_BUF_INIT;
-        if (cl_meta_enc_leave(&b, n->id) == 0) {
-            /* Bounded short: with no leader reachable (the whole cluster
-             * stopping) the leave cannot commit, and failure detection
-             * removes this node anyway. */
-            (void)cl_node_propose(n, b.p, b.len, 2000);
-        }
-        em_buf_free(&b);
-    }
+    /* Bounded short: with no leader reachable (the whole cluster stopping)
+     * the leave cannot commit, and failure detection removes this node
+     * anyway. */
+    if (leave && member)
+        (void)cl_node_leave(n, 2000);
     pthread_rwlock_wrlock(&n->life);
     atomic_store(&n->stopping, 1);
     pthread_rwlock_unlock(&n->life);

@@ -120,6 +120,10 @@ int  cl_node_start(cl_node **out, const cl_node_cfg *cfg);
 /* cl_node_stop: with leave, propose NODE_LEAVE and wait for it to apply
  * (bounded by failure_detection_ms), then stop everything. */
 void cl_node_stop(cl_node *n, int leave);
+/* cl_node_leave proposes this member's NODE_LEAVE and waits (up to
+ * timeout_ms) for it to commit: 0 or an error (no leader reachable, ...).
+ * The node runs on, a member no more. */
+int  cl_node_leave(cl_node *n, uint32_t timeout_ms);
 
 /* cl_node_topo_acquire: the current topology (never NULL after start; an
  * empty one before the first join applies); release each acquire. */

@@ -19,10 +19,10 @@
  * (pr_conn_resume) when some transaction releases locks (cl_txm wake ->
  * net_wake_parked; on a cluster also a release on the member that answered
  * "wait", CL_NET_MSG_TX_WAKE) or at the next timer scan (about 200 ms,
- * which is what enforces the transaction's timeout while it waits).  The retry runs the
- * whole request again; every transactional op is written to be repeatable
- * (locks it already took are kept, buffered writes are overwritten with the
- * same bytes).
+ * which is what enforces the transaction's timeout while it waits).  The
+ * retry runs the whole request again; every transactional op is written to
+ * be repeatable (locks it already took are kept, buffered writes are
+ * overwritten with the same bytes).
  *
  * Later requests do not wait behind a waiting one, because Ignite's server
  * does not either (it runs a connection's requests concurrently, replies

@@ -505,6 +505,7 @@ static int parked(pr_conn *c, pr_txslot *s, int ending)
     if (!deadlocked(c, s))
         return PR_PARK;
     atomic_fetch_add_explicit(&c->srv->txc_deadlocks, 1, memory_order_relaxed);
+    unwait(c, s);                   /* rolled back: no probe may find it waiting */
     if (ending)
         abandon(c, s);
     else

@@ -517,7 +517,7 @@ static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8
     }
     pthread_mutex_unlock(&x->mu);
     if (rc || old)
-        pr_txp_txs_free(h);                /* refused, or a retry of one kept */
+        pr_txp_txs_free(h);         /* refused, or a retry of one kept */
     if (rc < 0)
         rc = pr_fail(c, PR_ST_FAILED, "Malformed prepared state (%s)", em_strerror(rc));
     return rc;

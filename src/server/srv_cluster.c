@@ -417,14 +417,7 @@ static void on_refused(void *arg, const char *peer, const char *why)
 
 int srv_cluster_leave(srv_cluster *sc)
 {
-    if (!sc || !sc->node)
-        return EM_INVAL;
-    em_buf b = EM_BUF_INIT;
-    int rc = cl_meta_enc_leave(&b, cl_node_id(sc->node));
-    if (!rc)
-        rc = cl_node_propose(sc->node, b.p, b.len, 2000);
-    em_buf_free(&b);
-    return rc;
+    return sc && sc->node ? cl_node_leave(sc->node, 2000) : EM_INVAL;
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)

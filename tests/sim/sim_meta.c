@@ -642,10 +642,14 @@ static int run_seed(sim *s, uint64_t seed, unsigned steps, int verbose)
     unsigned restores = 0;
     for (unsigned i = 0; i < s->n; i++)
         restores += (unsigned)s->sv[i].restored;
+    uint64_t guarded = 0;           /* what the io guard changed (cl_meta_raft.c) */
+    for (unsigned i = 0; i < s->n; i++)
+        guarded += s->node[i].stale_replies + s->node[i].capped_replies +
+                   s->node[i].capped_commits + s->node[i].capped_old;
     if (verbose)
         printf("seed %" PRIu64 ": %u servers, %u proposals, %u acknowledged, %u snapshot "
-               "installs, trace %016" PRIx64 "\n", seed, s->n, s->nprops, acked, restores,
-               s->trace);
+               "installs, %" PRIu64 " messages the io guard changed, trace %016" PRIx64 "\n",
+               seed, s->n, s->nprops, acked, restores, guarded, s->trace);
     em_buf_free(&b);
     teardown(s);
     return s->violations ? 1 : 0;
