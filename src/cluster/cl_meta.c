@@ -143,8 +143,10 @@ static void info_sub(void *arg, const cl_meta_entry *e, const cl_meta_effect *ef
 
 static void barrier_cb(struct raft_barrier *req, int status)
 {
-    (void)status;                   /* failed: the next tick writes another */
-    ((cl_meta *)req->data)->barrier_busy = 0;
+    cl_meta *m = req->data;
+    m->barrier_busy = 0;
+    if (status)
+        m->barrier_term = 0;        /* failed: the next tick writes another */
 }
 
 /* A leader commits the entries of earlier terms only under one of its own

@@ -670,10 +670,11 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
         /* Decided before it is sent: the part commits if it can, and its
          * backups, if it fails meanwhile, finish what it began. */
         (void)decide(c->srv, s->seq, TXS_COMMITTED);
-        atomic_fetch_add_explicit(&c->srv->txc_one, 1, memory_order_relaxed);
         rc = part_call(c, s, &s->parts[0], TXC_COMMIT1, scratch);
         if (rc == PR_ST_TXC_WAIT)
             return parked(c, s, 1);
+        if (!rc)                    /* once, not per retry after a wait */
+            atomic_fetch_add_explicit(&c->srv->txc_one, 1, memory_order_relaxed);
         s->parts[0].st = PR_TXP_DONE;   /* committed, or rolled back there */
         if (rc == PR_ST_TXC_GONE || rc == EM_STALE)
             (void)decide(c->srv, s->seq, TXS_ROLLED_BACK);
