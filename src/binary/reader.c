@@ -102,6 +102,47 @@ int bin_rd_field(const uint8_t *o, const bin_type *t, int32_t fid, const uint8_t
     return EM_NOFIELD;
 }
 
+int bin_floc_fill(const uint8_t *o, const bin_type *t, int32_t fid, bin_floc *fl,
+                  const uint8_t **val)
+{
+    int rc = bin_rd_field(o, t, fid, val);
+    if (rc != 0 && rc != EM_NOFIELD)
+        return rc;
+    uint16_t flags = em_ld16(o + 2);
+    const foot_geom g = foot_tab[(flags >> 3) & 7];
+    uint32_t soff = em_ld32(o + 20);
+    fl->known = 0;
+    if (rc == EM_NOFIELD && (!(flags & BIN_FLAG_HAS_SCHEMA) || !g.compact))
+        return rc;                  /* absent from a full footer: not cached (see bin_floc) */
+    fl->tid = (int32_t)em_ld32(o + 4);
+    fl->sid = (int32_t)em_ld32(o + 16);
+    fl->tail = em_ld32(o + 12) - soff;
+    fl->flags = flags;
+    fl->shift = g.shift;
+    fl->fid = fid;
+    fl->present = 0;
+    fl->idoff = -1;
+    if (rc == 0) {
+        /* the entry bin_rd_field found: its offset is the one *val came from */
+        uint32_t flen = em_ld32(o + 12) - ((flags & BIN_FLAG_HAS_RAW) ? 4u : 0u) - soff;
+        for (uint32_t pos = 0; pos < flen; pos += g.esz) {
+            int32_t at = (int32_t)(g.ooff + g.width) - 4 + (int32_t)pos;
+            if (o + (em_ld32(o + (ptrdiff_t)soff + at) >> g.shift) != *val)
+                continue;
+            if (!g.compact && (int32_t)em_ld32(o + soff + pos) != fid)
+                continue;
+            fl->off = at;
+            fl->idoff = g.compact ? -1 : (int32_t)pos;
+            fl->present = 1;
+            break;
+        }
+        if (!fl->present)
+            return 0;               /* not found again (cannot happen): stays unknown */
+    }
+    fl->known = 1;
+    return rc;
+}
+
 int bin_rd_field_name(const uint8_t *o, bin_registry *r, const char *name, size_t len,
                       const uint8_t **val)
 {

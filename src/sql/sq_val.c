@@ -90,6 +90,26 @@ void sq_val_get(const uint8_t *v, int t, sq_sv *o)
 
 void sq_val_result(sqlite3_context *ctx, const uint8_t *v, int t)
 {
+    /* The common column types first, without the general conversion. */
+    switch (v[0]) {
+    case BIN_INT:
+        sqlite3_result_int64(ctx, (int32_t)em_ld32(v + 1));
+        return;
+    case BIN_LONG:
+        sqlite3_result_int64(ctx, (int64_t)em_ld64(v + 1));
+        return;
+    case BIN_DOUBLE: {
+        double d;
+        memcpy(&d, v + 1, 8);
+        if (isnan(d))
+            sqlite3_result_null(ctx);       /* SQLite: NaN is NULL */
+        else
+            sqlite3_result_double(ctx, d);
+        return;
+    }
+    default:
+        break;
+    }
     sq_sv sv;
     sq_val_get(v, t, &sv);
     switch (sv.type) {
@@ -459,6 +479,23 @@ int sq_val_out(sqlite3_stmt *st, int i, int t, em_buf *o)
 }
 
 /* ---- fields -------------------------------------------------------------- */
+
+const uint8_t *sq_field_fill(bin_registry *reg, const bin_type **ty, int32_t *tid,
+                             const uint8_t *o, int32_t fid, bin_floc *fl)
+{
+    int32_t id = bin_rd_type_id(o);
+    if (!*ty || *tid != id) {
+        *ty = bin_registry_get(reg, id);
+        *tid = id;
+    }
+    const uint8_t *val;
+    int rc = bin_floc_fill(o, *ty, fid, fl, &val);
+    if (rc == EM_BADSCHEMA) {
+        *ty = bin_registry_get(reg, id);
+        rc = bin_floc_fill(o, *ty, fid, fl, &val);
+    }
+    return rc ? NULL : bin_rd_resolve(val);
+}
 
 const uint8_t *sq_field(bin_registry *reg, const bin_type **ty, int32_t *tid,
                         const uint8_t *o, int32_t fid)

@@ -41,6 +41,8 @@ typedef struct vc {
     sq_ixrange r;
     em_buf    items, item;      /* a page of items, one row's item */
     sq_tycache itc;
+    bin_floc *floc;             /* a scan's: per column, where its field sits */
+    uint32_t  nfloc;
 } vc;
 
 #define VT(p) ((vt *)(p))
@@ -285,6 +287,7 @@ static int x_close(sqlite3_vtab_cursor *cur)
     em_buf_free(&c->r.lo);
     em_buf_free(&c->r.hi);
     em_buf_free(&c->r.last);
+    sqlite3_free(c->floc);
     sqlite3_free(c);
     return SQLITE_OK;
 }
@@ -579,6 +582,14 @@ static int x_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxs, int arg
             return SQLITE_NOMEM;
         return advance(c);
     }
+    if (!c->floc && v->t->ncols) {
+        /* A scan reads many rows of one layout: remember where each
+         * column's field sits (point and index reads do without). */
+        if (!(c->floc = sqlite3_malloc64(sizeof *c->floc * v->t->ncols)))
+            return SQLITE_NOMEM;
+        memset(c->floc, 0, sizeof *c->floc * v->t->ncols);
+        c->nfloc = v->t->ncols;
+    }
     const sq_remote *r = v->ss->rem;
     int rc = r ? r->scan(r->ctx, v->t->cache, &c->sc) : st_scan_open(v->t->cache, -1, &c->sc);
     if (rc)
@@ -589,10 +600,39 @@ static int x_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxs, int arg
 static int x_next(sqlite3_vtab_cursor *cur) { return advance((vc *)cur); }
 static int x_eof(sqlite3_vtab_cursor *cur) { return ((vc *)cur)->eof; }
 
+static int column(vc *c, sqlite3_context *ctx, int i);
+
+/* x_column: a scan's value field of a known layout and a common type
+ * without a call, anything else through column(). */
 static int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i)
 {
     vc *c = (vc *)cur;
-    vt *v = VT(cur->pVtab);
+    uint32_t ci = (uint32_t)i - 2;
+    if (ci < c->nfloc && !sqlite3_vtab_nochange(ctx)) {
+        const sq_col *col = &VT(cur->pVtab)->t->cols[ci];
+        const uint8_t *f;
+        if (!col->key && !col->alias && c->v[0] == BIN_OBJ &&
+            bin_floc_get(c->v, &c->floc[ci], &f) == 0) {
+            if (f[0] == BIN_INT) {
+                sqlite3_result_int64(ctx, (int32_t)em_ld32(f + 1));
+                return SQLITE_OK;
+            }
+            if (f[0] == BIN_DOUBLE) {
+                double d;
+                memcpy(&d, f + 1, 8);
+                if (!isnan(d)) {
+                    sqlite3_result_double(ctx, d);
+                    return SQLITE_OK;
+                }
+            }
+        }
+    }
+    return column(c, ctx, i);
+}
+
+static int column(vc *c, sqlite3_context *ctx, int i)
+{
+    vt *v = VT(c->base.pVtab);
     sq_table *t = v->t;
     if (sqlite3_vtab_nochange(ctx))
         return SQLITE_OK;           /* UPDATE: xUpdate copies unchanged fields */
@@ -612,8 +652,12 @@ static int x_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int i)
         return SQLITE_OK;
     }
     const sq_col *col = &t->cols[i - 2];
-    const uint8_t *f = col->key ? sq_field(v->e->reg, &c->tc.ty[0], &c->tc.tid[0], bin_rd_resolve(c->k), col->fid)
-                                : sq_field(v->e->reg, &c->tc.ty[1], &c->tc.tid[1], c->v, col->fid);
+    int kv = col->key ? 0 : 1;
+    const uint8_t *o = kv ? c->v : bin_rd_resolve(c->k), *f;
+    if ((uint32_t)(i - 2) < c->nfloc)
+        f = sq_field_loc(v->e->reg, &c->tc.ty[kv], &c->tc.tid[kv], o, col->fid, &c->floc[i - 2]);
+    else
+        f = sq_field(v->e->reg, &c->tc.ty[kv], &c->tc.tid[kv], o, col->fid);
     if (f)
         sq_val_result(ctx, f, col->type);
     else

@@ -98,6 +98,24 @@ void sq_val_get(const uint8_t *v, int t, sq_sv *out);
 typedef struct sq_tycache { const bin_type *ty[2]; int32_t tid[2]; } sq_tycache;
 const uint8_t *sq_field(bin_registry *reg, const bin_type **ty, int32_t *tid,
                         const uint8_t *o, int32_t fid);
+/* sq_field_loc: sq_field through fl, which remembers where fid sat in the
+ * last layout seen (a scan's rows share one: a compare and a load per
+ * column instead of a footer search); sq_field_fill is its slow half. */
+const uint8_t *sq_field_fill(bin_registry *reg, const bin_type **ty, int32_t *tid,
+                             const uint8_t *o, int32_t fid, bin_floc *fl);
+static inline const uint8_t *sq_field_loc(bin_registry *reg, const bin_type **ty, int32_t *tid,
+                                          const uint8_t *o, int32_t fid, bin_floc *fl)
+{
+    const uint8_t *val;
+    if (o[0] != BIN_OBJ)
+        return NULL;
+    int rc = bin_floc_get(o, fl, &val);
+    if (rc == EM_AGAIN)
+        return sq_field_fill(reg, ty, tid, o, fid, fl);
+    if (rc)
+        return NULL;
+    return val[0] == BIN_HANDLE || val[0] == BIN_WRAPPED ? bin_rd_resolve(val) : val;
+}
 /* sq_belongs: only entries whose value is the table's type are its rows. */
 static inline int sq_belongs(int val_sqtype, int32_t val_tid, const uint8_t *v)
 {

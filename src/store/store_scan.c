@@ -77,6 +77,22 @@ static int snapshot(st_scan *sc)
                      : st_part_snapshot(sc->c, part, &sc->snap);
 }
 
+enum { SNAP_AHEAD = 8 };         /* entries prefetched ahead of the copy */
+
+/* prefetch_entry: starts loading e's first three lines (header, key and a
+ * value of up to ~150 bytes, so larger values add no serial misses); 1 if
+ * there was an entry. */
+static inline int prefetch_entry(const st_entry *e)
+{
+    if (!e)
+        return 0;
+    const char *pe = (const char *)e;
+    __builtin_prefetch(pe);
+    __builtin_prefetch(pe + 64);
+    __builtin_prefetch(pe + 128);
+    return 1;
+}
+
 int st_part_snapshot(st_cache *c, uint32_t part, em_buf *snap)
 {
     if (part >= c->nparts)
@@ -92,20 +108,20 @@ int st_part_snapshot(st_cache *c, uint32_t part, em_buf *snap)
     if (!p->count)
         goto out;
     /* One pass: the entries are separate allocations, so their cache misses
-     * dominate; prefetching a few slots ahead overlaps them.  The buffer is
+     * dominate; prefetching overlaps them.  The prefetch runs a fixed number
+     * of *entries* ahead (slot j), the first ones before the loop starts: a
+     * distance in slots shrinks with the table's load, and left the first
+     * entries of every partition to miss one after the other.  The buffer is
      * reused across partitions, so after the first ones it rarely grows. */
+    uint32_t j = 0;
+    for (uint32_t ahead = 0; ahead < SNAP_AHEAD && j <= p->mask; j++)
+        ahead += prefetch_entry(p->slots[j].e);
     for (uint32_t i = 0; i <= p->mask; i++) {
-        if (i + 12 <= p->mask && p->slots[i + 12].e) {
-            /* the first three lines: header, key and a value of up to
-             * ~150 bytes, so larger values do not add serial misses */
-            const char *pe = (const char *)p->slots[i + 12].e;
-            __builtin_prefetch(pe);
-            __builtin_prefetch(pe + 64);
-            __builtin_prefetch(pe + 128);
-        }
         const st_entry *e = p->slots[i].e;
         if (!e)
             continue;
+        while (j <= p->mask && !prefetch_entry(p->slots[j++].e))
+            ;
         if (e->expire_at) {
             if (!now)
                 now = em_wall_ms();
