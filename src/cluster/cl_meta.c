@@ -429,9 +429,9 @@ static int meta_open(cl_meta *m)
     if ((rv = raft_uv_tcp_init(&m->transport, &m->loop)) != 0)
         goto fail_handles;
     struct raft_uv_transport *tp = &m->transport;
-    if (m->cfg.secret && m->cfg.secret_len) {
+    if ((m->cfg.secret && m->cfg.secret_len) || m->cfg.tls) {
         if ((rv = cl_meta_auth_init(&m->auth, &m->transport, &m->loop, m->cfg.secret,
-                                    m->cfg.secret_len)) != 0) {
+                                    m->cfg.secret ? m->cfg.secret_len : 0, m->cfg.tls)) != 0) {
             rv = RAFT_INVALID;
             goto fail_tcp;
         }

@@ -44,6 +44,9 @@ typedef struct cl_meta_cfg {
      * proves it before libraft reads from it (cl_meta_auth.c). */
     const char *secret;
     size_t      secret_len;
+    /* The cluster's TLS peer context (NULL: none): every connection of the
+     * group is then encrypted with it (cl_meta_tls.c). */
+    struct net_tls_ctx *tls;
     /* A subscriber registered before raft_start, so it also sees the
      * snapshot restored and the entries replayed while starting (NULL: none). */
     void      (*on_apply)(void *arg, const struct cl_meta_entry *e,

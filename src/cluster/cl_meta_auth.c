@@ -1,4 +1,5 @@
-/* cl_meta_auth.c - the metadata group's connections prove the cluster secret.
+/* cl_meta_auth.c - the metadata group's connections prove the cluster secret
+ * (and, with cluster_tls, then speak TLS: cl_meta_tls.c).
  *
  * libraft's own TCP transport (raft_uv_tcp) accepts anyone who can reach
  * the raft port and speaks its preamble: a stranger could send votes or
@@ -77,6 +78,60 @@ static void timer_closed(uv_handle_t *t) { unref(t->data); }
 
 static void stream_closed(uv_handle_t *s) { raft_free(s); }
 
+/* ---- handing a connection to libraft, in TLS when configured ---- */
+
+typedef struct hand {               /* a connection on its way to libraft */
+    cl_meta_auth *a;
+    int           accepting;
+    raft_id       id;
+    char          addr[256];
+    struct raft_uv_connect *req;    /* connecting: libraft's request */
+} hand;
+
+static void deliver(cl_meta_auth *a, int accepting, raft_id id, const char *addr,
+                    struct raft_uv_connect *req, uv_stream_t *stream)
+{
+    if (accepting) {
+        if (stream)
+            a->accept_cb(&a->outer, id, addr, stream);
+    } else {
+        req->cb(req, stream, stream ? 0 : a->closing ? RAFT_CANCELED : RAFT_NOCONNECTION);
+    }
+}
+
+static void tls_done(void *arg, uv_stream_t *plain, int status)
+{
+    (void)status;                   /* cl_meta_tls logged why */
+    hand *x = arg;
+    deliver(x->a, x->accepting, x->id, x->addr, x->req, plain);
+    em_free(x);
+}
+
+/* handover gives libraft stream (through TLS when configured), or fails
+ * the connection (stream NULL). */
+static void handover(cl_meta_auth *a, int accepting, raft_id id, const char *addr,
+                     struct raft_uv_connect *req, uv_stream_t *stream)
+{
+    if (stream && a->tls.ctx && !a->closing) {
+        hand *x = em_malloc(sizeof *x);
+        if (x) {
+            *x = (hand){ a, accepting, id, "", req };
+            snprintf(x->addr, sizeof x->addr, "%s", addr);
+            if (cl_meta_tls_start(&a->tls, stream, !accepting, addr, tls_done, x) == 0)
+                return;             /* tls_done delivers */
+            em_free(x);
+        }
+        stream->data = NULL;
+        uv_close((uv_handle_t *)stream, stream_closed);
+        stream = NULL;
+    } else if (stream && a->closing) {
+        stream->data = NULL;
+        uv_close((uv_handle_t *)stream, stream_closed);
+        stream = NULL;
+    }
+    deliver(a, accepting, id, addr, req, stream);
+}
+
 /* finish ends h: handed over (ok) or its stream closed; a connecting
  * handshake tells libraft either way. */
 static void finish(hs *h, int ok, const char *why)
@@ -94,14 +149,7 @@ static void finish(hs *h, int ok, const char *why)
         h->stream->data = NULL;
         uv_close((uv_handle_t *)h->stream, stream_closed);
     }
-    if (h->accepting) {
-        if (ok)
-            h->a->accept_cb(&h->a->outer, h->id, h->addr, h->stream);
-    } else {
-        struct raft_uv_connect *req = h->req;
-        req->cb(req, ok ? h->stream : NULL,
-                ok ? 0 : h->a->closing ? RAFT_CANCELED : RAFT_NOCONNECTION);
-    }
+    handover(h->a, h->accepting, h->id, h->addr, h->req, ok ? h->stream : NULL);
     uv_close((uv_handle_t *)&h->timer, timer_closed);
 }
 
@@ -237,6 +285,10 @@ static void inner_accept(struct raft_uv_transport *inner, raft_id id, const char
                          uv_stream_t *stream)
 {
     cl_meta_auth *a = inner->data;
+    if (!a->secret_len) {
+        handover(a, 1, id, address, NULL, stream);
+        return;
+    }
     hs *h = a->closing ? NULL : hs_new(a, stream, 1, id, address);
     if (!h) {
         stream->data = NULL;
@@ -283,6 +335,10 @@ static void inner_connected(struct raft_uv_connect *r, uv_stream_t *stream, int 
         req->cb(req, NULL, status ? status : RAFT_CANCELED);
         return;
     }
+    if (!a->secret_len) {
+        handover(a, 0, id, addr, req, stream);
+        return;
+    }
     hs *h = hs_new(a, stream, 0, id, addr);
     if (!h) {
         stream->data = NULL;
@@ -326,17 +382,21 @@ static void m_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
     a->close_cb = cb;
     while (a->pending)              /* finish takes each off the list */
         finish(a->pending, 0, NULL);
+    cl_meta_tls_close_all(&a->tls);
     a->inner->close(a->inner, inner_closed);
 }
 
 int cl_meta_auth_init(cl_meta_auth *a, struct raft_uv_transport *inner, uv_loop_t *loop,
-                      const char *secret, size_t secret_len)
+                      const char *secret, size_t secret_len, net_tls_ctx *tls)
 {
     memset(a, 0, sizeof *a);
-    if (!secret_len || secret_len > sizeof a->secret)
+    if ((!secret_len && !tls) || secret_len > sizeof a->secret)
         return EM_INVAL;
-    memcpy(a->secret, secret, secret_len);
+    if (secret_len)
+        memcpy(a->secret, secret, secret_len);
     a->secret_len = secret_len;
+    a->tls.loop = loop;
+    a->tls.ctx = tls;
     a->inner = inner;
     a->loop = loop;
     inner->data = a;

@@ -1688,6 +1688,7 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         .bootstrap = cfg->bootstrap, .election_ms = elect,
         .heartbeat_ms = cfg->heartbeat_ms, .segment_size = 1u << 20, .errmsg = merr,
         .secret = cfg->secret, .secret_len = cfg->secret ? strlen(cfg->secret) : 0,
+        .tls = cfg->tls,
     };
     rc = cl_meta_start(&n->meta, &mc);
     if (rc) {

@@ -179,6 +179,55 @@ int net_tls_new(net_tls_ctx *ctx, int fd, int connect, net_tls **out)
     return 0;
 }
 
+int net_tls_new_mem(net_tls_ctx *ctx, int connect, net_tls **out)
+{
+    *out = NULL;
+    net_tls *t = em_malloc(sizeof *t);
+    if (!t)
+        return EM_NOMEM;
+    ERR_clear_error();
+    t->ssl = SSL_new(ctx->ssl);
+    BIO *in = BIO_new(BIO_s_mem()), *outb = BIO_new(BIO_s_mem());
+    if (!t->ssl || !in || !outb) {
+        take_error("SSL_new failed");
+        BIO_free(in);
+        BIO_free(outb);
+        if (t->ssl)
+            SSL_free(t->ssl);
+        em_free(t);
+        return EM_NOMEM;
+    }
+    BIO_set_mem_eof_return(in, -1);     /* empty = "feed more", not EOF */
+    SSL_set_bio(t->ssl, in, outb);      /* the SSL owns both */
+    if (connect)
+        SSL_set_connect_state(t->ssl);
+    else
+        SSL_set_accept_state(t->ssl);
+    *out = t;
+    return 0;
+}
+
+int net_tls_feed(net_tls *t, const void *p, size_t n)
+{
+    size_t put = 0;
+    if (n && (BIO_write_ex(SSL_get_rbio(t->ssl), p, n, &put) != 1 || put != n))
+        return EM_NOMEM;
+    return 0;
+}
+
+size_t net_tls_take(net_tls *t, void *buf, size_t n)
+{
+    size_t got = 0;
+    if (n && BIO_read_ex(SSL_get_wbio(t->ssl), buf, n, &got) != 1)
+        return 0;
+    return got;
+}
+
+size_t net_tls_outbound(const net_tls *t)
+{
+    return BIO_ctrl_pending(SSL_get_wbio(t->ssl));
+}
+
 void net_tls_free(net_tls *t)
 {
     if (!t)

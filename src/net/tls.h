@@ -72,6 +72,17 @@ ssize_t net_tls_read(net_tls *t, void *buf, size_t n, int *want);
  * moved: the context allows it); EM_CLOSED / EM_PROTO / -errno on failure. */
 ssize_t net_tls_write(net_tls *t, const void *buf, size_t n, int *want);
 
+/* Memory mode, for a loop that owns the socket itself (libuv's): the
+ * caller moves the ciphertext.  net_tls_new_mem starts a side as
+ * net_tls_new does, without a socket; net_tls_feed hands it the bytes that
+ * arrived; handshake_step / read / write work as above (EM_AGAIN with
+ * NET_TLS_WANT_READ: feed more); after every call, send what net_tls_take
+ * returns (net_tls_outbound: how much waits).  0 or EM_NOMEM. */
+int    net_tls_new_mem(net_tls_ctx *ctx, int connect, net_tls **out);
+int    net_tls_feed(net_tls *t, const void *p, size_t n);
+size_t net_tls_take(net_tls *t, void *buf, size_t n);
+size_t net_tls_outbound(const net_tls *t);
+
 /* net_tls_pending: decrypted bytes buffered inside the TLS layer. */
 size_t net_tls_pending(const net_tls *t);
 

@@ -590,9 +590,10 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
                 c->cluster_port);
     char id[37];
     cl_meta_uuid_str((cl_meta_uuid){ em_ld64(node_id), em_ld64(node_id + 8) }, id);
-    EM_INFO("cluster '%s': node %s, transport %s:%d%s, metadata group %s:%d, %s",
+    EM_INFO("cluster '%s': node %s, transport %s:%d%s, metadata group %s:%d%s, %s",
             c->cluster_name, id, host, c->cluster_port, sc->tls ? " (TLS)" : "", host,
-            c->raft_port, c->bootstrap ? "bootstrapping" : "joining through seeds");
+            c->raft_port, sc->tls ? " (TLS)" : "",
+            c->bootstrap ? "bootstrapping" : "joining through seeds");
     *out = sc;
     return 0;
 }

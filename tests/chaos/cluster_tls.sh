@@ -7,7 +7,8 @@
 # topology stays as it was.  The nodes also share a cluster_secret, which
 # the metadata group's own port (libraft's) checks: a stranger speaking
 # libraft's preamble without the proof is cut off before libraft reads a
-# byte of it.
+# byte of it; and that port's connections are in TLS too: a peer with the
+# proof that then speaks plaintext is cut off the same way.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 . tests/chaos/lib.sh
@@ -39,8 +40,9 @@ for i in 1 2 3; do
 done
 [ $joined = 1 ] && ok "3 nodes with certificates of one CA form one topology" ||
     { bad "the TLS nodes did not form"; finish; }
-grep -q 'transport .*:47100 (TLS)' "$CHAOS_LOG_1" && ok "the transport says it runs in TLS" ||
-    bad "no '(TLS)' in node 1's start line"
+grep -q 'transport .*:47100 (TLS), metadata group .*:47500 (TLS)' "$CHAOS_LOG_1" &&
+    ok "the transport and the metadata group say they run in TLS" ||
+    bad "no '(TLS)' for both ports in node 1's start line"
 
 # Keys of every owner: node 2 takes the writes, node 3 the reads, so most go
 # over the links between members.
@@ -107,9 +109,49 @@ case $out in
         bad "the metadata port closed the stranger but did not say why" ;;
 *) bad "the metadata port let a stranger without the secret stay: $out" ;;
 esac
+# An impostor that knows the secret but not TLS: its proof is accepted,
+# then the plaintext it sends where the TLS handshake belongs is refused
+# before libraft reads a byte of it (the group's traffic is encrypted).
+out=$(node -e '
+const net = require("net"), crypto = require("crypto");
+const id = 434343n;
+const s = net.connect(47500, process.argv[1], () => {
+    const addr = Buffer.alloc(16); addr.write("10.9.9.8:1");
+    const h = Buffer.alloc(24); h.writeBigUInt64LE(1n, 0); h.writeBigUInt64LE(id, 8);
+    h.writeBigUInt64LE(16n, 16);
+    s.write(Buffer.concat([h, addr]));
+});
+let got = Buffer.alloc(0), sent = 0;
+s.on("data", (d) => {
+    got = Buffer.concat([got, d]);
+    if (got.length >= 16 && sent === 0) {
+        const idb = Buffer.alloc(8); idb.writeBigUInt64LE(id, 0);
+        s.write(crypto.createHmac("sha256", process.argv[2])
+            .update(Buffer.concat([Buffer.from("ember-raft"), got.subarray(0, 16), idb])).digest());
+        sent = 1;
+    }
+    if (got.length >= 17 && sent === 1) {
+        sent = 2;                   /* plaintext where TLS belongs: a message header */
+        const m = Buffer.alloc(64); m.writeBigUInt64LE(1n, 0); s.write(m);
+    }
+});
+s.on("close", () => { console.log("closed after " + got.length + " bytes, ok byte " + got[16]); process.exit(0); });
+setTimeout(() => { console.log("still open"); process.exit(1); }, 20000);
+' "$(node_ip 1)" s3cret-of-the-test 2>&1)
+t=0
+while [ $t -lt $((CHAOS_WAIT * 10)) ] && ! grep -q 'metadata connection from 10.9.9.8:1: TLS' "$CHAOS_LOG_1"; do
+    sleep 0.1; t=$((t + 1))
+done
+case $out in
+"closed after 17 bytes, ok byte 1")
+    grep -q 'metadata connection from 10.9.9.8:1: TLS' "$CHAOS_LOG_1" &&
+        ok "plaintext after the secret's proof is refused: $(grep -m1 'metadata connection from 10.9.9.8' "$CHAOS_LOG_1" | sed 's/^.* W //')" ||
+        bad "the metadata port closed the impostor but did not say why" ;;
+*) bad "the metadata port took a peer with the secret but without TLS: $out" ;;
+esac
 for i in 1 2 3; do
     [ "$(metric "$i" ember_cluster_members)" = 3 ] || joined=0
 done
-[ $joined = 1 ] && ok "the group goes on" || bad "topology changed after the stranger"
+[ $joined = 1 ] && ok "the group goes on" || bad "topology changed after the strangers"
 [ "$(cli 3 get tlsc k7)" = string:v7 ] && ok "the cluster still serves" || bad "no read after the refusals"
 finish
