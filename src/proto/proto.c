@@ -787,6 +787,7 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     pr_rd r = { body + 10, len - 10, 0 };
     c->req_body = body;
     c->req_len = len;
+    c->req_op = op;
     size_t start = out->len;
     uint64_t tv = atomic_load_explicit(&c->srv->topo_ver, memory_order_relaxed);
     uint64_t topo = tv != c->topo_seen && c->ver >= PR_VER(1, 4, 0) ? tv : 0;

@@ -332,6 +332,8 @@ static int parse_reply(pr_conn *c, const uint8_t *p, size_t n, em_buf *out)
 static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)
 {
     em_buf_reset(resp);
+    if (c->stats)
+        pr_stats_forwarded(c->stats, c->req_op);
     int rc = cl_node_call(c->srv->opt.cluster, to, c->req_body, c->req_len, resp,
                           FORWARD_TIMEOUT_MS);
     if (rc == EM_NOMEM || rc == EM_STALE)

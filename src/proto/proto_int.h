@@ -94,6 +94,7 @@ struct pr_conn {
     uint64_t   topo_seen;           /* topology version last reported (0: none) */
     const uint8_t *req_body;        /* the request being handled (op, id, payload) */
     size_t     req_len;
+    int        req_op;              /* its op code (a forward may send an envelope) */
     int        forwarded;           /* runs requests other members sent: never routes */
     uint8_t    has_from;            /* forwarded: the member that sent the request */
     uint64_t   from[2];             /* ... its node id (msb, lsb) */

@@ -84,6 +84,7 @@ typedef struct pr_stats {
     pr_counter lat[PR_STATS_SLOTS][PR_STATS_BUCKETS];
     pr_counter lat_sum_ns[PR_STATS_SLOTS];
     pr_counter errors[PR_STATS_SLOTS];
+    pr_counter forwarded[PR_STATS_SLOTS];   /* sent to another member to run (a cluster) */
     pr_counter bytes_in, bytes_out;
     pr_counter events[PR_EV_COUNT];
 } __attribute__((aligned(64))) pr_stats;
@@ -161,6 +162,12 @@ static inline void pr_stats_bytes(pr_stats *b, size_t in, size_t out)
 static inline void pr_stats_event(pr_stats *b, enum pr_stats_event ev)
 {
     pr_counter_add(&b->events[ev], 1);
+}
+
+/* pr_stats_forwarded: a request of this op went to another member. */
+static inline void pr_stats_forwarded(pr_stats *b, int opcode)
+{
+    pr_counter_add(&b->forwarded[pr_stats_slot(opcode)], 1);
 }
 
 #endif

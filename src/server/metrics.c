@@ -265,8 +265,9 @@ int srv_metrics_render(srv_metrics *m, st_store *store, em_buf *b)
     /* Sum the blocks first: each family below reads consistent totals. */
     uint64_t lat[SRV_METRICS_SLOTS][SRV_METRICS_BUCKETS];
     uint64_t sum_ns[SRV_METRICS_SLOTS], errors[SRV_METRICS_SLOTS], ev[SRV_EV_COUNT];
-    uint64_t count[SRV_METRICS_SLOTS], timed[SRV_METRICS_SLOTS];
+    uint64_t count[SRV_METRICS_SLOTS], timed[SRV_METRICS_SLOTS], fwd[SRV_METRICS_SLOTS];
     uint64_t bytes_in = 0, bytes_out = 0;
+    memset(fwd, 0, sizeof fwd);
     memset(lat, 0, sizeof lat);
     memset(sum_ns, 0, sizeof sum_ns);
     memset(errors, 0, sizeof errors);
@@ -280,6 +281,7 @@ int srv_metrics_render(srv_metrics *m, st_store *store, em_buf *b)
             sum_ns[s] += rd(&k->lat_sum_ns[s]);
             count[s] += rd(&k->requests[s]);
             errors[s] += rd(&k->errors[s]);
+            fwd[s] += rd(&k->forwarded[s]);
         }
         bytes_in += rd(&k->bytes_in);
         bytes_out += rd(&k->bytes_out);
@@ -310,6 +312,18 @@ int srv_metrics_render(srv_metrics *m, st_store *store, em_buf *b)
         if (count[s])
             put(&o, "ember_request_errors_total{op=\"%s\"} %" PRIu64 "\n",
                 srv_metrics_op_name(s), errors[s]);
+    int any_fwd = 0;
+    for (int s = 0; s < SRV_METRICS_SLOTS; s++)
+        any_fwd |= fwd[s] != 0;
+    if (any_fwd) {
+        family(&o, "ember_cluster_forwarded_requests_total", "counter",
+               "Requests (or a batch's parts) this node sent to another member to run, by op "
+               "code.");
+        for (int s = 0; s < SRV_METRICS_SLOTS; s++)
+            if (fwd[s])
+                put(&o, "ember_cluster_forwarded_requests_total{op=\"%s\"} %" PRIu64 "\n",
+                    srv_metrics_op_name(s), fwd[s]);
+    }
     family(&o, "ember_request_duration_seconds", "histogram",
            "Time from decoding a request to queuing its reply, by op code "
            "(a sample: one request in N per worker is timed).");

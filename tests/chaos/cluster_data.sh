@@ -4,7 +4,8 @@
 # 2 and reads them all through node 3 (each key served by its owner, the
 # others forwarding); every node's CACHE_PARTITIONS names one owner for
 # every partition, the same on every node; a cache and a state change made
-# through one node are seen through the others at once.
+# through one node are seen through the others at once; /metrics counts the
+# requests each node forwarded, by op.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 KEYS=${CHAOS_KEYS:-10000}
@@ -20,6 +21,15 @@ else
     echo "$out"
     bad "node client through three nodes"
 fi
+
+# /metrics counts what each node forwarded, by op: node 2 took the puts and
+# owns about a third of the keys, node 3 the reads.
+f2=$(metric 2 'ember_cluster_forwarded_requests_total{op="CACHE_PUT"}')
+f3=$(metric 3 'ember_cluster_forwarded_requests_total{op="CACHE_GET"}')
+[ "${f2:-0}" -gt $((KEYS / 3)) ] 2>/dev/null && [ "${f2:-0}" -lt "$KEYS" ] &&
+    [ "${f3:-0}" -gt $((KEYS / 3)) ] 2>/dev/null &&
+    ok "/metrics: node 2 forwarded $f2 of $KEYS puts, node 3 $f3 gets" ||
+    bad "forwarded requests per op: node 2 puts '$f2', node 3 gets '$f3' (of $KEYS)"
 
 # CACHE_PARTITIONS on every node: all 1024 partitions, one owner each, and
 # the same owners everywhere.
