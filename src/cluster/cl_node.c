@@ -676,21 +676,13 @@ static void call_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
     pthread_mutex_unlock(&n->mu);
 }
 
-int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf *resp,
-                 uint32_t timeout_ms)
+/* call_begin registers q (resp, to and cv set) and sends p[0..len) to q->to:
+ * 0, EM_TOOBIG, EM_NOLINK (nothing registered) or a send error (q is
+ * registered: call_end removes it). */
+static int call_begin(cl_node *n, pending *q, const void *p, size_t len, uint32_t timeout_ms)
 {
-    pending q = { 0 };
-    q.resp = resp;
-    q.to = to;
-    q.remote = 1;
-    if (tl_transport)
-        return EM_BUSY;             /* it would wait for its own thread */
-    pthread_cond_t cv;              /* the clock of timespec_in, as n->cv */
-    pthread_cond_init(&cv, NULL);
-    q.cv = &cv;
     if (len + 8 + CL_NET_HDR > CL_NET_MAX_FRAME_DEFAULT)
         return EM_TOOBIG;
-    em_buf b = EM_BUF_INIT;
     pthread_mutex_lock(&n->mu);
     /* A member joins the topology before every link to it is up (the
      * smaller id dials it on its next tick): a call to it waits for the
@@ -698,40 +690,87 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
      * comes up. */
     uint64_t t0 = em_now_ms(), wait = fd_ms(&n->cfg) < timeout_ms ? fd_ms(&n->cfg) : timeout_ms;
     int up;
-    while (!(up = is_up(n, to)) && !n->stopping && em_now_ms() - t0 < wait) {
+    while (!(up = is_up(n, q->to)) && !n->stopping && em_now_ms() - t0 < wait) {
         struct timespec ts;
         timespec_in(&ts, 50);
         pthread_cond_timedwait(&n->cv, &n->mu, &ts);
     }
-    q.req = ++n->next_req;
+    q->req = ++n->next_req;
     if (up) {
-        q.next = n->pend;
-        n->pend = &q;
+        q->next = n->pend;
+        n->pend = q;
     }
     pthread_mutex_unlock(&n->mu);
-    if (!up) {
-        pthread_cond_destroy(&cv);
+    if (!up)
         return EM_NOLINK;
-    }
     /* Request id and request in one send block (cl_net_send copies it):
      * from the stack when small, so a forwarded op allocates nothing. */
     uint8_t stack[4096];
     int rc = 0;
     if (len + 8 <= sizeof stack) {
-        em_st64(stack, q.req);
+        em_st64(stack, q->req);
         memcpy(stack + 8, p, len);
-        rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, stack, len + 8);
+        rc = cl_net_send(n->net, q->to.msb, q->to.lsb, CL_NET_MSG_FWD_REQ, stack, len + 8);
     } else {
-        rc = em_buf_put_le64(&b, q.req);
+        em_buf b = EM_BUF_INIT;
+        rc = em_buf_put_le64(&b, q->req);
         if (!rc)
             rc = em_buf_append(&b, p, len);
         if (!rc)
-            rc = cl_net_send(n->net, to.msb, to.lsb, CL_NET_MSG_FWD_REQ, b.p, b.len);
+            rc = cl_net_send(n->net, q->to.msb, q->to.lsb, CL_NET_MSG_FWD_REQ, b.p, b.len);
         em_buf_free(&b);
     }
-    rc = pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
+    return rc;
+}
+
+int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf *resp,
+                 uint32_t timeout_ms)
+{
+    if (tl_transport)
+        return EM_BUSY;             /* it would wait for its own thread */
+    pending q = { 0 };
+    q.resp = resp;
+    q.to = to;
+    q.remote = 1;
+    pthread_cond_t cv;              /* the clock of timespec_in, as n->cv */
+    pthread_cond_init(&cv, NULL);
+    q.cv = &cv;
+    int rc = call_begin(n, &q, p, len, timeout_ms);
+    if (rc != EM_TOOBIG && rc != EM_NOLINK)
+        rc = pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
     pthread_cond_destroy(&cv);
     return rc;
+}
+
+void cl_node_call_all(cl_node *n, uint32_t k, const cl_meta_uuid *to, const em_buf *req,
+                      em_buf *resp, int *rcs, uint32_t timeout_ms, void (*mid)(void *arg),
+                      void *arg)
+{
+    pending qs[CL_NODE_CALL_ALL_MAX];
+    if (tl_transport || k > CL_NODE_CALL_ALL_MAX) {
+        for (uint32_t i = 0; i < k; i++)
+            rcs[i] = tl_transport ? EM_BUSY : EM_RANGE;
+        if (mid)
+            mid(arg);
+        return;
+    }
+    pthread_cond_t cv;              /* shared: each wait checks its own call */
+    pthread_cond_init(&cv, NULL);
+    uint64_t end = em_now_ms() + timeout_ms;
+    for (uint32_t i = 0; i < k; i++) {
+        memset(&qs[i], 0, sizeof qs[i]);
+        qs[i].resp = &resp[i];
+        qs[i].to = to[i];
+        qs[i].remote = 1;
+        qs[i].cv = &cv;
+        rcs[i] = call_begin(n, &qs[i], req[i].p, req[i].len, timeout_ms);
+    }
+    if (mid)
+        mid(arg);                   /* the caller's own part, while these run */
+    for (uint32_t i = 0; i < k; i++)
+        if (rcs[i] != EM_TOOBIG && rcs[i] != EM_NOLINK)
+            rcs[i] = pend_wait(n, &qs[i], rcs[i], end, 0);
+    pthread_cond_destroy(&cv);
 }
 
 int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, size_t len)

@@ -245,6 +245,16 @@ int cl_node_propose_wait(cl_node *n, const void *entry, size_t len, uint32_t tim
 int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf *resp,
                  uint32_t timeout_ms);
 
+/* cl_node_call_all makes k calls at once (to[i], request req[i], answer
+ * appended to resp[i], result in rcs[i] as cl_node_call's): every request
+ * is sent before any answer is awaited, mid(arg) (may be NULL) runs between
+ * the sends and the waits - the caller's own share of the work - and the
+ * waits share one timeout_ms.  At most CL_NODE_CALL_ALL_MAX calls. */
+#define CL_NODE_CALL_ALL_MAX 32
+void cl_node_call_all(cl_node *n, uint32_t k, const cl_meta_uuid *to, const em_buf *req,
+                      em_buf *resp, int *rcs, uint32_t timeout_ms, void (*mid)(void *arg),
+                      void *arg);
+
 /* cl_node_answer answers a request on_call_later took: status 0 and the
  * answer p[0..len), or an error code (p ignored).  Any thread; once per id.
  * 0, EM_NOMEM, EM_TOOBIG, EM_CLOSED (stopping). */

@@ -329,13 +329,9 @@ static int parse_reply(pr_conn *c, const uint8_t *p, size_t n, em_buf *out)
     return em_buf_append(out, pay, pn);
 }
 
-static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)
+/* call_rc: what a forward's cl_node_call result means for the client. */
+static int call_rc(pr_conn *c, int rc)
 {
-    em_buf_reset(resp);
-    if (c->stats)
-        pr_stats_forwarded(c->stats, c->req_op);
-    int rc = cl_node_call(c->srv->opt.cluster, to, c->req_body, c->req_len, resp,
-                          FORWARD_TIMEOUT_MS);
     if (rc == EM_NOMEM || rc == EM_STALE)
         return rc;                  /* EM_STALE: the caller looks again */
     if ((rc == EM_CLOSED && c->route_idem) || (rc == EM_NOLINK && c->route_remap))
@@ -350,6 +346,15 @@ static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)
         return pr_fail(c, PR_ST_FAILED, "The node owning this key failed the request: %s",
                        em_strerror(rc));
     return 0;
+}
+
+static int forward(pr_conn *c, cl_meta_uuid to, em_buf *resp)
+{
+    em_buf_reset(resp);
+    if (c->stats)
+        pr_stats_forwarded(c->stats, c->req_op);
+    return call_rc(c, cl_node_call(c->srv->opt.cluster, to, c->req_body, c->req_len, resp,
+                                   FORWARD_TIMEOUT_MS));
 }
 
 /* ask forwards the request to `to` and takes its reply into out.  The
@@ -592,11 +597,43 @@ static int sub_request(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uin
 
 /* split runs a batch whose keys several members serve (GET_ALL, PUT_ALL,
  * CONTAINS_KEYS, CLEAR_KEYS, REMOVE_KEYS): each member gets its subset as a
- * request of its own (this node's subset runs here, as a forwarded
- * request would), one after the other, and the replies merge: GET_ALL's
- * entries concatenate, CONTAINS_KEYS is true when every part is.  The
- * first failure is the reply; parts already run stay run (a batch is not
+ * request of its own (this node's subset runs here, as a forwarded request
+ * would), and the replies merge: GET_ALL's entries concatenate,
+ * CONTAINS_KEYS is true when every part is.  The parts run in parallel:
+ * every other member's is sent before this node runs its own, and the
+ * answers are awaited after it, so a batch over n members costs one round
+ * trip, not n - 1.  (A transaction's batch goes part after part: each
+ * part joins the transaction at its primary first.)  The first failure in
+ * member order is the reply; the other parts stay run (a batch is not
  * atomic in Ignite's ATOMIC caches either). */
+typedef struct split_part {
+    cl_meta_uuid to;
+    int          self, count, rc;
+    em_buf       req, resp, out;
+} split_part;
+
+typedef struct split_self { pr_conn *c; split_part *p; } split_self;
+
+static void split_run_self(void *arg)
+{
+    split_self *x = arg;
+    if (x->p)
+        x->p->rc = pr_cluster_tx_run(x->c, x->p->to, 1, x->p->req.p, x->p->req.len, &x->p->out);
+}
+
+/* split_remote finishes part p from its call's result (parallel path). */
+static int split_remote(pr_conn *c, split_part *p, int rc)
+{
+    if ((rc = call_rc(c, rc)) == 0)
+        rc = parse_reply(c, p->resp.p, p->resp.len, &p->out);
+    if (rc == PR_ST_CACHE_NOT_FOUND) {
+        /* the member has not applied the cache's start yet: ask() waits */
+        em_buf_reset(&p->out);
+        rc = pr_cluster_tx_run(c, p->to, 0, p->req.p, p->req.len, &p->out);
+    }
+    return rc;
+}
+
 static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const uint8_t *kp,
                  const uint8_t *kend, int nkeys, int pairs, em_buf *out)
 {
@@ -604,15 +641,18 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
         return pr_fail(c, PR_ST_FAILED, "This request names keys owned by several nodes");
     if (!c->sub && !(c->sub = pr_fwd_conn_new(c->srv)))
         return EM_NOMEM;
-    em_buf req = EM_BUF_INIT, part = EM_BUF_INIT;
-    int32_t total = 0;
-    int all = 1, rc = 0;
-    size_t cnt_at = out->len;
-    if (op == 1003)
-        rc = em_buf_put_le32(out, 0);
+    if (t->n > CL_NODE_CALL_ALL_MAX + 1)
+        return pr_fail(c, PR_ST_FAILED, "A batch over more than %d members; send fewer keys "
+                       "per request", CL_NODE_CALL_ALL_MAX + 1);
+    split_part parts[CL_NODE_CALL_ALL_MAX + 1];
+    uint32_t np = 0;
+    int rc = 0;
     for (uint32_t m = 0; m < t->n && !rc; m++) {
-        int count;
-        if ((rc = sub_request(c, t, sc, read, kp, kend, nkeys, pairs, (int)m, &req, &count)) != 0) {
+        split_part *p = &parts[np];
+        memset(p, 0, sizeof *p);
+        if ((rc = sub_request(c, t, sc, read, kp, kend, nkeys, pairs, (int)m, &p->req,
+                              &p->count)) != 0) {
+            em_buf_free(&p->req);
             if (rc == EM_AGAIN)
                 rc = pr_fail(c, PR_ST_FAILED, "No node owns some of these keys' partitions now "
                              "(the cluster is deciding new owners); retry");
@@ -620,42 +660,82 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
                 rc = pr_fail(c, PR_ST_FAILED, "Invalid key: %s", em_strerror(rc));
             break;
         }
-        if (!count)
+        if (!p->count) {
+            em_buf_free(&p->req);
             continue;
-        em_buf_reset(&part);
-        const uint8_t *body = req.p;
-        size_t blen = req.len;
-        if (c->txc_slot) {
-            /* a transaction's batch: each primary's subset in its part */
-            if ((rc = pr_txc_touch(c, t->m[m].id)) != 0 ||
-                (rc = pr_txc_wrap(c, req.p, req.len, &c->txenv)) != 0)
-                break;
-            body = c->txenv.p;
-            blen = c->txenv.len;
         }
-        rc = pr_cluster_tx_run(c, t->m[m].id, (int)m == t->self, body, blen, &part);
-        if (rc == EM_STALE && !c->txc_slot)
-            rc = pr_fail(c, PR_ST_FAILED, "The owner of these keys is changing (topology "
-                         "change in progress); retry");
-        if (rc)
-            break;
+        p->to = t->m[m].id;
+        p->self = (int)m == t->self;
+        np++;
+    }
+    if (!rc && c->txc_slot) {
+        /* a transaction's batch: each primary's subset in its part */
+        for (uint32_t i = 0; i < np && !rc; i++) {
+            split_part *p = &parts[i];
+            if ((rc = pr_txc_touch(c, p->to)) != 0 ||
+                (rc = pr_txc_wrap(c, p->req.p, p->req.len, &c->txenv)) != 0)
+                break;
+            rc = p->rc = pr_cluster_tx_run(c, p->to, p->self, c->txenv.p, c->txenv.len, &p->out);
+        }
+    } else if (!rc) {
+        cl_meta_uuid to[CL_NODE_CALL_ALL_MAX];
+        em_buf req[CL_NODE_CALL_ALL_MAX], resp[CL_NODE_CALL_ALL_MAX];
+        int rcs[CL_NODE_CALL_ALL_MAX];
+        uint32_t k = 0, at[CL_NODE_CALL_ALL_MAX];
+        split_self me = { c, NULL };
+        for (uint32_t i = 0; i < np; i++) {
+            if (parts[i].self) {
+                me.p = &parts[i];
+                continue;
+            }
+            to[k] = parts[i].to;
+            req[k] = parts[i].req;
+            resp[k] = (em_buf)EM_BUF_INIT;
+            at[k++] = i;
+            if (c->stats)
+                pr_stats_forwarded(c->stats, c->req_op);
+        }
+        cl_node_call_all(c->srv->opt.cluster, k, to, req, resp, rcs, FORWARD_TIMEOUT_MS,
+                         split_run_self, &me);
+        for (uint32_t j = 0; j < k; j++) {
+            split_part *p = &parts[at[j]];
+            p->resp = resp[j];
+            p->rc = split_remote(c, p, rcs[j]);
+        }
+        for (uint32_t i = 0; i < np && !rc; i++)
+            rc = parts[i].rc;
+    }
+    if (rc == EM_STALE && !c->txc_slot)
+        rc = pr_fail(c, PR_ST_FAILED, "The owner of these keys is changing (topology "
+                     "change in progress); retry");
+    /* the merge, in member order */
+    int32_t total = 0;
+    int all = 1;
+    size_t cnt_at = out->len;
+    if (!rc && op == 1003)
+        rc = em_buf_put_le32(out, 0);
+    for (uint32_t i = 0; i < np && !rc; i++) {
+        em_buf *part = &parts[i].out;
         if (op == 1003) {
-            if (part.len < 4) {
+            if (part->len < 4) {
                 rc = pr_fail(c, PR_ST_FAILED, "Malformed reply from a member");
                 break;
             }
-            total += (int32_t)em_ld32(part.p);
-            rc = em_buf_append(out, part.p + 4, part.len - 4);
+            total += (int32_t)em_ld32(part->p);
+            rc = em_buf_append(out, part->p + 4, part->len - 4);
         } else if (op == 1012) {
-            all &= part.len >= 1 && part.p[0] != 0;
+            all &= part->len >= 1 && part->p[0] != 0;
         }
     }
     if (!rc && op == 1003)
         em_st32(out->p + cnt_at, (uint32_t)total);
     if (!rc && op == 1012)
         rc = pr_put_bool(out, all);
-    em_buf_free(&req);
-    em_buf_free(&part);
+    for (uint32_t i = 0; i < np; i++) {
+        em_buf_free(&parts[i].req);
+        em_buf_free(&parts[i].resp);
+        em_buf_free(&parts[i].out);
+    }
     return rc;
 }
 
