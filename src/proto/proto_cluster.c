@@ -378,27 +378,47 @@ static int ask(pr_conn *c, cl_meta_uuid to, em_buf *resp, em_buf *out)
     }
 }
 
-/* fan_out: GET_SIZE, CLEAR and REMOVE_ALL on every other member; the
- * handler then runs its own part here (GET_SIZE adds c->fanout_sum). */
+/* fan_out: GET_SIZE, CLEAR and REMOVE_ALL on every other member, sent to
+ * all of them at once; the handler then runs its own part here (GET_SIZE
+ * adds c->fanout_sum). */
 static int fan_out(pr_conn *c, int op, cl_topo *t)
 {
-    em_buf resp = EM_BUF_INIT, part = EM_BUF_INIT;
-    int64_t sum = 0;
-    int rc = 0;
-    for (uint32_t i = 0; i < t->n && !rc; i++) {
+    cl_meta_uuid to[CL_NODE_CALL_ALL_MAX] = { { 0, 0 } };
+    em_buf req[CL_NODE_CALL_ALL_MAX] = { EM_BUF_INIT }, resp[CL_NODE_CALL_ALL_MAX];
+    int rcs[CL_NODE_CALL_ALL_MAX];
+    uint32_t k = 0;
+    if (t->n > CL_NODE_CALL_ALL_MAX + 1)
+        return pr_fail(c, PR_ST_FAILED, "More than %d members to ask", CL_NODE_CALL_ALL_MAX + 1);
+    for (uint32_t i = 0; i < t->n; i++) {
         if ((int)i == t->self)
             continue;
+        to[k] = t->m[i].id;
+        req[k] = (em_buf){ (uint8_t *)c->req_body, c->req_len, c->req_len };
+        resp[k++] = (em_buf)EM_BUF_INIT;
+        if (c->stats)
+            pr_stats_forwarded(c->stats, c->req_op);
+    }
+    cl_node_call_all(c->srv->opt.cluster, k, to, req, resp, rcs, FORWARD_TIMEOUT_MS, NULL, NULL);
+    em_buf part = EM_BUF_INIT;
+    int64_t sum = 0;
+    int rc = 0;
+    for (uint32_t j = 0; j < k && !rc; j++) {
         em_buf_reset(&part);
-        if ((rc = ask(c, t->m[i].id, &resp, &part)) != 0)
-            break;
-        if (op == 1020) {
+        if ((rc = call_rc(c, rcs[j])) == 0)
+            rc = parse_reply(c, resp[j].p, resp[j].len, &part);
+        if (rc == PR_ST_CACHE_NOT_FOUND) {
+            em_buf_reset(&part);    /* not started there yet: ask() waits for it */
+            rc = ask(c, to[j], &resp[j], &part);
+        }
+        if (!rc && op == 1020) {
             if (part.len != 8)
                 rc = pr_fail(c, PR_ST_FAILED, "Malformed size from a member");
             else
                 sum += (int64_t)em_ld64(part.p);
         }
     }
-    em_buf_free(&resp);
+    for (uint32_t j = 0; j < k; j++)
+        em_buf_free(&resp[j]);
     em_buf_free(&part);
     c->fanout_sum = sum;
     return rc;

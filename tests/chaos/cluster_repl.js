@@ -169,8 +169,21 @@ async function ops(n, eps) {
                 for (const x of c) if (await localPeek(x, 0, [PEEK.ALL]) !== null) return 'still held';
                 return true;
             }, 'remove on every copy');
+            // Whole-cache removeAll and clear through one node reach every
+            // member's copies (each asked at once), seen through the others.
+            const empty = async () => {
+                for (const x of c) if (await x.getSize(PEEK.ALL) !== 0) return 'copies left';
+                return true;
+            };
+            await c[1].removeAll();
+            if (sync === SYNC.FULL_SYNC) eq(await empty(), true, 'removeAll on every member');
+            else await until(empty, `${kname} ${sname} removeAll on every member`);
+            for (let i = 0; i < 40; i++) await at(i).put(i, 'c' + i);
+            await until(async () => (await c[0].getSize()) === 40 || 'not yet', 'puts before clear');
+            await c[2].clear();
+            await until(empty, `${kname} ${sname} clear on every member`);
             await cl[0].destroyCache(name);
-            console.log(`ok ${kname} ${sname}: every op, ${n} keys on ${copies} owners each, sizes by peek mode`);
+            console.log(`ok ${kname} ${sname}: every op, ${n} keys on ${copies} owners each, sizes by peek mode, removeAll and clear everywhere`);
         }
     }
     for (const x of cl) x.disconnect();
