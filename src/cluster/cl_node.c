@@ -1670,6 +1670,11 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         .consistent = "pending",
         .arg = n, .on_up = on_up, .on_frame = on_frame, .on_down = on_down, .on_tick = on_tick,
         .fault = cfg->fault, .fault_arg = cfg->fault_arg, .tls = cfg->tls,
+        /* A connection that has not finished its handshake within the
+         * failure detection timeout (10 s at most) is closed: Ignite bounds
+         * its network waits by that timeout, and an idle or trickling peer
+         * holds no slot for longer. */
+        .handshake_ms = fd_ms(cfg) < 10000 ? fd_ms(cfg) : 10000,
         /* Heartbeats often enough that a lease (half the failure detection
          * timeout) spans several.  A silent link closes after the
          * transport's own timeout (10 s), not sooner: a busy machine must
