@@ -3,8 +3,10 @@
 # on 3 nodes; a 4th joins while a client writes; the new node loads its
 # partitions (MOVING, then owner), the copies no ideal owner needs are
 # dropped, and every acknowledged key is readable through the new node with
-# exactly two copies in all; then a kill -9: the survivors restore the
-# second copy of what the dead node held, and every key is still there.
+# exactly two copies in all, and a 1.7.0 client polling a member is told
+# of every topology change in its reply headers; then a kill -9: the
+# survivors restore the second copy of what the dead node held, and every
+# key is still there.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 N=${CHAOS_REBAL_KEYS:-3000}
@@ -47,7 +49,10 @@ r=$(REBAL_BATCH=32 REBAL_PREFETCH=2 node $JS put "$(node_addr 1)" rb 1 0 "$N" 2>
 [ "${r%% retried*}" = "acked $N failed 0" ] && ok "$N keys written, one backup each" || bad "first writes: $r"
 copies_are $((2 * N)) 1 2 3 && ok "two copies of every key on three nodes" || bad "copies before the join"
 
-# A 4th node joins while a client writes.
+# A 4th node joins while a client writes, and a partition-aware client
+# (protocol 1.7.0) polls node 1 meanwhile.
+"$BUILD/ember-chaos" topology --nodes "$(node_addr 1)" --duration 60 >"$CHAOS_TMP/topo" 2>&1 &
+tpid=$!
 node_start 4 $(cluster_flags 4 1) || finish
 node $JS put "$(node_addr 2)" rb 1 "$N" $((2 * N)) >"$CHAOS_TMP/w2" 2>"$CHAOS_TMP/w2.err" &
 wpid=$!
@@ -61,6 +66,18 @@ copies_are $((4 * N)) 1 2 3 4 && ok "after rebalancing: two copies of each of $(
 mn=$(metric 4 ember_cluster_topology_minor)
 [ "${mn:-0}" -gt 0 ] && ok "the affinity switched (topology $(metric 4 ember_cluster_topology_major).$mn: clients refetch partitions)" ||
     bad "no affinity switch after rebalancing (minor '$mn')"
+# The polling client was told of each change in a reply header
+# (AFFINITY_TOPOLOGY_CHANGED), up to the version node 1 is at now.
+want="$(metric 1 ember_cluster_topology_major).$(metric 1 ember_cluster_topology_minor)"
+t=0
+while [ $t -lt $((CHAOS_WAIT * 10)) ] && ! grep -qx "topology $want" "$CHAOS_TMP/topo"; do
+    sleep 0.1; t=$((t + 1))
+done
+kill "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null
+first=$(head -1 "$CHAOS_TMP/topo"); seen=$(grep -c '^topology ' "$CHAOS_TMP/topo")
+grep -qx "topology $want" "$CHAOS_TMP/topo" && [ "$seen" -ge 2 ] &&
+    ok "a 1.7.0 client's reply headers told it of $seen topology changes, from ${first#topology } to $want" ||
+    bad "the 1.7.0 client saw: $(tr '\n' ' ' <"$CHAOS_TMP/topo") (node 1 at $want)"
 wait_metric 4 'ember_cluster_cache_moving_partitions{cache="rb"}' 0 &&
     ok "/metrics: cache rb has 0 partitions left to move" ||
     bad "cache rb moving partitions: '$(metric 4 'ember_cluster_cache_moving_partitions{cache="rb"}')'"

@@ -561,6 +561,41 @@ static int cmd_partitions(const opts *o)
     return 0;
 }
 
+/* cmd_topology: what a partition-aware client sees - a 1.7.0 connection to
+ * the first node, CACHE_GET_NAMES every 50 ms for --duration seconds;
+ * prints "topology MAJOR.MINOR" for each reply whose header says the
+ * affinity topology changed (the first reply does: the client has seen
+ * none yet). */
+static int cmd_topology(const opts *o)
+{
+    sx_conn c;
+    if (sx_open_addr(&c, o->nodes[0].ip, o->nodes[0].port, o->timeout_ms, 1, 7, 0)) {
+        fprintf(stderr, "ember-chaos: cannot connect\n");
+        return 2;
+    }
+    int64_t end = now_us() + (int64_t)(o->duration_s * 1e6);
+    int rc = 0;
+    while (now_us() < end && !rc) {
+        em_buf_reset(&c.out);
+        size_t s = sx_req_begin(&c.out, 1050, c.rid++);
+        sx_req_end(&c.out, s);
+        sx_reply r;
+        if ((rc = sx_call(&c, &r, o->timeout_ms)) != 0 || r.status) {
+            fprintf(stderr, "ember-chaos: request failed (%d, status %d)\n", rc, r.status);
+            rc = 2;
+            break;
+        }
+        if (r.topo_changed) {
+            printf("topology %lld.%d\n", (long long)r.topo_major, r.topo_minor);
+            fflush(stdout);
+        }
+        struct timespec ts = { 0, 50 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    sx_close(&c);
+    return rc;
+}
+
 /* cmd_judge: the register check on a history alone (no final reads), for
  * testing the checker itself on histories made by hand. */
 static int cmd_judge(const opts *o)
@@ -634,6 +669,8 @@ static void usage(void)
             "       ember-chaos judge --history FILE [--keys N]   (register check only)\n"
             "       ember-chaos now   (the history's clock, microseconds)\n"
             "       ember-chaos partitions --nodes IP:PORT --cache NAME  (owner per partition)\n"
+            "       ember-chaos topology --nodes IP:PORT --duration S  (topology changes a\n"
+            "         1.7.0 client is told of)\n"
             "         [--workload set|register] [--cache NAME] [--clients N]\n"
             "         [--duration SECONDS] [--keys N] [--timeout-ms MS] [--max-ops N]\n");
 }
@@ -670,6 +707,8 @@ int main(int argc, char **argv)
         return cmd_judge(&o);
     if (!strcmp(argv[1], "partitions") && o.nnodes)
         return cmd_partitions(&o);
+    if (!strcmp(argv[1], "topology") && o.nnodes)
+        return cmd_topology(&o);
     if (!o.nnodes || !o.history || o.clients < 1 || o.clients > MAX_CLIENTS || o.keys < 1 ||
         (strcmp(o.workload, "set") && strcmp(o.workload, "register"))) {
         usage();

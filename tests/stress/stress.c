@@ -230,6 +230,9 @@ int sx_parse_reply(const uint8_t *p, size_t n, int flags_hdr, sx_reply *r)
         if (fl & 2) {
             if (n < pos + 12)
                 return EM_TRUNCATED;
+            r->topo_changed = 1;
+            r->topo_major = (int64_t)em_ld64(p + pos);
+            r->topo_minor = (int32_t)em_ld32(p + pos + 8);
             pos += 12;
         }
         err = fl & 1;

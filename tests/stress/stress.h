@@ -72,6 +72,9 @@ int32_t sx_cache_id(const char *name);
 typedef struct sx_reply {
     int64_t        rid;
     int32_t        status;      /* 0 = success */
+    int            topo_changed;    /* >= 1.4.0: the header's AFFINITY_TOPOLOGY_CHANGED, */
+    int64_t        topo_major;      /* with the new version */
+    int32_t        topo_minor;
     const uint8_t *p;
     size_t         n;
 } sx_reply;
