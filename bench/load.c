@@ -49,6 +49,8 @@ typedef struct ld_opts {
     int csv, json, prefill, int_keys;
     const char *label;
     const char *mem_eps;      /* --mem-stats: emberd nodes to read op 32000 from */
+    uint32_t *keymap;         /* --key-list: the keys (o->keys of them); NULL = 0..keys-1 */
+    uint32_t  key_max;        /* the largest key */
 } ld_opts;
 
 typedef struct slot {
@@ -170,6 +172,8 @@ static void conn_fill(worker *w, conn *c, int phase, uint64_t now)
             if (w->pf_next >= w->pf_end)
                 break;
             key = w->pf_next++;
+            if (R->o.keymap)
+                key = R->o.keymap[key];
             op = LD_PUT;
         } else {
             if (phase == PH_MEASURE && R->o.ops) {
@@ -179,6 +183,8 @@ static void conn_fill(worker *w, conn *c, int phase, uint64_t now)
             }
             uint64_t r = rnd(&w->rng);
             key = (uint32_t)(((r >> 32) * R->o.keys) >> 32);
+            if (R->o.keymap)
+                key = R->o.keymap[key];
             op = (uint32_t)(((r & 0xffffffffu) * 100) >> 32) < (uint32_t)R->o.mix ? LD_GET : LD_PUT;
         }
         uint16_t idx = c->free_idx[--c->nfree];
@@ -684,6 +690,7 @@ static void usage(void)
         "  --pipeline N                   requests in flight per connection (default 1)\n"
         "  --value-size B                 value bytes (default 64)\n"
         "  --keys N                       key space (default 100000)\n"
+        "  --key-list FILE                only these keys, one per line (instead of 0..N-1)\n"
         "  --mix R                        percent of GETs, rest PUT/SET (default 90)\n"
         "  --duration S | --ops N         measured interval (default 5 s)\n"
         "  --warmup S                     unmeasured load before it (default 1)\n"
@@ -700,6 +707,43 @@ static void usage(void)
         "  --csv | --json                 machine-readable result\n"
         "  --self-test                    check encoders, parsers, histogram; no server\n"
         "exit status: 0 ok, 1 the run had errors (still reported), 2 setup failed\n");
+}
+
+/* read_key_list: --key-list FILE, one decimal key per line - the run uses
+ * only those (say, the keys one member of a cluster owns). */
+static int read_key_list(const char *path, ld_opts *o)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "--key-list %s: cannot open\n", path);
+        return -1;
+    }
+    uint32_t n = 0, cap = 0, *k = NULL;
+    unsigned long v;
+    while (fscanf(f, "%lu", &v) == 1) {
+        if (v > UINT32_MAX - 64)
+            break;
+        if (n == cap) {
+            uint32_t *nk = em_realloc(k, sizeof *k * (cap = cap ? cap * 2 : 1024));
+            if (!nk)
+                break;
+            k = nk;
+        }
+        k[n++] = (uint32_t)v;
+        if (v > o->key_max)
+            o->key_max = (uint32_t)v;
+    }
+    int bad = !feof(f) || n == 0;
+    fclose(f);
+    if (bad) {
+        fprintf(stderr, "--key-list %s: want one or more keys, one per line\n", path);
+        em_free(k);
+        return -1;
+    }
+    em_free(o->keymap);
+    o->keymap = k;
+    o->keys = n;
+    return 0;
 }
 
 static int parse_opts(int argc, char **argv, ld_opts *o, ld_cfg *cfg)
@@ -742,6 +786,10 @@ static int parse_opts(int argc, char **argv, ld_opts *o, ld_cfg *cfg)
         } else if (FLAG("--host")) o->host = val;
         else if (FLAG("--label")) o->label = val;
         else if (FLAG("--mem-stats")) o->mem_eps = val;
+        else if (FLAG("--key-list")) {
+            if (read_key_list(val, o))
+                return -1;
+        }
         else if (FLAG("--cache")) cfg->cache_name = val;
         else if (FLAG("--key-type")) {
             if (strcmp(val, "int") == 0) o->int_keys = 1;
@@ -941,7 +989,8 @@ static int cmd_load(int argc, char **argv)
     }
     ld_opts *o = &R->o;
     R->cfg.filler = em_malloc(o->value_size + 8);
-    R->keyset = em_calloc((o->keys + 63) / 64, sizeof *R->keyset);
+    uint64_t nbits = o->keymap ? (uint64_t)o->key_max + 1 : o->keys;
+    R->keyset = em_calloc((size_t)((nbits + 63) / 64), sizeof *R->keyset);
     R->w = em_calloc((size_t)o->threads, sizeof *R->w);
     if (!R->cfg.filler || !R->keyset || !R->w)
         goto out;
@@ -1193,6 +1242,7 @@ out:
     }
     em_free(R->w);
     em_free(R->keyset);
+    em_free(R->o.keymap);
     em_free(R->cfg.filler);
     em_free(R);
     return rc;
