@@ -49,6 +49,15 @@ kill6=$(( $(now_ms) - t0 ))
 node_term 5; node_term 4
 all_members 3 1 2 3 || { bad "leaves"; finish; }
 
+# Five nodes from cold, started one right after the other (a separate
+# cluster of its own on nodes 11-15: its own bootstrap node).
+t0=$(now_ms)
+node_start 11 --bootstrap true $FL || finish
+for i in 12 13 14 15; do node_start $i --seeds "$(node_ip 11):47100" $FL || finish; done
+all_members 5 11 12 13 14 15 || { bad "5 from cold did not form"; finish; }
+form5=$(( $(now_ms) - t0 ))
+for i in 15 14 13 12 11; do node_kill $i; done
+
 # Load through node 1 of 3 (2/3 of the keys forwarded) against one node.
 P1=$(node_pid 1); P2=$(node_pid 2); P3=$(node_pid 3)
 "$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" create bench >/dev/null
@@ -117,6 +126,7 @@ echo "| measurement | result |"
 echo "|---|---:|"
 echo "| form 3 nodes (start of the first to all joined) | $form3 ms |"
 echo "| grow 3 -> 5 (two joins at once) | $grow5 ms |"
+echo "| form 5 nodes from cold (start of the first to all joined) | $form5 ms |"
 echo "| join a 6th | $join6 ms |"
 echo "| kill -9 to the new topology on all (failure_detection_timeout $FD_MS ms) | $kill6 ms |"
 echo
