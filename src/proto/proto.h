@@ -231,6 +231,14 @@ int  pr_cluster_restore(pr_server *s, const struct cl_meta_fsm *f);
  * is never forwarded again.  One thread (the transport's).  0 or a code
  * that closes nothing. */
 int  pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp);
+/* pr_fwd_read_inline: a forwarded read (GET, GET_ALL, CONTAINS_KEY(S)) of
+ * an ATOMIC cache this node has, outside a transaction: it never waits, so
+ * the transport thread runs it (pr_exec_forward) instead of handing it to
+ * a worker - two thread wake-ups fewer per forwarded read.  pr_fwd_stale:
+ * the last pr_exec_forward was refused as not this node's to run (answer
+ * EM_STALE: the sender looks again). */
+int  pr_fwd_read_inline(pr_server *s, const uint8_t *body, size_t len);
+int  pr_fwd_stale(pr_server *s);
 /* pr_fwd_conn_new: a connection that runs forwarded requests, one per
  * thread that runs them (server/srv_cluster.c's workers); run them with
  * pr_exec_on.  Free with pr_conn_free. */

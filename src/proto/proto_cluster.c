@@ -1251,6 +1251,30 @@ int pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp)
     return pr_exec_request(s->fwd_conn, body, len, resp);
 }
 
+int pr_fwd_read_inline(pr_server *s, const uint8_t *body, size_t len)
+{
+    if (len < 15)
+        return 0;
+    int op = em_ld16(body);
+    if (op != 1000 && op != 1003 && op != 1011 && op != 1012)
+        return 0;
+    if (body[14])
+        return 0;                   /* a transaction (its locks may make it wait), or an
+                                       expiry policy (a read may then write: the WAL) */
+    st_cache *c = st_cache_find(s->st, (int32_t)em_ld32(body + 10));
+    /* not started here yet: a worker waits for the metadata group's entry */
+    if (!c || st_cache_destroyed(c))
+        return 0;
+    const st_cache_config *cfg = st_cache_cfg(c);
+    return cfg->atomicity_mode != ST_ATOMICITY_TRANSACTIONAL &&
+           (!cfg->has_expiry || cfg->expiry.access_ms < 0);
+}
+
+int pr_fwd_stale(pr_server *s)
+{
+    return s->fwd_conn && pr_conn_take_stale(s->fwd_conn);
+}
+
 void pr_cluster_topology(pr_server *s, uint64_t major, uint32_t minor)
 {
     atomic_store_explicit(&s->topo_ver, major << 32 | minor, memory_order_relaxed);

@@ -188,6 +188,15 @@ static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t
         int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
         return cl_node_answer(sc->node, id, rc, sc->inline_resp.p, sc->inline_resp.len);
     }
+    if (pr_fwd_read_inline(sc->ps, p, n)) {
+        /* a read that never waits: answered here, no worker hop */
+        em_buf_reset(&sc->inline_resp);
+        (void)pr_fwd_stale(sc->ps);
+        int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
+        if (!rc && pr_fwd_stale(sc->ps))
+            rc = EM_STALE;
+        return cl_node_answer(sc->node, id, rc, sc->inline_resp.p, sc->inline_resp.len);
+    }
     return enqueue(arg, id, 0, p, n);
 }
 
