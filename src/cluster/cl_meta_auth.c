@@ -121,10 +121,8 @@ static void handover(cl_meta_auth *a, int accepting, raft_id id, const char *add
                 return;             /* tls_done delivers */
             em_free(x);
         }
-        stream->data = NULL;
-        uv_close((uv_handle_t *)stream, stream_closed);
-        stream = NULL;
-    } else if (stream && a->closing) {
+    }
+    if (stream && (a->tls.ctx || a->closing)) {     /* TLS could not start, or closing */
         stream->data = NULL;
         uv_close((uv_handle_t *)stream, stream_closed);
         stream = NULL;

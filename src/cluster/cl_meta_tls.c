@@ -80,6 +80,8 @@ static void plain_closed(uv_handle_t *h)
 
 static void timer_closed(uv_handle_t *h) { unref(h->data); }
 
+static void theirs_closed(uv_handle_t *h) { raft_free(h); }     /* libraft's end, never handed */
+
 static void list_drop(tconn *c)
 {
     for (tconn **p = &c->set->conns; *p; p = &(*p)->next)
@@ -244,7 +246,7 @@ static void open_pair(tconn *c)
         bad = 1;
     }
     if (bad || uv_read_start((uv_stream_t *)mine, plain_alloc, plain_read)) {
-        uv_close((uv_handle_t *)theirs, (uv_close_cb)raft_free);
+        uv_close((uv_handle_t *)theirs, theirs_closed);
         tc_close(c, EM_CLOSED, "could not open the local pair");
         return;
     }

@@ -23,6 +23,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cluster/cl_meta.h"
 #include "cluster/cl_net.h"
@@ -218,10 +219,14 @@ const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backup
         cl_aff_node *nodes = em_calloc(t->n, sizeof *nodes);
         a = em_calloc(1, sizeof *a);
         if (nodes && a) {
-            for (uint32_t i = 0; i < t->n; i++)
+            int excl = 0;
+            for (uint32_t i = 0; i < t->n; i++) {
                 nodes[i] = (cl_aff_node){ t->m[i].cid, strlen(t->m[i].cid),
-                                          t->m[i].id.msb, t->m[i].id.lsb, 0 };
-            if (cl_aff_compute(&a->tab, nodes, t->n, parts, backups, 0) == 0) {
+                                          t->m[i].id.msb, t->m[i].id.lsb,
+                                          t->m[i].host & CL_NODE_HOST_MASK };
+                excl |= (t->m[i].host & CL_NODE_EXCLUDE_NEIGHBORS) != 0;
+            }
+            if (cl_aff_compute(&a->tab, nodes, t->n, parts, backups, excl) == 0) {
                 a->parts = parts;
                 a->backups = backups;
                 a->next = r->aff;
@@ -515,6 +520,7 @@ static void build_cb(void *arg, const cl_meta_fsm *s)
         t->raft_id = m->raft_id;
         t->order = m->order;
         t->state = m->state;
+        t->host = m->host;
         cl_meta_bytes cid = cl_meta_member_cid(m);
         t->cid = o;
         memcpy(o, cid.p, cid.len);
@@ -963,6 +969,24 @@ int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_
     /* First the leader's answer, then our own replica reaching its index:
      * the caller's next read here sees what it proposed. */
     return pend_wait(n, &p, rc, end, 1);
+}
+
+uint64_t cl_node_host_id(const char *name)
+{
+    char b[256] = "";
+    if (name && *name) {
+        snprintf(b, sizeof b, "%s", name);
+    } else {
+        FILE *f = fopen("/etc/machine-id", "r");
+        if (!f || !fgets(b, sizeof b, f))
+            (void)gethostname(b, sizeof b - 1);
+        if (f)
+            fclose(f);
+    }
+    uint64_t h = 0xcbf29ce484222325ull;         /* FNV-1a */
+    for (const char *p = b; *p && *p != '\n'; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+    return h & CL_NODE_HOST_MASK ? h & CL_NODE_HOST_MASK : 1;
 }
 
 static uint32_t fd_ms(const cl_node_cfg *cfg)
@@ -1697,8 +1721,10 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         snprintf(n->cid, sizeof n->cid, "%s", n->cluster_addr);
     snprintf(n->raft_addr, sizeof n->raft_addr, "%s:%d", cfg->host, cfg->raft_port);
 
+    uint64_t host = (cfg->host_id ? cfg->host_id : cl_node_host_id(NULL)) & CL_NODE_HOST_MASK;
     cl_meta_node_info ji = {
-        .id = n->id, .raft_id = n->raft_id, .host = 0,
+        .id = n->id, .raft_id = n->raft_id,
+        .host = host | (cfg->exclude_neighbors ? CL_NODE_EXCLUDE_NEIGHBORS : 0),
         .cid = { (const uint8_t *)n->cid, (uint32_t)strlen(n->cid) },
         .raft_addr = { (const uint8_t *)n->raft_addr, (uint32_t)strlen(n->raft_addr) },
         .n_addrs = 2,

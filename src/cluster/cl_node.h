@@ -41,7 +41,20 @@ typedef struct cl_topo_member {
     const char  *cid;              /* consistent id */
     const char  *cluster_addr;     /* "ip:port" of its transport */
     const char  *thin_addr;        /* "ip:port" thin clients use, "" if none */
+    uint64_t     host;             /* its neighbourhood (CL_NODE_HOST_MASK bits, see
+                                      cl_node_cfg.host_id) and CL_NODE_EXCLUDE_NEIGHBORS */
 } cl_topo_member;
+
+/* A member's join entry carries, in its host field, the id of the machine
+ * it runs on (the low 63 bits) and whether it asks for excludeNeighbors
+ * (the top bit).  Affinity excludes neighbours when any member asks: all
+ * members read the same member list, so they all compute the same table. */
+#define CL_NODE_HOST_MASK         0x7fffffffffffffffull
+#define CL_NODE_EXCLUDE_NEIGHBORS 0x8000000000000000ull
+
+/* cl_node_host_id: the neighbourhood id of a machine name (NULL or "":
+ * this machine's /etc/machine-id, or its host name); never 0. */
+uint64_t cl_node_host_id(const char *name);
 
 typedef struct cl_topo cl_topo;
 struct cl_topo {
@@ -76,6 +89,13 @@ typedef struct cl_node_cfg {
     unsigned    election_ms;       /* 0 = a third of failure_detection_ms, 300..1000 */
     unsigned    heartbeat_ms;      /* 0 = libraft's 100 */
     uint64_t    node_msb, node_lsb;/* 0, 0 = a random UUID v4 */
+    /* The machine this node runs on, for excludeNeighbors (nodes with the
+     * same id are neighbours): 0 = derived from /etc/machine-id (or the
+     * host name).  exclude_neighbors: a partition's primary and backups
+     * go to different machines while there are enough (Ignite's
+     * RendezvousAffinityFunction.excludeNeighbors), in every cache. */
+    uint64_t    host_id;
+    int         exclude_neighbors;
     void       *arg;
     /* on_topology (optional): a new topology, on the metadata thread; t is
      * valid during the call (cl_node_topo_acquire to keep one). */

@@ -379,46 +379,49 @@ static int ask(pr_conn *c, cl_meta_uuid to, em_buf *resp, em_buf *out)
 }
 
 /* fan_out: GET_SIZE, CLEAR and REMOVE_ALL on every other member, sent to
- * all of them at once; the handler then runs its own part here (GET_SIZE
- * adds c->fanout_sum). */
+ * CL_NODE_CALL_ALL_MAX of them at once; the handler then runs its own part
+ * here (GET_SIZE adds c->fanout_sum). */
 static int fan_out(pr_conn *c, int op, cl_topo *t)
 {
-    cl_meta_uuid to[CL_NODE_CALL_ALL_MAX] = { { 0, 0 } };
-    em_buf req[CL_NODE_CALL_ALL_MAX] = { EM_BUF_INIT }, resp[CL_NODE_CALL_ALL_MAX];
+    cl_meta_uuid to[CL_NODE_CALL_ALL_MAX];
+    em_buf req[CL_NODE_CALL_ALL_MAX], resp[CL_NODE_CALL_ALL_MAX];
     int rcs[CL_NODE_CALL_ALL_MAX];
-    uint32_t k = 0;
-    if (t->n > CL_NODE_CALL_ALL_MAX + 1)
-        return pr_fail(c, PR_ST_FAILED, "More than %d members to ask", CL_NODE_CALL_ALL_MAX + 1);
-    for (uint32_t i = 0; i < t->n; i++) {
-        if ((int)i == t->self)
-            continue;
-        to[k] = t->m[i].id;
-        req[k] = (em_buf){ (uint8_t *)c->req_body, c->req_len, c->req_len };
-        resp[k++] = (em_buf)EM_BUF_INIT;
-        if (c->stats)
-            pr_stats_forwarded(c->stats, c->req_op);
-    }
-    cl_node_call_all(c->srv->opt.cluster, k, to, req, resp, rcs, FORWARD_TIMEOUT_MS, NULL, NULL);
     em_buf part = EM_BUF_INIT;
     int64_t sum = 0;
     int rc = 0;
-    for (uint32_t j = 0; j < k && !rc; j++) {
-        em_buf_reset(&part);
-        if ((rc = call_rc(c, rcs[j])) == 0)
-            rc = parse_reply(c, resp[j].p, resp[j].len, &part);
-        if (rc == PR_ST_CACHE_NOT_FOUND) {
-            em_buf_reset(&part);    /* not started there yet: ask() waits for it */
-            rc = ask(c, to[j], &resp[j], &part);
+    for (uint32_t i = 0; i < t->n && !rc;) {
+        uint32_t k = 0;
+        for (; i < t->n && k < CL_NODE_CALL_ALL_MAX; i++) {
+            if ((int)i == t->self)
+                continue;
+            to[k] = t->m[i].id;
+            req[k] = (em_buf){ (uint8_t *)c->req_body, c->req_len, c->req_len };
+            resp[k++] = (em_buf)EM_BUF_INIT;
+            if (c->stats)
+                pr_stats_forwarded(c->stats, c->req_op);
         }
-        if (!rc && op == 1020) {
-            if (part.len != 8)
-                rc = pr_fail(c, PR_ST_FAILED, "Malformed size from a member");
-            else
-                sum += (int64_t)em_ld64(part.p);
+        if (!k)
+            break;
+        cl_node_call_all(c->srv->opt.cluster, k, to, req, resp, rcs, FORWARD_TIMEOUT_MS, NULL,
+                         NULL);
+        for (uint32_t j = 0; j < k && !rc; j++) {
+            em_buf_reset(&part);
+            if ((rc = call_rc(c, rcs[j])) == 0)
+                rc = parse_reply(c, resp[j].p, resp[j].len, &part);
+            if (rc == PR_ST_CACHE_NOT_FOUND) {
+                em_buf_reset(&part);    /* not started there yet: ask() waits for it */
+                rc = ask(c, to[j], &resp[j], &part);
+            }
+            if (!rc && op == 1020) {
+                if (part.len != 8)
+                    rc = pr_fail(c, PR_ST_FAILED, "Malformed size from a member");
+                else
+                    sum += (int64_t)em_ld64(part.p);
+            }
         }
+        for (uint32_t j = 0; j < k; j++)
+            em_buf_free(&resp[j]);
     }
-    for (uint32_t j = 0; j < k; j++)
-        em_buf_free(&resp[j]);
     em_buf_free(&part);
     c->fanout_sum = sum;
     return rc;
@@ -661,10 +664,9 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
         return pr_fail(c, PR_ST_FAILED, "This request names keys owned by several nodes");
     if (!c->sub && !(c->sub = pr_fwd_conn_new(c->srv)))
         return EM_NOMEM;
-    if (t->n > CL_NODE_CALL_ALL_MAX + 1)
-        return pr_fail(c, PR_ST_FAILED, "A batch over more than %d members; send fewer keys "
-                       "per request", CL_NODE_CALL_ALL_MAX + 1);
-    split_part parts[CL_NODE_CALL_ALL_MAX + 1];
+    split_part *parts = em_calloc(t->n, sizeof *parts);    /* a part per member at most */
+    if (!parts)
+        return EM_NOMEM;
     uint32_t np = 0;
     int rc = 0;
     for (uint32_t m = 0; m < t->n && !rc; m++) {
@@ -698,29 +700,33 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
             rc = p->rc = pr_cluster_tx_run(c, p->to, p->self, c->txenv.p, c->txenv.len, &p->out);
         }
     } else if (!rc) {
+        /* CL_NODE_CALL_ALL_MAX members' parts at a time */
         cl_meta_uuid to[CL_NODE_CALL_ALL_MAX];
         em_buf req[CL_NODE_CALL_ALL_MAX], resp[CL_NODE_CALL_ALL_MAX];
         int rcs[CL_NODE_CALL_ALL_MAX];
-        uint32_t k = 0, at[CL_NODE_CALL_ALL_MAX];
-        split_self me = { c, NULL };
-        for (uint32_t i = 0; i < np; i++) {
-            if (parts[i].self) {
-                me.p = &parts[i];
-                continue;
+        uint32_t at[CL_NODE_CALL_ALL_MAX];
+        for (uint32_t i = 0; i < np;) {
+            uint32_t k = 0;
+            split_self me = { c, NULL };
+            for (; i < np && k < CL_NODE_CALL_ALL_MAX; i++) {
+                if (parts[i].self) {
+                    me.p = &parts[i];
+                    continue;
+                }
+                to[k] = parts[i].to;
+                req[k] = parts[i].req;
+                resp[k] = (em_buf)EM_BUF_INIT;
+                at[k++] = i;
+                if (c->stats)
+                    pr_stats_forwarded(c->stats, c->req_op);
             }
-            to[k] = parts[i].to;
-            req[k] = parts[i].req;
-            resp[k] = (em_buf)EM_BUF_INIT;
-            at[k++] = i;
-            if (c->stats)
-                pr_stats_forwarded(c->stats, c->req_op);
-        }
-        cl_node_call_all(c->srv->opt.cluster, k, to, req, resp, rcs, FORWARD_TIMEOUT_MS,
-                         split_run_self, &me);
-        for (uint32_t j = 0; j < k; j++) {
-            split_part *p = &parts[at[j]];
-            p->resp = resp[j];
-            p->rc = split_remote(c, p, rcs[j]);
+            cl_node_call_all(c->srv->opt.cluster, k, to, req, resp, rcs, FORWARD_TIMEOUT_MS,
+                             split_run_self, &me);
+            for (uint32_t j = 0; j < k; j++) {
+                split_part *p = &parts[at[j]];
+                p->resp = resp[j];
+                p->rc = split_remote(c, p, rcs[j]);
+            }
         }
         for (uint32_t i = 0; i < np && !rc; i++)
             rc = parts[i].rc;
@@ -756,6 +762,7 @@ static int split(pr_conn *c, int op, cl_topo *t, st_cache *sc, int read, const u
         em_buf_free(&parts[i].resp);
         em_buf_free(&parts[i].out);
     }
+    em_free(parts);
     return rc;
 }
 

@@ -203,6 +203,8 @@ static const key_desc keys[] = {
     K("cluster_secret", 's', cluster_secret, "shared secret peers must prove (none)"),
     K("cluster_tls", 'b', cluster_tls, "node-to-node links in TLS with tls_cert/tls_key, peers checked against tls_ca (false)"),
     K("cluster_dir", 's', cluster_dir, "metadata group directory (a temporary one)"),
+    K("exclude_neighbors", 'b', exclude_neighbors, "a partition's copies on different machines while there are enough, in every cache (Ignite's excludeNeighbors; in effect when any member sets it) (false)"),
+    K("host_id", 's', host_id, "the machine this node counts as for exclude_neighbors: nodes with the same host_id are neighbours (this machine's /etc/machine-id)"),
     K("failure_detection_timeout", 't', failure_detection_timeout_ms, "a member unreachable this long is failed (10000 ms)"),
     K("cluster_fault", 's', cluster_fault, "tests only: drop=P,dup=P,delay=P (percent of replication frames) (none)"),
     K("cluster_exit_after_writes", 'u', cluster_exit_after_writes, "tests only: exit after the Nth forwarded write ran here, before its reply (0 = never)"),

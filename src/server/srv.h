@@ -68,6 +68,8 @@ typedef struct srv_config {
     char     cluster_secret[256];   /* "" = none */
     int      cluster_tls;           /* transport links in TLS (tls_cert, tls_key, tls_ca) */
     char     cluster_dir[512];      /* metadata group directory; "" = temporary */
+    char     host_id[256];          /* neighbourhood for exclude_neighbors; "" = this machine */
+    int      exclude_neighbors;     /* backups on other machines than the primary */
     uint32_t failure_detection_timeout_ms; /* 10000 */
     char     cluster_fault[128];    /* tests: "drop=P,dup=P,delay=P"; "" = none */
     uint32_t cluster_exit_after_writes; /* tests: exit after the Nth forwarded write */

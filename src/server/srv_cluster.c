@@ -485,6 +485,8 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         .dir = dir, .thin_addr = thin_addr,
         .failure_detection_ms = c->failure_detection_timeout_ms,
         .node_msb = em_ld64(node_id), .node_lsb = em_ld64(node_id + 8),
+        .host_id = cl_node_host_id(c->host_id),
+        .exclude_neighbors = c->exclude_neighbors,
         .arg = sc, .on_topology = on_topology, .on_refused = on_refused,
         .on_entry = on_entry, .on_restore = on_restore, .on_call_later = on_call_later,
         .on_repl = on_repl, .on_tick = on_tick, .errmsg = err,

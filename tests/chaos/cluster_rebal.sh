@@ -3,7 +3,8 @@
 # on 3 nodes; a 4th joins while a client writes; the new node loads its
 # partitions (MOVING, then owner), the copies no ideal owner needs are
 # dropped, and every acknowledged key is readable through the new node with
-# exactly two copies in all, and a 1.7.0 client polling a member is told
+# exactly two copies in all, on different machines (excludeNeighbors, with
+# host ids), and a 1.7.0 client polling a member is told
 # of every topology change in its reply headers; then a kill -9: the
 # survivors restore the second copy of what the dead node held, and every
 # key is still there.
@@ -13,6 +14,25 @@ N=${CHAOS_REBAL_KEYS:-3000}
 . tests/chaos/lib.sh
 chaos_init
 JS=tests/chaos/cluster_rebal.js
+# neighbours I...: 0 if every partition of rb has its two copies (primary,
+# backup) on nodes of different host ids (HOST_<i>), per node 1's view.
+neighbours() {
+    "$BUILD/ember-cli" --json -h "$(node_ip 1)" -p "$CHAOS_PORT" cluster rb >"$CHAOS_TMP/nb.json" ||
+        return 1
+    hosts=""
+    for i in "$@"; do hosts="$hosts $(eval echo "\$HOST_$i")"; done
+    node -e '
+const d = JSON.parse(require("fs").readFileSync(process.argv[1])).details.caches[0];
+const hosts = process.argv[2].trim().split(" ");
+let bad = 0;
+for (let p = 0; p < d.partitions; p++) {
+    const h = d.nodes.map((n, i) => "PB".includes(n.cells[p]) ? hosts[i] : null).filter((x) => x);
+    if (h.length !== 2 || h[0] === h[1]) bad++;
+}
+console.log(bad + " of " + d.partitions);
+process.exit(bad ? 1 : 0);
+' "$CHAOS_TMP/nb.json" "$hosts"
+}
 
 # entries I: node I's entries of cache rb.
 entries() { curl -s --max-time 5 "http://$(node_ip "$1"):8080/metrics" 2>/dev/null |
@@ -35,9 +55,13 @@ copies_are() {
     return 1
 }
 
-node_start 1 $(cluster_flags 1) || finish
-node_start 2 $(cluster_flags 2 1) || finish
-node_start 3 $(cluster_flags 3 1) || finish
+# excludeNeighbors: nodes 1 and 2 count as one machine, 3 and 4 as another,
+# so every partition keeps a copy on each (until a machine has no node).
+HOST_1=hostA; HOST_2=hostA; HOST_3=hostB; HOST_4=hostB
+nb() { echo "--exclude-neighbors true --host-id $(eval echo "\$HOST_$1")"; }
+node_start 1 $(cluster_flags 1) $(nb 1) || finish
+node_start 2 $(cluster_flags 2 1) $(nb 2) || finish
+node_start 3 $(cluster_flags 3 1) $(nb 3) || finish
 for i in 1 2 3; do
     wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_links 2 ||
         { bad "node $i did not join"; finish; }
@@ -53,7 +77,7 @@ copies_are $((2 * N)) 1 2 3 && ok "two copies of every key on three nodes" || ba
 # (protocol 1.7.0) polls node 1 meanwhile.
 "$BUILD/ember-chaos" topology --nodes "$(node_addr 1)" --duration 60 >"$CHAOS_TMP/topo" 2>&1 &
 tpid=$!
-node_start 4 $(cluster_flags 4 1) || finish
+node_start 4 $(cluster_flags 4 1) $(nb 4) || finish
 node $JS put "$(node_addr 2)" rb 1 "$N" $((2 * N)) >"$CHAOS_TMP/w2" 2>"$CHAOS_TMP/w2.err" &
 wpid=$!
 for i in 1 2 3 4; do wait_metric "$i" ember_cluster_members 4 || bad "node $i: 4 members"; done
@@ -95,6 +119,8 @@ bo=$(( $(metric 1 ember_rebal_batches_out) + $(metric 2 ember_rebal_batches_out)
 ld=$(metric 4 ember_rebal_loaded)
 [ "$bo" -gt $((2 * ${ld:-0})) ] && ok "the cache's batch size honoured: $bo batches for $ld partitions" ||
     bad "batches: $bo for ${ld:-?} partitions (batches of one entry expected)"
+r=$(neighbours 1 2 3 4) && ok "excludeNeighbors: every partition's two copies on different machines ($r sharing one)" ||
+    bad "excludeNeighbors: $r partitions with both copies on one machine"
 e4=$(entries 4)
 [ "${e4:-0}" -gt 0 ] && ok "the new node holds $e4 entries (loaded: $(metric 4 ember_rebal_loaded) partitions)" ||
     bad "the new node holds nothing"

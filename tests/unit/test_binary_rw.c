@@ -231,6 +231,21 @@ TEST(binary_type_names)
     bin_registry_free(r);
 }
 
+/* write_person writes Person {id 7, name "abc"} into b with the given
+ * footer offset width and a full (1) or compact (0) footer. */
+static void write_person(bin_writer *w, em_buf *b, const bin_desc *d, int width, int full)
+{
+    em_buf_reset(b);
+    w->min_width = (uint8_t)width;
+    w->full_footer = (uint8_t)full;
+    CHECK_OK(bin_w_obj_begin(w, d));
+    CHECK_OK(bin_w_field_idx(w, 0));
+    CHECK_OK(bin_w_int(w, 7));
+    CHECK_OK(bin_w_field_idx(w, 1));
+    CHECK_OK(bin_w_string(w, "abc", 3));
+    CHECK_OK(bin_w_obj_end(w));
+}
+
 TEST(binary_reader_fields)
 {
     bin_registry *r = bin_registry_new();
@@ -262,15 +277,7 @@ TEST(binary_reader_fields)
     const bin_type *t = bin_registry_get(r, d->type_id);
     for (int width = 1; width <= 4; width *= 2)
         for (int full = 0; full < 2; full++) {
-            em_buf_reset(&b);
-            w.min_width = (uint8_t)width;
-            w.full_footer = (uint8_t)full;
-            CHECK_OK(bin_w_obj_begin(&w, d));
-            CHECK_OK(bin_w_field_idx(&w, 0));
-            CHECK_OK(bin_w_int(&w, 7));
-            CHECK_OK(bin_w_field_idx(&w, 1));
-            CHECK_OK(bin_w_string(&w, "abc", 3));
-            CHECK_OK(bin_w_obj_end(&w));
+            write_person(&w, &b, d, width, full);
             size_t len;
             REQUIRE_OK(bin_validate(b.p, b.len, &len, 0));
             uint16_t fl = em_ld16(b.p + 2);
@@ -302,15 +309,7 @@ TEST(binary_floc_matches_field)
     static const int32_t fids[] = {3355, 3373707, 96511};   /* id, name, absent */
     for (int width = 1; width <= 4; width *= 2)
         for (int full = 0; full < 2; full++) {
-            em_buf_reset(&b);
-            w.min_width = (uint8_t)width;
-            w.full_footer = (uint8_t)full;
-            CHECK_OK(bin_w_obj_begin(&w, d));
-            CHECK_OK(bin_w_field_idx(&w, 0));
-            CHECK_OK(bin_w_int(&w, 7));
-            CHECK_OK(bin_w_field_idx(&w, 1));
-            CHECK_OK(bin_w_string(&w, "abc", 3));
-            CHECK_OK(bin_w_obj_end(&w));
+            write_person(&w, &b, d, width, full);
             for (int f = 0; f < 3; f++) {
                 bin_floc fl;
                 memset(&fl, 0, sizeof fl);
