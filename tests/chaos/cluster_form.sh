@@ -97,4 +97,13 @@ wait_metric 12 ember_cluster_links 1
 node_start 11 --bootstrap true --seeds "$SEEDS3" --failure-detection-timeout 3000 || finish
 members_all 3 11 12 13 && ok "joiners linked to each other first still join the bootstrap node" ||
     bad "joiners that linked first never joined"
+
+# Two nodes started at the same instant, each with an empty directory (the
+# bootstrap rule names node 21): one cluster of two, never two of one.
+node_spawn 21 --bootstrap true --seeds "$(node_ip 22):47100" --failure-detection-timeout 3000
+node_spawn 22 --seeds "$(node_ip 21):47100" --failure-detection-timeout 3000
+node_listening 21 && node_listening 22 || finish
+members_all 2 21 22 && [ "$(metric 21 ember_cluster_leader)$(metric 22 ember_cluster_leader)" != 11 ] &&
+    ok "two nodes started at once form one cluster of two" ||
+    bad "21/22 started at once: members $(metric 21 ember_cluster_members)/$(metric 22 ember_cluster_members)"
 finish

@@ -10,7 +10,9 @@
 #
 #   chaos_init            temp dir, counters, traps, the iptables chain
 #   node_start I [FLAGS]  start node I (fresh log file per start; waits for
-#                         this pid's listening socket); node_addr I = ip:port
+#                         this pid's listening socket); node_addr I = ip:port;
+#                         node_spawn I [FLAGS] + node_listening I: the same in
+#                         two halves, to start several at one instant
 #   node_kill I           kill -9 and reap          node_term I  SIGTERM, exit 0?
 #   node_pause I / node_resume I                     SIGSTOP / SIGCONT
 #   net_isolate I         drop every packet to or from node I
@@ -96,6 +98,13 @@ node_pid() { eval echo "\${CHAOS_PID_$1:-}"; }
 # not listen within CHAOS_WAIT seconds.  Each start logs to a new file, so a
 # check of the log can never read an earlier process's lines.
 node_start() {
+    node_spawn "$@"
+    node_listening "$1"
+}
+
+# node_spawn I [FLAGS...]: start node I without waiting (node_listening I
+# waits), so several can start at the same instant.
+node_spawn() {
     i=$1; shift
     ip=$(node_ip "$i")
     dir="$CHAOS_TMP/n$i"
@@ -107,6 +116,11 @@ node_start() {
     pid=$!
     eval "CHAOS_PID_$i=$pid; CHAOS_LOG_$i=$log"
     CHAOS_PIDS="$CHAOS_PIDS $pid"
+}
+
+node_listening() {
+    i=$1
+    ip=$(node_ip "$i"); pid=$(node_pid "$i"); log=$(eval echo "\$CHAOS_LOG_$i")
     t=0
     while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
         if ! kill -0 "$pid" 2>/dev/null; then
