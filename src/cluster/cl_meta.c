@@ -82,6 +82,7 @@ struct cl_meta {
 
     pthread_mutex_t info_mu;
     cl_meta_info    info;
+    int             created;    /* raft_bootstrap made a new group at start */
 };
 
 /* ---- info ---- */
@@ -108,6 +109,7 @@ static void publish_info_at(cl_meta *m, uint64_t applied)
         strncpy(in.leader_addr, laddr, sizeof in.leader_addr - 1);
     }
     in.last_applied = raft_last_applied(r);
+    in.created = m->created;
     if (applied > in.last_applied)
         in.last_applied = applied;
     for (unsigned i = 0; i < r->configuration.n; i++) {
@@ -449,8 +451,8 @@ static int meta_open(cl_meta *m)
         struct raft_configuration conf;
         raft_configuration_init(&conf);
         rv = raft_configuration_add(&conf, m->cfg.raft_id, m->addr, RAFT_VOTER);
-        if (rv == 0)
-            rv = raft_bootstrap(&m->raft, &conf);
+        if (rv == 0 && (rv = raft_bootstrap(&m->raft, &conf)) == 0)
+            m->created = 1;
         raft_configuration_close(&conf);
         if (rv == RAFT_CANTBOOTSTRAP)
             rv = 0;                     /* the directory already holds a group */

@@ -120,6 +120,8 @@ typedef struct cl_meta_info {
     uint64_t last_applied;
     unsigned voters, standbys, spares;
     uint64_t voter_ids[8];         /* the first (at most 8) voters' raft ids */
+    int      created;              /* this server created the group when it started
+                                      (bootstrap into a pristine directory) */
 } cl_meta_info;
 void cl_meta_get_info(cl_meta *m, cl_meta_info *out);
 

@@ -1613,6 +1613,13 @@ int cl_node_is_leader(cl_node *n)
     return info.role == CL_META_ROLE_LEADER;
 }
 
+int cl_node_group_created(cl_node *n)
+{
+    cl_meta_info info;
+    cl_meta_get_info(n->meta, &info);
+    return info.created;
+}
+
 static int parse_seeds(cl_node *n, const char *s)
 {
     if (!s)

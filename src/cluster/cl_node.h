@@ -237,6 +237,9 @@ void cl_node_mem_stats(cl_node *n, struct em_mem_stats *sum);
 /* cl_node_is_leader: 1 when this node leads the metadata group (the
  * coordinator). */
 int cl_node_is_leader(cl_node *n);
+/* cl_node_group_created: this node created the metadata group when it
+ * started (bootstrap into a new directory), rather than joining one. */
+int cl_node_group_created(cl_node *n);
 
 /* cl_node_links: peers with an up link now; refused: handshakes refused
  * (either side) since start; opened: links that completed their handshake

@@ -175,6 +175,10 @@ void pr_server_set_thin_port(pr_server *s, int port);
 
 /* pr_server_state: the current cluster state (enum pr_cluster_state). */
 int  pr_server_state(const pr_server *s);
+/* pr_server_adopt_state makes this node's state the cluster's (the
+ * metadata group's), as an applied STATE_SET entry would: persisted, and
+ * INACTIVE clears in-memory caches.  0 or the persist error. */
+int  pr_server_adopt_state(pr_server *s, int state);
 
 /* pr_server_set_cluster makes s a cluster member's (see pr_options.cluster);
  * before connections are served.  0 or EM_NOMEM. */

@@ -1282,6 +1282,11 @@ int pr_fwd_stale(pr_server *s)
     return s->fwd_conn && pr_conn_take_stale(s->fwd_conn);
 }
 
+int pr_server_adopt_state(pr_server *s, int state)
+{
+    return pr_change_state(s, state);
+}
+
 void pr_cluster_topology(pr_server *s, uint64_t major, uint32_t minor)
 {
     atomic_store_explicit(&s->topo_ver, major << 32 | minor, memory_order_relaxed);

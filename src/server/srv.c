@@ -921,6 +921,7 @@ int srv_port(const srv *s) { return net_server_port(s->net); }
 void srv_maintain(srv *s)
 {
     st_expire_tick(s->st, 4096);
+    srv_cluster_maintain(s->cluster);
     /* A failed WAL write/fsync: persistent regions now refuse writes
      * (EM_READONLY); said once, here, as the store and WAL do not log. */
     int werr;

@@ -73,6 +73,9 @@ struct srv_cluster {
     uint64_t f_rng;                 /* its generator (transport thread only) */
     uint64_t last_major;
     uint32_t last_minor, last_n;
+    /* This node created the metadata group at start and has not yet put
+     * its own restored cluster state into it (srv_cluster_maintain). */
+    _Atomic int seeding;
 };
 
 int srv_cluster_enabled(const srv_config *c)
@@ -99,6 +102,15 @@ static void on_topology(void *arg, const cl_topo *t)
     cl_repl *r = atomic_load(&sc->repl);
     if (r)
         cl_repl_topology(r);
+    /* The cluster's state is the metadata group's: a member that restored
+     * another one (a persistent node's own last state) takes the group's -
+     * except the node that created the group, until it has put its own
+     * restored state there (srv_cluster_maintain). */
+    int st = pr_server_state(sc->ps);
+    if (t->self >= 0 && st != t->state && !atomic_load(&sc->seeding) &&
+        pr_server_adopt_state(sc->ps, t->state) == 0)
+        EM_INFO("cluster state %s: the cluster's (this node had %s)", state_name(t->state),
+                state_name(st));
     if (t->major == sc->last_major && t->minor == sc->last_minor && t->n == sc->last_n)
         return;
     sc->last_major = t->major;
@@ -424,6 +436,33 @@ static void on_refused(void *arg, const char *peer, const char *why)
     EM_WARN("cluster: link with %s refused: %s", peer, why);
 }
 
+void srv_cluster_maintain(srv_cluster *sc)
+{
+    if (!sc || !sc->node || !atomic_load(&sc->seeding) || !cl_node_is_leader(sc->node))
+        return;
+    cl_topo *t = cl_node_topo_acquire(sc->node);
+    int joined = t->self >= 0, group = t->state;
+    cl_node_topo_release(t);
+    int st = pr_server_state(sc->ps);
+    if (!joined)
+        return;
+    if (st != group) {
+        /* A new group starts ACTIVE; a whole persistent cluster restarting
+         * (each node a new member of a new group) keeps the state it had,
+         * as this node restored it - read-only stays read-only. */
+        em_buf b = EM_BUF_INIT;
+        int rc = cl_meta_enc_state(&b, st);
+        if (!rc)
+            rc = cl_node_propose(sc->node, b.p, b.len, 2000);
+        em_buf_free(&b);
+        if (rc)
+            return;                 /* asked again on the next pass */
+        EM_INFO("cluster state %s: this node created the metadata group and put the state it "
+                "restored there", state_name(st));
+    }
+    atomic_store(&sc->seeding, 0);
+}
+
 int srv_cluster_leave(srv_cluster *sc)
 {
     return sc && sc->node ? cl_node_leave(sc->node, 2000) : EM_INVAL;
@@ -524,7 +563,12 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         else
             em_free(wa);
     }
+    /* A bootstrap node does not take the group's state before it knows
+     * whether it created the group (then its own restored state goes in). */
+    atomic_store(&sc->seeding, c->bootstrap != 0);
     int rc = sc->nworkers ? cl_node_start(&sc->node, &nc) : EM_NOMEM;
+    if (!rc && !cl_node_group_created(sc->node))
+        atomic_store(&sc->seeding, 0);
     cl_rebal *rb = NULL;
     if (!rc) {
         cl_rebal_cfg rbc = { .node = sc->node, .store = pr_server_store(ps) };

@@ -33,6 +33,9 @@ int  srv_cluster_start(srv_cluster **out, const struct srv_config *c,
  * then serves no cache operations; a restart rejoins.  0 once the leave is
  * committed, else an error (no leader now: call again later). */
 int  srv_cluster_leave(srv_cluster *sc);
+/* srv_cluster_maintain: periodic (srv_maintain) - a node that created the
+ * metadata group puts the cluster state it restored into it. */
+void srv_cluster_maintain(srv_cluster *sc);
 /* srv_cluster_stop leaves the cluster (clean stop) and frees everything. */
 void srv_cluster_stop(srv_cluster *sc);
 struct cl_node *srv_cluster_node(srv_cluster *sc);

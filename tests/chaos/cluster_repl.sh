@@ -85,10 +85,28 @@ done
 PACKED="$CHAOS_TMP/packed"
 node "$JS" write "$PACKED" 1 "$(node_addr 4)" >"$CHAOS_TMP/pwriter.out" 2>&1 || { cat "$CHAOS_TMP/pwriter.out"; bad "persistent writes"; }
 n=$(lines "$PACKED")
+"$BUILD/ember-cli" -h "$(node_ip 4)" -p "$CHAOS_PORT" state ACTIVE_READ_ONLY >/dev/null || bad "read-only"
 for i in 4 5 6; do node_term $i || bad "node $i did not stop cleanly (exit $?)"; done
 for i in 4 5 6; do
     logged=$("$BUILD/ember-wal" dump "$CHAOS_TMP/n$i/data" 2>/dev/null | grep -c ' PUT ')
     [ "$n" -gt 0 ] && [ "$logged" -ge "$n" ] && ok "node $i logged $logged PUTs for $n acknowledged writes" ||
         bad "node $i logged $logged PUTs for $n acknowledged writes"
 done
+# The whole persistent cluster restarts (a new metadata group, each node a
+# new member): every acknowledged key is read back, and the cluster keeps
+# the state it had (read-only), on the restarted nodes and on a new one.
+node_start 4 $(cluster_flags 4) --persistence true || finish
+node_start 5 --seeds "$(node_ip 4):47100" --failure-detection-timeout ${CHAOS_FD_MS:-3000} --persistence true || finish
+node_start 6 --seeds "$(node_ip 4):47100" --failure-detection-timeout ${CHAOS_FD_MS:-3000} --persistence true || finish
+for i in 4 5 6; do
+    wait_metric "$i" ember_cluster_members 3 || bad "restarted node $i did not join"
+done
+run_js check "$PACKED" "$(node_addr 5)" "$(node_addr 6)"
+node_start 7 --seeds "$(node_ip 4):47100" --failure-detection-timeout ${CHAOS_FD_MS:-3000} --persistence true || finish
+wait_metric 7 ember_cluster_members 4 || bad "node 7 did not join"
+states=""
+for i in 4 5 6 7; do states="$states $("$BUILD/ember-cli" -h "$(node_ip "$i")" -p "$CHAOS_PORT" state)"; done
+[ "$states" = " ACTIVE_READ_ONLY ACTIVE_READ_ONLY ACTIVE_READ_ONLY ACTIVE_READ_ONLY" ] &&
+    ok "after a whole restart every node, and a new one, is read-only as the cluster was" ||
+    bad "states after the whole restart (nodes 4-7):$states"
 finish
