@@ -13,7 +13,7 @@
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 FUZZ_BUILD=${FUZZ_BUILD:-$BUILD/fuzz}
-SECS=${FUZZ_SECONDS:-8}
+SECS=${FUZZ_SECONDS:-5}
 PASS=0
 FAIL=0
 ok() { PASS=$((PASS + 1)); echo "ok   $1"; }
