@@ -1,6 +1,6 @@
 #!/bin/sh
 # fuzz.sh - runs every libFuzzer target (tests/fuzz/fuzz_*.c, built by
-# `make fuzz-build` with clang, ASan + UBSan) for FUZZ_SECONDS each (default 10
+# `make fuzz-build` with clang, ASan + UBSan) for FUZZ_SECONDS each (default 5
 # here, as a suite of `make test`; `make fuzz` passes 60).  The growing corpus
 # lives in FUZZ_BUILD/corpus-<name>, seeded from tests/fuzz/corpus/<name>/;
 # a crash leaves its input in FUZZ_BUILD/artifacts/<name>/ and fails the
