@@ -193,20 +193,15 @@ static int enqueue(srv_cluster *sc, cl_node_call_id id, int local, const uint8_t
 static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t n)
 {
     srv_cluster *sc = arg;
-    if (pr_txc_inline(p, n)) {
-        /* a transaction part's question to its backups: answered here,
-         * never queued behind the workers that may be waiting for it */
-        em_buf_reset(&sc->inline_resp);
-        int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
-        return cl_node_answer(sc->node, id, rc, sc->inline_resp.p, sc->inline_resp.len);
-    }
-    if (pr_fwd_read_inline(sc->ps, p, n)) {
-        /* a read that never waits: answered here, no worker hop */
+    if (pr_txc_inline(p, n) || pr_fwd_read_inline(sc->ps, p, n)) {
+        /* a transaction part's question to its backups, or a read: neither
+         * ever waits, so it is answered here - never queued behind the
+         * workers (which may be waiting for the former) */
         em_buf_reset(&sc->inline_resp);
         (void)pr_fwd_stale(sc->ps);
         int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
         if (!rc && pr_fwd_stale(sc->ps))
-            rc = EM_STALE;
+            rc = EM_STALE;          /* not this node's to run: the sender looks again */
         return cl_node_answer(sc->node, id, rc, sc->inline_resp.p, sc->inline_resp.len);
     }
     return enqueue(arg, id, 0, p, n);
