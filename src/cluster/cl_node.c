@@ -47,18 +47,9 @@ typedef struct watch {
     uint64_t     tried_ms;        /* last connect attempt (any node) */
 } watch;
 
-/* A proposal waiting for the leader's answer and for the local apply. */
-typedef struct pending {
-    uint64_t req;
-    int      done;
-    int      status;
-    uint64_t index;
-    em_buf  *resp;               /* cl_node_call: where the answer goes */
-    cl_meta_uuid to;             /* the member asked: only its answer counts */
-    int      remote;             /* to is another member (its link's loss ends the wait) */
-    pthread_cond_t *cv;          /* cl_node_call: its own (only its answer wakes it) */
-    struct pending *next;
-} pending;
+/* A proposal waiting for the leader's answer and for the local apply, or
+ * a call waiting for a member's answer (resp set; cl_node.h's struct). */
+typedef cl_node_acall pending;
 
 typedef struct seed { char ip[64]; int port; } seed;
 
@@ -128,6 +119,8 @@ struct cl_node {
     uint32_t      nlinked;
     uint64_t      joins_inflight[8];
     pending      *pend;
+    void        (*answer_hook)(void *arg);  /* asynchronous calls (cl_node_set_answer_hook) */
+    void         *answer_arg;
     uint64_t      next_req;
     _Atomic int   stopping;
     _Atomic int   ready;          /* set once net and meta are both up */
@@ -638,6 +631,16 @@ static pending *pend_find(cl_node *n, uint64_t req)
     return NULL;
 }
 
+/* pend_unlink removes p from n->pend if it is there (n->mu held). */
+static void pend_unlink(cl_node *n, pending *p)
+{
+    for (pending **x = &n->pend; *x; x = &(*x)->next)
+        if (*x == p) {
+            *x = p->next;
+            return;
+        }
+}
+
 /* pend_wait waits (unless rc is already an error) until p is done - and,
  * with applied, until this replica applied p's index - or end passes, then
  * unlinks p (registered in n->pend by the caller).  The result: rc, the
@@ -656,11 +659,7 @@ static int pend_wait(cl_node *n, pending *p, int rc, uint64_t end, int applied)
     }
     if (!rc)
         rc = p->status;
-    for (pending **x = &n->pend; *x; x = &(*x)->next)
-        if (*x == p) {
-            *x = p->next;
-            break;
-        }
+    pend_unlink(n, p);
     pthread_mutex_unlock(&n->mu);
     return rc;
 }
@@ -671,30 +670,41 @@ static void call_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
 {
     pthread_mutex_lock(&n->mu);
     pending *q = pend_find(n, req);
+    int hook = 0;
     if (q && q->resp && !q->done && cl_meta_uuid_eq(q->to, from)) {
         q->status = status;
         if (!status && len && em_buf_append(q->resp, p, len))
             q->status = EM_NOMEM;
         q->done = 1;
+        hook = q->async;
         /* Only this caller: many calls wait at once under load. */
-        pthread_cond_signal(q->cv);
+        if (q->cv)
+            pthread_cond_signal(q->cv);
     }
     pthread_mutex_unlock(&n->mu);
+    if (hook && n->answer_hook)
+        n->answer_hook(n->answer_arg);
+}
+
+/* up_wait: how long a call waits for its member's link to come up - a
+ * failure detection timeout at most. */
+static uint64_t up_wait(const cl_node *n, uint32_t timeout_ms)
+{
+    return fd_ms(&n->cfg) < timeout_ms ? fd_ms(&n->cfg) : timeout_ms;
 }
 
 /* call_begin registers q (resp, to and cv set) and sends p[0..len) to q->to:
  * 0, EM_TOOBIG, EM_NOLINK (nothing registered) or a send error (q is
  * registered: call_end removes it). */
-static int call_begin(cl_node *n, pending *q, const void *p, size_t len, uint32_t timeout_ms)
+static int call_begin(cl_node *n, pending *q, const void *p, size_t len, uint64_t wait)
 {
     if (len + 8 + CL_NET_HDR > CL_NET_MAX_FRAME_DEFAULT)
         return EM_TOOBIG;
     pthread_mutex_lock(&n->mu);
     /* A member joins the topology before every link to it is up (the
      * smaller id dials it on its next tick): a call to it waits for the
-     * link, a failure detection timeout at most, and is not sent if none
-     * comes up. */
-    uint64_t t0 = em_now_ms(), wait = fd_ms(&n->cfg) < timeout_ms ? fd_ms(&n->cfg) : timeout_ms;
+     * link, up to `wait` ms, and is not sent if none comes up. */
+    uint64_t t0 = em_now_ms();
     int up;
     while (!(up = is_up(n, q->to)) && !n->stopping && em_now_ms() - t0 < wait) {
         struct timespec ts;
@@ -741,7 +751,7 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
     pthread_cond_t cv;              /* the clock of timespec_in, as n->cv */
     pthread_cond_init(&cv, NULL);
     q.cv = &cv;
-    int rc = call_begin(n, &q, p, len, timeout_ms);
+    int rc = call_begin(n, &q, p, len, up_wait(n, timeout_ms));
     if (rc != EM_TOOBIG && rc != EM_NOLINK)
         rc = pend_wait(n, &q, rc, em_now_ms() + timeout_ms, 0);
     pthread_cond_destroy(&cv);
@@ -769,7 +779,7 @@ void cl_node_call_all(cl_node *n, uint32_t k, const cl_meta_uuid *to, const em_b
         qs[i].to = to[i];
         qs[i].remote = 1;
         qs[i].cv = &cv;
-        rcs[i] = call_begin(n, &qs[i], req[i].p, req[i].len, timeout_ms);
+        rcs[i] = call_begin(n, &qs[i], req[i].p, req[i].len, up_wait(n, timeout_ms));
     }
     if (mid)
         mid(arg);                   /* the caller's own part, while these run */
@@ -777,6 +787,50 @@ void cl_node_call_all(cl_node *n, uint32_t k, const cl_meta_uuid *to, const em_b
         if (rcs[i] != EM_TOOBIG && rcs[i] != EM_NOLINK)
             rcs[i] = pend_wait(n, &qs[i], rcs[i], end, 0);
     pthread_cond_destroy(&cv);
+}
+
+void cl_node_set_answer_hook(cl_node *n, void (*fn)(void *arg), void *arg)
+{
+    n->answer_hook = fn;
+    n->answer_arg = arg;
+}
+
+int cl_node_call_start(cl_node *n, cl_node_acall *a, cl_meta_uuid to, const void *p,
+                       size_t len, em_buf *resp, uint32_t timeout_ms)
+{
+    if (tl_transport)
+        return EM_BUSY;
+    memset(a, 0, sizeof *a);
+    a->resp = resp;
+    a->to = to;
+    a->remote = 1;
+    a->async = 1;
+    a->end_ms = em_now_ms() + timeout_ms;
+    /* No wait for a link that is not up: the caller takes its blocking
+     * path, which does. */
+    int rc = call_begin(n, a, p, len, 0);
+    if (rc && rc != EM_TOOBIG && rc != EM_NOLINK)
+        cl_node_call_cancel(n, a);
+    return rc;
+}
+
+int cl_node_call_poll(cl_node *n, cl_node_acall *a, int *rc)
+{
+    pthread_mutex_lock(&n->mu);
+    int over = a->done || em_now_ms() >= a->end_ms;
+    if (over) {
+        *rc = a->done ? a->status : EM_TIMEOUT;
+        pend_unlink(n, a);
+    }
+    pthread_mutex_unlock(&n->mu);
+    return over;
+}
+
+void cl_node_call_cancel(cl_node *n, cl_node_acall *a)
+{
+    pthread_mutex_lock(&n->mu);
+    pend_unlink(n, a);
+    pthread_mutex_unlock(&n->mu);
 }
 
 int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, size_t len)
@@ -1203,7 +1257,7 @@ static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
     }
     id_drop(n->up, &n->nup, id);
     /* Calls waiting on that member will get no answer over this link. */
-    int woke = 0;
+    int woke = 0, hook = 0;
     for (pending *q = n->pend; q; q = q->next)
         if (q->remote && !q->done && q->to.msb == msb && q->to.lsb == lsb) {
             q->status = q->resp ? EM_CLOSED : EM_LOSTLEADER;
@@ -1211,10 +1265,13 @@ static void on_down(void *arg, cl_net_link *l, int was_up, const char *why)
             if (q->cv)
                 pthread_cond_signal(q->cv);
             woke = 1;
+            hook |= q->async;
         }
     if (woke)
         pthread_cond_broadcast(&n->cv);
     pthread_mutex_unlock(&n->mu);
+    if (hook && n->answer_hook)
+        n->answer_hook(n->answer_arg);
 }
 
 static int is_up(const cl_node *n, cl_meta_uuid id)

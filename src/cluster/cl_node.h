@@ -24,6 +24,7 @@
 #ifndef EM_CL_NODE_H
 #define EM_CL_NODE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -277,6 +278,45 @@ int cl_node_call(cl_node *n, cl_meta_uuid to, const void *p, size_t len, em_buf 
 void cl_node_call_all(cl_node *n, uint32_t k, const cl_meta_uuid *to, const em_buf *req,
                       em_buf *resp, int *rcs, uint32_t timeout_ms, void (*mid)(void *arg),
                       void *arg);
+
+/* An asynchronous call: cl_node_call without a thread waiting for it.
+ * The caller owns the storage and leaves it alone (its fields are
+ * cl_node.c's) from cl_node_call_start until cl_node_call_poll reports the
+ * call over or cl_node_call_cancel ends it. */
+typedef struct cl_node_acall {
+    uint64_t req;
+    int      done;
+    int      status;
+    uint64_t index;
+    em_buf  *resp;
+    cl_meta_uuid to;
+    int      remote;
+    pthread_cond_t *cv;
+    uint64_t end_ms;             /* asynchronous calls: when poll says EM_TIMEOUT */
+    uint8_t  async;              /* completing it runs the node's answer hook */
+    struct cl_node_acall *next;
+} cl_node_acall;
+
+/* cl_node_set_answer_hook: fn(arg) runs, on the thread that completed it
+ * (the transport's), each time an asynchronous call is answered or its
+ * member's link goes down.  It must only wake whoever polls.  Set before
+ * the first call. */
+void cl_node_set_answer_hook(cl_node *n, void (*fn)(void *arg), void *arg);
+
+/* cl_node_call_start sends p[0..len) to `to` as cl_node_call does and
+ * returns at once: 0 (in flight; the answer will be appended to resp),
+ * EM_NOLINK (no link to `to` is up now: nothing sent, where cl_node_call
+ * would wait for one), EM_TOOBIG, EM_BUSY (a transport callback), or a
+ * send error (nothing left in flight). */
+int cl_node_call_start(cl_node *n, cl_node_acall *a, cl_meta_uuid to, const void *p,
+                       size_t len, em_buf *resp, uint32_t timeout_ms);
+/* cl_node_call_poll: 0 while the call is in flight; 1 once it is over,
+ * with *rc its result as cl_node_call's (EM_TIMEOUT once timeout_ms passed
+ * unanswered). */
+int cl_node_call_poll(cl_node *n, cl_node_acall *a, int *rc);
+/* cl_node_call_cancel ends a call in flight; an answer that comes later is
+ * dropped.  Harmless on a call that is over. */
+void cl_node_call_cancel(cl_node *n, cl_node_acall *a);
 
 /* cl_node_answer answers a request on_call_later took: status 0 and the
  * answer p[0..len), or an error code (p ignored).  Any thread; once per id.

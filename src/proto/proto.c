@@ -144,6 +144,7 @@ void pr_conn_free(pr_conn *c)
     pr_conn_free(c->sub);
     pr_conn_free(c->sqlkv);
     em_free(c->sqlrem);
+    pr_afwd_free(c);
     em_buf_free(&c->fwd_resp);
     em_buf_free(&c->rid_env);
     em_buf_free(&c->rid_resp);
@@ -159,7 +160,7 @@ void pr_conn_free(pr_conn *c)
 }
 
 int pr_conn_ready(const pr_conn *c) { return c->ready; }
-int pr_conn_parked(const pr_conn *c) { return c->npq != 0 || c->job_busy; }
+int pr_conn_parked(const pr_conn *c) { return c->npq != 0 || c->job_busy || c->fwd_busy; }
 
 void pr_server_tx_stats(pr_server *s, uint64_t *open, uint64_t *waiting, uint64_t *locks)
 {
@@ -806,6 +807,8 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     }
     rc = dispatch(c, op, &r, out);
     trim_scratch(c);
+    if (c->afwd && rc != PR_PARK)
+        pr_afwd_end(c, body);
     if (rc == PR_PARK || rc == PR_OFFLOAD) {
         /* waits for a lock, or goes to the SQL threads: no reply now, the
          * frame is run again later */
@@ -884,8 +887,12 @@ static int queue_frame(pr_conn *c, em_buf *q, const uint8_t *body, size_t len)
  * full queue answers the request with an error instead. */
 static int run_or_queue(pr_conn *c, em_buf *q, const uint8_t *body, size_t len, em_buf *out)
 {
-    int rc = c->job_busy || queued_tx(q->p, q->len, pr_tx_frame_id(body, len)) ? PR_PARK
-             : request(c, body, len, out);
+    int rc = PR_PARK;
+    if (!c->job_busy && !c->fwd_busy && !queued_tx(q->p, q->len, pr_tx_frame_id(body, len))) {
+        c->in_loop = c->srv->tx_wake != NULL;   /* a forward may go without a wait */
+        rc = request(c, body, len, out);
+        c->in_loop = 0;
+    }
     if (rc == PR_OFFLOAD) {
         rc = pr_sqlx_take(c, body, len);
         return rc == 1 ? 0 : rc ? rc : EM_INVAL;    /* the reply: pr_sqlx_deliver */
@@ -912,7 +919,7 @@ int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap)
     int rc = pr_sqlx_deliver(c, out);
     if (rc < 0)
         return rc;
-    if (!c->npq || c->job_busy)
+    if (!c->npq || c->job_busy || (c->fwd_busy && pr_afwd_poll(c)))
         return 0;
     /* the waiting frames, in order, into pq2: the ones that still wait are
      * kept there, then the buffers swap */

@@ -205,6 +205,14 @@ int pr_cluster_restore(pr_server *s, const cl_meta_fsm *f)
     return first ? first : rc;
 }
 
+/* afwd_answered: a forward that did not wait was answered (below). */
+static void afwd_answered(void *arg)
+{
+    pr_server *s = arg;
+    if (s->tx_wake)
+        s->tx_wake(s->tx_wake_arg);     /* the loops resume their parked connections */
+}
+
 int pr_server_set_cluster(pr_server *s, cl_node *node)
 {
     if (!s->apply_conn && !(s->apply_conn = pr_conn_new(s)))
@@ -224,6 +232,8 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
     if (rc)
         return rc;
     s->opt.cluster = node;
+    if (node)
+        cl_node_set_answer_hook(node, afwd_answered, s);
     atomic_store_explicit(&s->cluster_ready, 1, memory_order_release);
     return 0;
 }
@@ -234,8 +244,10 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
  * topology the members share (cl_repl_owners); reads of a cache that reads
  * from backups are served by any owner, so by this node when it holds a
  * copy.  A single-key op on another member's key is forwarded whole - the
- * client's request bytes - and answered with what the owner answered; the
- * worker waits for it (FORWARD_TIMEOUT_MS at most).  A batch whose keys all
+ * client's request bytes - and answered with what the owner answered
+ * (FORWARD_TIMEOUT_MS at most): from a client's connection without holding
+ * its loop (afwd_start above), elsewhere (SQL's calls, a retry, a batch)
+ * with the worker waiting for it.  A batch whose keys all
  * have one owner goes there; a batch across owners is split per owner
  * (split).  GET_SIZE, CLEAR and REMOVE_ALL ask every member and sum.
  * Forwarded requests run on the owner's forwarding workers
@@ -315,6 +327,132 @@ static int target_of(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8
     return 0;
 }
 
+/* ---- forwarding without a wait ---------------------------------------------
+ *
+ * A single-key request forwarded from a client's connection does not hold
+ * its loop for the round trip: the request goes out (cl_node_call_start),
+ * the handler parks it (PR_PARK, the frame kept in the connection's queue,
+ * fwd_busy set so every later frame of the connection waits behind it and
+ * keeps its order), and the loop serves its other connections.  The answer
+ * wakes the loops (the node's answer hook); pr_conn_resume sees the call
+ * over and runs the frame again, and this time the forward takes the
+ * answer instead of sending (afwd_take): the reply is built, counted and
+ * sent exactly as a blocking forward's, and whatever the answer asks for -
+ * map again, wait for a cache, wait for a lock - goes on from there as it
+ * would have.  Only requests whose second run is harmless go this way:
+ * reads, idempotent writes and named writes (the second run keeps the
+ * name, so the owner that ran it answers from its window). */
+static int call_rc(pr_conn *c, int rc);
+
+struct pr_afwd {
+    cl_node_acall call;
+    em_buf   resp;                  /* the owner's answer */
+    em_buf   env;                   /* a named write's envelope as sent */
+    uint64_t rid;                   /* the client's request id */
+    int      op;
+    int      rc;                    /* the call's result, once over */
+    uint8_t  have;                  /* over: the frame's next run takes it */
+    uint8_t  named;
+};
+
+/* frame_rid: the client's request id, also at bytes 2..10 of an envelope */
+static uint64_t frame_rid(const uint8_t *body) { return em_ld64(body + 2); }
+
+static int afwd_mine(const pr_conn *c)
+{
+    const struct pr_afwd *a = c->afwd;
+    return a && a->have && a->op == c->req_op && a->rid == frame_rid(c->req_body);
+}
+
+/* afwd_start sends c->req_body (the envelope when named) to `to` without a
+ * wait: 0 (the caller parks the request) or nonzero (it forwards as
+ * before, blocking). */
+static int afwd_start(pr_conn *c, cl_meta_uuid to, int named, size_t frame_len)
+{
+    if (!c->in_loop || c->fwd_busy || (c->afwd && c->afwd->have) ||
+        !(named || pr_cluster_idempotent(c->req_op)) || c->npq + 1 >= PR_MAX_WAITING ||
+        c->pq.len + frame_len + 4 > PR_MAX_WAITING_BYTES)
+        return EM_BUSY;
+    if (!c->afwd && !(c->afwd = em_calloc(1, sizeof *c->afwd)))
+        return EM_NOMEM;
+    struct pr_afwd *a = c->afwd;
+    em_buf_reset(&a->resp);
+    int rc = cl_node_call_start(c->srv->opt.cluster, &a->call, to, c->req_body, c->req_len,
+                                &a->resp, FORWARD_TIMEOUT_MS);
+    if (rc)
+        return rc;
+    if (c->stats)
+        pr_stats_forwarded(c->stats, c->req_op);
+    a->rid = frame_rid(c->req_body);
+    a->op = c->req_op;
+    a->named = (uint8_t)named;
+    if (named) {                    /* kept for the next run: no copy */
+        em_buf t = a->env;
+        a->env = c->rid_env;
+        c->rid_env = t;
+    }
+    c->fwd_busy = 1;
+    return 0;
+}
+
+/* afwd_named: the request's earlier run forwarded it named: its envelope
+ * is c->rid_env again, and 1. */
+static int afwd_named(pr_conn *c)
+{
+    if (!afwd_mine(c) || !c->afwd->named)
+        return 0;
+    em_buf t = c->rid_env;
+    c->rid_env = c->afwd->env;
+    c->afwd->env = t;
+    c->afwd->named = 0;
+    return 1;
+}
+
+/* afwd_take: the request's earlier run forwarded it and the answer is in:
+ * it becomes resp, *rc the call's result as forward's, and 1. */
+static int afwd_take(pr_conn *c, em_buf *resp, int *rc)
+{
+    if (!afwd_mine(c))
+        return 0;
+    struct pr_afwd *a = c->afwd;
+    em_buf t = *resp;
+    *resp = a->resp;
+    a->resp = t;
+    a->have = 0;
+    *rc = call_rc(c, a->rc);
+    return 1;
+}
+
+int pr_afwd_poll(pr_conn *c)
+{
+    struct pr_afwd *a = c->afwd;
+    if (!cl_node_call_poll(c->srv->opt.cluster, &a->call, &a->rc))
+        return 1;
+    c->fwd_busy = 0;
+    a->have = 1;
+    return 0;
+}
+
+void pr_afwd_end(pr_conn *c, const uint8_t *body)
+{
+    struct pr_afwd *a = c->afwd;
+    if (a->have && a->rid == frame_rid(body))
+        a->have = a->named = 0;     /* it ran without the answer (here, say) */
+}
+
+void pr_afwd_free(pr_conn *c)
+{
+    struct pr_afwd *a = c->afwd;
+    if (!a)
+        return;
+    if (c->fwd_busy)
+        cl_node_call_cancel(c->srv->opt.cluster, &a->call);
+    em_buf_free(&a->resp);
+    em_buf_free(&a->env);
+    em_free(a);
+    c->afwd = NULL;
+}
+
 /* parse_reply takes a forwarded request's reply (a 1.7.0 response frame):
  * its payload is appended to out, or its error becomes this reply's. */
 static int parse_reply(pr_conn *c, const uint8_t *p, size_t n, em_buf *out)
@@ -367,7 +505,8 @@ static int ask(pr_conn *c, cl_meta_uuid to, em_buf *resp, em_buf *out)
     size_t at = out->len;
     int rc;
     for (int tries = 0;; tries++) {
-        rc = forward(c, to, resp);
+        if (tries || !afwd_take(c, resp, &rc))
+            rc = forward(c, to, resp);
         if (!rc)
             rc = parse_reply(c, resp->p, resp->len, out);
         if (rc != PR_ST_CACHE_NOT_FOUND || tries == 50)
@@ -1038,7 +1177,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
     int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
     em_buf *resp = &c->fwd_resp;    /* reused: a forwarded op allocates nothing */
     int remaps = 0;
-    int named = 0;                  /* c->rid_env holds the write under its id */
+    int named = afwd_named(c);      /* c->rid_env holds the write under its id */
     for (int tries = 0;; tries++) {
         int owner;
         if ((rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner)) == EM_AGAIN) {
@@ -1103,19 +1242,22 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
          * does. */
         c->route_idem = (named || pr_cluster_idempotent(op)) && remaps < REMAP_TRIES;
         c->route_remap = remaps < REMAP_TRIES;
+        const uint8_t *ob = c->req_body;
+        size_t ol = c->req_len;
         if (named) {
-            const uint8_t *ob = c->req_body;
-            size_t ol = c->req_len;
             c->req_body = c->rid_env.p;
             c->req_len = c->rid_env.len;
-            rc = ask(c, to, resp, out);
-            c->req_body = ob;
-            c->req_len = ol;
-        } else {
-            rc = ask(c, to, resp, out);
         }
+        if (!tries && !remaps && afwd_start(c, to, named, ol) == 0)
+            rc = PR_PARK;           /* the answer wakes it (above) */
+        else
+            rc = ask(c, to, resp, out);
+        c->req_body = ob;
+        c->req_len = ol;
         c->route_idem = c->route_remap = 0;
         *done = 1;
+        if (rc == PR_PARK)
+            return rc;
         if (rc == EM_CLOSED) {
             /* The owner's link went down before it answered, and the
              * request may run twice harmlessly (or it was never sent):
@@ -1177,6 +1319,7 @@ int pr_cluster_reroute(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, cons
     uint64_t seen = cl_topo_index(t);
     cl_node_topo_release(t);
     uint64_t end = em_now_ms() + REROUTE_WAIT_MS;
+    c->in_loop = 0;                 /* it ran here once: forward it with a wait */
     for (;;) {
         *done = 0;
         int rc = pr_cluster_route(c, op, sc, kp, kend, nkeys, pairs, out, done);

@@ -103,6 +103,9 @@ struct pr_conn {
     int        probe_ok;            /* ... and the op got past its checks: owned here */
     pr_conn   *sub;                 /* runs this node's part of a split batch */
     em_buf     fwd_resp;            /* a forwarded request's answer (reused) */
+    struct pr_afwd *afwd;           /* a forward in flight without a wait (proto_cluster.c) */
+    uint8_t    fwd_busy;            /* ... is in flight: later frames wait in pq */
+    uint8_t    in_loop;             /* the request runs on a loop that resumes parked ones */
     em_buf     rid_env, rid_resp;   /* a PR_OP_RID_CALL sent, a write's reply (reused) */
     int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
     uint8_t    route_idem;          /* the request routed now may run twice harmlessly */
@@ -417,6 +420,14 @@ void pr_tx_sync_waiting(pr_conn *c);
 /* Waiting requests per connection: more are answered with an error. */
 #define PR_MAX_WAITING 1024
 #define PR_MAX_WAITING_BYTES (16u << 20)
+
+/* Forwarding without a wait (proto_cluster.c): pr_afwd_poll, on resume,
+ * says whether the forward in flight is still out (1: the connection stays
+ * parked); pr_afwd_end, after a request ran, drops an answer it did not
+ * take; pr_afwd_free, on close, ends the call. */
+int  pr_afwd_poll(pr_conn *c);
+void pr_afwd_end(pr_conn *c, const uint8_t *body);
+void pr_afwd_free(pr_conn *c);
 int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out);              /* 2000 */
 int pr_op_scan_page(pr_conn *c, pr_rd *r, em_buf *out);         /* 2001 */
 int pr_op_resource_close(pr_conn *c, pr_rd *r, em_buf *out);    /* 0 */

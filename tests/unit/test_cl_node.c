@@ -13,8 +13,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -39,7 +41,24 @@ typedef struct tnode {
     char     dir[128];
 } tnode;
 
+static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t n);
+
 static char g_seed[64];
+
+/* The members' call handler: "slow" is taken and never answered (its
+ * caller sees the link go); anything else is echoed back after "re:". */
+static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t n)
+{
+    cl_node **self = arg;
+    if (n == 4 && memcmp(p, "slow", 4) == 0)
+        return 0;
+    uint8_t b[64];
+    if (n > sizeof b - 3)
+        return EM_TOOBIG;
+    memcpy(b, "re:", 3);
+    memcpy(b + 3, p, n);
+    return cl_node_answer(*self, id, 0, b, n + 3);
+}
 
 static int start(tnode *t, int bootstrap, int i)
 {
@@ -54,7 +73,7 @@ static int start(tnode *t, int bootstrap, int i)
             .cluster_name = "t", .host = "127.0.0.1", .port = 0, .raft_port = free_port(),
             .seeds = bootstrap ? NULL : g_seed, .bootstrap = bootstrap, .dir = t->dir,
             .failure_detection_ms = 2000, .election_ms = 600, .heartbeat_ms = 100,
-            .errmsg = err,
+            .errmsg = err, .arg = &t->n, .on_call_later = on_call_later,
         };
         int rc = cl_node_start(&t->n, &c);
         if (rc == 0)
@@ -170,4 +189,76 @@ TEST(cl_node_three_form_fail_leave_and_join)
     CHECK(wait_members(two, 2, 2));
     stop(&two[0], 0);
     stop(&two[1], 0);
+}
+
+static _Atomic int g_answers;
+
+static void answered(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&g_answers, 1);
+}
+
+/* poll_until: the call's result once it is over (bounded). */
+static int poll_until(cl_node *n, cl_node_acall *a)
+{
+    int rc = EM_TIMEOUT;
+    uint64_t end = em_now_ms() + WAIT_MS;
+    while (!cl_node_call_poll(n, a, &rc) && em_now_ms() < end)
+        usleep(1000);
+    return rc;
+}
+
+/* Calls without a waiting thread (cl_node_call_start): the answer lands in
+ * the caller's buffer and runs the answer hook; a call to a member with no
+ * link fails at once; a cancelled call's answer is dropped; a call whose
+ * member goes away ends with EM_CLOSED. */
+TEST(cl_node_call_without_a_wait)
+{
+    tnode ts[2];
+    memset(ts, 0, sizeof ts);
+    REQUIRE_OK(start(&ts[0], 1, 10));
+    REQUIRE(wait_members(ts, 1, 1));
+    seed_from(&ts[0]);
+    REQUIRE_OK(start(&ts[1], 0, 11));
+    REQUIRE(wait_members(ts, 2, 2));
+    cl_node_set_answer_hook(ts[0].n, answered, NULL);
+    cl_topo *t = cl_node_topo_acquire(ts[0].n);
+    cl_meta_uuid other = t->m[t->self == 0 ? 1 : 0].id;
+    cl_node_topo_release(t);
+    /* The link comes up right after the join: a blocking call waits for it. */
+    em_buf resp = EM_BUF_INIT;
+    REQUIRE_OK(cl_node_call(ts[0].n, other, "warm", 4, &resp, WAIT_MS));
+
+    cl_node_acall a;
+    em_buf_reset(&resp);
+    atomic_store(&g_answers, 0);
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "hello", 5, &resp, WAIT_MS));
+    CHECK_OK(poll_until(ts[0].n, &a));
+    CHECK(resp.len == 8 && memcmp(resp.p, "re:hello", 8) == 0);
+    CHECK(atomic_load(&g_answers) >= 1);
+
+    cl_meta_uuid nobody = { 12345, 67890 };
+    CHECK(cl_node_call_start(ts[0].n, &a, nobody, "x", 1, &resp, WAIT_MS) == EM_NOLINK);
+
+    /* Cancelled at once: its answer, when it comes, touches nothing. */
+    em_buf gone = EM_BUF_INIT;
+    cl_node_acall c;
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &c, other, "bye", 3, &gone, WAIT_MS));
+    cl_node_call_cancel(ts[0].n, &c);
+    memset(&c, 0xa5, sizeof c);     /* the caller may reuse it at once */
+    em_buf_reset(&resp);
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "again", 5, &resp, WAIT_MS));
+    CHECK_OK(poll_until(ts[0].n, &a));
+    CHECK(resp.len == 8 && memcmp(resp.p, "re:again", 8) == 0);
+
+    /* Never answered, then the member vanishes: the link's loss ends it. */
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "slow", 4, &resp, WAIT_MS));
+    int rc = 0;
+    CHECK(!cl_node_call_poll(ts[0].n, &a, &rc));
+    stop(&ts[1], 0);
+    CHECK(poll_until(ts[0].n, &a) == EM_CLOSED);
+    em_buf_free(&resp);
+    em_buf_free(&gone);
+    stop(&ts[0], 0);
 }
