@@ -119,6 +119,7 @@ struct cl_repl {
     _Atomic uint32_t npeers;
     pthread_mutex_t wait_mu;        /* FULL_SYNC waiters */
     waiter         *waiters;
+    cl_repl_await  *awaits;         /* ... and awaits (no thread waits for them) */
     em_buf          ack_out;        /* transport thread: acks of one frame */
     _Atomic uint64_t st[11];
 };
@@ -373,9 +374,12 @@ static void flush_peers(cl_repl *r, int try)
  * writer holding a stream lock takes that lock (shared) to send, so here
  * the stream locks are only tried - blocking would order the two locks
  * both ways, a deadlock once cl_node_stop waits for the life lock. */
+static void await_tick(cl_repl *r);
+
 void cl_repl_flush(cl_repl *r)
 {
     flush_peers(r, 1);
+    await_tick(r);
 }
 
 /* ---- owners --------------------------------------------------------------- */
@@ -628,7 +632,9 @@ static int ticket_state(cl_repl *r, cl_topo *t, ticket *tk, waiter *w)
     return 1;
 }
 
-int cl_repl_finish(cl_repl *r)
+/* finish_send sends this thread's streams: 1 when its request must then
+ * wait for acks (the ticket kept), 0 when not (the ticket cleared). */
+static int finish_send(cl_repl *r)
 {
     ticket *tk = &tl_ticket;
     if (tk->r != r) {
@@ -646,6 +652,14 @@ int cl_repl_finish(cl_repl *r)
         tk->r = NULL;
         return 0;
     }
+    return 1;
+}
+
+/* ticket_wait waits for the acks of this thread's ticket (finish_send
+ * said 1), then clears it. */
+static int ticket_wait(cl_repl *r)
+{
+    ticket *tk = &tl_ticket;
     count(r, S_WAITS, 1);
     uint64_t end = em_now_ms() + r->o.timeout_ms;
     int rc;
@@ -698,12 +712,167 @@ int cl_repl_finish(cl_repl *r)
     return rc;
 }
 
+int cl_repl_finish(cl_repl *r)
+{
+    return finish_send(r) ? ticket_wait(r) : 0;
+}
+
+int cl_repl_finish_defer(cl_repl *r)
+{
+    if (!finish_send(r))
+        return 0;
+    ticket *tk = &tl_ticket;
+    return tk->n <= CL_REPL_AWAIT_MAX && !tk->overflow ? CL_REPL_DEFERRED : ticket_wait(r);
+}
+
+/* ---- awaits ---------------------------------------------------------------
+ *
+ * The same wait without a thread: an await holds the few (cache, partition,
+ * counter) a request must see acked, starting at the first one not acked
+ * yet.  Whatever may settle one looks at the awaits under wait_mu: an ack
+ * (only those whose next entry it names), a topology change and the tick
+ * (all of them; the tick also times them out). */
+
+/* await_state: 1 when every entry is acked (a->at moves past the acked
+ * ones), 0 while one is not, EM_STALE when one was refused. */
+static int await_state(cl_repl *r, cl_topo *t, cl_repl_await *a)
+{
+    for (; a->at < a->n; a->at++) {
+        int st = entry_state(r, t, a->e[a->at].c, a->e[a->at].part, a->e[a->at].ctr);
+        if (st != 1)
+            return st;
+    }
+    return 1;
+}
+
+/* await_settle unlinks *x (wait_mu held) with result rc: its done runs now
+ * when under_lock, else it is pushed on *later, for after the unlock. */
+static void await_settle(cl_repl *r, cl_repl_await **x, int rc, cl_repl_await **later)
+{
+    cl_repl_await *a = *x;
+    *x = a->next;
+    if (rc == EM_TIMEOUT)
+        count(r, S_TIMEOUTS, 1);
+    if (a->under_lock) {
+        a->done(a->arg, rc);
+        return;
+    }
+    a->end_ms = (uint64_t)rc;       /* carried to run_later */
+    a->next = *later;
+    *later = a;
+}
+
+static void run_later(cl_repl_await *later)
+{
+    while (later) {
+        cl_repl_await *a = later;
+        later = a->next;
+        a->done(a->arg, (int)a->end_ms);
+    }
+}
+
+/* await_scan settles the awaits that can be (wait_mu held): with c set,
+ * only those waiting next for (c, part, up to ctr); now != 0 also times
+ * out the late ones. */
+static void await_scan(cl_repl *r, cl_topo *t, rcache *c, uint32_t part, uint64_t ctr,
+                       uint64_t now, cl_repl_await **later)
+{
+    for (cl_repl_await **x = &r->awaits; *x;) {
+        cl_repl_await *a = *x;
+        if (c && (a->e[a->at].c != c || a->e[a->at].part != part || a->e[a->at].ctr > ctr)) {
+            x = &a->next;
+            continue;
+        }
+        int st = await_state(r, t, a);
+        if (st == 0 && now && now >= a->end_ms)
+            st = EM_TIMEOUT;
+        if (st == 0)
+            x = &a->next;
+        else
+            await_settle(r, x, st == 1 ? 0 : st, later);
+    }
+}
+
+int cl_repl_await_start(cl_repl *r, cl_repl_await *a, int *rc)
+{
+    ticket *tk = &tl_ticket;
+    a->n = a->at = 0;
+    for (uint32_t i = 0; i < tk->n && i < CL_REPL_AWAIT_MAX; i++) {
+        a->e[i].c = tk->e[i].c;
+        a->e[i].part = tk->e[i].part;
+        a->e[i].ctr = tk->e[i].ctr;
+        a->n++;
+    }
+    cl_repl_begin();
+    tk->r = NULL;
+    count(r, S_WAITS, 1);
+    a->end_ms = em_now_ms() + r->o.timeout_ms;
+    cl_topo *t = cl_node_topo_acquire(r->o.node);
+    pthread_mutex_lock(&r->wait_mu);
+    int st = await_state(r, t, a);
+    if (st == 0) {
+        a->next = r->awaits;
+        r->awaits = a;
+    }
+    pthread_mutex_unlock(&r->wait_mu);
+    cl_node_topo_release(t);
+    if (st == 0)
+        return 0;
+    *rc = st == 1 ? 0 : st;
+    return 1;
+}
+
+/* await_tick: the awaits' backstop on the tick - one whose ack was missed,
+ * or that ran late. */
+static void await_tick(cl_repl *r)
+{
+    cl_repl_await *later = NULL;
+    cl_topo *t = cl_node_topo_acquire(r->o.node);
+    pthread_mutex_lock(&r->wait_mu);
+    if (r->awaits)
+        await_scan(r, t, NULL, 0, 0, em_now_ms(), &later);
+    pthread_mutex_unlock(&r->wait_mu);
+    cl_node_topo_release(t);
+    run_later(later);
+}
+
+int cl_repl_await_cancel(cl_repl *r, cl_repl_await *a)
+{
+    int found = 0;
+    pthread_mutex_lock(&r->wait_mu);
+    for (cl_repl_await **x = &r->awaits; *x; x = &(*x)->next)
+        if (*x == a) {
+            *x = a->next;
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&r->wait_mu);
+    return found;
+}
+
+void cl_repl_await_drain(cl_repl *r)
+{
+    if (!r)
+        return;
+    cl_repl_await *later = NULL;
+    pthread_mutex_lock(&r->wait_mu);
+    while (r->awaits)
+        await_settle(r, &r->awaits, EM_CLOSED, &later);
+    pthread_mutex_unlock(&r->wait_mu);
+    run_later(later);
+}
+
 void cl_repl_topology(cl_repl *r)
 {
+    cl_repl_await *later = NULL;
+    cl_topo *t = cl_node_topo_acquire(r->o.node);
     pthread_mutex_lock(&r->wait_mu);
     for (waiter *w = r->waiters; w; w = w->next)
         pthread_cond_signal(&w->cv);
+    await_scan(r, t, NULL, 0, 0, 0, &later);
     pthread_mutex_unlock(&r->wait_mu);
+    cl_node_topo_release(t);
+    run_later(later);
 }
 
 /* ---- owner side ------------------------------------------------------------ */
@@ -924,6 +1093,8 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
     if (slot < 0)
         return;
     int nack = 0;
+    cl_repl_await *later = NULL;
+    cl_topo *t = NULL;
     pthread_mutex_lock(&r->wait_mu);
     for (size_t at = 0; at + ACK_ENTRY <= n; at += ACK_ENTRY) {
         int32_t cache = (int32_t)em_ld32(p + at);
@@ -962,8 +1133,16 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
         for (waiter *w = r->waiters; w; w = w->next)
             if (w->c == c && w->part == part && w->ctr <= ctr)
                 pthread_cond_signal(&w->cv);
+        if (r->awaits) {
+            if (!t)
+                t = cl_node_topo_acquire(r->o.node);
+            await_scan(r, t, c, part, ctr, 0, &later);
+        }
     }
     pthread_mutex_unlock(&r->wait_mu);
+    if (t)
+        cl_node_topo_release(t);
+    run_later(later);
     /* Transport thread, inside the node's life lock: only tried, as in
      * cl_repl_flush. */
     peer *pe = r->peers[slot];

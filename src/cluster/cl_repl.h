@@ -112,6 +112,43 @@ void cl_repl_topology(cl_repl *r);
 void cl_repl_begin(void);
 int  cl_repl_finish(cl_repl *r);
 
+/* FULL_SYNC without a waiting thread.  cl_repl_finish_defer is
+ * cl_repl_finish, except that when the request's acks must be waited for
+ * and it touched at most CL_REPL_AWAIT_MAX partitions, it sends the streams
+ * and returns CL_REPL_DEFERRED, keeping what to wait for on this thread for
+ * cl_repl_await_start (call it before this thread's next request). */
+#define CL_REPL_DEFERRED  1
+#define CL_REPL_AWAIT_MAX 4
+int  cl_repl_finish_defer(cl_repl *r);
+
+/* An await: the caller's storage, owned by cl_repl from a start that
+ * returned 0 until done runs or a cancel returns 1.  done(arg, rc) runs
+ * once, rc as cl_repl_finish's or EM_CLOSED (cl_repl_await_drain), on the
+ * thread that settled it (the transport's, mostly).  With under_lock it
+ * runs with the waits' lock held (it may only record and wake, never call
+ * into cl_repl or the node), which makes cancel exact. */
+typedef struct cl_repl_await {
+    void   (*done)(void *arg, int rc);
+    void    *arg;
+    int      under_lock;
+    /* cl_repl.c's */
+    struct { void *c; uint32_t part; uint64_t ctr; } e[CL_REPL_AWAIT_MAX];
+    uint32_t n, at;                 /* entries; the first not acked yet */
+    uint64_t end_ms;
+    struct cl_repl_await *next;
+} cl_repl_await;
+
+/* cl_repl_await_start takes over what cl_repl_finish_defer kept: 0 (done
+ * runs later), or 1 with *rc the result when it is known at once (the acks
+ * were in already; done does not run). */
+int  cl_repl_await_start(cl_repl *r, cl_repl_await *a, int *rc);
+/* cl_repl_await_cancel: 1 when a was still waiting (done never runs), 0
+ * when it was settled (with under_lock, done has returned). */
+int  cl_repl_await_cancel(cl_repl *r, cl_repl_await *a);
+/* cl_repl_await_drain settles every await still waiting with EM_CLOSED
+ * (stopping: before the node stops, since done may answer through it). */
+void cl_repl_await_drain(cl_repl *r);
+
 /* cl_repl_flush sends what is queued for every peer whose stream is not
  * busy (the transport's tick calls it, for updates made outside requests;
  * a busy stream's writer sends it). */

@@ -145,6 +145,7 @@ void pr_conn_free(pr_conn *c)
     pr_conn_free(c->sqlkv);
     em_free(c->sqlrem);
     pr_afwd_free(c);
+    pr_ackw_free(c);
     em_buf_free(&c->fwd_resp);
     em_buf_free(&c->rid_env);
     em_buf_free(&c->rid_resp);
@@ -889,9 +890,12 @@ static int run_or_queue(pr_conn *c, em_buf *q, const uint8_t *body, size_t len, 
 {
     int rc = PR_PARK;
     if (!c->job_busy && !c->fwd_busy && !queued_tx(q->p, q->len, pr_tx_frame_id(body, len))) {
-        c->in_loop = c->srv->tx_wake != NULL;   /* a forward may go without a wait */
+        size_t at = out->len;
+        c->in_loop = c->srv->tx_wake != NULL;   /* forwards and acks go without a wait */
         rc = request(c, body, len, out);
         c->in_loop = 0;
+        if (c->ack_deferred)
+            rc = pr_ackw_hold(c, rc, body, len, out, at);
     }
     if (rc == PR_OFFLOAD) {
         rc = pr_sqlx_take(c, body, len);
@@ -919,7 +923,13 @@ int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap)
     int rc = pr_sqlx_deliver(c, out);
     if (rc < 0)
         return rc;
-    if (!c->npq || c->job_busy || (c->fwd_busy && pr_afwd_poll(c)))
+    if (c->fwd_busy == PR_OUT_ACKS) {
+        if (!pr_ackw_poll(c, out, &rc))
+            return 0;
+        if (rc < 0)
+            return rc;
+    }
+    if (!c->npq || c->job_busy || (c->fwd_busy == PR_OUT_FWD && pr_afwd_poll(c)))
         return 0;
     /* the waiting frames, in order, into pq2: the ones that still wait are
      * kept there, then the buffers swap */

@@ -256,6 +256,23 @@ void pr_conn_set_origin(pr_conn *c, int has, uint64_t msb, uint64_t lsb);
  * because this node does not own its keys in its own topology; the worker
  * answers EM_STALE so the forwarding node looks for the owner again. */
 int  pr_conn_take_stale(pr_conn *c);
+/* FULL_SYNC acks without a waiting worker (proto_ackw.c).
+ * pr_conn_set_ack_defer: c's writes may leave their ack wait to the
+ * caller.  pr_conn_take_ack_wait, after pr_exec_on: 1 when the request did
+ * - cl_repl_await_start must come next, on this thread, and the answer
+ * waits for it - with what its settling needs in *info.
+ * pr_fwd_ack_result, when it settled with rc: records a named write's
+ * outcome and makes *frame (the reply built as if acked) what to answer;
+ * returns the answer's status (0, or EM_STALE: the sender maps it again). */
+typedef struct pr_fwd_ack {
+    uint64_t rid_origin, rid_seq;
+    int      effect;
+    uint16_t op;
+    uint8_t  named;
+} pr_fwd_ack;
+void pr_conn_set_ack_defer(pr_conn *c, int on);
+int  pr_conn_take_ack_wait(pr_conn *c, pr_fwd_ack *info);
+int  pr_fwd_ack_result(pr_server *s, const pr_fwd_ack *info, int rc, em_buf *frame);
 /* pr_server_set_repl: replication for this cluster member (before
  * requests are served); pr_server_wait_cache: the cache with this id,
  * waiting a bounded time for a cache start the metadata group has not

@@ -248,9 +248,7 @@ static int emit_kv(void *arg, const uint8_t *k, size_t klen, const uint8_t *v, s
 
 int pr_fail_repl_timeout(pr_conn *c)
 {
-    return pr_fail(c, PR_ST_FAILED, "The write was applied on the primary but not every owner "
-                   "of the key acknowledged it in time (FULL_SYNC): it may or may not survive "
-                   "a failure of the primary; retry");
+    return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_TIMEOUT_MSG);
 }
 
 int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
@@ -472,7 +470,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
     }
     if (c->srv->opt.repl) {
-        int wrc = cl_repl_finish(c->srv->opt.repl);
+        int wrc = pr_cache_repl_finish(c, (uint16_t)op);
         if (!rc && wrc == EM_TIMEOUT)
             return pr_fail_repl_timeout(c);
         if (!rc && wrc == EM_STALE && (k || bt.p) && pr_cluster_idempotent(op)) {
@@ -484,8 +482,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
             out->len = out_at;
             if (c->forwarded) {
                 c->stale = 1;
-                return pr_fail(c, PR_ST_FAILED, "The partition's primary changed while the "
-                               "write ran here");
+                return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_MOVED_MSG);
             }
             const uint8_t *kend = r->p + r->pos;
             int done = 0;
@@ -495,9 +492,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
                 return rc;
         }
         if (!rc && wrc == EM_STALE)
-            return pr_fail(c, PR_ST_FAILED, "The write was applied on this node but an owner "
-                           "refused it (the partition's primary changed): it may or may not "
-                           "stay; retry");
+            return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_STALE_MSG);
         if (!rc && wrc)
             rc = wrc;
     }

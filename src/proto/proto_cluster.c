@@ -391,7 +391,7 @@ static int afwd_start(pr_conn *c, cl_meta_uuid to, int named, size_t frame_len)
         a->env = c->rid_env;
         c->rid_env = t;
     }
-    c->fwd_busy = 1;
+    c->fwd_busy = PR_OUT_FWD;
     return 0;
 }
 
@@ -445,7 +445,7 @@ void pr_afwd_free(pr_conn *c)
     struct pr_afwd *a = c->afwd;
     if (!a)
         return;
-    if (c->fwd_busy)
+    if (c->fwd_busy == PR_OUT_FWD)
         cl_node_call_cancel(c->srv->opt.cluster, &a->call);
     em_buf_free(&a->resp);
     em_buf_free(&a->env);
@@ -1126,7 +1126,13 @@ int pr_op_rid_call(pr_conn *c, pr_rd *r, em_buf *out)
         rc = parse_reply(c, resp->p, resp->len, out);
     else if (rc != EM_NOMEM)
         rc = pr_fail(c, PR_ST_FAILED, "Request failed: %s", em_strerror(rc));
-    if (w) {
+    if (w && c->ack_deferred) {
+        /* recorded once its acks settle (pr_fwd_ack_result) */
+        c->ack_named = 1;
+        c->ack_effect = effect;
+        c->ack_rid_origin = id.origin;
+        c->ack_rid_seq = id.seq;
+    } else if (w) {
         if (!rc)
             cl_rids_finish(w, id, effect, 0, out->p + at, out->len - at);
         else    /* refused as stale: it did not run (a retry runs it) */
@@ -1137,7 +1143,10 @@ int pr_op_rid_call(pr_conn *c, pr_rd *r, em_buf *out)
     if (ex && effect &&
         atomic_fetch_add_explicit(&c->srv->rid_ran, 1, memory_order_relaxed) + 1 == ex) {
         /* Tests only: fail this node now, the write applied and replicated,
-         * its reply not sent. */
+         * its reply not sent (a wait for its acks handed over is done
+         * here: the ticket is still this thread's). */
+        if (c->ack_deferred)
+            (void)cl_repl_finish(c->srv->opt.repl);
         static const char m[] = "exit_after_writes: exiting after a forwarded write ran\n";
         (void)!write(2, m, sizeof m - 1);
         _exit(9);

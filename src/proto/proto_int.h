@@ -104,8 +104,16 @@ struct pr_conn {
     pr_conn   *sub;                 /* runs this node's part of a split batch */
     em_buf     fwd_resp;            /* a forwarded request's answer (reused) */
     struct pr_afwd *afwd;           /* a forward in flight without a wait (proto_cluster.c) */
-    uint8_t    fwd_busy;            /* ... is in flight: later frames wait in pq */
+    uint8_t    fwd_busy;            /* PR_OUT_*: a request is out, later frames wait in pq */
     uint8_t    in_loop;             /* the request runs on a loop that resumes parked ones */
+    /* FULL_SYNC acks awaited without a thread (proto_ackw.c) */
+    uint8_t    ack_defer;           /* a forwarding worker's: it hands the wait over */
+    uint8_t    ack_deferred;        /* this request's write did (pr_cache_repl_finish) */
+    uint8_t    ack_named;           /* ... under a request id (pr_op_rid_call) */
+    uint16_t   ack_op;
+    int        ack_effect;
+    uint64_t   ack_rid_origin, ack_rid_seq;
+    struct pr_ackw *ackw;           /* a client's reply held for its acks */
     em_buf     rid_env, rid_resp;   /* a PR_OP_RID_CALL sent, a write's reply (reused) */
     int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
     uint8_t    route_idem;          /* the request routed now may run twice harmlessly */
@@ -425,9 +433,29 @@ void pr_tx_sync_waiting(pr_conn *c);
  * says whether the forward in flight is still out (1: the connection stays
  * parked); pr_afwd_end, after a request ran, drops an answer it did not
  * take; pr_afwd_free, on close, ends the call. */
+enum { PR_OUT_FWD = 1, PR_OUT_ACKS = 2 };
 int  pr_afwd_poll(pr_conn *c);
 void pr_afwd_end(pr_conn *c, const uint8_t *body);
 void pr_afwd_free(pr_conn *c);
+
+/* FULL_SYNC replies without a waiting thread (proto_ackw.c).
+ * pr_cache_repl_finish ends a cache op's replication: cl_repl_finish, or,
+ * on a client's loop or a forwarding worker, its deferred form (0 with
+ * c->ack_deferred set: the caller hands the wait over).  pr_ackw_hold, on
+ * a client's loop right after such a request (rc: the request's result):
+ * its reply (out[at..)) is held until the acks settle; 0 or a closing code.  pr_ackw_poll, on resume: 1
+ * once settled (the reply or its error appended, *rc the append's result),
+ * 0 while not.  pr_ackw_free: on close. */
+#define PR_REPL_TIMEOUT_MSG "The write was applied on the primary but not every owner of " \
+    "the key acknowledged it in time (FULL_SYNC): it may or may not survive a failure of " \
+    "the primary; retry"
+#define PR_REPL_STALE_MSG "The write was applied on this node but an owner refused it (the " \
+    "partition's primary changed): it may or may not stay; retry"
+#define PR_REPL_MOVED_MSG "The partition's primary changed while the write ran here"
+int  pr_cache_repl_finish(pr_conn *c, uint16_t op);
+int  pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *out, size_t at);
+int  pr_ackw_poll(pr_conn *c, em_buf *out, int *rc);
+void pr_ackw_free(pr_conn *c);
 int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out);              /* 2000 */
 int pr_op_scan_page(pr_conn *c, pr_rd *r, em_buf *out);         /* 2001 */
 int pr_op_resource_close(pr_conn *c, pr_rd *r, em_buf *out);    /* 0 */

@@ -41,6 +41,19 @@
 #define FWD_QUEUE_MAX 4096          /* queued requests; past it: EM_BUSY */
 #define FWD_POOL_MAX  64
 
+/* A forwarded write's answer waiting for its FULL_SYNC acks
+ * (proto_ackw.c): the worker moves on, and the thread that settles the wait
+ * - the transport's, receiving the last ack - answers.  Pooled as jobs. */
+#define ACK_POOL_MAX 256
+typedef struct fwd_ack {
+    cl_repl_await aw;
+    struct srv_cluster *sc;
+    cl_node_call_id id;
+    pr_fwd_ack info;
+    em_buf   frame;                 /* the reply, built as if acked */
+    struct fwd_ack *next;
+} fwd_ack;
+
 typedef struct fwd_job {
     struct fwd_job *next;
     cl_node_call_id id;
@@ -63,6 +76,9 @@ struct srv_cluster {
     _Atomic uint64_t w_allocs[FWD_WORKERS], w_bytes[FWD_WORKERS], w_frees[FWD_WORKERS];
     uint32_t  q_len, npool;
     int       q_stop;
+    pthread_mutex_t ack_mu;
+    fwd_ack  *ack_pool;             /* under ack_mu */
+    uint32_t  nack_pool;
     pr_server *ps;
     int     (*durable)(void *arg);  /* wait for the WAL's group commit, or NULL */
     void     *durable_arg;
@@ -216,8 +232,89 @@ static void run_later(void *arg, const uint8_t *p, size_t n)
     (void)enqueue(arg, none, 1, p, n);
 }
 
+static void acked_cb(void *arg, int rc);
+
+static fwd_ack *ack_get(srv_cluster *sc)
+{
+    pthread_mutex_lock(&sc->ack_mu);
+    fwd_ack *a = sc->ack_pool;
+    if (a) {
+        sc->ack_pool = a->next;
+        sc->nack_pool--;
+    }
+    pthread_mutex_unlock(&sc->ack_mu);
+    if (!a && (a = em_calloc(1, sizeof *a)) != NULL) {
+        a->sc = sc;
+        a->aw.done = acked_cb;
+        a->aw.arg = a;
+    }
+    return a;
+}
+
+static void ack_put(srv_cluster *sc, fwd_ack *a)
+{
+    pthread_mutex_lock(&sc->ack_mu);
+    if (sc->nack_pool < ACK_POOL_MAX) {
+        a->next = sc->ack_pool;
+        sc->ack_pool = a;
+        sc->nack_pool++;
+        a = NULL;
+    }
+    pthread_mutex_unlock(&sc->ack_mu);
+    if (a) {
+        em_buf_free(&a->frame);
+        em_free(a);
+    }
+}
+
+static void acks_free(srv_cluster *sc)
+{
+    while (sc->ack_pool) {
+        fwd_ack *a = sc->ack_pool;
+        sc->ack_pool = a->next;
+        em_buf_free(&a->frame);
+        em_free(a);
+    }
+    sc->nack_pool = 0;
+    pthread_mutex_destroy(&sc->ack_mu);
+}
+
+/* acked_cb: a forwarded write's acks settled with rc: answer it (the
+ * block is back in the pool only after: its frame is the answer). */
+static void acked_cb(void *arg, int rc)
+{
+    fwd_ack *a = arg;
+    srv_cluster *sc = a->sc;
+    int status = pr_fwd_ack_result(sc->ps, &a->info, rc, &a->frame);
+    (void)cl_node_answer(sc->node, a->id, status, a->frame.p, a->frame.len);
+    ack_put(sc, a);
+}
+
+/* ack_later hands a forwarded write's answer (resp, swapped out) to the
+ * wait for its acks; if no block can be had, it waits here. */
+static void ack_later(srv_cluster *sc, cl_node_call_id id, const pr_fwd_ack *info,
+                      em_buf *resp)
+{
+    cl_repl *r = atomic_load(&sc->repl);
+    fwd_ack *a = ack_get(sc);
+    if (!a) {
+        int st = pr_fwd_ack_result(sc->ps, info, cl_repl_finish(r), resp);
+        (void)cl_node_answer(sc->node, id, st, resp->p, resp->len);
+        return;
+    }
+    a->id = id;
+    a->info = *info;
+    em_buf t = a->frame;
+    a->frame = *resp;
+    *resp = t;
+    int rc;
+    if (cl_repl_await_start(r, &a->aw, &rc))
+        acked_cb(a, rc);
+}
+
 /* worker: runs forwarded requests; durable before it answers when the WAL
- * is in FSYNC mode, as a client's own reply would be. */
+ * is in FSYNC mode, as a client's own reply would be.  A FULL_SYNC write's
+ * answer waits for its acks without the worker (ack_later). */
 typedef struct worker_arg { srv_cluster *sc; int i; } worker_arg;
 
 static void *worker(void *arg)
@@ -242,14 +339,25 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&sc->q_mu);
         em_buf_reset(&resp);
         int rc = EM_NOMEM;
+        pr_fwd_ack ack;
+        int later = 0;
         if (c) {
             pr_conn_set_origin(c, !j->local, j->id.from.msb, j->id.from.lsb);
+            pr_conn_set_ack_defer(c, !j->local);
             rc = pr_exec_on(c, j->body, j->len, &resp);
+            later = pr_conn_take_ack_wait(c, &ack);
         }
         if (!rc && pr_conn_take_stale(c))
             rc = EM_STALE;          /* not the owner here: the sender looks again */
         if (!rc && sc->durable)
             rc = sc->durable(sc->durable_arg);
+        if (later && rc) {
+            /* not answered as it ran: its request id records the failure,
+             * and nothing waits for its acks */
+            (void)pr_fwd_ack_result(sc->ps, &ack, rc, &resp);
+            cl_repl_begin();
+            later = 0;
+        }
         cl_node_call_id id = j->id;
         int local = j->local;
         /* The block goes back before the answer leaves: the sender's next
@@ -263,7 +371,9 @@ static void *worker(void *arg)
         }
         pthread_mutex_unlock(&sc->q_mu);
         em_free(j);
-        if (!local)
+        if (later)
+            ack_later(sc, id, &ack, &resp);
+        else if (!local)
             (void)cl_node_answer(sc->node, id, rc, resp.p, resp.len);
         em_mem_stats m = em_mem_thread();
         atomic_store_explicit(&sc->w_allocs[wi], m.allocs, memory_order_relaxed);
@@ -474,6 +584,7 @@ static int undo_early(srv_cluster *sc)
 {
     pthread_cond_destroy(&sc->q_cv);
     pthread_mutex_destroy(&sc->q_mu);
+    pthread_mutex_destroy(&sc->ack_mu);
     if (sc->tmpdir[0])
         nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     em_free(sc);
@@ -491,6 +602,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     sc->ps = ps;
     pthread_mutex_init(&sc->q_mu, NULL);
     pthread_cond_init(&sc->q_cv, NULL);
+    pthread_mutex_init(&sc->ack_mu, NULL);
     sc->durable = durable;
     sc->durable_arg = durable_arg;
     if (c->cluster_fault[0] && fault_parse(sc, c->cluster_fault)) {
@@ -625,6 +737,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     }
     if (rc) {
         workers_stop(sc);
+        acks_free(sc);
         cl_rids_free(sc->rids);
         EM_ERROR("%s", err[0] ? err : em_strerror(rc));
         if (sc->tmpdir[0])
@@ -659,6 +772,7 @@ void srv_cluster_stop(srv_cluster *sc)
      * node, then replication (nothing calls it once the transport and the
      * request threads stopped). */
     workers_stop(sc);
+    cl_repl_await_drain(atomic_load(&sc->repl));    /* answers still waiting for acks */
     cl_rebal *rb = atomic_load(&sc->rebal);
     cl_rebal_halt(rb);          /* it sends and proposes through the node */
     cl_node_stop(sc->node, 1);
@@ -670,6 +784,7 @@ void srv_cluster_stop(srv_cluster *sc)
     cl_rids_free(sc->rids);
     atomic_store(&sc->rebal, NULL);
     cl_rebal_stop(rb);
+    acks_free(sc);
     pthread_cond_destroy(&sc->q_cv);
     pthread_mutex_destroy(&sc->q_mu);
     if (sc->tmpdir[0])

@@ -1,0 +1,233 @@
+/* proto_ackw.c - FULL_SYNC writes whose reply waits for acks without a
+ * thread waiting.
+ *
+ * A write to a FULL_SYNC cache is answered once every owner acked it
+ * (cl_repl).  Waiting for that on the thread that ran it costs a sleep and
+ * a wake-up per write, and holds the thread: a client's loop serves none of
+ * its other connections meanwhile, and a forwarding worker none of the
+ * queued forwarded writes.  So where the thread can hand the wait over, the
+ * handler ends with cl_repl_finish_defer instead (pr_cache_repl_finish),
+ * the reply is built as if the acks were in, and:
+ *
+ *  - on a client's loop (ackw_hold), the reply is held in the connection,
+ *    which parks with every later frame waiting behind it; the await's done
+ *    (under cl_repl's lock: it records and wakes the loops) lets
+ *    pr_conn_resume send it (ackw_poll);
+ *  - on a forwarding worker (server/srv_cluster.c), the worker moves on; the
+ *    thread that settles the await (the transport's, receiving the last
+ *    ack) answers the forwarder (pr_fwd_ack_result builds what to answer).
+ *
+ * What the acks decide is the blocking path's: a timeout or a refusal turns
+ * the held reply into the same error, a named write's request id records
+ * the outcome only then, and an op that may run twice whose primary moved
+ * runs again (client side, with the wait) or is sent back (forwarded).
+ */
+#include "proto/proto_int.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cluster/cl_repl.h"
+#include "cluster/cl_rid.h"
+#include "util/mem.h"
+
+struct pr_ackw {
+    cl_repl_await aw;
+    pr_server *srv;
+    em_buf   reply;                 /* the reply frame, built as if acked */
+    em_buf   frame;                 /* its request, to run again */
+    _Atomic int settled;
+    int      rc;                    /* the await's result, once settled */
+};
+
+
+int pr_cache_repl_finish(pr_conn *c, uint16_t op)
+{
+    cl_repl *r = c->srv->opt.repl;
+    if (!c->in_loop && !c->ack_defer)
+        return cl_repl_finish(r);
+    int rc = cl_repl_finish_defer(r);
+    if (rc != CL_REPL_DEFERRED)
+        return rc;
+    c->ack_deferred = 1;
+    c->ack_op = op;
+    return 0;
+}
+
+/* ack_msg: the error a write's reply becomes when its acks say rc. */
+static const char *ack_msg(int rc, char *buf, size_t n)
+{
+    if (rc == EM_TIMEOUT)
+        return PR_REPL_TIMEOUT_MSG;
+    if (rc == EM_STALE)
+        return PR_REPL_STALE_MSG;
+    snprintf(buf, n, "Request failed: %s", em_strerror(rc));
+    return buf;
+}
+
+/* fail_frame rewrites the reply frame in b as a failure with msg, keeping
+ * its request id and topology version (ver: the connection's). */
+static int fail_frame(em_buf *b, int ver, const char *msg)
+{
+    size_t hdr = ver < PR_VER(1, 4, 0) ? 12 : 14;
+    if (b->len < hdr)
+        return EM_PROTO;
+    if (ver >= PR_VER(1, 4, 0)) {
+        uint16_t flags = em_ld16(b->p + 12);
+        if (flags & 2)
+            hdr += 12;
+        if (b->len < hdr)
+            return EM_PROTO;
+        em_st16(b->p + 12, (uint16_t)(flags | 1));
+    }
+    b->len = hdr;
+    if (em_buf_put_le32(b, (uint32_t)PR_ST_FAILED) || pr_put_str(b, msg))
+        return EM_NOMEM;
+    em_st32(b->p, (uint32_t)(b->len - 4));
+    return 0;
+}
+
+/* ---- client side ----------------------------------------------------------- */
+
+static void ackw_done(void *arg, int rc)
+{
+    struct pr_ackw *a = arg;
+    a->rc = rc;
+    atomic_store_explicit(&a->settled, 1, memory_order_release);
+    if (a->srv->tx_wake)
+        a->srv->tx_wake(a->srv->tx_wake_arg);   /* the loops resume parked connections */
+}
+
+/* ackw_deliver appends what the settled write answers: its reply, the
+ * error its acks made of it, or - an op that may run twice whose primary
+ * moved - its run again, with the wait (as the blocking path reroutes it). */
+static int ackw_deliver(pr_conn *c, int rc, em_buf *out)
+{
+    struct pr_ackw *a = c->ackw;
+    if (rc == EM_STALE && a->frame.len >= 2 && pr_cluster_idempotent(em_ld16(a->frame.p))) {
+        int r2 = pr_exec_request(c, a->frame.p, a->frame.len, out);
+        if (r2 != PR_PARK && r2 != PR_OFFLOAD)
+            return r2;
+        /* (an ATOMIC write neither waits for a lock nor goes to SQL) */
+    }
+    char buf[160];
+    if (rc && fail_frame(&a->reply, c->ver, ack_msg(rc, buf, sizeof buf)))
+        return EM_NOMEM;
+    return em_buf_append(out, a->reply.p, a->reply.len);
+}
+
+int pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *out, size_t at)
+{
+    c->ack_deferred = 0;
+    if (rc) {
+        cl_repl_begin();            /* no reply to hold: nothing waits for the acks */
+        return rc;
+    }
+    if (!c->ackw) {
+        if (!(c->ackw = em_calloc(1, sizeof *c->ackw))) {
+            cl_repl_begin();        /* the kept ticket: nothing can wait for it */
+            return EM_NOMEM;
+        }
+        c->ackw->srv = c->srv;
+        c->ackw->aw.done = ackw_done;
+        c->ackw->aw.arg = c->ackw;
+        c->ackw->aw.under_lock = 1;
+    }
+    struct pr_ackw *a = c->ackw;
+    em_buf_reset(&a->reply);
+    em_buf_reset(&a->frame);
+    if (em_buf_append(&a->reply, out->p + at, out->len - at) ||
+        em_buf_append(&a->frame, body, len)) {
+        cl_repl_begin();
+        return EM_NOMEM;
+    }
+    out->len = at;
+    atomic_store_explicit(&a->settled, 0, memory_order_relaxed);
+    if (cl_repl_await_start(c->srv->opt.repl, &a->aw, &rc))
+        return ackw_deliver(c, rc, out);    /* the acks were in already */
+    c->fwd_busy = PR_OUT_ACKS;      /* later frames wait behind it */
+    return 0;
+}
+
+int pr_ackw_poll(pr_conn *c, em_buf *out, int *rc)
+{
+    struct pr_ackw *a = c->ackw;
+    if (!a || !atomic_load_explicit(&a->settled, memory_order_acquire))
+        return 0;
+    atomic_store_explicit(&a->settled, 0, memory_order_relaxed);
+    c->fwd_busy = 0;
+    *rc = ackw_deliver(c, a->rc, out);
+    return 1;
+}
+
+void pr_ackw_free(pr_conn *c)
+{
+    struct pr_ackw *a = c->ackw;
+    if (!a)
+        return;
+    /* Waiting: it is taken out and never settles; settled: done has
+     * returned (it runs under cl_repl's lock). */
+    if (c->fwd_busy == PR_OUT_ACKS && c->srv->opt.repl)
+        (void)cl_repl_await_cancel(c->srv->opt.repl, &a->aw);
+    em_buf_free(&a->reply);
+    em_buf_free(&a->frame);
+    em_free(a);
+    c->ackw = NULL;
+}
+
+/* ---- forwarding workers ----------------------------------------------------- */
+
+int pr_conn_take_ack_wait(pr_conn *c, pr_fwd_ack *info)
+{
+    if (!c->ack_deferred)
+        return 0;
+    c->ack_deferred = 0;
+    info->op = c->ack_op;
+    info->named = c->ack_named;
+    info->effect = c->ack_effect;
+    info->rid_origin = c->ack_rid_origin;
+    info->rid_seq = c->ack_rid_seq;
+    c->ack_named = 0;
+    return 1;
+}
+
+void pr_conn_set_ack_defer(pr_conn *c, int on) { c->ack_defer = (uint8_t)on; }
+
+/* frame_payload: a success frame's payload (a 1.7.0 reply). */
+static int frame_payload(const em_buf *b, const uint8_t **p, size_t *n)
+{
+    if (b->len < 14 || (em_ld16(b->p + 12) & 1))
+        return EM_PROTO;
+    size_t at = 14 + ((em_ld16(b->p + 12) & 2) ? 12 : 0);
+    if (b->len < at)
+        return EM_PROTO;
+    *p = b->p + at;
+    *n = b->len - at;
+    return 0;
+}
+
+int pr_fwd_ack_result(pr_server *s, const pr_fwd_ack *info, int rc, em_buf *frame)
+{
+    cl_rids *w = info->named ? s->rids : NULL;
+    cl_rid id = { info->rid_origin, info->rid_seq };
+    const uint8_t *p;
+    size_t n;
+    if (!rc && frame_payload(frame, &p, &n) == 0) {
+        if (w)
+            cl_rids_finish(w, id, info->effect, 0, p, n);
+        return 0;
+    }
+    if (rc == EM_STALE && pr_cluster_idempotent(info->op)) {
+        /* not this node's to have run: the sender maps it again */
+        if (w)
+            cl_rids_finish(w, id, 0, PR_ST_FAILED, (const uint8_t *)PR_REPL_MOVED_MSG,
+                           sizeof PR_REPL_MOVED_MSG - 1);
+        return EM_STALE;
+    }
+    char buf[160];
+    const char *m = rc ? ack_msg(rc, buf, sizeof buf) : "Malformed reply";
+    if (w)
+        cl_rids_finish(w, id, info->effect, PR_ST_FAILED, (const uint8_t *)m, strlen(m));
+    return fail_frame(frame, PR_VER(1, 7, 0), m);
+}
