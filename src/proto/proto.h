@@ -243,6 +243,14 @@ int  pr_exec_forward(pr_server *s, const uint8_t *body, size_t len, em_buf *resp
  * EM_STALE: the sender looks again). */
 int  pr_fwd_read_inline(pr_server *s, const uint8_t *body, size_t len);
 int  pr_fwd_stale(pr_server *s);
+/* pr_fwd_write_inline: a forwarded named single-key write of an ATOMIC
+ * cache this node has, outside a transaction and without an expiry
+ * policy: it runs on the transport thread too, its FULL_SYNC ack wait
+ * handed over (pr_fwd_take_ack_wait, as pr_conn_take_ack_wait for that
+ * thread's connection).  pr_fwd_handover: it could not run there (its
+ * request id's first run still runs): queue it for a worker. */
+int  pr_fwd_write_inline(pr_server *s, const uint8_t *body, size_t len);
+int  pr_fwd_handover(pr_server *s);
 /* pr_fwd_conn_new: a connection that runs forwarded requests, one per
  * thread that runs them (server/srv_cluster.c's workers); run them with
  * pr_exec_on.  Free with pr_conn_free. */
@@ -273,6 +281,7 @@ typedef struct pr_fwd_ack {
 void pr_conn_set_ack_defer(pr_conn *c, int on);
 int  pr_conn_take_ack_wait(pr_conn *c, pr_fwd_ack *info);
 int  pr_fwd_ack_result(pr_server *s, const pr_fwd_ack *info, int rc, em_buf *frame);
+int  pr_fwd_take_ack_wait(pr_server *s, pr_fwd_ack *info);
 /* pr_server_set_repl: replication for this cluster member (before
  * requests are served); pr_server_wait_cache: the cache with this id,
  * waiting a bounded time for a cache start the metadata group has not

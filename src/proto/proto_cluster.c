@@ -224,6 +224,10 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
     s->fwd_conn->ready = 1;
     s->fwd_conn->ver = PR_VER(1, 7, 0);
     s->fwd_conn->forwarded = 1;
+    /* It runs on the transport thread, which must never wait: a FULL_SYNC
+     * write's acks arrive there, and so does the answer to a retry. */
+    s->fwd_conn->ack_defer = 1;
+    s->fwd_conn->no_wait = 1;
     /* Cache configurations in entries are decoded as a 1.2.0+ client wrote
      * them (query entities with precision and scale): the proposer refuses
      * the older layout (create_cluster). */
@@ -1085,7 +1089,7 @@ int pr_op_rid_call(pr_conn *c, pr_rd *r, em_buf *out)
     cl_rids *w = c->srv->rids;
     if (w) {
         cl_rid_res res;
-        switch (cl_rids_claim(w, id, (uint16_t)op, RID_WAIT_MS, &res)) {
+        switch (cl_rids_claim(w, id, (uint16_t)op, c->no_wait ? 0 : RID_WAIT_MS, &res)) {
         case CL_RID_DONE:
             if (res.status)
                 return pr_fail(c, res.status, "%.*s", (int)res.len, (const char *)res.data);
@@ -1105,6 +1109,10 @@ int pr_op_rid_call(pr_conn *c, pr_rd *r, em_buf *out)
                 return prc ? prc : applied_reply(c, res.op, out);
             }
         case CL_RID_BUSY:
+            if (c->no_wait) {
+                c->handover = 1;    /* to a thread that may wait for the first run */
+                return pr_fail(c, PR_ST_FAILED, "Handed over");
+            }
             return pr_fail(c, PR_ST_FAILED, "The request still runs on the key's owner (its "
                            "first attempt lost the link); it may or may not take effect");
         default:
@@ -1427,6 +1435,34 @@ int pr_fwd_read_inline(pr_server *s, const uint8_t *body, size_t len)
     const st_cache_config *cfg = st_cache_cfg(c);
     return cfg->atomicity_mode != ST_ATOMICITY_TRANSACTIONAL &&
            (!cfg->has_expiry || cfg->expiry.access_ms < 0);
+}
+
+int pr_fwd_write_inline(pr_server *s, const uint8_t *body, size_t len)
+{
+    /* a named single-key write: PR_OP_RID_CALL, request id, origin id,
+     * then the write (op, request id, cache id, flags, key, ...) */
+    if (len < 26 + 15 || em_ld16(body) != PR_OP_RID_CALL || s->opt.exit_after_writes)
+        return 0;
+    const uint8_t *w = body + 26;
+    if (!rid_op(em_ld16(w)) || w[14])
+        return 0;                   /* a transaction's, or with an expiry policy */
+    st_cache *c = st_cache_find(s->st, (int32_t)em_ld32(w + 10));
+    if (!c || st_cache_destroyed(c))
+        return 0;
+    return st_cache_cfg(c)->atomicity_mode != ST_ATOMICITY_TRANSACTIONAL;
+}
+
+int pr_fwd_handover(pr_server *s)
+{
+    int h = s->fwd_conn && s->fwd_conn->handover;
+    if (h)
+        s->fwd_conn->handover = 0;
+    return h;
+}
+
+int pr_fwd_take_ack_wait(pr_server *s, pr_fwd_ack *info)
+{
+    return s->fwd_conn && pr_conn_take_ack_wait(s->fwd_conn, info);
 }
 
 int pr_fwd_stale(pr_server *s)

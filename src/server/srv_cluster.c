@@ -204,34 +204,6 @@ static int enqueue(srv_cluster *sc, cl_node_call_id id, int local, const uint8_t
     return 0;
 }
 
-/* on_call_later: a request another member forwarded, queued for a worker
- * (transport thread: it never waits here). */
-static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t n)
-{
-    srv_cluster *sc = arg;
-    if (pr_txc_inline(p, n) || pr_fwd_read_inline(sc->ps, p, n)) {
-        /* a transaction part's question to its backups, or a read: neither
-         * ever waits, so it is answered here - never queued behind the
-         * workers (which may be waiting for the former) */
-        em_buf_reset(&sc->inline_resp);
-        (void)pr_fwd_stale(sc->ps);
-        int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
-        if (!rc && pr_fwd_stale(sc->ps))
-            rc = EM_STALE;          /* not this node's to run: the sender looks again */
-        return cl_node_answer(sc->node, id, rc, sc->inline_resp.p, sc->inline_resp.len);
-    }
-    return enqueue(arg, id, 0, p, n);
-}
-
-/* run_later: a request of this node's own (a transaction's recovery,
- * proto_txc.c) for a worker; if the queue is full, the next sweep asks
- * again. */
-static void run_later(void *arg, const uint8_t *p, size_t n)
-{
-    cl_node_call_id none = { { 0, 0 }, 0 };
-    (void)enqueue(arg, none, 1, p, n);
-}
-
 static void acked_cb(void *arg, int rc);
 
 static fwd_ack *ack_get(srv_cluster *sc)
@@ -291,14 +263,16 @@ static void acked_cb(void *arg, int rc)
 }
 
 /* ack_later hands a forwarded write's answer (resp, swapped out) to the
- * wait for its acks; if no block can be had, it waits here. */
+ * wait for its acks (worker or transport thread). */
 static void ack_later(srv_cluster *sc, cl_node_call_id id, const pr_fwd_ack *info,
                       em_buf *resp)
 {
     cl_repl *r = atomic_load(&sc->repl);
     fwd_ack *a = ack_get(sc);
     if (!a) {
-        int st = pr_fwd_ack_result(sc->ps, info, cl_repl_finish(r), resp);
+        /* (never a wait here: this may be the thread the acks arrive on) */
+        int st = pr_fwd_ack_result(sc->ps, info, EM_NOMEM, resp);
+        cl_repl_begin();
         (void)cl_node_answer(sc->node, id, st, resp->p, resp->len);
         return;
     }
@@ -310,6 +284,48 @@ static void ack_later(srv_cluster *sc, cl_node_call_id id, const pr_fwd_ack *inf
     int rc;
     if (cl_repl_await_start(r, &a->aw, &rc))
         acked_cb(a, rc);
+}
+
+/* on_call_later: a request another member forwarded, queued for a worker
+ * (transport thread: it never waits here). */
+static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t n)
+{
+    srv_cluster *sc = arg;
+    int write = !sc->durable && pr_fwd_write_inline(sc->ps, p, n);
+    if (write || pr_txc_inline(p, n) || pr_fwd_read_inline(sc->ps, p, n)) {
+        /* a transaction part's question to its backups, a read, or an
+         * ATOMIC write whose FULL_SYNC wait is handed over: none ever
+         * waits, so it is answered here - never queued behind the workers
+         * (which may be waiting for the former), two wake-ups fewer */
+        em_buf_reset(&sc->inline_resp);
+        (void)pr_fwd_stale(sc->ps);
+        int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
+        if (write && pr_fwd_handover(sc->ps))
+            return enqueue(arg, id, 0, p, n);
+        pr_fwd_ack ack;
+        int later = write && pr_fwd_take_ack_wait(sc->ps, &ack);
+        if (!rc && pr_fwd_stale(sc->ps))
+            rc = EM_STALE;          /* not this node's to run: the sender looks again */
+        if (later && !rc) {
+            ack_later(sc, id, &ack, &sc->inline_resp);
+            return 0;
+        }
+        if (later) {
+            (void)pr_fwd_ack_result(sc->ps, &ack, rc, &sc->inline_resp);
+            cl_repl_begin();
+        }
+        return cl_node_answer(sc->node, id, rc, sc->inline_resp.p, sc->inline_resp.len);
+    }
+    return enqueue(arg, id, 0, p, n);
+}
+
+/* run_later: a request of this node's own (a transaction's recovery,
+ * proto_txc.c) for a worker; if the queue is full, the next sweep asks
+ * again. */
+static void run_later(void *arg, const uint8_t *p, size_t n)
+{
+    cl_node_call_id none = { { 0, 0 }, 0 };
+    (void)enqueue(arg, none, 1, p, n);
 }
 
 /* worker: runs forwarded requests; durable before it answers when the WAL
