@@ -206,6 +206,14 @@ int bin_registry_name_put(bin_registry *r, uint8_t platform, int32_t type_id,
 const char *bin_registry_name_get(bin_registry *r, uint8_t platform, int32_t type_id,
                                   size_t *len);
 
+/* bin_registry_each calls type for the current version of every type,
+ * then name for every type name, under the registry's read lock (they must
+ * not call into it); the first nonzero return stops it and is returned. */
+int bin_registry_each(bin_registry *r, int (*type)(void *arg, const bin_type *t),
+                      int (*name)(void *arg, uint8_t platform, int32_t type_id,
+                                  const char *s, size_t len),
+                      void *arg);
+
 /* ---- writer (writer.c) -----------------------------------------------
  *
  * A bin_desc describes how to write one type: built ONCE when the type is

@@ -882,6 +882,24 @@ const char *bin_registry_name_get(bin_registry *r, uint8_t platform, int32_t typ
     return s;
 }
 
+int bin_registry_each(bin_registry *r, int (*type)(void *arg, const bin_type *t),
+                      int (*name)(void *arg, uint8_t platform, int32_t type_id,
+                                  const char *s, size_t len),
+                      void *arg)
+{
+    int rc = 0;
+    pthread_rwlock_rdlock(&r->lock);
+    for (uint32_t i = 0; i < r->tcap && !rc; i++)
+        if (r->types[i] && r->types[i]->cur)
+            rc = type(arg, r->types[i]->cur);
+    for (uint32_t i = 0; i < r->ncap && !rc; i++)
+        if (r->names[i].name)
+            rc = name(arg, (uint8_t)(r->names[i].key >> 32), (int32_t)(uint32_t)r->names[i].key,
+                      r->names[i].name, r->names[i].len);
+    pthread_rwlock_unlock(&r->lock);
+    return rc;
+}
+
 /* ---- metadata record codec ---- */
 
 typedef struct rd { const uint8_t *p; size_t n, i; } rd;

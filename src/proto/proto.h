@@ -250,6 +250,12 @@ int  pr_fwd_stale(pr_server *s);
  * thread's connection).  pr_fwd_handover: it could not run there (its
  * request id's first run still runs): queue it for a worker. */
 int  pr_fwd_write_inline(pr_server *s, const uint8_t *body, size_t len);
+/* pr_cluster_seed: this node created the metadata group over state it
+ * restored (a whole persistent cluster restarting): it proposes every cache
+ * and binary type it has, so a node that never had them learns them from
+ * the group.  0 (*proposed: entries the group took), or the first error
+ * (call again: the group takes each one once). */
+int  pr_cluster_seed(pr_server *s, uint32_t timeout_ms, uint32_t *proposed);
 int  pr_fwd_handover(pr_server *s);
 /* pr_fwd_conn_new: a connection that runs forwarded requests, one per
  * thread that runs them (server/srv_cluster.c's workers); run them with

@@ -1470,6 +1470,91 @@ int pr_fwd_stale(pr_server *s)
     return s->fwd_conn && pr_conn_take_stale(s->fwd_conn);
 }
 
+/* ---- a new group seeded with what this node restored ----------------------- */
+
+/* A seed collects entries [u32 length][entry] first (under the store's and
+ * the registry's locks), then proposes them one by one. */
+typedef struct seed_ctx { em_buf entries, tmp; int rc; bin_registry *base; } seed_ctx;
+
+static int seed_add(seed_ctx *x)
+{
+    size_t at = x->entries.len;
+    if (em_buf_put_le32(&x->entries, 0) || em_buf_append(&x->entries, x->tmp.p, x->tmp.len))
+        return EM_NOMEM;
+    em_st32(x->entries.p + at, (uint32_t)x->tmp.len);
+    return 0;
+}
+
+static void seed_cache(void *arg, st_cache *sc)
+{
+    seed_ctx *x = arg;
+    if (x->rc || st_cache_destroyed(sc))
+        return;
+    em_buf props = EM_BUF_INIT;
+    em_buf_reset(&x->tmp);
+    x->rc = pr_cfg_encode_props(st_cache_cfg(sc), &props);
+    if (!x->rc)
+        x->rc = cl_meta_enc_cache_start(&x->tmp, st_cache_id(sc), props.p, props.len);
+    if (!x->rc)
+        x->rc = seed_add(x);
+    em_buf_free(&props);
+}
+
+static int seed_type(void *arg, const bin_type *t)
+{
+    seed_ctx *x = arg;
+    if (x->base && bin_registry_get(x->base, t->type_id))
+        return 0;                   /* predefined: every node has it */
+    em_buf rec = EM_BUF_INIT;
+    em_buf_reset(&x->tmp);
+    int rc = em_buf_put_u8(&rec, 1) ? EM_NOMEM : bin_meta_encode(t, &rec);
+    if (!rc)
+        rc = cl_meta_enc_type_put(&x->tmp, t->type_id, rec.p, rec.len);
+    if (!rc)
+        rc = seed_add(x);
+    em_buf_free(&rec);
+    return rc;
+}
+
+static int seed_name(void *arg, uint8_t platform, int32_t type_id, const char *name, size_t len)
+{
+    seed_ctx *x = arg;
+    em_buf rec = EM_BUF_INIT;
+    em_buf_reset(&x->tmp);
+    int rc = em_buf_put_u8(&rec, 2) || em_buf_put_u8(&rec, platform) ||
+             em_buf_put_le32(&rec, (uint32_t)type_id) ||
+             em_buf_append(&rec, name, len) ? EM_NOMEM : 0;
+    if (!rc)
+        rc = cl_meta_enc_type_put(&x->tmp, ~type_id, rec.p, rec.len);
+    if (!rc)
+        rc = seed_add(x);
+    em_buf_free(&rec);
+    return rc;
+}
+
+int pr_cluster_seed(pr_server *s, uint32_t timeout_ms, uint32_t *proposed)
+{
+    seed_ctx x = { EM_BUF_INIT, EM_BUF_INIT, 0, bin_registry_new() };
+    *proposed = 0;
+    st_cache_each(s->st, seed_cache, &x);
+    int rc = x.base ? x.rc : EM_NOMEM;
+    if (!rc)
+        rc = bin_registry_each(s->reg, seed_type, seed_name, &x);
+    for (size_t at = 0; !rc && at + 4 <= x.entries.len;) {
+        uint32_t n = em_ld32(x.entries.p + at);
+        rc = cl_node_propose(s->opt.cluster, x.entries.p + at + 4, n, timeout_ms);
+        if (rc == EM_CACHEEXISTS)
+            rc = 0;                 /* another configuration there already: the group's stands */
+        else if (!rc)
+            (*proposed)++;
+        at += 4 + (size_t)n;
+    }
+    em_buf_free(&x.entries);
+    em_buf_free(&x.tmp);
+    bin_registry_free(x.base);
+    return rc;
+}
+
 int pr_server_adopt_state(pr_server *s, int state)
 {
     return pr_change_state(s, state);

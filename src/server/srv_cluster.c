@@ -92,6 +92,7 @@ struct srv_cluster {
     /* This node created the metadata group at start and has not yet put
      * its own restored cluster state into it (srv_cluster_maintain). */
     _Atomic int seeding;
+    int       seeded;               /* ... its caches and types are in (maintenance thread) */
 };
 
 int srv_cluster_enabled(const srv_config *c)
@@ -567,6 +568,17 @@ void srv_cluster_maintain(srv_cluster *sc)
     int st = pr_server_state(sc->ps);
     if (!joined)
         return;
+    /* The caches and binary types it restored, before the state: a node
+     * joining later learns them from the group as from a live cluster. */
+    uint32_t n = 0;
+    if (!sc->seeded) {
+        if (pr_cluster_seed(sc->ps, 2000, &n))
+            return;                 /* asked again on the next pass */
+        sc->seeded = 1;
+        if (n)
+            EM_INFO("cluster: this node created the metadata group and put the %u caches and "
+                    "binary types it restored there", n);
+    }
     if (st != group) {
         /* A new group starts ACTIVE; a whole persistent cluster restarting
          * (each node a new member of a new group) keeps the state it had,

@@ -399,8 +399,32 @@ async function expiry(eps) {
     for (const x of cl) x.disconnect();
 }
 
+// object put|get EP: a complex object of a binary type registered through
+// EP (put), read by its fields through EP by a fresh client (get) - which
+// needs EP to know the cache and the type.
+async function object(what, ep) {
+    const { ComplexObjectType } = IgniteClient;
+    const c = await open(ep);
+    const cache = (await c.getOrCreateCache('repl-objects', new CacheConfiguration()
+        .setCacheMode(MODE.PARTITIONED).setBackups(2)
+        .setWriteSynchronizationMode(SYNC.FULL_SYNC))).setKeyType(INT);
+    if (what === 'put') {
+        const t = new ComplexObjectType({ id: 0, owner: '', balance: 0.0 }, 'ReplRestartAccount')
+            .setFieldType('id', INT).setFieldType('balance', ObjectType.PRIMITIVE_TYPE.DOUBLE);
+        await cache.setValueType(t).put(1, { id: 7, owner: 'ada', balance: 12.5 });
+    } else {
+        const o = await cache.get(1);
+        const got = o && [await o.getField('id'), await o.getField('owner'), await o.getField('balance')];
+        if (!got || got[0] !== 7 || got[1] !== 'ada' || got[2] !== 12.5)
+            throw new Error(`object through ${ep}: ${JSON.stringify(got)}`);
+        console.log(`ok the object and its binary type are read by their fields through ${ep}`);
+    }
+    c.disconnect();
+}
+
 const [cmd, ...a] = process.argv.slice(2);
 const run = cmd === 'expiry' ? expiry(a)
+    : cmd === 'object' ? object(a[0], a[1])
     : cmd === 'create' ? create(a[0], a[1])
     : cmd === 'mem' ? mem(a)
     : cmd === 'alloc' ? alloc(parseInt(a[0], 10), parseInt(a[1], 10), a.slice(2))

@@ -85,6 +85,7 @@ done
 PACKED="$CHAOS_TMP/packed"
 node "$JS" write "$PACKED" 1 "$(node_addr 4)" >"$CHAOS_TMP/pwriter.out" 2>&1 || { cat "$CHAOS_TMP/pwriter.out"; bad "persistent writes"; }
 n=$(lines "$PACKED")
+node "$JS" object put "$(node_addr 4)" || bad "an object of a new binary type"
 "$BUILD/ember-cli" -h "$(node_ip 4)" -p "$CHAOS_PORT" state ACTIVE_READ_ONLY >/dev/null || bad "read-only"
 for i in 4 5 6; do node_term $i || bad "node $i did not stop cleanly (exit $?)"; done
 for i in 4 5 6; do
@@ -109,4 +110,13 @@ for i in 4 5 6 7; do states="$states $("$BUILD/ember-cli" -h "$(node_ip "$i")" -
 [ "$states" = " ACTIVE_READ_ONLY ACTIVE_READ_ONLY ACTIVE_READ_ONLY ACTIVE_READ_ONLY" ] &&
     ok "after a whole restart every node, and a new one, is read-only as the cluster was" ||
     bad "states after the whole restart (nodes 4-7):$states"
+# Node 7 never had the caches or the binary type: it learns them from the
+# new group, which the node that created it seeded with what it restored.
+c4=$("$BUILD/ember-cli" -h "$(node_ip 4)" -p "$CHAOS_PORT" caches | sort | tr '\n' ' ')
+c7=$("$BUILD/ember-cli" -h "$(node_ip 7)" -p "$CHAOS_PORT" caches | sort | tr '\n' ' ')
+[ -n "$c7" ] && [ "$c4" = "$c7" ] && ok "the new node knows the restored caches: $c7" ||
+    bad "caches after the whole restart: node 4 '$c4', node 7 '$c7'"
+out=$(node "$JS" object get "$(node_addr 7)" 2>&1) && echo "$out" | sed "s/^ok /ok   node client: /" ||
+    bad "through node 7: $out"
+PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
 finish
