@@ -789,6 +789,15 @@ void cl_node_call_all(cl_node *n, uint32_t k, const cl_meta_uuid *to, const em_b
     pthread_cond_destroy(&cv);
 }
 
+int cl_node_post(cl_node *n, void (*fn)(void *arg, int cancelled), void *arg)
+{
+    if (!enter(n))
+        return EM_CLOSED;
+    int rc = cl_net_post(n->net, fn, arg);
+    leave_cb(n);
+    return rc;
+}
+
 void cl_node_set_answer_hook(cl_node *n, void (*fn)(void *arg), void *arg)
 {
     n->answer_hook = fn;

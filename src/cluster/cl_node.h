@@ -318,6 +318,12 @@ int cl_node_call_poll(cl_node *n, cl_node_acall *a, int *rc);
  * dropped.  Harmless on a call that is over. */
 void cl_node_call_cancel(cl_node *n, cl_node_acall *a);
 
+/* cl_node_post runs fn(arg, 0) on the transport's loop thread, outside any
+ * transport callback (so without the node's life lock held), after what was
+ * posted before; fn(arg, 1) instead when the node stops first.  0 or an
+ * error (fn never runs). */
+int cl_node_post(cl_node *n, void (*fn)(void *arg, int cancelled), void *arg);
+
 /* cl_node_answer answers a request on_call_later took: status 0 and the
  * answer p[0..len), or an error code (p ignored).  Any thread; once per id.
  * 0, EM_NOMEM, EM_TOOBIG, EM_CLOSED (stopping). */

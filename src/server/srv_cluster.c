@@ -56,6 +56,7 @@ typedef struct fwd_ack {
 
 typedef struct fwd_job {
     struct fwd_job *next;
+    struct srv_cluster *sc;         /* write_posted's */
     cl_node_call_id id;
     int      local;                 /* this node's own job: nobody to answer */
     size_t   len, cap;
@@ -176,6 +177,20 @@ static fwd_job *job_get(srv_cluster *sc, size_t len)
     return j;
 }
 
+/* job_put returns a block to the pool (or frees it past FWD_POOL_MAX). */
+static void job_put(srv_cluster *sc, fwd_job *j)
+{
+    pthread_mutex_lock(&sc->q_mu);
+    if (sc->npool < FWD_POOL_MAX) {
+        j->next = sc->pool;
+        sc->pool = j;
+        sc->npool++;
+        j = NULL;
+    }
+    pthread_mutex_unlock(&sc->q_mu);
+    em_free(j);
+}
+
 /* enqueue hands a request to the workers (any thread: it never waits). */
 static int enqueue(srv_cluster *sc, cl_node_call_id id, int local, const uint8_t *p, size_t n)
 {
@@ -289,33 +304,70 @@ static void ack_later(srv_cluster *sc, cl_node_call_id id, const pr_fwd_ack *inf
 
 /* on_call_later: a request another member forwarded, queued for a worker
  * (transport thread: it never waits here). */
+/* run_here runs a forwarded request on the transport thread and answers
+ * it (write: one whose FULL_SYNC wait is handed over, or that goes to a
+ * worker after all - pr_fwd_handover). */
+static int run_here(srv_cluster *sc, cl_node_call_id id, const uint8_t *p, size_t n, int write)
+{
+    em_buf_reset(&sc->inline_resp);
+    (void)pr_fwd_stale(sc->ps);
+    int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
+    if (write && pr_fwd_handover(sc->ps))
+        return enqueue(sc, id, 0, p, n);
+    pr_fwd_ack ack;
+    int later = write && pr_fwd_take_ack_wait(sc->ps, &ack);
+    if (!rc && pr_fwd_stale(sc->ps))
+        rc = EM_STALE;              /* not this node's to run: the sender looks again */
+    if (later && !rc) {
+        ack_later(sc, id, &ack, &sc->inline_resp);
+        return 0;
+    }
+    if (later) {
+        (void)pr_fwd_ack_result(sc->ps, &ack, rc, &sc->inline_resp);
+        cl_repl_begin();
+    }
+    return cl_node_answer(sc->node, id, rc, sc->inline_resp.p, sc->inline_resp.len);
+}
+
+/* write_posted: a forwarded write, run on the transport's loop thread but
+ * outside the transport callback that received it - a write takes the
+ * streams' locks, which a callback (holding the node's life lock) must
+ * never wait for. */
+static void write_posted(void *arg, int cancelled)
+{
+    fwd_job *j = arg;
+    srv_cluster *sc = j->sc;
+    if (!cancelled)
+        (void)run_here(sc, j->id, j->body, j->len, 1);
+    job_put(sc, j);
+}
+
+/* on_call_later: a request another member forwarded (transport thread: it
+ * never waits here).  A transaction part's question to its backups and a
+ * read never wait, so they are answered at once; an ATOMIC write whose
+ * FULL_SYNC wait is handed over runs on this thread too, right after
+ * (write_posted); the rest are queued for a worker.  The first two would
+ * otherwise queue behind workers that may wait for them, and all three
+ * save the two wake-ups of a worker's hop. */
 static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t n)
 {
     srv_cluster *sc = arg;
-    int write = !sc->durable && pr_fwd_write_inline(sc->ps, p, n);
-    if (write || pr_txc_inline(p, n) || pr_fwd_read_inline(sc->ps, p, n)) {
-        /* a transaction part's question to its backups, a read, or an
-         * ATOMIC write whose FULL_SYNC wait is handed over: none ever
-         * waits, so it is answered here - never queued behind the workers
-         * (which may be waiting for the former), two wake-ups fewer */
-        em_buf_reset(&sc->inline_resp);
-        (void)pr_fwd_stale(sc->ps);
-        int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
-        if (write && pr_fwd_handover(sc->ps))
-            return enqueue(arg, id, 0, p, n);
-        pr_fwd_ack ack;
-        int later = write && pr_fwd_take_ack_wait(sc->ps, &ack);
-        if (!rc && pr_fwd_stale(sc->ps))
-            rc = EM_STALE;          /* not this node's to run: the sender looks again */
-        if (later && !rc) {
-            ack_later(sc, id, &ack, &sc->inline_resp);
-            return 0;
+    if (pr_txc_inline(p, n) || pr_fwd_read_inline(sc->ps, p, n))
+        return run_here(sc, id, p, n, 0);
+    if (!sc->durable && pr_fwd_write_inline(sc->ps, p, n)) {
+        pthread_mutex_lock(&sc->q_mu);
+        fwd_job *j = sc->q_stop ? NULL : job_get(sc, n);
+        pthread_mutex_unlock(&sc->q_mu);
+        if (j) {
+            j->sc = sc;
+            j->id = id;
+            j->local = 0;
+            j->len = n;
+            memcpy(j->body, p, n);
+            if (cl_node_post(sc->node, write_posted, j) == 0)
+                return 0;
+            job_put(sc, j);
         }
-        if (later) {
-            (void)pr_fwd_ack_result(sc->ps, &ack, rc, &sc->inline_resp);
-            cl_repl_begin();
-        }
-        return cl_node_answer(sc->node, id, rc, sc->inline_resp.p, sc->inline_resp.len);
     }
     return enqueue(arg, id, 0, p, n);
 }
@@ -379,15 +431,7 @@ static void *worker(void *arg)
         int local = j->local;
         /* The block goes back before the answer leaves: the sender's next
          * request may arrive before this thread runs again. */
-        pthread_mutex_lock(&sc->q_mu);
-        if (sc->npool < FWD_POOL_MAX) {
-            j->next = sc->pool;
-            sc->pool = j;
-            sc->npool++;
-            j = NULL;
-        }
-        pthread_mutex_unlock(&sc->q_mu);
-        em_free(j);
+        job_put(sc, j);
         if (later)
             ack_later(sc, id, &ack, &resp);
         else if (!local)
@@ -414,11 +458,19 @@ static void workers_stop(srv_cluster *sc)
     for (int i = 0; i < sc->nworkers; i++)
         pthread_join(sc->workers[i], NULL);
     sc->nworkers = 0;
+}
+
+/* pool_free: the job and answer blocks, once nothing can use them (the
+ * workers and the node stopped: a write posted to the transport comes back
+ * cancelled). */
+static void pool_free(srv_cluster *sc)
+{
     while (sc->pool) {
         fwd_job *j = sc->pool;
         sc->pool = j->next;
         em_free(j);
     }
+    acks_free(sc);
 }
 
 /* on_repl / on_tick: replication's frames and its periodic send. */
@@ -765,7 +817,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     }
     if (rc) {
         workers_stop(sc);
-        acks_free(sc);
+        pool_free(sc);
         cl_rids_free(sc->rids);
         EM_ERROR("%s", err[0] ? err : em_strerror(rc));
         if (sc->tmpdir[0])
@@ -812,7 +864,7 @@ void srv_cluster_stop(srv_cluster *sc)
     cl_rids_free(sc->rids);
     atomic_store(&sc->rebal, NULL);
     cl_rebal_stop(rb);
-    acks_free(sc);
+    pool_free(sc);
     pthread_cond_destroy(&sc->q_cv);
     pthread_mutex_destroy(&sc->q_mu);
     if (sc->tmpdir[0])
