@@ -144,16 +144,25 @@ static int same_view(tnode *ts, int cnt)
     return same;
 }
 
+/* form: cnt nodes (directories numbered from base), the first bootstrapping
+ * and the others joining through it; 1 once all see cnt members. */
+static int form(tnode *ts, int cnt, int base)
+{
+    memset(ts, 0, (size_t)cnt * sizeof *ts);
+    if (start(&ts[0], 1, base) || !wait_members(ts, 1, 1))
+        return 0;
+    seed_from(&ts[0]);
+    for (int i = 1; i < cnt; i++)
+        if (start(&ts[i], 0, base + i))
+            return 0;
+    return wait_members(ts, cnt, (uint32_t)cnt);
+}
+
 TEST(cl_node_three_form_fail_leave_and_join)
 {
     tnode ts[4];
     memset(ts, 0, sizeof ts);
-    REQUIRE_OK(start(&ts[0], 1, 0));
-    REQUIRE(wait_members(ts, 1, 1));
-    seed_from(&ts[0]);
-    REQUIRE_OK(start(&ts[1], 0, 1));
-    REQUIRE_OK(start(&ts[2], 0, 2));
-    REQUIRE(wait_members(ts, 3, 3));
+    REQUIRE(form(ts, 3, 0));
     uint64_t end = em_now_ms() + WAIT_MS;
     while (!same_view(ts, 3) && em_now_ms() < end)
         usleep(20000);
@@ -216,12 +225,7 @@ static int poll_until(cl_node *n, cl_node_acall *a)
 TEST(cl_node_call_without_a_wait)
 {
     tnode ts[2];
-    memset(ts, 0, sizeof ts);
-    REQUIRE_OK(start(&ts[0], 1, 10));
-    REQUIRE(wait_members(ts, 1, 1));
-    seed_from(&ts[0]);
-    REQUIRE_OK(start(&ts[1], 0, 11));
-    REQUIRE(wait_members(ts, 2, 2));
+    REQUIRE(form(ts, 2, 10));
     cl_node_set_answer_hook(ts[0].n, answered, NULL);
     cl_topo *t = cl_node_topo_acquire(ts[0].n);
     cl_meta_uuid other = t->m[t->self == 0 ? 1 : 0].id;
