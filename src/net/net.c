@@ -209,10 +209,15 @@ static void free_dead(net_loop *l)
 
 /* update_interest: EPOLLIN unless paused by backpressure, EPOLLOUT while
  * output is queued. */
+/* A parked connection that holds this much unread input is not read from
+ * until it goes on (its requests wait; TCP pushes back on the client). */
+#define PARKED_IN_MAX (1u << 20)
+
 static int update_interest(net_conn *c)
 {
     size_t queued = c->out.len - c->out_off;
-    c->paused = queued > c->loop->srv->lim.out_soft_cap;
+    c->paused = queued > c->loop->srv->lim.out_soft_cap ||
+                (c->parked && c->in.len >= PARKED_IN_MAX);
     uint32_t ev = (c->paused ? 0 : EPOLLIN | EPOLLRDHUP) | (queued ? EPOLLOUT : 0);
     return set_interest(c, ev);
 }
@@ -369,7 +374,8 @@ static void on_readable(net_conn *c)
     /* Bytes TLS already decrypted are invisible to epoll: read them too. */
     for (int i = 0; (i < READS_PER_EV || (c->tls && net_tls_pending(c->tls))) && !c->closing;
          i++) {
-        if (c->out.len - c->out_off > l->srv->lim.out_soft_cap)
+        if (c->out.len - c->out_off > l->srv->lim.out_soft_cap ||
+            (c->parked && c->in.len >= PARKED_IN_MAX))
             break;                  /* backpressure: leave bytes in the kernel */
         uint8_t *dst;
         size_t room;
@@ -743,8 +749,8 @@ static void resume_parked(net_loop *l)
             close_after_flush(c);
         } else if (c->out.len != before && deferred(l)) {
             mark_pending(c);        /* sent after before_send */
-        } else if (c->out.len != before) {
-            pump(c);
+        } else if (c->out.len != before || (c->in.len && !c->parked)) {
+            pump(c);                /* ... and input left unread while it was parked */
         }
     }
 }

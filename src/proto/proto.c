@@ -889,7 +889,8 @@ static int queue_frame(pr_conn *c, em_buf *q, const uint8_t *body, size_t len)
 static int run_or_queue(pr_conn *c, em_buf *q, const uint8_t *body, size_t len, em_buf *out)
 {
     int rc = PR_PARK;
-    if (!c->job_busy && !c->fwd_busy && !queued_tx(q->p, q->len, pr_tx_frame_id(body, len))) {
+    int waits = c->fwd_busy && !(c->fwd_busy == PR_OUT_READY && pr_afwd_frame(c, body, len));
+    if (!c->job_busy && !waits && !queued_tx(q->p, q->len, pr_tx_frame_id(body, len))) {
         size_t at = out->len;
         c->in_loop = c->srv->tx_wake != NULL;   /* forwards and acks go without a wait */
         rc = request(c, body, len, out);
@@ -1098,6 +1099,8 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
         }
         if (left - 4 < (size_t)len)
             break;
+        if (c->fwd_busy && c->npq >= PR_OUT_QUEUE)
+            break;                  /* the rest waits unread (backpressure) */
         const uint8_t *body = p + pos + 4;
         rc = c->ready ? run_or_queue(c, &c->pq, body, (size_t)len, out)
                       : handshake(c, body, (size_t)len, out);

@@ -194,13 +194,29 @@ int pr_conn_take_ack_wait(pr_conn *c, pr_fwd_ack *info)
 
 void pr_conn_set_ack_defer(pr_conn *c, int on) { c->ack_defer = (uint8_t)on; }
 
-/* frame_payload: a success frame's payload (a 1.7.0 reply). */
-static int frame_payload(const em_buf *b, const uint8_t **p, size_t *n)
+/* frame_split: a 1.7.0 reply frame's status (0 = success), and its
+ * payload or, for a failure, its message's bytes. */
+static int frame_split(const em_buf *b, int32_t *status, const uint8_t **p, size_t *n)
 {
-    if (b->len < 14 || (em_ld16(b->p + 12) & 1))
+    if (b->len < 14)
         return EM_PROTO;
-    size_t at = 14 + ((em_ld16(b->p + 12) & 2) ? 12 : 0);
-    if (b->len < at)
+    uint16_t flags = em_ld16(b->p + 12);
+    size_t at = 14 + ((flags & 2) ? 12 : 0);
+    *status = 0;
+    if ((flags & 1) && b->len >= at + 4) {
+        *status = (int32_t)em_ld32(b->p + at);
+        at += 4;
+        /* the message: a typed string (9, length, bytes), or null */
+        if (b->len >= at + 5 && b->p[at] == 9 && em_ld32(b->p + at + 1) <= b->len - at - 5) {
+            *p = b->p + at + 5;
+            *n = em_ld32(b->p + at + 1);
+        } else {
+            *p = NULL;
+            *n = 0;
+        }
+        return *status ? 0 : EM_PROTO;
+    }
+    if (b->len < at || (flags & 1))
         return EM_PROTO;
     *p = b->p + at;
     *n = b->len - at;
@@ -213,9 +229,12 @@ int pr_fwd_ack_result(pr_server *s, const pr_fwd_ack *info, int rc, em_buf *fram
     cl_rid id = { info->rid_origin, info->rid_seq };
     const uint8_t *p;
     size_t n;
-    if (!rc && frame_payload(frame, &p, &n) == 0) {
+    int32_t st;
+    if (!rc && frame_split(frame, &st, &p, &n) == 0) {
+        /* acked: the reply as built - a failure too (a batch that wrote
+         * some of its keys), whose status and message its id records */
         if (w)
-            cl_rids_finish(w, id, info->effect, 0, p, n);
+            cl_rids_finish(w, id, info->effect, st, p, n);
         return 0;
     }
     if (rc == EM_STALE && pr_cluster_idempotent(info->op)) {

@@ -353,6 +353,7 @@ struct pr_afwd {
     em_buf   resp;                  /* the owner's answer */
     em_buf   env;                   /* a named write's envelope as sent */
     uint64_t rid;                   /* the client's request id */
+    cl_meta_uuid to;                /* the member asked */
     int      op;
     int      rc;                    /* the call's result, once over */
     uint8_t  have;                  /* over: the frame's next run takes it */
@@ -388,6 +389,7 @@ static int afwd_start(pr_conn *c, cl_meta_uuid to, int named, size_t frame_len)
     if (c->stats)
         pr_stats_forwarded(c->stats, c->req_op);
     a->rid = frame_rid(c->req_body);
+    a->to = to;
     a->op = c->req_op;
     a->named = (uint8_t)named;
     if (named) {                    /* kept for the next run: no copy */
@@ -423,8 +425,17 @@ static int afwd_take(pr_conn *c, em_buf *resp, int *rc)
     *resp = a->resp;
     a->resp = t;
     a->have = 0;
+    if (c->fwd_busy == PR_OUT_READY)
+        c->fwd_busy = 0;            /* later frames may run */
     *rc = call_rc(c, a->rc);
     return 1;
+}
+
+int pr_afwd_frame(const pr_conn *c, const uint8_t *body, size_t len)
+{
+    const struct pr_afwd *a = c->afwd;
+    return a && a->have && len >= 10 && a->rid == frame_rid(body) &&
+           a->op == (em_ld16(body) & 0xffff);
 }
 
 int pr_afwd_poll(pr_conn *c)
@@ -432,7 +443,7 @@ int pr_afwd_poll(pr_conn *c)
     struct pr_afwd *a = c->afwd;
     if (!cl_node_call_poll(c->srv->opt.cluster, &a->call, &a->rc))
         return 1;
-    c->fwd_busy = 0;
+    c->fwd_busy = PR_OUT_READY;     /* until its frame runs again */
     a->have = 1;
     return 0;
 }
@@ -440,8 +451,11 @@ int pr_afwd_poll(pr_conn *c)
 void pr_afwd_end(pr_conn *c, const uint8_t *body)
 {
     struct pr_afwd *a = c->afwd;
-    if (a->have && a->rid == frame_rid(body))
-        a->have = a->named = 0;     /* it ran without the answer (here, say) */
+    if (a->have && a->rid == frame_rid(body)) {
+        a->have = a->named = 0;     /* it ended before taking the answer */
+        if (c->fwd_busy == PR_OUT_READY)
+            c->fwd_busy = 0;
+    }
 }
 
 void pr_afwd_free(pr_conn *c)
@@ -1167,6 +1181,13 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
 {
     *done = 0;
     cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+    /* The request's answer is in (it was forwarded without a wait): its
+     * first forward takes it, whatever this node's view is now - as if the
+     * loop had waited for it - and only what the answer asks for (map
+     * again, look again) goes through the checks and the mapping below. */
+    int answered = afwd_mine(c);
+    if (answered)
+        goto route;
     if (t->self < 0 || cl_node_segmented(c->srv->opt.cluster)) {
         /* Not a member (still joining, or failed by the others): serving
          * its own store would split the cluster's data. */
@@ -1184,19 +1205,30 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
         cl_node_topo_release(t);
         return 0;
     }
-    int rc = 0;
     if (!kp) {
+        int rc = 0;
         if (op == 1020 || op == 1013 || op == 1019)
             rc = fan_out(c, op, t);
         cl_node_topo_release(t);
         return rc;
     }
+route:;
+    int rc = 0;
     int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
     em_buf *resp = &c->fwd_resp;    /* reused: a forwarded op allocates nothing */
     int remaps = 0;
     int named = afwd_named(c);      /* c->rid_env holds the write under its id */
     for (int tries = 0;; tries++) {
         int owner;
+        cl_meta_uuid to;
+        uint64_t seen;
+        size_t at = out->len;
+        if (!tries && answered) {
+            to = c->afwd->to;
+            seen = cl_topo_index(t);
+            cl_node_topo_release(t);
+            goto ask;
+        }
         if ((rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner)) == EM_AGAIN) {
             /* A partition without an owner now: every owner left and the
              * exchange has not committed new ones yet.  Map again on the
@@ -1229,7 +1261,6 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
             cl_node_topo_release(t);
             break;                  /* run here */
         }
-        size_t at = out->len;
         if (owner < 0 || owner == t->self) {
             /* A named write re-mapped to this node (its owner failed and
              * this node's copy took over): it runs here under its id, as
@@ -1240,8 +1271,8 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
             *done = 1;
             goto stale;
         }
-        cl_meta_uuid to = t->m[owner].id;
-        uint64_t seen = cl_topo_index(t);
+        to = t->m[owner].id;
+        seen = cl_topo_index(t);
         cl_node_topo_release(t);
         /* Every single-key write is named, PUT and CLEAR_KEY too: run
          * again, an idempotent write could overwrite one acknowledged in
@@ -1254,6 +1285,7 @@ int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const 
             }
             named = 1;
         }
+    ask:
         /* A named write may always be re-mapped (bounded): the owner that
          * ran it answers again from its window, or a copy that took over
          * does. */

@@ -435,8 +435,14 @@ void pr_tx_sync_waiting(pr_conn *c);
  * says whether the forward in flight is still out (1: the connection stays
  * parked); pr_afwd_end, after a request ran, drops an answer it did not
  * take; pr_afwd_free, on close, ends the call. */
-enum { PR_OUT_FWD = 1, PR_OUT_ACKS = 2 };
+/* c->fwd_busy: a forward out, an ack wait out, or the forward answered and
+ * its frame not run again yet (only that frame may run: pr_afwd_frame).
+ * While one is out, a connection takes at most PR_OUT_QUEUE frames more;
+ * the rest stay unread (the net layer stops reading past a bound). */
+enum { PR_OUT_FWD = 1, PR_OUT_ACKS = 2, PR_OUT_READY = 3 };
+#define PR_OUT_QUEUE 256
 int  pr_afwd_poll(pr_conn *c);
+int  pr_afwd_frame(const pr_conn *c, const uint8_t *body, size_t len);
 void pr_afwd_end(pr_conn *c, const uint8_t *body);
 void pr_afwd_free(pr_conn *c);
 

@@ -306,14 +306,17 @@ static void ack_later(srv_cluster *sc, cl_node_call_id id, const pr_fwd_ack *inf
  * (transport thread: it never waits here). */
 /* run_here runs a forwarded request on the transport thread and answers
  * it (write: one whose FULL_SYNC wait is handed over, or that goes to a
- * worker after all - pr_fwd_handover). */
+ * worker after all - pr_fwd_handover); cl_node_answer's result. */
 static int run_here(srv_cluster *sc, cl_node_call_id id, const uint8_t *p, size_t n, int write)
 {
     em_buf_reset(&sc->inline_resp);
     (void)pr_fwd_stale(sc->ps);
     int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
-    if (write && pr_fwd_handover(sc->ps))
-        return enqueue(sc, id, 0, p, n);
+    if (write && pr_fwd_handover(sc->ps)) {
+        if ((rc = enqueue(sc, id, 0, p, n)) != 0)  /* not queued: nobody else answers */
+            (void)cl_node_answer(sc->node, id, rc, NULL, 0);
+        return 0;
+    }
     pr_fwd_ack ack;
     int later = write && pr_fwd_take_ack_wait(sc->ps, &ack);
     if (!rc && pr_fwd_stale(sc->ps))
@@ -337,8 +340,16 @@ static void write_posted(void *arg, int cancelled)
 {
     fwd_job *j = arg;
     srv_cluster *sc = j->sc;
-    if (!cancelled)
-        (void)run_here(sc, j->id, j->body, j->len, 1);
+    if (!cancelled) {
+        /* the cache may have gone since (its wait would hold this thread) */
+        if (pr_fwd_write_inline(sc->ps, j->body, j->len)) {
+            (void)run_here(sc, j->id, j->body, j->len, 1);
+        } else {
+            int rc = enqueue(sc, j->id, 0, j->body, j->len);
+            if (rc)                 /* not queued: nobody else will answer it */
+                (void)cl_node_answer(sc->node, j->id, rc, NULL, 0);
+        }
+    }
     job_put(sc, j);
 }
 

@@ -5,7 +5,8 @@
 # others forwarding); every node's CACHE_PARTITIONS names one owner for
 # every partition, the same on every node; a cache and a state change made
 # through one node are seen through the others at once; /metrics counts the
-# requests each node forwarded, by op.
+# requests each node forwarded, by op; deep pipelines through one node
+# answer every request.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 KEYS=${CHAOS_KEYS:-10000}
@@ -47,6 +48,21 @@ else
 fi
 owners=$(cut -d' ' -f2 "$CHAOS_TMP/parts.1" | sort -u | grep -c .)
 [ "$owners" = 3 ] && ok "every node owns partitions" || bad "$owners distinct owners"
+
+# Deep pipelines through one node: 2 connections with 2 048 requests in
+# flight each, two thirds of the keys forwarded.  A forwarded request or a
+# FULL_SYNC ack wait parks its connection; what arrives meanwhile waits
+# unread past a bound (backpressure), never answered with an error.
+for m in 100 0; do
+    "$BUILD/ember-bench" load --host "$(node_ip 1)" --port "$CHAOS_PORT" --cache parts \
+        --connections 2 --pipeline 2048 --keys 3000 --mix $m --duration 1 --warmup 0 \
+        --key-type int --csv --label deep >"$CHAOS_TMP/deep.csv" 2>&1 || bad "deep pipeline load"
+    e=$(awk -F, '$1 == "label" { for (i = 1; i <= NF; i++) c[$i] = i } $1 == "deep" { print $c["errors"] " " $c["ops"] }' \
+        "$CHAOS_TMP/deep.csv")
+    [ "${e%% *}" = 0 ] && [ "${e#* }" -gt 0 ] 2>/dev/null &&
+        ok "$((100 - m))% puts, 2048 in flight per connection through node 1: ${e#* } ops, no error" ||
+        bad "deep pipeline, $((100 - m))% puts: errors and ops '$e'"
+done
 
 "$CLI" -h "$(node_ip 2)" -p "$CHAOS_PORT" state ACTIVE_READ_ONLY >/dev/null
 [ "$("$CLI" -h "$(node_ip 3)" -p "$CHAOS_PORT" state)" = ACTIVE_READ_ONLY ] &&
