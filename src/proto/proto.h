@@ -253,8 +253,9 @@ int  pr_fwd_write_inline(pr_server *s, const uint8_t *body, size_t len);
 /* pr_cluster_seed: this node created the metadata group over state it
  * restored (a whole persistent cluster restarting): it proposes every cache
  * and binary type it has, so a node that never had them learns them from
- * the group.  0 (*proposed: entries the group took), or the first error
- * (call again: the group takes each one once). */
+ * the group.  0 (*proposed: entries proposed and applied; one the group
+ * refuses for good is skipped), or the first error that may pass (call
+ * again: an entry the group has already applies as nothing). */
 int  pr_cluster_seed(pr_server *s, uint32_t timeout_ms, uint32_t *proposed);
 int  pr_fwd_handover(pr_server *s);
 /* pr_fwd_conn_new: a connection that runs forwarded requests, one per

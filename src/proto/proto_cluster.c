@@ -1575,10 +1575,12 @@ int pr_cluster_seed(pr_server *s, uint32_t timeout_ms, uint32_t *proposed)
     for (size_t at = 0; !rc && at + 4 <= x.entries.len;) {
         uint32_t n = em_ld32(x.entries.p + at);
         rc = cl_node_propose(s->opt.cluster, x.entries.p + at + 4, n, timeout_ms);
-        if (rc == EM_CACHEEXISTS)
-            rc = 0;                 /* another configuration there already: the group's stands */
-        else if (!rc)
+        if (!rc)
             (*proposed)++;
+        else if (rc != EM_TIMEOUT && rc != EM_NOTLEADER && rc != EM_LOSTLEADER &&
+                 rc != EM_NOMEM && rc != EM_CLOSED)
+            rc = 0;     /* refused for good (a cache there already under another
+                           configuration - the group's stands - or past a bound) */
         at += 4 + (size_t)n;
     }
     em_buf_free(&x.entries);

@@ -94,6 +94,7 @@ struct srv_cluster {
      * its own restored cluster state into it (srv_cluster_maintain). */
     _Atomic int seeding;
     int       seeded;               /* ... its caches and types are in (maintenance thread) */
+    int       node_gone;            /* stopping: the node stopped (srv_cluster_stop's thread) */
 };
 
 int srv_cluster_enabled(const srv_config *c)
@@ -274,7 +275,8 @@ static void acked_cb(void *arg, int rc)
     fwd_ack *a = arg;
     srv_cluster *sc = a->sc;
     int status = pr_fwd_ack_result(sc->ps, &a->info, rc, &a->frame);
-    (void)cl_node_answer(sc->node, a->id, status, a->frame.p, a->frame.len);
+    if (!sc->node_gone)
+        (void)cl_node_answer(sc->node, a->id, status, a->frame.p, a->frame.len);
     ack_put(sc, a);
 }
 
@@ -867,6 +869,10 @@ void srv_cluster_stop(srv_cluster *sc)
     cl_rebal *rb = atomic_load(&sc->rebal);
     cl_rebal_halt(rb);          /* it sends and proposes through the node */
     cl_node_stop(sc->node, 1);
+    /* a write posted to the transport before it stopped may have handed
+     * its wait over after the drain above: nobody to answer now */
+    sc->node_gone = 1;
+    cl_repl_await_drain(atomic_load(&sc->repl));
     cl_repl *r = atomic_load(&sc->repl);
     atomic_store(&sc->repl, NULL);
     pr_server_set_repl(sc->ps, NULL);
