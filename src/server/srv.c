@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <ini.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,10 @@ struct srv {
     /* The same pointer for worker threads: they start (and may answer the
      * debug op) before net_server_start returns. */
     _Atomic(net_server *) net_pub;
+    /* tx_wake calls using net_pub now: srv_stop unpublishes it, then waits
+     * for these to end before the server goes (the transport's threads wake
+     * the loops until the cluster stops, after the net server). */
+    _Atomic int   net_users;
 };
 
 /* Per-connection state: the protocol state and the worker's counters. */
@@ -560,9 +565,11 @@ static int on_resume(void *arg, net_conn *nc, void *state, em_buf *out, size_t o
 static void tx_wake(void *arg)
 {
     srv *s = arg;
+    atomic_fetch_add(&s->net_users, 1);
     net_server *n = atomic_load(&s->net_pub);
     if (n)
         (void)net_wake_parked(n);
+    atomic_fetch_sub(&s->net_users, 1);
 }
 
 /* on_peek / on_peek_done: a pass's unpipelined requests prefetched
@@ -955,6 +962,8 @@ void srv_stop(srv *s)
         return;
     srv_http_stop(s->http);         /* before the store its scrapes read */
     atomic_store(&s->net_pub, NULL);  /* transactions closing now wake nobody */
+    while (atomic_load(&s->net_users))
+        sched_yield();              /* a wake that read it before: a few instructions */
     net_server_stop(s->net);        /* joins workers: nothing uses the rest now */
     pr_server_sql_stop(s->ps);      /* cancelled with their connections; joined */
     srv_cluster_stop(s->cluster);   /* a clean leave; applies nothing after it */
