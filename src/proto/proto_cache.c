@@ -308,6 +308,8 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     }
     if (rc)
         return rc;
+    if (h.tx && (rc = pr_tx_refuse_nontx(c, op)) != 0)
+        return rc;
     c->fanout_sum = 0;
     int txl = h.tx || st_cache_cfg(sc)->atomicity_mode == ST_ATOMICITY_TRANSACTIONAL;
     if (c->srv->opt.cluster && c->forwarded && (k || bt.p)) {

@@ -418,6 +418,9 @@ int  pr_cluster_tx_route(pr_conn *c, cl_topo *t, int op, st_cache *sc, const uin
 /* pr_tx_cache_op runs a decoded cache op in h->tx, or on a TRANSACTIONAL
  * cache without one as an implicit one-op transaction. */
 int  pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out);
+/* pr_tx_refuse_nontx: the failure reply for an op a transaction may not
+ * run (CLEAR, CLEAR_KEY, CLEAR_KEYS, REMOVE_ALL: Ignite's refusal), or 0. */
+int  pr_tx_refuse_nontx(pr_conn *c, int op);
 /* pr_txs_close rolls back and frees the connection's transactions. */
 void pr_txs_close(pr_conn *c);
 /* pr_tx_frame_id: the transaction a request frame body (op, id, payload)

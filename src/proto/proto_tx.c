@@ -450,7 +450,7 @@ static int run_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, cl_tx *tx, em_b
             }
         return rc ? rc : pr_put_bool(out, all);
     }
-    case 1014:      /* CLEAR_KEY */
+    case 1014:      /* CLEAR_KEY (implicit transactions only, as 1015) */
         return cl_tx_remove(tx, sc, d->k, d->kl);
     case 1015:      /* CLEAR_KEYS */
     case 1018:      /* REMOVE_KEYS */
@@ -474,15 +474,24 @@ static int run_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, cl_tx *tx, em_b
     }
 }
 
+int pr_tx_refuse_nontx(pr_conn *c, int op)
+{
+    int clear = op == 1013 || op == 1014 || op == 1015;
+    if (!clear && op != 1019)
+        return 0;
+    /* Ignite refuses them inside a transaction (since 2.17: the clears
+     * were never transactional, and removeAll runs as a job of its own);
+     * the transaction stays open and its writes are kept. */
+    return pr_fail(c, PR_ST_FAILED, "Failed to invoke a non-transactional IgniteCache %s "
+                   "operation within a transaction.", clear ? "clear" : "removeAll");
+}
+
 int pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out)
 {
     size_t start = out->len;
     pr_batch bt0 = d->bt;           /* a retry re-slices the batch from here */
     int rc;
     if (op == 1013 || op == 1019) {
-        if (h->tx)
-            return pr_fail(c, PR_ST_FAILED, "CLEAR and REMOVE_ALL inside a transaction are not "
-                           "supported by ember yet");
         /* Outside one they clear the cache as on an ATOMIC cache, without
          * waiting for the locks of running transactions. */
         rc = st_clear(h->cache);

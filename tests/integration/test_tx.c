@@ -314,6 +314,35 @@ TEST(tx_errors_and_limit)
     CHECK_EQ(put(&a, ACACHE, id, 1, 1, &r), 1);
     CHECK(strncmp(r.msg, "Transaction spans operations on atomic cache", 44) == 0);
     CHECK_EQ(tx_end(&a, id, 0, &r), 0);
+    /* CLEAR, CLEAR_KEY, CLEAR_KEYS and REMOVE_ALL are refused inside one
+     * with Ignite's message; the transaction goes on and commits */
+    REQUIRE_EQ(put(&a, CACHE, 0, 78, 8, &r), 0);
+    REQUIRE_EQ(tx_start(&a, PES, RR, 0, &id, &r), 0);
+    CHECK_EQ(put(&a, CACHE, id, 77, 7, &r), 0);
+    static const int nontx[] = { 1013, 1014, 1015, 1019 };
+    for (int i = 0; i < 4; i++) {
+        em_buf m = EM_BUF_INIT;
+        tc_req_begin(&a, &m, nontx[i]);
+        hdr(&m, CACHE, id);
+        if (nontx[i] == 1014) {
+            tc_v_int(&m, 78);
+        } else if (nontx[i] == 1015) {
+            tc_put_i32(&m, 1);
+            tc_v_int(&m, 77);
+        }
+        tc_req_end(&m);
+        CHECK_EQ(tc_call(&a, &m, &r), 0);
+        CHECK_EQ(r.status, 1);
+        CHECK(strcmp(r.msg, nontx[i] == 1019
+                     ? "Failed to invoke a non-transactional IgniteCache removeAll operation "
+                       "within a transaction."
+                     : "Failed to invoke a non-transactional IgniteCache clear operation within "
+                       "a transaction.") == 0);
+        em_buf_free(&m);
+    }
+    CHECK_EQ(tx_end(&a, id, 1, &r), 0);
+    CHECK_EQ(get_now(&b, 77), 7);
+    CHECK_EQ(get_now(&b, 78), 8);
     /* bad concurrency / isolation */
     CHECK_EQ(tx_start(&a, 2, 0, 0, &id, &r), 1);
     CHECK_EQ(tx_start(&a, 0, 3, 0, &id, &r), 1);

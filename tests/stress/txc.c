@@ -707,6 +707,56 @@ static void t_opt_orders(sx_conn *a, sx_conn *b)
         ok(what);
 }
 
+/* t_nontx: CLEAR, CLEAR_KEY, CLEAR_KEYS and REMOVE_ALL inside a transaction
+ * fail with Ignite's message and touch nothing on any node; the
+ * transaction stays open and commits what it wrote. */
+static void t_nontx(sx_conn *a)
+{
+    const char *what = "CLEAR, CLEAR_KEY, CLEAR_KEYS, REMOVE_ALL in a transaction: refused "
+                       "as Ignite does, nothing cleared anywhere";
+    static const int ops[] = { 1013, 1014, 1015, 1019 };
+    char why[256], e[256];
+    int32_t id;
+    int rc = put_all(a, 0, 5000, KEYS, 5000);
+    if (!rc)
+        rc = tx_start(a, PES, RC, 10000, &id);
+    if (!rc)
+        rc = put_all(a, id, 5100, KEYS, 5100);
+    for (size_t i = 0; !rc && i < sizeof ops / sizeof ops[0]; i++) {
+        em_buf_reset(&a->out);
+        size_t st = sx_req_begin(&a->out, (uint16_t)ops[i], a->rid++);
+        hdr(&a->out, id);
+        if (ops[i] == 1014) {
+            sx_v_int(&a->out, 5000);
+        } else if (ops[i] == 1015) {
+            sx_put_i32(&a->out, 2);
+            sx_v_int(&a->out, 5001);
+            sx_v_int(&a->out, 5101);
+        }
+        sx_req_end(&a->out, st);
+        sx_reply r;
+        int st2 = call(a, &r);
+        const char *want = ops[i] == 1019 ? "non-transactional IgniteCache removeAll operation"
+                                          : "non-transactional IgniteCache clear operation";
+        if (st2 != 1 || !strstr(err_text(a, e, sizeof e), want)) {
+            snprintf(why, sizeof why, "op %d: status %d \"%s\"", ops[i], st2, e);
+            bad(what, why);
+            return;
+        }
+    }
+    if (!rc)
+        rc = tx_end(a, id, 1);
+    if (rc) {
+        snprintf(why, sizeof why, "rc %d: %s", rc, err_text(a, e, sizeof e));
+        bad(what, why);
+    } else if (same_everywhere(5000, KEYS, 5000, why, sizeof why) ||
+               same_everywhere(5100, KEYS, 5100, why, sizeof why)) {
+        bad(what, why);
+    } else {
+        ok(what);
+    }
+}
+
 static int cmd_test(void)
 {
     sx_conn a, b;
@@ -745,6 +795,7 @@ static int cmd_test(void)
     t_disconnect(&b);
     t_batches(&a);
     t_opt_orders(&a, &b);
+    t_nontx(&a);
     sx_close(&a);
     sx_close(&b);
     printf("%d passed, %d failed\n", g_pass, g_fail);
