@@ -50,6 +50,8 @@ typedef struct ld_opts {
     const char *label;
     const char *mem_eps;      /* --mem-stats: emberd nodes to read op 32000 from */
     uint32_t *keymap;         /* --key-list: the keys (o->keys of them); NULL = 0..keys-1 */
+    const char *hosts;        /* --hosts H:P,...: connection i goes to host i % nhosts */
+    int partition_aware;      /* --partition-aware: each key to its primary (load_pa.c) */
     uint32_t  key_max;        /* the largest key */
 } ld_opts;
 
@@ -64,6 +66,8 @@ typedef struct conn {
     uint8_t *in, *out;
     size_t in_len, in_cap, out_off, out_len, out_cap;
     slot *slots;
+    const uint32_t *keys;        /* --partition-aware: the keys its host is primary of */
+    uint32_t nkeys;
     uint16_t *free_idx, *fifo;   /* free slot stack; send order (RESP, memcached) */
     int nslots, nfree, fifo_head, fifo_n, inflight;
     uint64_t seq;
@@ -182,9 +186,13 @@ static void conn_fill(worker *w, conn *c, int phase, uint64_t now)
                 w->issued++;
             }
             uint64_t r = rnd(&w->rng);
-            key = (uint32_t)(((r >> 32) * R->o.keys) >> 32);
-            if (R->o.keymap)
-                key = R->o.keymap[key];
+            if (c->keys) {
+                key = c->keys[((r >> 32) * c->nkeys) >> 32];
+            } else {
+                key = (uint32_t)(((r >> 32) * R->o.keys) >> 32);
+                if (R->o.keymap)
+                    key = R->o.keymap[key];
+            }
             op = (uint32_t)(((r & 0xffffffffu) * 100) >> 32) < (uint32_t)R->o.mix ? LD_GET : LD_PUT;
         }
         uint16_t idx = c->free_idx[--c->nfree];
@@ -563,7 +571,7 @@ static int mem_read(int fd, int64_t *allocs, int64_t *bytes)
         if (have >= 4 && need == 4) {
             uint32_t l;
             memcpy(&l, buf, 4);
-            if (l < 52 || l > sizeof buf - 4)
+            if (l < 50 || l > sizeof buf - 4)     /* 1.4.0+ headers are 2 bytes shorter */
                 return -1;      /* not a stats reply (no --debug-ops?) */
             need = 4 + l;
         }
@@ -589,7 +597,7 @@ static int conn_open(run *R, worker *w, conn *c, const struct addrinfo *ai, int 
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-        snprintf(err, errlen, "connect to %s:%d: %s", R->o.host, R->o.port, strerror(errno));
+        snprintf(err, errlen, "connect: %s", strerror(errno));
         return -1;
     }
     if (R->cfg.proto == LD_IGNITE && ignite_setup(R, fd, first, err, errlen) < 0)
@@ -685,6 +693,11 @@ static void usage(void)
         "usage: ember-bench load [options]\n"
         "  --proto ignite|resp|memcache   protocol (default ignite)\n"
         "  --host H --port P              server (default 127.0.0.1, port 10800/6379/11211)\n"
+        "  --hosts H:P[,H:P...]           several servers (a cluster): connection i goes to\n"
+        "                                 the (i mod n)-th\n"
+        "  --partition-aware              with --hosts: every key to its partition's primary,\n"
+        "                                 as Ignite's thin clients do (CACHE_PARTITIONS;\n"
+        "                                 needs --ignite-version 1.4.0 or later)\n"
         "  --connections N                connections (default 50)\n"
         "  --threads N                    client threads (default 1)\n"
         "  --pipeline N                   requests in flight per connection (default 1)\n"
@@ -770,6 +783,7 @@ static int parse_opts(int argc, char **argv, ld_opts *o, ld_cfg *cfg)
         if (FLAG("--json")) { o->json = 1; continue; }
         if (FLAG("--no-prefill")) { o->prefill = 0; continue; }
         if (FLAG("--prefill")) { o->prefill = 1; continue; }
+        if (FLAG("--partition-aware")) { o->partition_aware = 1; continue; }
         if (FLAG("-h") || FLAG("--help")) { usage(); return 1; }
         if (FLAG("--self-test")) return self_test() ? 3 : 4;
         char *val = VAL();
@@ -784,6 +798,7 @@ static int parse_opts(int argc, char **argv, ld_opts *o, ld_cfg *cfg)
             else if (strcmp(val, "memcache") == 0 || strcmp(val, "memcached") == 0) o->proto = LD_MEMCACHE;
             else { fprintf(stderr, "unknown protocol %s\n", val); return -1; }
         } else if (FLAG("--host")) o->host = val;
+        else if (FLAG("--hosts")) o->hosts = val;
         else if (FLAG("--label")) o->label = val;
         else if (FLAG("--mem-stats")) o->mem_eps = val;
         else if (FLAG("--key-list")) {
@@ -979,7 +994,9 @@ static int cmd_load(int argc, char **argv)
     if (!R)
         return 2;
     int rc = 2, tty = isatty(STDOUT_FILENO);
-    struct addrinfo *ai = NULL;
+    struct addrinfo *ais[LD_MAX_HOSTS] = { 0 };
+    int nhosts = 0;
+    uint32_t *pa_keys[LD_MAX_HOSTS] = { 0 }, pa_n[LD_MAX_HOSTS] = { 0 };
     int nst = parse_opts(argc, argv, &R->o, &R->cfg);
     if (nst) {
         if (nst < 0)
@@ -1004,10 +1021,34 @@ static int cmd_load(int argc, char **argv)
     int mem_fd[MEM_MAX], nmem = 0;
     snprintf(port, sizeof port, "%d", o->port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    int gai = getaddrinfo(o->host, port, &hints, &ai);
-    if (gai) {
-        fprintf(stderr, "ember-bench load: %s: %s\n", o->host, gai_strerror(gai));
+    if (o->partition_aware && !o->hosts) {
+        fprintf(stderr, "ember-bench load: --partition-aware needs --hosts\n");
         goto out;
+    }
+    for (const char *e = o->hosts ? o->hosts : ""; *e;) {
+        const char *comma = strchr(e, ',');
+        size_t len = comma ? (size_t)(comma - e) : strlen(e);
+        char hp[160];
+        snprintf(hp, sizeof hp, "%.*s", (int)len, e);
+        char *colon = strrchr(hp, ':');
+        int gai = colon && nhosts < LD_MAX_HOSTS ? (*colon = 0, getaddrinfo(hp, colon + 1, &hints,
+                                                                           &ais[nhosts]))
+                                                 : EAI_NONAME;
+        if (gai) {
+            fprintf(stderr, "ember-bench load: --hosts: %.*s: %s (want at most %d HOST:PORT)\n",
+                    (int)len, e, gai_strerror(gai), LD_MAX_HOSTS);
+            goto out;
+        }
+        nhosts++;
+        e = comma ? comma + 1 : e + len;
+    }
+    if (!nhosts) {
+        int gai = getaddrinfo(o->host, port, &hints, &ais[0]);
+        if (gai) {
+            fprintf(stderr, "ember-bench load: %s: %s\n", o->host, gai_strerror(gai));
+            goto out;
+        }
+        nhosts = 1;
     }
     for (int t = 0; t < o->threads; t++) {
         worker *w = &R->w[t];
@@ -1027,9 +1068,22 @@ static int cmd_load(int argc, char **argv)
     }
     for (int i = 0; i < o->conns; i++) {
         worker *w = &R->w[i % o->threads];
-        if (conn_open(R, w, &w->conns[i / o->threads], ai, i == 0, err, sizeof err) < 0) {
+        if (conn_open(R, w, &w->conns[i / o->threads], ais[i % nhosts], i == 0, err,
+                      sizeof err) < 0) {
             fprintf(stderr, "ember-bench load: connection %d: %s\n", i + 1, err);
             goto out;
+        }
+    }
+    if (o->partition_aware) {
+        if (ld_pa_split(&R->cfg, ais, nhosts, o->keymap, o->keys, pa_keys, pa_n, err,
+                        sizeof err)) {
+            fprintf(stderr, "ember-bench load: %s\n", err);
+            goto out;
+        }
+        for (int i = 0; i < o->conns; i++) {
+            conn *c = &R->w[i % o->threads].conns[i / o->threads];
+            c->keys = pa_keys[i % nhosts];
+            c->nkeys = pa_n[i % nhosts];
         }
     }
     for (const char *e = o->mem_eps; e && *e && nmem < MEM_MAX;) {
@@ -1195,9 +1249,15 @@ static int cmd_load(int argc, char **argv)
                (unsigned long long)e_lost, p50, p99, p999, pmax, mean, srv_op, srv_pct, cli_op,
                cmin, cmax);
     } else {
-        printf("ember-bench load: %s %s:%d  %d conns, %d threads, pipeline %d, value %u B, "
+        char where[64];
+        if (o->hosts)
+            snprintf(where, sizeof where, "%d hosts%s", nhosts,
+                     o->partition_aware ? " (partition-aware)" : "");
+        else
+            snprintf(where, sizeof where, "%.40s:%d", o->host, o->port);
+        printf("ember-bench load: %s %s  %d conns, %d threads, pipeline %d, value %u B, "
                "%u keys, %d%% GET\n",
-               pname[o->proto], o->host, o->port, o->conns, o->threads, o->pipeline,
+               pname[o->proto], where, o->conns, o->threads, o->pipeline,
                o->value_size, o->keys, o->mix);
         if (o->prefill)
             printf("prefill     %llu PUTs in %.2f s\n", (unsigned long long)prefill_puts, prefill_s);
@@ -1228,8 +1288,11 @@ static int cmd_load(int argc, char **argv)
     em_free(h);
     rc = errors ? 1 : 0;
 out:
-    if (ai)
-        freeaddrinfo(ai);
+    for (int i = 0; i < LD_MAX_HOSTS; i++) {
+        if (ais[i])
+            freeaddrinfo(ais[i]);
+        em_free(pa_keys[i]);
+    }
     if (R->w) {
         for (int t = 0; t < o->threads; t++) {
             worker *w = &R->w[t];

@@ -88,6 +88,18 @@ void ld_filler(uint8_t *dst, uint32_t n);
 #define LD_KEY_LEN 14
 void ld_key_text(uint32_t key, uint8_t out[LD_KEY_LEN]);
 
+/* ---- partition awareness (load_pa.c) ---- */
+#define LD_MAX_HOSTS 16
+struct addrinfo;
+/* ld_pa_split files the run's keys (keymap[0..nkeys), or 0..nkeys-1 when
+ * keymap is NULL) under the host (ai[0..nhosts)) that is the primary of
+ * each key's partition: keys[h] (allocated; the caller frees) with
+ * counts[h] keys.  Blocking, before the run; the cache must exist.  0, or
+ * -1 with err set. */
+int ld_pa_split(const ld_cfg *cfg, struct addrinfo *const *ai, int nhosts,
+                const uint32_t *keymap, uint32_t nkeys, uint32_t **keys, uint32_t *counts,
+                char *err, size_t errlen);
+
 /* ---- latency histogram (load_hist.c) ----
  * Log-linear like HdrHistogram: values below 2^LD_SUB_BITS nanoseconds get
  * one bucket each, each later power-of-two range is split into

@@ -8,7 +8,9 @@
 # B/op and allocs/op summed over the 3 nodes from the counting allocator
 # (private op 32000, --debug-ops; ember-bench --mem-stats reads it over its
 # own connections around the measured interval), on a run after a warm-up
-# run.  BENCH_SERVER_THREADS: emberd --threads (1).
+# run.  emberd runs twice per size: every put through node 1 (row emberd),
+# and partition-aware, each put to its primary (row emberd-pa).
+# BENCH_SERVER_THREADS: emberd --threads (1).
 # Real processes on the run's own loopback addresses (tests/chaos/lib.sh).
 # BENCH_CONNS (8), BENCH_SECONDS (5), BENCH_KEYS (10000).
 cd "$(dirname "$0")/.."
@@ -38,20 +40,30 @@ EP="$(node_addr 1) $(node_addr 2) $(node_addr 3)"
 P="$(node_pid 1) $(node_pid 2) $(node_pid 3)"
 ROWS="$CHAOS_TMP/rows"
 MEM="$(node_addr 1),$(node_addr 2),$(node_addr 3)"
+# Two ways in per value size: every put through node 1 (two in three
+# forwarded to their primary), and partition-aware (each put sent to its
+# primary, as Ignite's Java, .NET and C++ thin clients do by default; the
+# connections spread over the 3 nodes).
+HOSTS="$(node_ip 1):$CHAOS_PORT,$(node_ip 2):$CHAOS_PORT,$(node_ip 3):$CHAOS_PORT"
 for vs in 64 1024; do
     LOAD="--connections $CONNS --keys $KEYS --mix 0 --value-size $vs --key-type int"
     "$BUILD/ember-bench" load --host "$(node_ip 1)" --port "$CHAOS_PORT" $LOAD --duration 2 \
         --warmup 0 >/dev/null 2>&1 || bad "emberd warm-up $vs"
-    c0=$(cpu_ticks $P)
-    "$BUILD/ember-bench" load --host "$(node_ip 1)" --port "$CHAOS_PORT" $LOAD --duration "$SECS" \
-        --warmup 0 --no-prefill --mem-stats "$MEM" --csv --label emberd >"$CHAOS_TMP/e$vs.csv" 2>&1 ||
-        bad "emberd run $vs"
-    c1=$(cpu_ticks $P)
-    ops=$(col "$CHAOS_TMP/e$vs.csv" ops)
-    echo "emberd $vs $(col "$CHAOS_TMP/e$vs.csv" ops_s) $(col "$CHAOS_TMP/e$vs.csv" p50_us)" \
-         "$(col "$CHAOS_TMP/e$vs.csv" p99_us) $(( (c1 - c0) * 1000000 / hz / ops ))" \
-         "$(col "$CHAOS_TMP/e$vs.csv" server_bytes_op) $(col "$CHAOS_TMP/e$vs.csv" server_allocs_op)" \
-         "$(col "$CHAOS_TMP/e$vs.csv" errors)" >>"$ROWS"
+    for how in emberd emberd-pa; do
+        if [ $how = emberd ]; then TO="--host $(node_ip 1) --port $CHAOS_PORT"
+        else TO="--hosts $HOSTS --partition-aware --ignite-version 1.4.0"; fi
+        c0=$(cpu_ticks $P)
+        "$BUILD/ember-bench" load $TO $LOAD --duration "$SECS" --warmup 0 --no-prefill \
+            --mem-stats "$MEM" --csv --label $how >"$CHAOS_TMP/e$vs.csv" 2>&1 ||
+            bad "$how run $vs"
+        c1=$(cpu_ticks $P)
+        ops=$(col "$CHAOS_TMP/e$vs.csv" ops)
+        echo "$how $vs $(col "$CHAOS_TMP/e$vs.csv" ops_s) $(col "$CHAOS_TMP/e$vs.csv" p50_us)" \
+             "$(col "$CHAOS_TMP/e$vs.csv" p99_us) $(( (c1 - c0) * 1000000 / hz / ops ))" \
+             "$(col "$CHAOS_TMP/e$vs.csv" server_bytes_op)" \
+             "$(col "$CHAOS_TMP/e$vs.csv" server_allocs_op) $(col "$CHAOS_TMP/e$vs.csv" errors)" \
+             >>"$ROWS"
+    done
 done
 node_term 1; node_term 2; node_term 3
 
