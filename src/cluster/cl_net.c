@@ -42,6 +42,7 @@ struct cl_net_link {
     uint8_t   outgoing;
     uint8_t   sent_hello;
     uint8_t   in_data;           /* inside cb_data: the loop sends after it */
+    uint8_t   kick_later;        /* written by a direct cl_net_send: cb_pass_end sends */
     uint8_t   close_req;         /* cl_net_link_close from on_frame: close after it */
     uint8_t   nonce[CL_NET_NONCE];
     uint8_t   dial_nonce[CL_NET_NONCE]; /* the connecting side's nonce: both ends know it */
@@ -62,6 +63,7 @@ struct cl_net {
     uint8_t     *secret;
     net_server  *srv;
     cl_net_link *up;             /* loop thread only */
+    int          kicks;          /* loop thread only: links with kick_later set */
     uint64_t     slow_logged;    /* loop thread only: the last slow() line */
     _Atomic uint64_t st[8];
     /* Spare send blocks (cl_net_send): a steady stream of frames reuses
@@ -129,7 +131,7 @@ int cl_net_link_send(cl_net_link *l, uint16_t type, const void *payload, size_t 
     }
     /* Inside cb_data the loop sends what was appended once it returns (a
      * kick there could close the link under the caller). */
-    if (rc || l->in_data)
+    if (rc || l->in_data || l->kick_later)
         return rc;
     return net_conn_kick(l->conn);
 }
@@ -278,6 +280,22 @@ static void do_send(void *arg, int cancelled)
 int cl_net_send(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
                 const void *payload, size_t len)
 {
+    /* On the transport's own thread, with nothing posted waiting, the frame
+     * goes out now: no copy into a block, no signal to itself and no extra
+     * pass (an owner's acks, answers to forwarded calls). */
+    if (net_post_needless(n->srv, 0)) {
+        cl_net_link *l = find_up(n, msb, lsb);
+        /* Sent at the end of the pass (cb_pass_end), not here: a failed
+         * write closes the link, and its close must not run inside the
+         * caller (which may hold a stream's lock, or another link). */
+        if (l && !l->in_data && !l->kick_later) {
+            l->kick_later = 1;
+            n->kicks++;
+        }
+        if (!l || cl_net_link_send(l, type, payload, len) != 0)
+            count(n, S_NOLINK);
+        return 0;
+    }
     post_send *m = block_get(n, len);
     if (!m)
         return EM_NOMEM;
@@ -551,6 +569,23 @@ static void cb_close(void *arg, void *state)
     em_free(l);
 }
 
+/* cb_pass_end sends what direct cl_net_sends appended during the pass. */
+static void cb_pass_end(void *arg)
+{
+    cl_net *n = arg;
+    if (!n->kicks)
+        return;
+    n->kicks = 0;
+    cl_net_link *next;
+    for (cl_net_link *l = n->up; l; l = next) {
+        next = l->next;
+        if (l->kick_later) {
+            l->kick_later = 0;
+            (void)net_conn_kick(l->conn);
+        }
+    }
+}
+
 static void cb_tick(void *arg, int loop, uint64_t pass_now)
 {
     cl_net *n = arg;
@@ -646,7 +681,7 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
             .out_hard_cap = 256u << 20,
         },
         .cb = { .arg = n, .on_open = cb_open, .on_data = cb_data, .on_close = cb_close,
-                .on_tick = cb_tick, .on_tls_fail = cb_tls_fail },
+                .on_tick = cb_tick, .on_tls_fail = cb_tls_fail, .on_pass_end = cb_pass_end },
         .tls = o->tls,
     };
     int rc = net_server_start(&n->srv, &no);

@@ -634,7 +634,11 @@ static int ticket_state(cl_repl *r, cl_topo *t, ticket *tk, waiter *w)
 
 /* finish_send sends this thread's streams: 1 when its request must then
  * wait for acks (the ticket kept), 0 when not (the ticket cleared). */
-static int finish_send(cl_repl *r)
+/* The streams a loop thread's writes filled during its pass, sent once at
+ * its end (cl_repl_pass_end): one REPL_UPDATE per peer for all of them. */
+static _Thread_local cl_repl *tl_owed;
+
+static int finish_send(cl_repl *r, int later)
 {
     ticket *tk = &tl_ticket;
     if (tk->r != r) {
@@ -646,7 +650,10 @@ static int finish_send(cl_repl *r)
     tk->r = NULL;
     return 0;
 #endif
-    flush_peers(r, 0);
+    if (later)
+        tl_owed = r;
+    else
+        flush_peers(r, 0);
     if (!tk->full_sync || !tk->n) {
         cl_repl_begin();
         tk->r = NULL;
@@ -714,15 +721,30 @@ static int ticket_wait(cl_repl *r)
 
 int cl_repl_finish(cl_repl *r)
 {
-    return finish_send(r) ? ticket_wait(r) : 0;
+    return finish_send(r, 0) ? ticket_wait(r) : 0;
 }
 
-int cl_repl_finish_defer(cl_repl *r)
+static int finish_defer(cl_repl *r, int later)
 {
-    if (!finish_send(r))
+    if (!finish_send(r, later))
         return 0;
     ticket *tk = &tl_ticket;
-    return tk->n <= CL_REPL_AWAIT_MAX && !tk->overflow ? CL_REPL_DEFERRED : ticket_wait(r);
+    if (tk->n <= CL_REPL_AWAIT_MAX && !tk->overflow)
+        return CL_REPL_DEFERRED;
+    cl_repl_pass_end();             /* what it waits for must leave first */
+    return ticket_wait(r);
+}
+
+int cl_repl_finish_defer(cl_repl *r) { return finish_defer(r, 0); }
+int cl_repl_finish_pass(cl_repl *r) { return finish_defer(r, 1); }
+
+void cl_repl_pass_end(void)
+{
+    cl_repl *r = tl_owed;
+    if (r) {
+        tl_owed = NULL;
+        flush_peers(r, 0);
+    }
 }
 
 /* ---- awaits ---------------------------------------------------------------

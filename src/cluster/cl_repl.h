@@ -120,6 +120,12 @@ int  cl_repl_finish(cl_repl *r);
 #define CL_REPL_DEFERRED  1
 #define CL_REPL_AWAIT_MAX 4
 int  cl_repl_finish_defer(cl_repl *r);
+/* cl_repl_finish_pass is cl_repl_finish_defer for a loop thread that calls
+ * cl_repl_pass_end at the end of each pass: the streams leave then, once
+ * for every write of the pass (the backups get one frame, and ack once,
+ * for all of them).  It sends at once when it must wait itself. */
+int  cl_repl_finish_pass(cl_repl *r);
+void cl_repl_pass_end(void);
 
 /* An await: the caller's storage, owned by cl_repl from a start that
  * returned 0 until done runs or a cancel returns 1.  done(arg, rc) runs

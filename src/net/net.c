@@ -113,6 +113,7 @@ struct net_loop {
     _Atomic uint32_t load;          /* connections owned + in the inbox */
     uint32_t    nparked;            /* connections with parked set */
     _Atomic int wake_posted;        /* a resume_parked call is queued */
+    int         draining;           /* drain_inbox is running posted calls */
     _Atomic uint64_t pub_allocs, pub_bytes, pub_frees;
     int         index;              /* position in net_server.loops */
 };
@@ -623,9 +624,15 @@ static int hand_off(net_loop *t, int fd, const struct sockaddr_storage *ss, sock
     h->outgoing = (uint8_t)outgoing;
     h->ctx = ctx;
     h->fn = fn;
+    int first = t->inbox_len == 1;
     pthread_mutex_unlock(&t->inbox_mu);
-    uint64_t one = 1;
-    (void)!write(t->evfd, &one, sizeof one);
+    /* One signal per batch: while the inbox holds entries, the one that
+     * made it non-empty signalled, and drain_inbox swaps until it finds it
+     * empty (the eventfd write is a syscall per post otherwise). */
+    if (first) {
+        uint64_t one = 1;
+        (void)!write(t->evfd, &one, sizeof one);
+    }
     return 0;
 }
 
@@ -647,6 +654,7 @@ static void drain_inbox(net_loop *l)
         l->inbox_cap = l->spare_cap;
         l->inbox_len = 0;
         pthread_mutex_unlock(&l->inbox_mu);
+        l->draining = 1;
         for (size_t i = 0; i < n; i++) {
             handoff *h = &batch[i];
             if (h->fn)
@@ -654,6 +662,7 @@ static void drain_inbox(net_loop *l)
             else
                 conn_setup(l, h->fd, &h->ss, h->sl, h->outgoing, h->ctx);
         }
+        l->draining = 0;
         l->spare = batch;
         l->spare_cap = cap;
         if (!n)
@@ -887,6 +896,8 @@ static void *loop_main(void *arg)
             if (l->pending)
                 send_pending(l);    /* replies of requests the tick resumed */
         }
+        if (s->cb.on_pass_end)
+            s->cb.on_pass_end(s->cb.arg);
         free_dead(l);
         publish_mem(l);
     }
@@ -1191,6 +1202,19 @@ int net_connect(net_server *s, const char *host, int port, void *ctx)
         return EM_NOMEM;
     }
     return 0;
+}
+
+int net_post_needless(net_server *s, int loop)
+{
+    if (loop < 0 || loop >= s->nloops)
+        return 0;
+    net_loop *l = &s->loops[loop];
+    if (tl_loop != l || l->draining)
+        return 0;
+    pthread_mutex_lock(&l->inbox_mu);
+    int empty = l->inbox_len == 0;
+    pthread_mutex_unlock(&l->inbox_mu);
+    return empty;
 }
 
 int net_post(net_server *s, int loop, void (*fn)(void *arg, int cancelled), void *arg)

@@ -60,6 +60,10 @@ typedef struct net_callbacks {
      * calls on_peek_done once, then runs on_data on each in turn. */
     void (*on_peek)(void *arg, void *state, const uint8_t *p, size_t n);
     void (*on_peek_done)(void *arg);
+    /* on_pass_end (optional): once at the end of every loop pass, after
+     * all of its input ran (and the tick, when it came): for work batched
+     * over a pass, e.g. the replication streams its writes filled. */
+    void (*on_pass_end)(void *arg);
     /* on_tick (optional): every timer scan (about 200 ms) on each loop, after
      * the loop's own timeouts; for heartbeats and delayed work. */
     void (*on_tick)(void *arg, int loop, uint64_t now_ms);
@@ -128,6 +132,11 @@ int  net_connect(net_server *s, const char *host, int port, void *ctx);
  * the stopping thread instead, with every connection already closed: it must
  * only free what it owns.  Any thread.  0, EM_INVAL, or EM_NOMEM. */
 int  net_post(net_server *s, int loop, void (*fn)(void *arg, int cancelled), void *arg);
+/* net_post_needless: 1 when the caller runs on that loop's thread, outside
+ * its posted calls, with nothing posted to it waiting - so work done now
+ * directly keeps its order with everything posted before (a sender's
+ * frames stay in sequence); 0 otherwise (post it). */
+int  net_post_needless(net_server *s, int loop);
 
 void *net_conn_ctx(const net_conn *c);
 int   net_conn_outgoing(const net_conn *c);

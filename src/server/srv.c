@@ -887,6 +887,8 @@ int srv_start(srv **out, const srv_config *c)
     no.cb.on_close = on_close;
     no.cb.on_resume = on_resume;
     no.cb.on_tls_fail = on_tls_fail;
+    if (srv_cluster_enabled(c))
+        no.cb.on_pass_end = srv_cluster_pass_end;
     no.tls = s->tls;
     if (s->deferred)
         no.cb.before_send = before_send;

@@ -854,6 +854,12 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     return 0;
 }
 
+void srv_cluster_pass_end(void *arg)
+{
+    (void)arg;
+    cl_repl_pass_end();
+}
+
 void srv_cluster_stop(srv_cluster *sc)
 {
     if (!sc)

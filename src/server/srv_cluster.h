@@ -36,6 +36,9 @@ int  srv_cluster_leave(srv_cluster *sc);
 /* srv_cluster_maintain: periodic (srv_maintain) - a node that created the
  * metadata group puts the cluster state it restored into it. */
 void srv_cluster_maintain(srv_cluster *sc);
+/* srv_cluster_pass_end: the end of a client loop's pass (net.h
+ * on_pass_end) - the replication streams its writes filled leave now. */
+void srv_cluster_pass_end(void *arg);
 /* srv_cluster_stop leaves the cluster (clean stop) and frees everything. */
 void srv_cluster_stop(srv_cluster *sc);
 struct cl_node *srv_cluster_node(srv_cluster *sc);
