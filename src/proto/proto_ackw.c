@@ -49,7 +49,7 @@ int pr_cache_repl_finish(pr_conn *c, uint16_t op)
         return cl_repl_finish(r);
     /* on a client's loop the streams leave at the end of its pass
      * (srv.c's on_pass_end), with the other writes of the pass */
-    int rc = c->in_loop ? cl_repl_finish_pass(r) : cl_repl_finish_defer(r);
+    int rc = c->in_loop || c->pass_flush ? cl_repl_finish_pass(r) : cl_repl_finish_defer(r);
     if (rc != CL_REPL_DEFERRED)
         return rc;
     c->ack_deferred = 1;
@@ -95,10 +95,11 @@ static int fail_frame(em_buf *b, int ver, const char *msg)
 static void ackw_done(void *arg, int rc)
 {
     struct pr_ackw *a = arg;
+    pr_server *srv = a->srv;        /* once settled is seen, a may be freed */
     a->rc = rc;
     atomic_store_explicit(&a->settled, 1, memory_order_release);
-    if (a->srv->tx_wake)
-        a->srv->tx_wake(a->srv->tx_wake_arg);   /* the loops resume parked connections */
+    if (srv->tx_wake)
+        srv->tx_wake(srv->tx_wake_arg);     /* the loops resume parked connections */
 }
 
 /* ackw_deliver appends what the settled write answers: its reply, the
