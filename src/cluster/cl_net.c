@@ -573,6 +573,8 @@ static void cb_close(void *arg, void *state)
 static void cb_pass_end(void *arg)
 {
     cl_net *n = arg;
+    if (n->o.on_pass_end)
+        n->o.on_pass_end(n->o.arg);
     if (!n->kicks)
         return;
     n->kicks = 0;

@@ -179,6 +179,9 @@ typedef struct cl_net_opts {
     void (*on_down)(void *arg, cl_net_link *l, int was_up, const char *why);
     /* on_tick (optional): every timer scan of the loop (about 200 ms). */
     void (*on_tick)(void *arg, uint64_t now_ms);
+    /* on_pass_end (optional): the end of every pass of the loop, before
+     * the links written to directly during it are flushed. */
+    void (*on_pass_end)(void *arg);
     cl_net_fault_fn fault;       /* NULL = pass everything */
     void           *fault_arg;
     struct net_tls_ctx *tls;     /* a peer context (net/tls.h): every link in TLS,

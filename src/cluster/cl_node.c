@@ -1568,6 +1568,13 @@ static uint64_t lease_window(const cl_node *n)
     return fd / 2;
 }
 
+static void on_pass_end(void *arg)
+{
+    cl_node *n = arg;
+    if (n->cfg.on_pass_end)
+        n->cfg.on_pass_end(n->cfg.arg);
+}
+
 static void on_tick(void *arg, uint64_t now)
 {
     cl_node *n = arg;
@@ -1766,6 +1773,7 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         .node_msb = n->id.msb, .node_lsb = n->id.lsb,
         .consistent = "pending",
         .arg = n, .on_up = on_up, .on_frame = on_frame, .on_down = on_down, .on_tick = on_tick,
+        .on_pass_end = on_pass_end,
         .fault = cfg->fault, .fault_arg = cfg->fault_arg, .tls = cfg->tls,
         /* A connection that has not finished its handshake within the
          * failure detection timeout (10 s at most) is closed: Ignite bounds

@@ -122,6 +122,9 @@ typedef struct cl_node_cfg {
                     const uint8_t *p, size_t n);
     /* on_tick (optional): the transport's timer scan (about 200 ms). */
     void (*on_tick)(void *arg);
+    /* on_pass_end (optional): the end of each pass of the transport's loop
+     * (transport thread, no lock of the node's held). */
+    void (*on_pass_end)(void *arg);
     /* on_refused (optional): a link refused in its handshake, either way,
      * with the peer's address and why (transport thread). */
     void (*on_refused)(void *arg, const char *peer, const char *why);

@@ -228,6 +228,9 @@ int pr_server_set_cluster(pr_server *s, cl_node *node)
      * write's acks arrive there, and so does the answer to a retry. */
     s->fwd_conn->ack_defer = 1;
     s->fwd_conn->no_wait = 1;
+    /* and calls cl_repl_pass_end at the end of each pass (on_pass_end):
+     * the streams of the writes it ran in a pass leave together */
+    s->fwd_conn->pass_flush = 1;
     /* Cache configurations in entries are decoded as a 1.2.0+ client wrote
      * them (query entities with precision and scale): the proposer refuses
      * the older layout (create_cluster). */

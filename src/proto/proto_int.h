@@ -109,6 +109,7 @@ struct pr_conn {
     /* FULL_SYNC acks awaited without a thread (proto_ackw.c) */
     uint8_t    ack_defer;           /* a forwarding worker's: it hands the wait over */
     uint8_t    no_wait;             /* the transport thread's: nothing may wait */
+    uint8_t    pass_flush;          /* its thread calls cl_repl_pass_end per pass */
     uint8_t    handover;            /* ... and this request would have: a worker runs it */
     uint8_t    ack_deferred;        /* this request's write did (pr_cache_repl_finish) */
     uint8_t    ack_named;           /* ... under a request id (pr_op_rid_call) */

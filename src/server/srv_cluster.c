@@ -728,7 +728,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         .exclude_neighbors = c->exclude_neighbors,
         .arg = sc, .on_topology = on_topology, .on_refused = on_refused,
         .on_entry = on_entry, .on_restore = on_restore, .on_call_later = on_call_later,
-        .on_repl = on_repl, .on_tick = on_tick, .errmsg = err,
+        .on_repl = on_repl, .on_tick = on_tick, .on_pass_end = srv_cluster_pass_end, .errmsg = err,
     };
     if (c->cluster_tls) {
         /* The thin-client port's certificate settings, for both ends of every
