@@ -438,7 +438,7 @@ static void *worker_main(void *arg)
 
 /* ---------------------------------------------------------------- setup */
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+int ld_write_all(int fd, const uint8_t *p, size_t n)
 {
     while (n) {
         ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
@@ -458,7 +458,7 @@ static int ignite_setup(run *R, int fd, int create, char *err, size_t errlen)
 {
     uint8_t buf[4096];
     size_t n = ld_enc_handshake(&R->cfg, buf), have = 0;
-    if (write_all(fd, buf, n) < 0) {
+    if (ld_write_all(fd, buf, n) < 0) {
         snprintf(err, errlen, "sending the handshake: %s", strerror(errno));
         return -1;
     }
@@ -479,7 +479,7 @@ static int ignite_setup(run *R, int fd, int create, char *err, size_t errlen)
     if (!create)
         return 0;
     n = ld_enc_get_or_create(&R->cfg, buf, 1);
-    if (write_all(fd, buf, n) < 0) {
+    if (ld_write_all(fd, buf, n) < 0) {
         snprintf(err, errlen, "sending GET_OR_CREATE_WITH_NAME: %s", strerror(errno));
         return -1;
     }
@@ -559,7 +559,7 @@ static int mem_open(run *R, const char *ep, size_t len, char *err, size_t errlen
 static int mem_read(int fd, int64_t *allocs, int64_t *bytes)
 {
     uint8_t req[14] = {10, 0, 0, 0, 0x00, 0x7d, 7, 0, 0, 0, 0, 0, 0, 0};  /* op 32000, rid 7 */
-    if (write_all(fd, req, sizeof req) < 0)
+    if (ld_write_all(fd, req, sizeof req) < 0)
         return -1;
     uint8_t buf[256];
     size_t have = 0, need = 4;

@@ -88,6 +88,10 @@ void ld_filler(uint8_t *dst, uint32_t n);
 #define LD_KEY_LEN 14
 void ld_key_text(uint32_t key, uint8_t out[LD_KEY_LEN]);
 
+/* ld_write_all: a blocking send of all of p[0..n) (setup, not the run);
+ * 0 or -1. */
+int ld_write_all(int fd, const uint8_t *p, size_t n);
+
 /* ---- partition awareness (load_pa.c) ---- */
 #define LD_MAX_HOSTS 16
 struct addrinfo;

@@ -30,20 +30,6 @@
 
 #define PA_FRAME_MAX (8u << 20)     /* a partition map of 64 Ki partitions fits */
 
-static int pa_write(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int pa_read(int fd, uint8_t *p, size_t n)
 {
     while (n) {
@@ -91,7 +77,7 @@ static int pa_connect(const ld_cfg *cfg, const struct addrinfo *ai, uint8_t id[1
     uint8_t *b = NULL;
     size_t n = 0;
     int rc = -1;
-    if (pa_write(fd, hs, hn) || pa_frame(fd, &b, &n)) {
+    if (ld_write_all(fd, hs, hn) || pa_frame(fd, &b, &n)) {
         snprintf(err, errlen, "handshake: connection lost");
         goto out;
     }
@@ -124,7 +110,7 @@ static int pa_map(const ld_cfg *cfg, int fd, uint8_t ids[][16], int nhosts, int8
     uint8_t *b = NULL;
     size_t n = 0;
     int rc = -1;
-    if (pa_write(fd, req, sizeof req) || pa_frame(fd, &b, &n) || n < 10) {
+    if (ld_write_all(fd, req, sizeof req) || pa_frame(fd, &b, &n) || n < 10) {
         snprintf(err, errlen, "CACHE_PARTITIONS: no reply");
         goto out;
     }

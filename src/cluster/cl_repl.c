@@ -779,7 +779,7 @@ static void await_settle(cl_repl *r, cl_repl_await **x, int rc, cl_repl_await **
         a->done(a->arg, rc);
         return;
     }
-    a->end_ms = (uint64_t)rc;       /* carried to run_later */
+    a->rc = rc;                     /* carried to run_later */
     a->next = *later;
     *later = a;
 }
@@ -789,7 +789,7 @@ static void run_later(cl_repl_await *later)
     while (later) {
         cl_repl_await *a = later;
         later = a->next;
-        a->done(a->arg, (int)a->end_ms);
+        a->done(a->arg, a->rc);
     }
 }
 

@@ -141,6 +141,7 @@ typedef struct cl_repl_await {
     struct { void *c; uint32_t part; uint64_t ctr; } e[CL_REPL_AWAIT_MAX];
     uint32_t n, at;                 /* entries; the first not acked yet */
     uint64_t end_ms;
+    int      rc;                    /* its result, from settling to done */
     struct cl_repl_await *next;
 } cl_repl_await;
 

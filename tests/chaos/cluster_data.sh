@@ -64,6 +64,34 @@ for m in 100 0; do
         bad "deep pipeline, $((100 - m))% puts: errors and ops '$e'"
 done
 
+# A partition-aware client (ember-bench --partition-aware, as Ignite's Java,
+# .NET and C++ clients): from the partition map and each node's id in the
+# handshake it sends every key to its primary, so no node forwards any of
+# the measured requests (M5's "aware" rows rest on this).
+fwd_sum() {
+    t=0
+    for i in 1 2 3; do
+        v=$(curl -s --max-time 5 "http://$(node_ip $i):8080/metrics" |
+            awk '$1 ~ /^ember_cluster_forwarded_requests_total/ { s += $2 } END { print s + 0 }')
+        t=$((t + v))
+    done
+    echo $t
+}
+AW="$(node_ip 1):$CHAOS_PORT,$(node_ip 2):$CHAOS_PORT,$(node_ip 3):$CHAOS_PORT"
+"$BUILD/ember-bench" load --hosts "$AW" --partition-aware --ignite-version 1.4.0 --cache parts \
+    --connections 3 --keys 3000 --key-type int --duration 0.2 --warmup 0 >/dev/null 2>&1 ||
+    bad "partition-aware prefill"
+f0=$(fwd_sum)
+"$BUILD/ember-bench" load --hosts "$AW" --partition-aware --ignite-version 1.4.0 --cache parts \
+    --connections 3 --keys 3000 --key-type int --mix 50 --duration 1 --warmup 0 --no-prefill \
+    --csv --label aware >"$CHAOS_TMP/aware.csv" 2>&1 || bad "partition-aware load"
+f1=$(fwd_sum)
+e=$(awk -F, '$1 == "label" { for (i = 1; i <= NF; i++) c[$i] = i } $1 == "aware" { print $c["errors"] " " $c["ops"] }' \
+    "$CHAOS_TMP/aware.csv")
+[ "${e%% *}" = 0 ] && [ "${e#* }" -gt 0 ] 2>/dev/null && [ "$f1" = "$f0" ] &&
+    ok "partition-aware client: ${e#* } ops on 3 nodes, none forwarded" ||
+    bad "partition-aware client: errors and ops '$e', forwarded $f0 -> $f1"
+
 "$CLI" -h "$(node_ip 2)" -p "$CHAOS_PORT" state ACTIVE_READ_ONLY >/dev/null
 [ "$("$CLI" -h "$(node_ip 3)" -p "$CHAOS_PORT" state)" = ACTIVE_READ_ONLY ] &&
     ! "$CLI" -h "$(node_ip 1)" -p "$CHAOS_PORT" put parts int:1 x >/dev/null 2>&1 &&
