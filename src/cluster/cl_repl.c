@@ -632,12 +632,13 @@ static int ticket_state(cl_repl *r, cl_topo *t, ticket *tk, waiter *w)
     return 1;
 }
 
-/* finish_send sends this thread's streams: 1 when its request must then
- * wait for acks (the ticket kept), 0 when not (the ticket cleared). */
 /* The streams a loop thread's writes filled during its pass, sent once at
  * its end (cl_repl_pass_end): one REPL_UPDATE per peer for all of them. */
 static _Thread_local cl_repl *tl_owed;
 
+/* finish_send sends this thread's streams (later: leaves them to
+ * cl_repl_pass_end): 1 when its request must then wait for acks (the
+ * ticket kept), 0 when not (the ticket cleared). */
 static int finish_send(cl_repl *r, int later)
 {
     ticket *tk = &tl_ticket;
