@@ -47,8 +47,9 @@ int pr_cache_repl_finish(pr_conn *c, uint16_t op)
     cl_repl *r = c->srv->opt.repl;
     if (!c->in_loop && !c->ack_defer)
         return cl_repl_finish(r);
-    /* on a client's loop the streams leave at the end of its pass
-     * (srv.c's on_pass_end), with the other writes of the pass */
+    /* on a client's loop, and on the transport thread (pass_flush), the
+     * streams leave at the end of the thread's pass (net.h on_pass_end,
+     * srv_cluster_pass_end), with the other writes of the pass */
     int rc = c->in_loop || c->pass_flush ? cl_repl_finish_pass(r) : cl_repl_finish_defer(r);
     if (rc != CL_REPL_DEFERRED)
         return rc;

@@ -741,6 +741,7 @@ static void t_nontx(sx_conn *a)
         if (st2 != 1 || !strstr(err_text(a, e, sizeof e), want)) {
             snprintf(why, sizeof why, "op %d: status %d \"%s\"", ops[i], st2, e);
             bad(what, why);
+            tx_end(a, id, 0);
             return;
         }
     }
