@@ -83,6 +83,7 @@ BINS += $(BUILD)/ember-txc
 endif
 ifneq ($(wildcard tests/sim/sim_meta.c),)
 BINS += $(BUILD)/ember-sim $(BUILD)/plant/ember-sim-no_io_guard
+BINS += $(BUILD)/ember-sim-own $(BUILD)/plant/ember-sim-own-no_switch
 endif
 # emberd with one planted replication bug each (src/cluster/cl_repl.c says
 # which), and one transaction bug (src/proto/proto_txp.c), for
@@ -219,6 +220,17 @@ $(BUILD)/plant/cl_meta_raft-no_io_guard.o: src/cluster/cl_meta_raft.c
 	$(CC) $(CFLAGS) -DEM_PLANT_NO_IO_GUARD -c -o $@ $<
 $(BUILD)/plant/ember-sim-no_io_guard: $(BUILD)/tests/sim/sim_meta.o \
 		$(BUILD)/plant/cl_meta_raft-no_io_guard.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The ownership simulation (tests/sim/sim_own.c) and its planted twin:
+# cl_plan.c moving a primary without moving the topology version.
+$(BUILD)/ember-sim-own: $(BUILD)/tests/sim/sim_own.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/plant/cl_plan-no_switch.o: src/cluster/cl_plan.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DEM_PLANT_NO_SWITCH -c -o $@ $<
+$(BUILD)/plant/ember-sim-own-no_switch: $(BUILD)/tests/sim/sim_own.o \
+		$(BUILD)/plant/cl_plan-no_switch.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:

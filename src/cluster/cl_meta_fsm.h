@@ -40,9 +40,11 @@
  *                 affinity switch) | g x group:
  *                 i32 group | u32 parts (1..CL_META_MAX_PARTS) | u32 k (<= parts) |
  *                 k x { u32 partition (ascending, < parts) | u8 flags
- *                 (CL_META_OWN_LOST) | u8 n (<= CL_META_MAX_OWNERS) | u8 m (<= n)
- *                 | n x u64 member order (its join's log index): the n - m
- *                 owners, primary first, then the m MOVING ones }
+ *                 (CL_META_OWN_LOST, CL_META_OWN_EXPECT) | u8 n (<= CL_META_MAX_OWNERS)
+ *                 | u8 m (<= n) | n x u64 member order (its join's log index): the
+ *                 n - m owners, primary first, then the m MOVING ones |
+ *                 with CL_META_OWN_EXPECT: u32 the CRC-32C of the row it replaces
+ *                 (cl_meta_owners_row_crc; an absent table's rows are 3 zero bytes) }
  *
  * Effects (cluster.md §3.2; every entry is idempotent: applying it again
  * changes nothing and bumps nothing):
@@ -64,7 +66,10 @@
  *                             that joined at or before its major become ALIVE
  *   OWNERS_SET                the exchange's decision (cl_meta_owners.c): each
  *                             named partition of each group gets those owners and
- *                             flags; a group's table starts with no owners (or
+ *                             flags (a partition whose expected row is not the
+ *                             row there now is left as it is: a decision taken on
+ *                             a row another one replaced since); a group's table
+ *                             starts with no owners (or
  *                             starts over when parts differs); groups of caches
  *                             not started are skipped; minor + 1 when it is an
  *                             affinity switch that changed something (clients
@@ -98,6 +103,7 @@
 #define CL_META_MAX_PARTS      65536u
 #define CL_META_MAX_OWNERS     255u
 #define CL_META_OWN_LOST       1u               /* OWNERS_SET flag: every owner is gone */
+#define CL_META_OWN_EXPECT     2u               /* OWNERS_SET flag: only over the row named */
 
 /* Entry types, named once (X(name, code)). */
 #define CL_META_ENTRIES(X) \
@@ -280,6 +286,9 @@ static inline uint64_t cl_meta_owner_at(const cl_meta_part_owners *o, uint32_t i
 {
     return em_ld64(o->order + 8u * i);
 }
+/* cl_meta_owners_row_crc: the CRC-32C of a partition's row, as
+ * CL_META_OWN_EXPECT names it. */
+uint32_t cl_meta_owners_row_crc(const cl_meta_part_owners *o);
 
 /* Building an OWNERS_SET entry: begin, then per group a group call followed
  * by its partitions in ascending order, then end.  _size is the entry's size
@@ -295,6 +304,10 @@ int    cl_meta_enc_owners_begin(cl_meta_owners_enc *e, em_buf *out, uint64_t exc
 int    cl_meta_enc_owners_group(cl_meta_owners_enc *e, int32_t grp, uint32_t parts);
 int    cl_meta_enc_owners_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags,
                                const uint64_t *order, uint32_t n, uint32_t moving);
+/* _part_if: the partition's row only if it is still the row whose CRC is
+ * expect (cl_topo_row_crc) when the entry applies. */
+int    cl_meta_enc_owners_part_if(cl_meta_owners_enc *e, uint32_t part, uint32_t expect,
+                                  const uint64_t *order, uint32_t n, uint32_t moving);
 size_t cl_meta_enc_owners_size(const cl_meta_owners_enc *e);
 /* cl_meta_enc_owners_switch marks the entry an affinity switch. */
 void   cl_meta_enc_owners_switch(cl_meta_owners_enc *e);

@@ -13,12 +13,20 @@
 #include <string.h>
 
 #include "util/err.h"
+#include "util/hash.h"
 #include "util/mem.h"
 
 #define ENTRY_HDR 8
 #define OWN_SWITCH 0x80000000u    /* in the group count: the entry switches affinity */
 #define PART_HDR  3       /* u8 flags | u8 n | u8 moving */
 #define ENT_PART  7       /* u32 part | u8 flags | u8 n | u8 moving */
+#define EXPECT_LEN 4      /* CL_META_OWN_EXPECT: u32 the row's CRC-32C after the orders */
+
+/* ent_len: an entry partition's bytes (h: its ENT_PART header). */
+static size_t ent_len(const uint8_t *h)
+{
+    return ENT_PART + 8u * h[5] + (h[4] & CL_META_OWN_EXPECT ? EXPECT_LEN : 0);
+}
 
 /* ---- encoding an entry ---- */
 
@@ -58,11 +66,11 @@ int cl_meta_enc_owners_group(cl_meta_owners_enc *e, int32_t grp, uint32_t parts)
     return 0;
 }
 
-int cl_meta_enc_owners_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags,
-                            const uint64_t *order, uint32_t n, uint32_t moving)
+static int enc_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags, const uint64_t *order,
+                    uint32_t n, uint32_t moving, uint32_t expect)
 {
     if (!e->ngroups || part >= e->parts || (int64_t)part <= e->last_part ||
-        n > CL_META_MAX_OWNERS || moving > n || (flags & ~CL_META_OWN_LOST))
+        n > CL_META_MAX_OWNERS || moving > n || (flags & ~(CL_META_OWN_LOST | CL_META_OWN_EXPECT)))
         return EM_RANGE;
     size_t at = e->out->len;
     uint8_t h[ENT_PART];
@@ -73,6 +81,8 @@ int cl_meta_enc_owners_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags,
     int rc = put(e->out, h, sizeof h);
     for (uint32_t i = 0; i < n && !rc; i++)
         rc = put_u64(e->out, order[i]);
+    if (!rc && (flags & CL_META_OWN_EXPECT))
+        rc = put_u32(e->out, expect);
     if (rc) {
         e->out->len = at;
         return EM_NOMEM;
@@ -81,6 +91,20 @@ int cl_meta_enc_owners_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags,
     e->nparts++;
     em_st32(e->out->p + e->grp_at + 8, e->nparts);
     return 0;
+}
+
+int cl_meta_enc_owners_part(cl_meta_owners_enc *e, uint32_t part, uint8_t flags,
+                            const uint64_t *order, uint32_t n, uint32_t moving)
+{
+    if (flags & CL_META_OWN_EXPECT)
+        return EM_RANGE;
+    return enc_part(e, part, flags, order, n, moving, 0);
+}
+
+int cl_meta_enc_owners_part_if(cl_meta_owners_enc *e, uint32_t part, uint32_t expect,
+                               const uint64_t *order, uint32_t n, uint32_t moving)
+{
+    return enc_part(e, part, CL_META_OWN_EXPECT, order, n, moving, expect);
 }
 
 size_t cl_meta_enc_owners_size(const cl_meta_owners_enc *e) { return e->out->len - e->at; }
@@ -140,10 +164,10 @@ int cl_meta_owners_check(const uint8_t *body, size_t n, uint64_t *exch_id, uint3
             uint32_t part = em_ld32(h);
             if (part >= parts || (int64_t)part <= last)
                 return EM_RANGE;
-            if ((h[4] & ~CL_META_OWN_LOST) || h[6] > h[5])
+            if ((h[4] & ~(CL_META_OWN_LOST | CL_META_OWN_EXPECT)) || h[6] > h[5])
                 return EM_INVAL;
             last = part;
-            if ((rc = take(&c, (size_t)h[5] * 8, &h)))
+            if ((rc = take(&c, ent_len(h) - ENT_PART, &h)))
                 return rc;
         }
     }
@@ -196,6 +220,27 @@ int cl_meta_owners_table_check(const uint8_t *p, size_t n)
     return c.off == c.n ? 0 : EM_TRAILING;
 }
 
+static const uint8_t EMPTY_ROW[PART_HDR];
+
+/* row_crc: the CRC-32C of partition part's row in old (offsets offs; an
+ * empty row when there is no old table). */
+static uint32_t row_crc(const cl_meta_blob *old, const uint32_t *offs, uint32_t part)
+{
+    if (!old)
+        return em_crc32c(0, EMPTY_ROW, PART_HDR);
+    return em_crc32c(0, old->p + offs[part], offs[part + 1] - offs[part]);
+}
+
+/* takes: whether entry partition s replaces its row - always, unless it
+ * carries an expectation the row no longer meets (another decision came
+ * first: the proposer decided on a row that is gone). */
+static int takes(const uint8_t *s, const cl_meta_blob *old, const uint32_t *offs)
+{
+    if (!(s[4] & CL_META_OWN_EXPECT))
+        return 1;
+    return em_ld32(s + ENT_PART + 8u * s[5]) == row_crc(old, offs, em_ld32(s));
+}
+
 /* patch_group builds the new table of one group: old (may be NULL, or of
  * another partition count: then every partition starts with no owners) with
  * the k partitions at q (entry bytes, checked) replaced.  *out is a new blob. */
@@ -224,9 +269,11 @@ static int patch_group(const cl_meta_blob *old, uint32_t parts, const uint8_t *q
         uint32_t part = em_ld32(s);
         uint8_t n = s[5];
         size_t was = old ? offs[part + 1] - offs[part] : PART_HDR;
-        size += PART_HDR + 8u * n;
-        size -= was;
-        s += ENT_PART + 8u * n;
+        if (takes(s, old, offs)) {
+            size += PART_HDR + 8u * n;
+            size -= was;
+        }
+        s += ent_len(s);
     }
     uint8_t *p = em_malloc(size);
     if (!p) {
@@ -238,9 +285,13 @@ static int patch_group(const cl_meta_blob *old, uint32_t parts, const uint8_t *q
     s = q;
     uint32_t next = k ? em_ld32(s) : UINT32_MAX;
     for (uint32_t part = 0; part < parts; part++) {
+        if (part == next && !takes(s, old, offs)) {
+            s += ent_len(s);
+            next = --k ? em_ld32(s) : UINT32_MAX;
+        }
         if (part == next) {
             uint8_t n = s[5];
-            p[w] = s[4];
+            p[w] = s[4] & CL_META_OWN_LOST;
             p[w + 1] = n;
             p[w + 2] = s[6];
             memcpy(p + w + PART_HDR, s + ENT_PART, 8u * n);
@@ -249,7 +300,7 @@ static int patch_group(const cl_meta_blob *old, uint32_t parts, const uint8_t *q
                 memcmp(old->p + offs[part], p + w, len) != 0)
                 *changed = 1;
             w += len;
-            s += ENT_PART + 8u * n;
+            s += ent_len(s);
             next = --k ? em_ld32(s) : UINT32_MAX;
         } else if (old) {
             size_t len = offs[part + 1] - offs[part];
@@ -299,7 +350,7 @@ int cl_meta_owners_apply(cl_meta_fsm *f, uint32_t ngroups, cl_meta_bytes raw, in
         const uint8_t *q = s + 12;
         s = q;
         for (uint32_t i = 0; i < k; i++)
-            s += ENT_PART + 8u * s[5];
+            s += ent_len(s);
         if (!cl_meta_fsm_cache(f, grp))
             continue;               /* a cache stopped since: nothing to own */
         int64_t at = find(f->owners, f->n_owners, grp);
@@ -374,6 +425,11 @@ void cl_meta_owners_drop(cl_meta_fsm *f, int32_t grp)
     memmove(&f->owners[at], &f->owners[at + 1],
             (f->n_owners - (uint32_t)at - 1) * sizeof *f->owners);
     f->n_owners--;
+}
+
+uint32_t cl_meta_owners_row_crc(const cl_meta_part_owners *o)
+{
+    return em_crc32c(0, o->order - PART_HDR, PART_HDR + 8u * o->n);
 }
 
 const cl_meta_blob *cl_meta_fsm_owners(const cl_meta_fsm *f, int32_t grp)

@@ -53,34 +53,6 @@ typedef cl_node_acall pending;
 
 typedef struct seed { char ip[64]; int port; } seed;
 
-/* A group's committed owners, resolved to member indices of the snapshot
- * (owners no longer members are left out, and the partition marked). */
-#define GRP_DROPPED 0x80u
-#define GRP_PRIMARY_GONE 0x40u        /* ... and that owner was its primary */
-typedef struct topo_grp {
-    int32_t   grp;
-    uint32_t  parts;
-    uint32_t *off;                /* parts + 1: partition p's owners are idx[off[p]..off[p+1]) */
-    uint16_t *idx;
-    uint8_t  *flags;              /* CL_META_OWN_* per partition */
-    uint8_t  *mov;                /* per partition: the last mov of its idx are MOVING */
-    uint32_t  nlost;              /* partitions flagged lost */
-    uint32_t  nmoving;            /* MOVING copies in all */
-} topo_grp;
-
-struct cl_topo_ref {
-    cl_topo  t;
-    uint64_t index;               /* the metadata log index it was built at */
-    uint64_t last_exch;           /* the last exchange committed then */
-    topo_grp *grp;                /* by group id, ascending */
-    uint32_t ngrp;
-    _Atomic uint64_t *live;       /* the node's count of live snapshots */
-    _Atomic int refs;
-    pthread_mutex_t mu;           /* affinity cache */
-    struct aff_cache { uint32_t parts, backups; cl_aff_table tab; struct aff_cache *next; } *aff;
-    char    *str;                 /* every member string */
-};
-typedef struct cl_topo_ref topo_ref;
 
 struct cl_node {
     cl_node_cfg   cfg;
@@ -104,9 +76,10 @@ struct cl_node {
      * or meta while they shut down. */
     pthread_rwlock_t life;
     pthread_mutex_t pub_mu;       /* serialises republish */
+    pthread_mutex_t decide_mu;    /* cl_node_decide_lock */
     pthread_mutex_t mu;
     pthread_cond_t  cv;
-    topo_ref     *topo;
+    cl_topo      *topo;
     uint64_t      applied;        /* last index applied here */
     int           member;         /* our NODE_JOIN applied */
     int           proposing_self;
@@ -156,182 +129,23 @@ static int enter(cl_node *n)
 
 static void leave_cb(cl_node *n) { pthread_rwlock_unlock(&n->life); }
 
-/* ---- topology snapshots ------------------------------------------------------ */
-
-static _Atomic uint64_t *live_counter(topo_ref *r) { return r->live; }
-
-static void topo_free(topo_ref *r)
-{
-    if (r->live)
-        atomic_fetch_sub(live_counter(r), 1);
-    while (r->aff) {
-        struct aff_cache *a = r->aff;
-        r->aff = a->next;
-        cl_aff_free(&a->tab);
-        em_free(a);
-    }
-    for (uint32_t i = 0; i < r->ngrp; i++) {
-        em_free(r->grp[i].off);
-        em_free(r->grp[i].idx);
-        em_free(r->grp[i].flags);
-        em_free(r->grp[i].mov);
-    }
-    em_free(r->grp);
-    pthread_mutex_destroy(&r->mu);
-    em_free(r->str);
-    em_free(r->t.m);
-    em_free(r);
-}
+/* ---- topology snapshots (cl_topo.c) -------------------------------------------- */
 
 cl_topo *cl_node_topo_acquire(cl_node *n)
 {
     pthread_mutex_lock(&n->mu);
-    topo_ref *r = n->topo;
-    atomic_fetch_add(&r->refs, 1);
+    cl_topo *t = n->topo;
+    cl_topo_hold(t);
     pthread_mutex_unlock(&n->mu);
-    return &r->t;
+    return t;
 }
 
-void cl_node_topo_release(cl_topo *t)
-{
-    topo_ref *r = (topo_ref *)t;
-    if (r && atomic_fetch_sub(&r->refs, 1) == 1)
-        topo_free(r);
-}
+void cl_node_topo_release(cl_topo *t) { cl_topo_release(t); }
 
-const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backups)
-{
-    topo_ref *r = (topo_ref *)t;
-    if (!t->n)
-        return NULL;
-    pthread_mutex_lock(&r->mu);
-    struct aff_cache *a = r->aff;
-    while (a && (a->parts != parts || a->backups != backups))
-        a = a->next;
-    if (!a) {
-        cl_aff_node *nodes = em_calloc(t->n, sizeof *nodes);
-        a = em_calloc(1, sizeof *a);
-        if (nodes && a) {
-            int excl = 0;
-            for (uint32_t i = 0; i < t->n; i++) {
-                nodes[i] = (cl_aff_node){ t->m[i].cid, strlen(t->m[i].cid),
-                                          t->m[i].id.msb, t->m[i].id.lsb,
-                                          t->m[i].host & CL_NODE_HOST_MASK };
-                excl |= (t->m[i].host & CL_NODE_EXCLUDE_NEIGHBORS) != 0;
-            }
-            if (cl_aff_compute(&a->tab, nodes, t->n, parts, backups, excl) == 0) {
-                a->parts = parts;
-                a->backups = backups;
-                a->next = r->aff;
-                r->aff = a;
-            } else {
-                em_free(a);
-                a = NULL;
-            }
-        } else {
-            em_free(a);
-            a = NULL;
-        }
-        em_free(nodes);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return a ? &a->tab : NULL;
-}
+void cl_node_decide_lock(cl_node *n) { pthread_mutex_lock(&n->decide_mu); }
+int  cl_node_decide_trylock(cl_node *n) { return pthread_mutex_trylock(&n->decide_mu) == 0; }
+void cl_node_decide_unlock(cl_node *n) { pthread_mutex_unlock(&n->decide_mu); }
 
-static const topo_grp *topo_group(const topo_ref *r, int32_t grp)
-{
-    uint32_t lo = 0, hi = r->ngrp;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r->grp[mid].grp == grp)
-            return &r->grp[mid];
-        if (r->grp[mid].grp < grp)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
-
-int cl_topo_has_owners(cl_topo *t, int32_t grp, uint32_t parts)
-{
-    const topo_grp *g = topo_group((topo_ref *)t, grp);
-    return g && g->parts == parts;
-}
-
-uint32_t cl_topo_owners(cl_topo *t, int32_t grp, uint32_t parts, uint32_t backups,
-                        int replicated, uint32_t part, uint32_t *idx, uint32_t max)
-{
-    if (part >= parts || !t->n)
-        return 0;
-    const topo_grp *g = topo_group((topo_ref *)t, grp);
-    if (g && g->parts == parts) {
-        uint32_t k = 0;
-        for (uint32_t i = g->off[part]; i < g->off[part + 1] - g->mov[part] && k < max; i++)
-            idx[k++] = g->idx[i];
-        return k;
-    }
-    /* No decision yet (a cache the exchange has not seen): its ideal owners. */
-    if (replicated) {
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < t->n && k < max; i++)
-            idx[k++] = i;
-        return k;
-    }
-    const cl_aff_table *a = cl_topo_affinity(t, parts, backups);
-    if (!a)
-        return 0;
-    const uint16_t *row = cl_aff_owners(a, part);
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < a->copies && k < max; i++)
-        idx[k++] = row[i];
-    return k;
-}
-
-int cl_topo_part_lost(cl_topo *t, int32_t grp, uint32_t part)
-{
-    const topo_grp *g = topo_group((topo_ref *)t, grp);
-    return g && part < g->parts && (g->flags[part] & CL_META_OWN_LOST);
-}
-
-uint32_t cl_topo_moving(cl_topo *t, int32_t grp, uint32_t parts, uint32_t part, uint32_t *idx,
-                        uint32_t max)
-{
-    const topo_grp *g = topo_group((topo_ref *)t, grp);
-    if (!g || g->parts != parts || part >= parts)
-        return 0;
-    uint32_t k = 0;
-    for (uint32_t i = g->off[part + 1] - g->mov[part]; i < g->off[part + 1] && k < max; i++)
-        idx[k++] = g->idx[i];
-    return k;
-}
-
-uint32_t cl_topo_moving_count(cl_topo *t, int32_t grp)
-{
-    const topo_grp *g = topo_group((topo_ref *)t, grp);
-    return g ? g->nmoving : 0;
-}
-
-uint32_t cl_topo_lost_count(cl_topo *t, int32_t grp)
-{
-    const topo_grp *g = topo_group((topo_ref *)t, grp);
-    return g ? g->nlost : 0;
-}
-
-int cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part)
-{
-    const topo_grp *g = topo_group((topo_ref *)t, grp);
-    return g && part < g->parts && (g->flags[part] & GRP_DROPPED);
-}
-
-int cl_topo_primary_dropped(cl_topo *t, int32_t grp, uint32_t part)
-{
-    const topo_grp *g = topo_group((topo_ref *)t, grp);
-    return g && part < g->parts && (g->flags[part] & GRP_PRIMARY_GONE);
-}
-
-uint64_t cl_topo_last_exchange(const cl_topo *t) { return ((const topo_ref *)t)->last_exch; }
-uint64_t cl_topo_index(const cl_topo *t) { return ((const topo_ref *)t)->index; }
 
 int cl_node_link_up(cl_node *n, cl_meta_uuid id)
 {
@@ -369,7 +183,7 @@ int cl_node_release_wait(cl_node *n, const cl_topo *held, uint32_t timeout_ms)
      * microseconds, and this runs once per exchange. */
     for (;;) {
         pthread_mutex_lock(&n->mu);
-        uint64_t allowed = 1 + (held && &n->topo->t != held);
+        uint64_t allowed = 1 + (held && n->topo != held);
         pthread_mutex_unlock(&n->mu);
         if (atomic_load(&n->live_topos) <= allowed)
             break;
@@ -387,156 +201,20 @@ int cl_node_topo_wait(cl_node *n, uint64_t index, uint32_t timeout_ms)
     timespec_in(&ts, timeout_ms);
     int rc = 0;
     pthread_mutex_lock(&n->mu);
-    while (n->topo->index <= index && !atomic_load(&n->stopping) && rc == 0)
+    while (cl_topo_index(n->topo) <= index && !atomic_load(&n->stopping) && rc == 0)
         rc = pthread_cond_timedwait(&n->cv, &n->mu, &ts);
-    int ok = n->topo->index > index;
+    int ok = cl_topo_index(n->topo) > index;
     pthread_mutex_unlock(&n->mu);
     return ok ? 0 : EM_TIMEOUT;
 }
 
-/* member_by_order: the snapshot's index of the member with that join order
- * (members are kept in join order), or -1. */
-static int member_by_order(const cl_topo *t, uint64_t order)
-{
-    uint32_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (t->m[mid].order == order)
-            return (int)mid;
-        if (t->m[mid].order < order)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
-}
 
-/* build_groups resolves the state's owner tables against the members. */
-static int build_groups(topo_ref *r, const cl_meta_fsm *s)
-{
-    if (!s->n_owners)
-        return 0;
-    r->grp = em_calloc(s->n_owners, sizeof *r->grp);
-    if (!r->grp)
-        return EM_NOMEM;
-    for (uint32_t gi = 0; gi < s->n_owners; gi++) {
-        const cl_meta_blob *b = &s->owners[gi];
-        topo_grp *g = &r->grp[r->ngrp++];
-        g->grp = b->id;
-        g->parts = cl_meta_owners_parts(b);
-        size_t total = 0;
-        uint32_t off = 0;
-        cl_meta_part_owners o;
-        while (cl_meta_owners_next(b, &off, &o))
-            total += o.n;
-        g->off = em_malloc(sizeof *g->off * (g->parts + 1u));
-        g->flags = em_malloc(g->parts);
-        g->mov = em_calloc(g->parts, 1);
-        g->idx = em_malloc(sizeof *g->idx * (total ? total : 1));
-        if (!g->off || !g->flags || !g->mov || !g->idx)
-            return EM_NOMEM;
-        off = 0;
-        uint32_t p = 0, k = 0;
-        while (p < g->parts && cl_meta_owners_next(b, &off, &o)) {
-            g->off[p] = k;
-            g->flags[p] = o.flags;
-            g->nlost += (o.flags & CL_META_OWN_LOST) != 0;
-            for (uint32_t i = 0; i < o.n; i++) {
-                int m = member_by_order(&r->t, cl_meta_owner_at(&o, i));
-                int moving = i >= (uint32_t)(o.n - o.moving);
-                if (m >= 0) {
-                    g->idx[k++] = (uint16_t)m;
-                    g->mov[p] += (uint8_t)moving;
-                    g->nmoving += (uint32_t)moving;
-                } else {
-                    g->flags[p] |= GRP_DROPPED | (i == 0 && !moving ? GRP_PRIMARY_GONE : 0);
-                }
-            }
-            p++;
-        }
-        for (; p <= g->parts; p++) {
-            g->off[p] = k;
-            if (p < g->parts)
-                g->flags[p] = 0;
-        }
-    }
-    return 0;
-}
-
-static topo_ref *topo_empty(void)
-{
-    topo_ref *r = em_calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
-    r->refs = 1;
-    r->t.self = -1;
-    r->t.state = CL_META_ACTIVE;
-    pthread_mutex_init(&r->mu, NULL);
-    return r;
-}
-
-typedef struct build_arg { cl_node *n; topo_ref *r; int rc; } build_arg;
+typedef struct build_arg { cl_node *n; cl_topo *t; } build_arg;
 
 static void build_cb(void *arg, const cl_meta_fsm *s)
 {
     build_arg *b = arg;
-    topo_ref *r = b->r;
-    uint32_t live = 0;
-    size_t bytes = 0;
-    for (uint32_t i = 0; i < s->n_members; i++) {
-        const cl_meta_member *m = &s->members[i];
-        if (m->state == CL_META_LEFT)
-            continue;
-        live++;
-        bytes += m->cid_len + 1u;
-        for (uint32_t k = 0; k < 2; k++)
-            bytes += (k < m->n_addrs ? cl_meta_member_addr(m, k).len : 0) + 1u;
-    }
-    r->index = s->last_index;
-    r->t.major = s->major;
-    r->t.minor = s->minor;
-    r->t.state = s->state;
-    r->t.m = live ? em_calloc(live, sizeof *r->t.m) : NULL;
-    r->str = bytes ? em_malloc(bytes) : NULL;
-    if (live && (!r->t.m || !r->str)) {
-        b->rc = EM_NOMEM;
-        return;
-    }
-    char *o = r->str;
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < s->n_members; i++) {
-        const cl_meta_member *m = &s->members[i];
-        if (m->state == CL_META_LEFT)
-            continue;
-        cl_topo_member *t = &r->t.m[k];
-        t->id = m->id;
-        t->raft_id = m->raft_id;
-        t->order = m->order;
-        t->state = m->state;
-        t->host = m->host;
-        cl_meta_bytes cid = cl_meta_member_cid(m);
-        t->cid = o;
-        memcpy(o, cid.p, cid.len);
-        o += cid.len;
-        *o++ = 0;
-        const char **dst[2] = { &t->cluster_addr, &t->thin_addr };
-        for (uint32_t a = 0; a < 2; a++) {
-            cl_meta_bytes v = a < m->n_addrs ? cl_meta_member_addr(m, a)
-                                             : (cl_meta_bytes){ NULL, 0 };
-            *dst[a] = o;
-            if (v.len)
-                memcpy(o, v.p, v.len);
-            o += v.len;
-            *o++ = 0;
-        }
-        if (cl_meta_uuid_eq(m->id, b->n->id))
-            r->t.self = (int)k;
-        k++;
-    }
-    r->t.n = live;
-    r->last_exch = s->last_exch;
-    if (build_groups(r, s))
-        b->rc = EM_NOMEM;
+    b->t = cl_topo_build(s, b->n->id, &b->n->live_topos);
 }
 
 /* republish builds a new topology from the applied state and swaps it in. */
@@ -546,30 +224,28 @@ static void republish(cl_node *n)
      * it), and never older than what is published: on_topology sees the
      * versions in order. */
     pthread_mutex_lock(&n->pub_mu);
-    topo_ref *r = topo_empty();
+    build_arg b = { n, NULL };
+    cl_meta_read(n->meta, build_cb, &b);
+    cl_topo *r = b.t;
     if (!r) {
         pthread_mutex_unlock(&n->pub_mu);
         return;
     }
-    build_arg b = { n, r, 0 };
-    cl_meta_read(n->meta, build_cb, &b);
-    r->live = &n->live_topos;
-    atomic_fetch_add(&n->live_topos, 1);
     pthread_mutex_lock(&n->mu);
-    topo_ref *old = n->topo;
-    int stale = b.rc || (old->index && r->index < old->index);
+    cl_topo *old = n->topo;
+    int stale = cl_topo_index(old) && cl_topo_index(r) < cl_topo_index(old);
     if (!stale) {
         n->topo = r;
-        n->member = r->t.self >= 0 && !atomic_load(&n->segmented);
+        n->member = r->self >= 0 && !atomic_load(&n->segmented);
         pthread_cond_broadcast(&n->cv);
     }
     pthread_mutex_unlock(&n->mu);
     if (stale) {
-        topo_free(r);
+        cl_topo_release(r);
     } else {
-        cl_node_topo_release(&old->t);
+        cl_topo_release(old);
         if (n->cfg.on_topology)
-            n->cfg.on_topology(n->cfg.arg, &r->t);  /* n->topo holds a ref; pub_mu keeps it */
+            n->cfg.on_topology(n->cfg.arg, r);  /* n->topo holds a ref; pub_mu keeps it */
     }
     pthread_mutex_unlock(&n->pub_mu);
 }
@@ -1049,7 +725,7 @@ uint64_t cl_node_host_id(const char *name)
     uint64_t h = 0xcbf29ce484222325ull;         /* FNV-1a */
     for (const char *p = b; *p && *p != '\n'; p++)
         h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-    return h & CL_NODE_HOST_MASK ? h & CL_NODE_HOST_MASK : 1;
+    return h & CL_TOPO_HOST_MASK ? h & CL_TOPO_HOST_MASK : 1;
 }
 
 static uint32_t fd_ms(const cl_node_cfg *cfg)
@@ -1304,7 +980,7 @@ static int is_up(const cl_node *n, cl_meta_uuid id)
 static void not_member(cl_node *n, cl_meta_uuid from, uint64_t major, uint32_t minor)
 {
     pthread_mutex_lock(&n->mu);
-    const cl_topo *t = &n->topo->t;
+    const cl_topo *t = n->topo;
     int known = 0;
     for (uint32_t i = 0; i < t->n && !known; i++)
         known = (int)i != t->self && cl_meta_uuid_eq(t->m[i].id, from);
@@ -1739,9 +1415,10 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
     n->cfg = *cfg;
     pthread_rwlock_init(&n->life, NULL);
     pthread_mutex_init(&n->pub_mu, NULL);
+    pthread_mutex_init(&n->decide_mu, NULL);
     pthread_mutex_init(&n->mu, NULL);
     pthread_cond_init(&n->cv, NULL);
-    n->topo = topo_empty();
+    n->topo = cl_topo_empty();
     int rc = n->topo ? parse_seeds(n, cfg->seeds) : EM_NOMEM;
     if (rc) {
         set_err(cfg, "cluster: bad seeds list '%s'", cfg->seeds ? cfg->seeds : "");
@@ -1802,10 +1479,10 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         snprintf(n->cid, sizeof n->cid, "%s", n->cluster_addr);
     snprintf(n->raft_addr, sizeof n->raft_addr, "%s:%d", cfg->host, cfg->raft_port);
 
-    uint64_t host = (cfg->host_id ? cfg->host_id : cl_node_host_id(NULL)) & CL_NODE_HOST_MASK;
+    uint64_t host = (cfg->host_id ? cfg->host_id : cl_node_host_id(NULL)) & CL_TOPO_HOST_MASK;
     cl_meta_node_info ji = {
         .id = n->id, .raft_id = n->raft_id,
-        .host = host | (cfg->exclude_neighbors ? CL_NODE_EXCLUDE_NEIGHBORS : 0),
+        .host = host | (cfg->exclude_neighbors ? CL_TOPO_EXCLUDE_NEIGHBORS : 0),
         .cid = { (const uint8_t *)n->cid, (uint32_t)strlen(n->cid) },
         .raft_addr = { (const uint8_t *)n->raft_addr, (uint32_t)strlen(n->raft_addr) },
         .n_addrs = 2,
@@ -1859,11 +1536,12 @@ fail:
     if (n->net)
         cl_net_stop(n->net);
     if (n->topo)
-        topo_free(n->topo);
+        cl_topo_release(n->topo);
     em_buf_free(&n->join_entry);
     pthread_cond_destroy(&n->cv);
     pthread_mutex_destroy(&n->mu);
     pthread_mutex_destroy(&n->pub_mu);
+    pthread_mutex_destroy(&n->decide_mu);
     pthread_rwlock_destroy(&n->life);
     em_free(n);
     return rc;
@@ -1896,11 +1574,12 @@ void cl_node_stop(cl_node *n, int leave)
     pthread_rwlock_unlock(&n->life);
     cl_net_stop(n->net);
     cl_meta_stop(n->meta);
-    cl_node_topo_release(&n->topo->t);
+    cl_node_topo_release(n->topo);
     em_buf_free(&n->join_entry);
     pthread_cond_destroy(&n->cv);
     pthread_mutex_destroy(&n->mu);
     pthread_mutex_destroy(&n->pub_mu);
+    pthread_mutex_destroy(&n->decide_mu);
     pthread_rwlock_destroy(&n->life);
     em_free(n);
 }

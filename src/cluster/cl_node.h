@@ -31,41 +31,13 @@
 #include "cluster/cl_aff.h"
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_net.h"
+#include "cluster/cl_topo.h"
 
 typedef struct cl_node cl_node;
-
-typedef struct cl_topo_member {
-    cl_meta_uuid id;
-    uint64_t     raft_id;          /* its server in the metadata group */
-    uint64_t     order;
-    uint8_t      state;            /* CL_META_JOINING or CL_META_ALIVE */
-    const char  *cid;              /* consistent id */
-    const char  *cluster_addr;     /* "ip:port" of its transport */
-    const char  *thin_addr;        /* "ip:port" thin clients use, "" if none */
-    uint64_t     host;             /* its neighbourhood (CL_NODE_HOST_MASK bits, see
-                                      cl_node_cfg.host_id) and CL_NODE_EXCLUDE_NEIGHBORS */
-} cl_topo_member;
-
-/* A member's join entry carries, in its host field, the id of the machine
- * it runs on (the low 63 bits) and whether it asks for excludeNeighbors
- * (the top bit).  Affinity excludes neighbours when any member asks: all
- * members read the same member list, so they all compute the same table. */
-#define CL_NODE_HOST_MASK         0x7fffffffffffffffull
-#define CL_NODE_EXCLUDE_NEIGHBORS 0x8000000000000000ull
 
 /* cl_node_host_id: the neighbourhood id of a machine name (NULL or "":
  * this machine's /etc/machine-id, or its host name); never 0. */
 uint64_t cl_node_host_id(const char *name);
-
-typedef struct cl_topo cl_topo;
-struct cl_topo {
-    uint64_t        major;
-    uint32_t        minor;
-    uint8_t         state;         /* CL_META_ACTIVE ... */
-    uint32_t        n;             /* members not LEFT, in join order */
-    cl_topo_member *m;
-    int             self;          /* index of this node, -1 before it joined */
-};
 
 /* A forwarded request answered later (on_call_later / cl_node_answer). */
 typedef struct cl_node_call_id {
@@ -154,24 +126,6 @@ int  cl_node_leave(cl_node *n, uint32_t timeout_ms);
 cl_topo *cl_node_topo_acquire(cl_node *n);
 void     cl_node_topo_release(cl_topo *t);
 
-/* cl_topo_affinity: the owners table for (parts, backups) on topology t,
- * computed once per topology and kept with it; NULL for an empty topology
- * or out of memory.  Valid while t is held. */
-const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backups);
-
-/* cl_topo_owners: the owners of partition part of cache group grp on t,
- * primary first, as indices into t->m; returns how many (at most max).  The
- * exchange's committed owners when the group has them (0: none of them is a
- * member any more, or the partition is lost); before the group's first
- * exchange, its ideal owners (every member when replicated). */
-uint32_t cl_topo_owners(cl_topo *t, int32_t grp, uint32_t parts, uint32_t backups,
-                        int replicated, uint32_t part, uint32_t *idx, uint32_t max);
-/* cl_topo_has_owners: 1 when the group has committed owners on t. */
-int      cl_topo_has_owners(cl_topo *t, int32_t grp, uint32_t parts);
-/* cl_topo_part_lost: 1 when the exchange declared the partition lost. */
-int      cl_topo_part_lost(cl_topo *t, int32_t grp, uint32_t part);
-/* cl_topo_index: the metadata log index t was built at. */
-uint64_t cl_topo_index(const cl_topo *t);
 /* cl_node_topo_wait waits (bounded) until a topology built after index is
  * published: 0 or EM_TIMEOUT.  Not on the transport or metadata thread. */
 int      cl_node_topo_wait(cl_node *n, uint64_t index, uint32_t timeout_ms);
@@ -193,23 +147,6 @@ int  cl_node_leader(cl_node *n, cl_meta_uuid *out);
  * older than the current one (held: one the caller holds itself, or NULL):
  * 0 or EM_TIMEOUT. */
 int  cl_node_release_wait(cl_node *n, const cl_topo *held, uint32_t timeout_ms);
-
-/* cl_topo_moving: the partition's MOVING copies (members loading it; they
- * get its writes but serve nothing yet) as indices into t->m. */
-uint32_t cl_topo_moving(cl_topo *t, int32_t grp, uint32_t parts, uint32_t part, uint32_t *idx,
-                        uint32_t max);
-/* cl_topo_moving_count: MOVING copies of the group in all. */
-uint32_t cl_topo_moving_count(cl_topo *t, int32_t grp);
-/* cl_topo_lost_count: how many of the group's partitions are lost. */
-uint32_t cl_topo_lost_count(cl_topo *t, int32_t grp);
-/* cl_topo_part_dropped: 1 when some committed owner of the partition is no
- * longer a member (the next exchange decides again). */
-int      cl_topo_part_dropped(cl_topo *t, int32_t grp, uint32_t part);
-/* cl_topo_primary_dropped: 1 when the one that left was its primary. */
-int      cl_topo_primary_dropped(cl_topo *t, int32_t grp, uint32_t part);
-
-/* cl_topo_last_exchange: the id of the last exchange committed on t. */
-uint64_t cl_topo_last_exchange(const cl_topo *t);
 
 /* cl_node_has_lease: 1 while this member may serve cache operations: it
  * heard from the leader (the leader: from a majority of the voters) within
@@ -237,6 +174,16 @@ cl_meta_uuid cl_node_id(const cl_node *n);
  * per-op figures; zeros once stopping. */
 struct em_mem_stats;
 void cl_node_mem_stats(cl_node *n, struct em_mem_stats *sum);
+
+/* The decide lock: held by whoever decides partition owners on this node
+ * (the exchange, from its snapshot to its EXCH_DONE; rebalancing's
+ * promotions, from their snapshot to their commit; a reset of lost
+ * partitions), so no decision is taken on a snapshot another is about to
+ * change (tests/sim/sim_own.c finds what happens otherwise).  trylock: 1
+ * when taken.  Not on the transport thread. */
+void cl_node_decide_lock(cl_node *n);
+int  cl_node_decide_trylock(cl_node *n);
+void cl_node_decide_unlock(cl_node *n);
 
 /* cl_node_is_leader: 1 when this node leads the metadata group (the
  * coordinator). */
@@ -331,7 +278,6 @@ int cl_node_post(cl_node *n, void (*fn)(void *arg, int cancelled), void *arg);
  * answer p[0..len), or an error code (p ignored).  Any thread; once per id.
  * 0, EM_NOMEM, EM_TOOBIG, EM_CLOSED (stopping). */
 int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, size_t len);
-
 
 /* cl_node_sync waits until this node has applied every entry the leader
  * had applied when asked (so every proposal that completed anywhere):

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cluster/cl_net.h"
+#include "cluster/cl_plan.h"
 #include "cluster/cl_zip.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -24,10 +25,8 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-#define ENTRY_SPLIT     (512u << 10)   /* decision entries stay well under the log's bound */
 #define PROPOSE_MS      10000
 #define FREQ_EVERY_MS   500
-#define MAX_OWNERS      256
 
 typedef struct slot {
     cl_meta_uuid node;
@@ -75,11 +74,11 @@ static uint64_t map_hash(const uint8_t *b, size_t n)
 /* ---- what the upper layers know ---- */
 
 /* groups_get: the started groups, in a fresh array (*n of them). */
-static cl_pme_group *groups_get(cl_pme *p, uint32_t *n)
+static cl_plan_group *groups_get(cl_pme *p, uint32_t *n)
 {
     uint32_t cap = 64;
     for (;;) {
-        cl_pme_group *g = em_malloc(sizeof *g * cap);
+        cl_plan_group *g = em_malloc(sizeof *g * cap);
         if (!g)
             return NULL;
         uint32_t k = p->cfg.groups(p->cfg.arg, g, cap);
@@ -92,82 +91,17 @@ static cl_pme_group *groups_get(cl_pme *p, uint32_t *n)
     }
 }
 
-static int is_owner(const uint32_t *o, uint32_t n, uint32_t who)
-{
-    for (uint32_t i = 0; i < n; i++)
-        if (o[i] == who)
-            return 1;
-    return 0;
-}
-
-/* ideal: the group's ideal owners of part on t (primary first). */
-static uint32_t ideal(cl_topo *t, const cl_pme_group *g, uint32_t part, uint32_t *o)
-{
-    if (g->replicated) {
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < t->n && k < MAX_OWNERS; i++)
-            o[k++] = i;
-        return k;
-    }
-    const cl_aff_table *a = cl_topo_affinity(t, g->parts, g->backups);
-    if (!a)
-        return 0;
-    const uint16_t *row = cl_aff_owners(a, part);
-    for (uint32_t i = 0; i < a->copies; i++)
-        o[i] = row[i];
-    return a->copies;
-}
 
 /* ---- the single message ---- */
 
 static int build_single(cl_pme *p, cl_topo *t, uint64_t exch, em_buf *out)
 {
     uint32_t ng = 0;
-    cl_pme_group *g = groups_get(p, &ng);
+    cl_plan_group *g = groups_get(p, &ng);
     if (!g)
         return EM_NOMEM;
-    cl_psingle_group *sg = em_calloc(ng ? ng : 1, sizeof *sg);
-    cl_psingle_part **parts = em_calloc(ng ? ng : 1, sizeof *parts);
-    int rc = sg && parts ? 0 : EM_NOMEM;
-    uint32_t own[MAX_OWNERS];
-    for (uint32_t i = 0; i < ng && !rc; i++) {
-        parts[i] = em_malloc(sizeof **parts * g[i].parts);
-        if (!parts[i]) {
-            rc = EM_NOMEM;
-            break;
-        }
-        uint32_t k = 0;
-        for (uint32_t part = 0; part < g[i].parts; part++) {
-            uint64_t cntr = 0, size = 0;
-            if (p->cfg.part_info(p->cfg.arg, g[i].grp, part, &cntr, &size))
-                break;
-            uint32_t no = cl_topo_owners(t, g[i].grp, g[i].parts, g[i].backups,
-                                         g[i].replicated, part, own, MAX_OWNERS);
-            uint8_t st;
-            if (t->self >= 0 && is_owner(own, no, (uint32_t)t->self))
-                st = CL_PS_OWNING;
-            else if (cl_topo_part_lost(t, g[i].grp, part) && size)
-                st = CL_PS_LOST;
-            else if (size)
-                st = CL_PS_RENTING;      /* data here it no longer owns */
-            else
-                continue;
-            /* Initial counter 0: a partition starts empty where it is
-             * created, and ember moves none yet.  History: none replayable
-             * below the current counter (no historical rebalance yet). */
-            parts[i][k++] = (cl_psingle_part){ part, st, cntr, 0, size, cntr };
-        }
-        sg[i] = (cl_psingle_group){ g[i].grp, g[i].parts, k, parts[i], NULL };
-    }
-    if (!rc) {
-        cl_psingle s = { exch, cl_node_id(p->node), ng, sg };
-        em_buf_reset(out);
-        rc = cl_psingle_encode(out, &s);
-    }
-    for (uint32_t i = 0; parts && i < ng; i++)
-        em_free(parts[i]);
-    em_free(parts);
-    em_free(sg);
+    int rc = cl_plan_single_build(t, g, ng, cl_node_id(p->node), exch, p->cfg.part_info,
+                                  p->cfg.arg, out);
     em_free(g);
     return rc;
 }
@@ -341,197 +275,23 @@ static int on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *
 
 /* ---- the coordinator ---- */
 
-/* single_view: the decoded singles, one per member slot (NULL = none). */
-typedef struct sview { cl_psingle s; int ok; } sview;
-
-static int part_cmp(const uint8_t *raw, uint32_t k, uint32_t part, cl_psingle_part *out)
+/* decide commits the exchange's decision (cl_plan_decide), then EXCH_DONE;
+ * owners behind a new primary are told to catch up once it is committed. */
+static int decide(cl_pme *p, cl_topo *t, const cl_plan_group *g, uint32_t ng,
+                  const cl_plan_single *v, uint64_t exch)
 {
-    uint32_t lo = 0, hi = k;
-    cl_psingle_group g = { 0, 0, k, NULL, raw };
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        cl_psingle_part x = cl_psingle_part_at(&g, mid);
-        if (x.part == part) {
-            *out = x;
-            return 1;
-        }
-        if (x.part < part)
-            lo = mid + 1;
-        else
-            hi = mid;
+    em_buf e = EM_BUF_INIT, behind = EM_BUF_INIT;
+    int rc = cl_plan_decide(t, g, ng, v, exch, &e, &behind);
+    for (size_t at = 0; !rc && at + 8 <= e.len;) {
+        size_t n = 8 + (size_t)em_ld32(e.p + at + 4);
+        rc = cl_node_propose(p->node, e.p + at, n, PROPOSE_MS);
+        at += n;
     }
-    return 0;
-}
-
-/* single_group: member i's group grp in its single message, or NULL. */
-static const cl_psingle_group *single_group(const sview *v, uint32_t i, int32_t grp)
-{
-    if (!v[i].ok)
-        return NULL;
-    const cl_psingle *s = &v[i].s;
-    for (uint32_t g = 0; g < s->ngroups; g++)
-        if (s->g[g].grp == grp)
-            return &s->g[g];
-    return NULL;
-}
-
-/* reported: what member i said of (grp, part): 1 and *out, or 0. */
-static int reported(const sview *v, uint32_t i, int32_t grp, uint32_t part, cl_psingle_part *out)
-{
-    if (!v[i].ok)
-        return 0;
-    const cl_psingle *s = &v[i].s;
-    for (uint32_t g = 0; g < s->ngroups; g++)
-        if (s->g[g].grp == grp)
-            return part_cmp(s->g[g].raw, s->g[g].k, part, out);
-    return 0;
-}
-
-static int propose(cl_pme *p, em_buf *e)
-{
-    int rc = cl_node_propose(p->node, e->p, e->len, PROPOSE_MS);
-    em_buf_reset(e);
-    return rc;
-}
-
-#define PLAN_LOST UINT32_MAX
-
-/* note_behind: the primary left, and own[0] is its successor with counter
- * best_c.  An owner that reported less missed updates only the old primary
- * had sent, which nobody will send again (the new primary's stream starts
- * afresh).  Under FULL_SYNC those writes were never acknowledged, so the
- * copy stays an owner (it holds every acknowledged write, and losing an
- * owner here would lose them with the next failure); it is told to catch
- * up once the decision is committed (cl_pme_cfg.behind).  behind gets
- * u32 member | i32 group | u32 partition per such copy. */
-static void note_behind(const sview *v, const cl_pme_group *gr, uint32_t part, uint64_t best_c,
-                        const uint32_t *own, uint32_t n, em_buf *behind)
-{
-    for (uint32_t i = 1; i < n; i++) {
-        cl_psingle_part x;
-        if (reported(v, own[i], gr->grp, part, &x) && x.cntr < best_c) {
-            uint8_t e[12];
-            em_st32(e, own[i]);
-            em_st32(e + 4, (uint32_t)gr->grp);
-            em_st32(e + 8, part);
-            (void)em_buf_append(behind, e, sizeof e);
-        }
-    }
-}
-
-/* plan_part decides one partition of a group that has committed owners:
- * 0 when nothing changes; PLAN_LOST when every owner left; else the count
- * written to own (the owners, primary first, then *nm MOVING members).
- *  - A primary that left is replaced by the surviving owner with the
- *    highest update counter (it holds every write the others hold; ties
- *    keep the committed order); owners behind it catch up (note_behind).
- *  - Members the ideal assignment names that hold no copy become MOVING:
- *    they get the partition's writes at once and load its entries from the
- *    primary (cl_rebal); once loaded they own it, and when every ideal
- *    owner does, the partition switches to the ideal order.
- *  - MOVING copies of members that left are dropped; a partition whose
- *    owners all left is lost even if MOVING copies remain (they are not
- *    whole), or starts over on its ideal owners under IGNORE. */
-static uint32_t plan_part(cl_topo *t, const cl_pme_group *gr, const sview *v, uint32_t part,
-                          uint32_t *own, uint32_t *nm, uint8_t *flags, em_buf *behind)
-{
-    uint32_t mov[MAX_OWNERS], idl[MAX_OWNERS];
-    uint32_t n = cl_topo_owners(t, gr->grp, gr->parts, gr->backups, gr->replicated, part,
-                                own, MAX_OWNERS);
-    uint32_t m = cl_topo_moving(t, gr->grp, gr->parts, part, mov, MAX_OWNERS);
-    uint32_t ni = ideal(t, gr, part, idl);
-    int changed = cl_topo_part_dropped(t, gr->grp, part);
-    *flags = 0;
-    if (n == 0) {
-        if (!changed)
-            return 0;
-        if (gr->loss_policy != 4)
-            return PLAN_LOST;
-        *nm = 0;
-        return ideal(t, gr, part, own);      /* IGNORE: start over, empty */
-    }
-    if (changed) {
-        uint32_t best = 0;
-        uint64_t best_c = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            cl_psingle_part x;
-            uint64_t c = reported(v, own[i], gr->grp, part, &x) ? x.cntr : 0;
-            if (i == 0 || c > best_c) {
-                best = i;
-                best_c = c;
-            }
-        }
-        uint32_t b = own[best];
-        memmove(own + 1, own, best * sizeof *own);
-        own[0] = b;
-        if (cl_topo_primary_dropped(t, gr->grp, part))
-            note_behind(v, gr, part, best_c, own, n, behind);
-    }
-    for (uint32_t i = 0; i < ni; i++)
-        if (!is_owner(own, n, idl[i]) && !is_owner(mov, m, idl[i]) && m < MAX_OWNERS) {
-            mov[m++] = idl[i];
-            changed = 1;
-        }
-    if (!changed || n + m > CL_META_MAX_OWNERS)
-        return 0;
-    memcpy(own + n, mov, m * sizeof *mov);
-    *nm = m;
-    return n + m;
-}
-
-/* decide appends the decision for every group and commits it; 0 or why not. */
-static int decide(cl_pme *p, cl_topo *t, const cl_pme_group *g, uint32_t ng, const sview *v,
-                  uint64_t exch)
-{
-    em_buf e = EM_BUF_INIT;
-    cl_meta_owners_enc enc;
-    uint32_t own[MAX_OWNERS];
-    uint64_t ord[MAX_OWNERS];
-    em_buf behind = EM_BUF_INIT;
-    int rc = cl_meta_enc_owners_begin(&enc, &e, exch);
-    int any = 0;
-    for (uint32_t gi = 0; gi < ng && !rc; gi++) {
-        const cl_pme_group *gr = &g[gi];
-        int fresh = !cl_topo_has_owners(t, gr->grp, gr->parts);
-        int opened = 0;
-        for (uint32_t part = 0; part < gr->parts && !rc; part++) {
-            uint32_t n, nm = 0;
-            uint8_t flags = 0;
-            if (fresh) {
-                n = ideal(t, gr, part, own);
-            } else if (cl_topo_part_lost(t, gr->grp, part)) {
-                continue;                 /* lost stays lost until reset */
-            } else if (!(n = plan_part(t, gr, v, part, own, &nm, &flags, &behind))) {
-                continue;                 /* unchanged */
-            } else if (n == PLAN_LOST) {
-                n = nm = 0;
-                flags = CL_META_OWN_LOST;
-            }
-            if (!opened) {
-                if (cl_meta_enc_owners_size(&enc) > ENTRY_SPLIT) {
-                    if (!(rc = cl_meta_enc_owners_end(&enc)))
-                        rc = propose(p, &e);
-                    if (!rc)
-                        rc = cl_meta_enc_owners_begin(&enc, &e, exch);
-                }
-                if (!rc)
-                    rc = cl_meta_enc_owners_group(&enc, gr->grp, gr->parts);
-                opened = 1;
-                any = 1;
-            }
-            for (uint32_t i = 0; i < n; i++)
-                ord[i] = t->m[own[i]].order;
-            if (!rc)
-                rc = cl_meta_enc_owners_part(&enc, part, flags, ord, n, nm);
-        }
-    }
-    if (!rc && any && !(rc = cl_meta_enc_owners_end(&enc)))
-        rc = propose(p, &e);
     em_buf_reset(&e);
     if (!rc)
         rc = cl_meta_enc_exch(&e, exch, t->major, t->minor);
     if (!rc)
-        rc = propose(p, &e);
+        rc = cl_node_propose(p->node, e.p, e.len, PROPOSE_MS);
     em_buf_free(&e);
     for (size_t at = 0; !rc && p->cfg.behind && at + 12 <= behind.len; at += 12)
         p->cfg.behind(p->cfg.arg, t->m[em_ld32(behind.p + at)].id,
@@ -540,94 +300,6 @@ static int decide(cl_pme *p, cl_topo *t, const cl_pme_group *g, uint32_t ng, con
     return rc;
 }
 
-/* full_map builds the map of the committed exchange on t (which has it). */
-static int full_map(cl_topo *t, const cl_pme_group *g, uint32_t ng, const sview *v,
-                    const uint32_t *slot_of, uint64_t exch, em_buf *out)
-{
-    cl_meta_uuid *ids = em_malloc(sizeof *ids * (t->n ? t->n : 1));
-    cl_pmap_group *mg = em_calloc(ng ? ng : 1, sizeof *mg);
-    uint8_t **st = em_calloc(ng ? ng : 1, sizeof *st);
-    uint64_t **cs = em_calloc(ng ? ng : 1, sizeof *cs);
-    cl_pmap_diff **df = em_calloc(ng ? ng : 1, sizeof *df);
-    const cl_psingle_group **sg = em_calloc(t->n ? t->n : 1, sizeof *sg);
-    int rc = ids && mg && st && cs && df && sg ? 0 : EM_NOMEM;
-    for (uint32_t i = 0; i < t->n && !rc; i++)
-        ids[i] = t->m[i].id;
-    uint32_t own[MAX_OWNERS], idl[MAX_OWNERS];
-    for (uint32_t gi = 0; gi < ng && !rc; gi++) {
-        const cl_pme_group *gr = &g[gi];
-        uint32_t P = gr->parts;
-        st[gi] = em_malloc((size_t)t->n * P);
-        cs[gi] = em_malloc(sizeof **cs * 2 * P);
-        df[gi] = em_malloc(sizeof **df * ((size_t)t->n * P + 1));
-        if (!st[gi] || !cs[gi] || !df[gi]) {
-            rc = EM_NOMEM;
-            break;
-        }
-        memset(st[gi], CL_PS_NONE, (size_t)t->n * P);
-        /* Each member's part of this group, found once (not per partition). */
-        for (uint32_t i = 0; i < t->n; i++)
-            sg[i] = single_group(v, slot_of[i], gr->grp);
-        const cl_aff_table *aff = gr->replicated ? NULL : cl_topo_affinity(t, P, gr->backups);
-        uint32_t nd = 0;
-        for (uint32_t part = 0; part < P; part++) {
-            uint32_t n = cl_topo_owners(t, gr->grp, P, gr->backups, gr->replicated, part, own,
-                                        MAX_OWNERS);
-            uint32_t ni = 0;
-            if (aff) {
-                const uint16_t *row = cl_aff_owners(aff, part);
-                for (; ni < aff->copies; ni++)
-                    idl[ni] = row[ni];
-            } else if (gr->replicated) {
-                ni = ideal(t, gr, part, idl);
-            }
-            int lost = cl_topo_part_lost(t, gr->grp, part);
-            for (uint32_t i = 0; i < ni; i++)
-                st[gi][(size_t)idl[i] * P + part] = lost ? CL_PS_LOST : CL_PS_MOVING;
-            uint64_t maxc = 0, size = 0;
-            for (uint32_t i = 0; i < n; i++) {
-                st[gi][(size_t)own[i] * P + part] = CL_PS_OWNING;
-                cl_psingle_part x;
-                if (sg[own[i]] && part_cmp(sg[own[i]]->raw, sg[own[i]]->k, part, &x)) {
-                    if (x.cntr > maxc)
-                        maxc = x.cntr;
-                    if (i == 0)
-                        size = x.size;
-                }
-            }
-            for (uint32_t i = 0; i < n; i++) {
-                cl_psingle_part x;
-                uint64_t c = sg[own[i]] && part_cmp(sg[own[i]]->raw, sg[own[i]]->k, part, &x)
-                             ? x.cntr : 0;
-                if (c != maxc)
-                    df[gi][nd++] = (cl_pmap_diff){ own[i], part, c };
-            }
-            cs[gi][part] = maxc;
-            cs[gi][P + part] = size;
-        }
-        mg[gi] = (cl_pmap_group){ gr->grp, P, nd, st[gi], cs[gi], cs[gi] + P, df[gi] };
-    }
-    if (!rc) {
-        cl_pmap m = { exch, t->major, t->minor, t->n, ids, NULL, ng, mg };
-        em_buf_reset(out);
-        rc = cl_pmap_encode(out, &m);
-    }
-    for (uint32_t gi = 0; gi < ng; gi++) {
-        if (st)
-            em_free(st[gi]);
-        if (cs)
-            em_free(cs[gi]);
-        if (df)
-            em_free(df[gi]);
-    }
-    em_free(st);
-    em_free(cs);
-    em_free(df);
-    em_free(sg);
-    em_free(mg);
-    em_free(ids);
-    return rc;
-}
 
 /* collect waits for every member's single (bounded); 0 when the topology
  * is still t's, EM_AGAIN when a newer one arrived meanwhile. */
@@ -708,8 +380,8 @@ static void coordinate(cl_pme *p, cl_topo *t)
     p->coll_exch = 0;
     unlock(p);
     uint32_t ng = 0;
-    cl_pme_group *g = groups_get(p, &ng);
-    sview *v = em_calloc(t->n, sizeof *v);
+    cl_plan_group *g = groups_get(p, &ng);
+    cl_plan_single *v = em_calloc(t->n, sizeof *v);
     uint32_t *slot_of = em_malloc(sizeof *slot_of * t->n);
     if (!g || !v || !slot_of) {
         rc = EM_NOMEM;
@@ -744,10 +416,10 @@ static void coordinate(cl_pme *p, cl_topo *t)
             for (uint32_t i = 0; i < t2->n; i++)
                 slot_of[i] = cl_meta_uuid_eq(t2->m[i].id, t->m[i].id) ? i : t->n;
             /* slot_of beyond t->n reads as "no single": v has t->n entries. */
-            sview *v2 = em_calloc(t->n + 1u, sizeof *v2);
+            cl_plan_single *v2 = em_calloc(t->n + 1u, sizeof *v2);
             if (v2) {
                 memcpy(v2, v, sizeof *v * t->n);
-                rc = full_map(t2, g, ng, v2, slot_of, exch, &map);
+                rc = cl_plan_full_map(t2, g, ng, v2, slot_of, exch, &map);
                 em_free(v2);
             } else {
                 rc = EM_NOMEM;
@@ -831,7 +503,14 @@ static void *run(void *arg)
         cl_topo *t = cl_node_topo_acquire(p->node);
         int leader = cl_node_is_leader(p->node);
         if (leader && t->self >= 0 && t->n && exch_of(t) > cl_topo_last_exchange(t)) {
-            coordinate(p, t);
+            /* The snapshot is taken under the decide lock: a promotion
+             * committed before it is in it, none commits until EXCH_DONE. */
+            cl_node_topo_release(t);
+            cl_node_decide_lock(p->node);
+            t = cl_node_topo_acquire(p->node);
+            if (t->self >= 0 && t->n && exch_of(t) > cl_topo_last_exchange(t))
+                coordinate(p, t);
+            cl_node_decide_unlock(p->node);
         } else if (!leader && t->self >= 0 && have < cl_topo_last_exchange(t) &&
                    em_now_ms() - last_freq >= FREQ_EVERY_MS) {
             cl_meta_uuid lid;
@@ -912,10 +591,10 @@ int cl_pme_reset_lost(cl_pme *p, int32_t grp, uint32_t *reset)
 {
     *reset = 0;
     uint32_t ng = 0;
-    cl_pme_group *g = groups_get(p, &ng);
+    cl_plan_group *g = groups_get(p, &ng);
     if (!g)
         return EM_NOMEM;
-    const cl_pme_group *gr = NULL;
+    const cl_plan_group *gr = NULL;
     for (uint32_t i = 0; i < ng; i++)
         if (g[i].grp == grp)
             gr = &g[i];
@@ -923,26 +602,14 @@ int cl_pme_reset_lost(cl_pme *p, int32_t grp, uint32_t *reset)
         em_free(g);
         return EM_NOCACHE;
     }
+    cl_node_decide_lock(p->node);
     cl_topo *t = cl_node_topo_acquire(p->node);
     em_buf e = EM_BUF_INIT;
-    cl_meta_owners_enc enc;
-    uint32_t own[MAX_OWNERS];
-    uint64_t ord[MAX_OWNERS];
-    int rc = cl_meta_enc_owners_begin(&enc, &e, cl_topo_last_exchange(t));
-    if (!rc)
-        rc = cl_meta_enc_owners_group(&enc, gr->grp, gr->parts);
-    for (uint32_t part = 0; part < gr->parts && !rc; part++) {
-        if (!cl_topo_part_lost(t, gr->grp, part))
-            continue;
-        uint32_t n = ideal(t, gr, part, own);
-        for (uint32_t i = 0; i < n; i++)
-            ord[i] = t->m[own[i]].order;
-        rc = cl_meta_enc_owners_part(&enc, part, 0, ord, n, 0);
-        (*reset)++;
-    }
+    int rc = cl_plan_reset_lost(t, gr, &e, reset);
     cl_node_topo_release(t);
-    if (!rc && *reset && !(rc = cl_meta_enc_owners_end(&enc)))
+    if (!rc && *reset)
         rc = cl_node_propose_wait(p->node, e.p, e.len, PROPOSE_MS);
+    cl_node_decide_unlock(p->node);
     em_buf_free(&e);
     em_free(g);
     if (!rc && *reset)

@@ -32,22 +32,15 @@
 #include <stdint.h>
 
 #include "cluster/cl_node.h"
+#include "cluster/cl_plan.h"
 #include "cluster/cl_pmap.h"
 
-/* What this node's upper layers know of one cache group. */
-typedef struct cl_pme_group {
-    int32_t  grp;            /* group id (ember: the cache id) */
-    uint32_t parts;
-    uint32_t backups;
-    uint8_t  replicated;
-    uint8_t  loss_policy;    /* Ignite's PartitionLossPolicy ordinal */
-} cl_pme_group;
 
 typedef struct cl_pme_cfg {
     void *arg;
     /* groups: the started caches, up to cap of them into out; returns how
      * many there are (call again with more room when that is above cap). */
-    uint32_t (*groups)(void *arg, cl_pme_group *out, uint32_t cap);
+    uint32_t (*groups)(void *arg, cl_plan_group *out, uint32_t cap);
     /* part_info: a local partition's update counter and entry count; 0 or
      * an error (the group is gone here). */
     int (*part_info)(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t *size);

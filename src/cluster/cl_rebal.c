@@ -24,6 +24,7 @@
 #include "cluster/cl_keyset.h"
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_net.h"
+#include "cluster/cl_plan.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/hash.h"
@@ -873,53 +874,14 @@ static void evict(cl_rebal *r, const em_buf *ev)
     }
 }
 
-/* promote: a loaded copy's report - the MOVING reporter owns the partition;
- * once every ideal owner does, the ideal order and nobody else.  0 when the
- * reporter is not loading it (any more) or the partition is lost. */
-static int promote(cl_topo *t, cl_meta_owners_enc *enc, const st_cache_config *cfg,
-                   uint32_t parts, const demand *q, uint32_t *own, uint32_t *no, uint32_t *mv,
-                   uint32_t *nm)
-{
-    int at = -1;
-    for (uint32_t k = 0; k < *nm; k++)
-        if (cl_meta_uuid_eq(t->m[mv[k]].id, q->from))
-            at = (int)k;
-    if (at < 0 || *no == 0)
-        return 0;
-    own[(*no)++] = mv[at];
-    mv[at] = mv[--(*nm)];
-    const cl_aff_table *a = cfg->cache_mode == 1 ? NULL
-                            : cl_topo_affinity(t, parts, cfg->backups > 0
-                                                         ? (uint32_t)cfg->backups : 0);
-    uint32_t idl[MAX_OWN], ni = 0;
-    if (cfg->cache_mode == 1) {
-        for (uint32_t k = 0; k < t->n && ni < MAX_OWN; k++)
-            idl[ni++] = k;
-    } else if (a) {
-        for (; ni < a->copies; ni++)
-            idl[ni] = cl_aff_owners(a, q->part)[ni];
-    }
-    int all = ni > 0;
-    for (uint32_t k = 0; k < ni && all; k++)
-        all = in_list(own, *no, (int)idl[k]);
-    if (all) {
-        if (own[0] != idl[0])
-            cl_meta_enc_owners_switch(enc);   /* a new primary: clients refetch */
-        memcpy(own, idl, ni * sizeof *own);
-        *no = ni;
-        uint32_t keep = 0;
-        for (uint32_t k = 0; k < *nm; k++)
-            if (in_list(idl, ni, (int)mv[k]))
-                mv[keep++] = mv[k];
-        *nm = keep;
-    }
-    return 1;
-}
-
 /* coordinate turns the reported loaded copies into owners through the
  * metadata group (coordinator). */
 static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
 {
+    /* Not while an exchange decides (it may take seconds; this thread
+     * also supplies loads): the reports come again every DONE_EVERY_MS. */
+    if (!cl_node_decide_trylock(r->cfg.node))
+        return;
     cl_topo *t = cl_node_topo_acquire(r->cfg.node);
     em_buf e = EM_BUF_INIT;
     cl_meta_owners_enc enc;
@@ -929,20 +891,15 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
         st_cache *c = st_cache_find(r->cfg.store, q[i].grp);
         if (!c)
             continue;
-        uint32_t parts = st_cache_parts(c), own[MAX_OWN], mv[MAX_OWN];
-        uint32_t no = cl_topo_owners(t, q[i].grp, parts, 0, 0, q[i].part, own, MAX_OWN);
-        uint32_t nm = cl_topo_moving(t, q[i].grp, parts, q[i].part, mv, MAX_OWN);
-        if (!promote(t, &enc, st_cache_cfg(c), parts, &q[i], own, &no, mv, &nm))
+        const st_cache_config *cfg = st_cache_cfg(c);
+        cl_plan_group g = { q[i].grp, st_cache_parts(c),
+                            cfg->backups > 0 ? (uint32_t)cfg->backups : 0,
+                            cfg->cache_mode == 1, 0 };
+        int got = cl_plan_promote(t, &enc, &g, q[i].from, q[i].part);
+        if (got <= 0) {
+            rc = got;
             continue;
-        uint64_t ord[MAX_OWN];
-        for (uint32_t k = 0; k < no; k++)
-            ord[k] = t->m[own[k]].order;
-        for (uint32_t k = 0; k < nm; k++)
-            ord[no + k] = t->m[mv[k]].order;
-        /* One group per report keeps the entry valid whatever the order. */
-        rc = cl_meta_enc_owners_group(&enc, q[i].grp, parts);
-        if (!rc)
-            rc = cl_meta_enc_owners_part(&enc, q[i].part, 0, ord, no + nm, nm);
+        }
         made++;
         if (!rc && cl_meta_enc_owners_size(&enc) > (256u << 10))
             break;
@@ -957,6 +914,7 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
     } else if (rc && rc != EM_NOTLEADER) {
         EM_WARN("rebalancing: committing %u loaded copies failed: %s", made, em_strerror(rc));
     }
+    cl_node_decide_unlock(r->cfg.node);
     em_buf_free(&e);
 }
 

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "cluster/cl_net.h"
+#include "cluster/cl_plan.h"
 #include "cluster/cl_rid.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -387,10 +388,10 @@ void cl_repl_flush(cl_repl *r)
 uint32_t cl_repl_owners(cl_topo *t, const st_cache_config *cfg, int32_t cache_id,
                         uint32_t part, uint32_t *idx, uint32_t max)
 {
-    int32_t grp = cache_id;     /* ember keeps one partition space (group) per cache */
-    int repl = cfg->cache_mode == 1;
-    uint32_t backups = cfg->backups > 0 ? (uint32_t)cfg->backups : 0;
-    return cl_topo_owners(t, grp, cfg_parts(cfg), backups, repl, part, idx, max);
+    /* ember keeps one partition space (group) per cache */
+    cl_plan_group g = { cache_id, cfg_parts(cfg), cfg->backups > 0 ? (uint32_t)cfg->backups : 0,
+                        cfg->cache_mode == 1, 0 };
+    return cl_plan_owners(t, &g, part, idx, max);
 }
 
 int cl_repl_copy(cl_repl *r, const st_cache_config *cfg, int32_t cache_id, uint32_t part)

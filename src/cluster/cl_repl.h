@@ -165,7 +165,7 @@ void cl_repl_flush(cl_repl *r);
  * (ST_COPY_PRIMARY, ST_COPY_BACKUP, ST_COPY_NONE); primary when alone. */
 int  cl_repl_copy(cl_repl *r, const st_cache_config *cfg, int32_t cache_id, uint32_t part);
 
-/* cl_repl_owners: owners of partition part of a cache (cl_topo_owners with
+/* cl_repl_owners: owners of partition part of a cache (cl_plan_owners with
  * the cache's mode and backups), as indices into t->m. */
 uint32_t cl_repl_owners(cl_topo *t, const st_cache_config *cfg, int32_t cache_id,
                         uint32_t part, uint32_t *idx, uint32_t max);

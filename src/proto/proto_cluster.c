@@ -1396,8 +1396,13 @@ int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,
         owner = t->self;        /* the only member: every key's owner */
     int self = t->self;
     cl_node_topo_release(t);
-    if (rc == EM_AGAIN)
-        rc = 0;                 /* no owner decided yet: the forwarder's view stands */
+    if (rc == EM_AGAIN) {
+        /* No owner here: this node has not applied the decision the
+         * forwarder mapped on (a cache's first one), or every owner left
+         * since.  Run here, a FULL_SYNC write would stream to nobody. */
+        c->stale = 1;
+        return pr_fail(c, PR_ST_FAILED, "This node has no owner for the key in its topology");
+    }
     if (rc)
         return rc == EM_NOMEM || rc == PR_ST_FAILED ? rc
                                                     : pr_fail(c, PR_ST_FAILED, "Invalid key: %s",
@@ -1604,7 +1609,7 @@ void pr_cluster_topology(pr_server *s, uint64_t major, uint32_t minor)
 
 /* ---- the exchange's view of this node ---- */
 
-typedef struct groups_ctx { cl_pme_group *out; uint32_t cap, n; } groups_ctx;
+typedef struct groups_ctx { cl_plan_group *out; uint32_t cap, n; } groups_ctx;
 
 static void group_one(void *arg, st_cache *sc)
 {
@@ -1613,7 +1618,7 @@ static void group_one(void *arg, st_cache *sc)
     if (st_cache_destroyed(sc) || (cfg->cache_mode != 1 && cfg->cache_mode != 2))
         return;
     if (g->n < g->cap)
-        g->out[g->n] = (cl_pme_group){
+        g->out[g->n] = (cl_plan_group){
             .grp = st_cache_id(sc), .parts = st_cache_parts(sc),
             .backups = cfg->backups > 0 ? (uint32_t)cfg->backups : 0,
             .replicated = cfg->cache_mode == 1,
@@ -1621,7 +1626,7 @@ static void group_one(void *arg, st_cache *sc)
     g->n++;
 }
 
-uint32_t pr_cluster_groups(pr_server *s, cl_pme_group *out, uint32_t cap)
+uint32_t pr_cluster_groups(pr_server *s, cl_plan_group *out, uint32_t cap)
 {
     groups_ctx g = { out, cap, 0 };
     st_cache_each(s->st, group_one, &g);

@@ -48,6 +48,7 @@
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/hash.h"
+#include "sim_lib.h"
 
 #define SIM_MAX_SERVERS 5
 #define SIM_MAX_INDEX 8192          /* log indices a run may reach */
@@ -71,8 +72,7 @@ typedef struct sim {
     cl_meta_node node[SIM_MAX_SERVERS];
     server   sv[SIM_MAX_SERVERS];
     unsigned n;
-    uint64_t rng;
-    int      verbose;
+    sim_base b;
     prop     props[SIM_MAX_PROPS];
     unsigned nprops;
     uint8_t  cut[SIM_MAX_SERVERS][SIM_MAX_SERVERS];    /* link i -> j disconnected */
@@ -80,49 +80,16 @@ typedef struct sim {
     uint32_t entry_at[SIM_MAX_INDEX];   /* the entry applied at index i (0: none yet) */
     int (*apply[SIM_MAX_SERVERS])(struct raft_fsm *fsm, const struct raft_buffer *buf,
                                   void **result);
-    uint64_t trace;                 /* digest of everything that happened */
-    char     why[256];              /* the first violation */
-    unsigned violations;
 } sim;
 
 static sim S;
 
-static uint64_t rnd(sim *s)
-{
-    uint64_t x = s->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    s->rng = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
+static uint64_t rnd(sim *s) { return sim_rnd(&s->b); }
 
 static unsigned pick(sim *s, unsigned n) { return (unsigned)(rnd(s) % n); }
 
-static void violation(sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void violation(sim *s, const char *fmt, ...)
-{
-    if (!s->violations++) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(s->why, sizeof s->why, fmt, ap);
-        va_end(ap);
-    }
-}
-
-static void note(sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(sim *s, const char *fmt, ...)
-{
-    char line[200];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        s->trace = (s->trace ^ em_crc32c(0, line, strlen(line))) * 0x100000001B3ULL;
-    if (s->verbose)
-        printf("  t=%-8llu %s\n", (unsigned long long)raft_fixture_time(&s->f), line);
-}
+#define violation(s, ...) sim_violation(&(s)->b, __VA_ARGS__)
+#define note(s, ...) sim_note(&(s)->b, (long long)raft_fixture_time(&(s)->f), __VA_ARGS__)
 
 /* ---- the state's digest: every field, independent of the snapshot code ---- */
 
@@ -356,10 +323,7 @@ static int setup(sim *s, uint64_t seed)
     memset(s, 0, offsetof(sim, digest_at));
     memset(s->digest_at, 0, sizeof s->digest_at);
     memset(s->entry_at, 0, sizeof s->entry_at);
-    s->trace = seed;
-    s->why[0] = 0;
-    s->violations = 0;
-    s->rng = seed * 0x9E3779B97F4A7C15ULL + 1;
+    sim_seed(&s->b, seed, 0);
     s->n = 3 + pick(s, 3);
     unsigned order[SIM_MAX_SERVERS];
     for (unsigned i = 0; i < s->n; i++)
@@ -597,7 +561,7 @@ static void heal(sim *s, em_buf *b)
         if (tries == 4)
             violation(s, "the final entry never committed (%s)", raft_strerror(p->status));
     }
-    if (s->violations)
+    if (s->b.violations)
         return;
     /* the final entry's index: everything acknowledged is at or before it
      * (a server's own log may run further, with entries of a lost term) */
@@ -612,24 +576,24 @@ static void heal(sim *s, em_buf *b)
 
 static int run_seed(sim *s, uint64_t seed, unsigned steps, int verbose)
 {
-    s->verbose = 0;
+    s->b.verbose = 0;
     if (setup(s, seed) != 0) {
         fprintf(stderr, "ember-sim: seed %" PRIu64 ": fixture setup failed\n", seed);
         return 2;
     }
-    s->verbose = verbose;
+    s->b.verbose = verbose;
     em_buf b = EM_BUF_INIT;
-    for (unsigned k = 0; k < steps && !s->violations; k++) {
+    for (unsigned k = 0; k < steps && !s->b.violations; k++) {
         fault(s, &b);
         unsigned n = 1 + pick(s, 30);
         for (unsigned t = 0; t < n; t++)
             raft_fixture_step(&s->f);
     }
-    if (!s->violations)
+    if (!s->b.violations)
         heal(s, &b);
     /* acknowledged means applied at its index on every server */
     unsigned acked = 0;
-    for (unsigned i = 0; i < s->nprops && !s->violations; i++) {
+    for (unsigned i = 0; i < s->nprops && !s->b.violations; i++) {
         prop *p = &s->props[i];
         if (!p->done || p->status)
             continue;
@@ -649,50 +613,26 @@ static int run_seed(sim *s, uint64_t seed, unsigned steps, int verbose)
     if (verbose)
         printf("seed %" PRIu64 ": %u servers, %u proposals, %u acknowledged, %u snapshot "
                "installs, %" PRIu64 " messages the io guard changed, trace %016" PRIx64 "\n",
-               seed, s->n, s->nprops, acked, restores, guarded, s->trace);
+               seed, s->n, s->nprops, acked, restores, guarded, s->b.trace);
     em_buf_free(&b);
     teardown(s);
-    return s->violations ? 1 : 0;
+    return s->b.violations ? 1 : 0;
+}
+
+static int run_one(uint64_t seed, unsigned steps, int verbose)
+{
+    return run_seed(&S, seed, steps, verbose);
+}
+
+static sim_base *base(void) { return &S.b; }
+
+static void done(unsigned ran, unsigned steps, unsigned failed)
+{
+    printf("sim: %u seeds, %u steps each: %u failed\n", ran, steps, failed);
 }
 
 int main(int argc, char **argv)
 {
-    uint64_t from = 0, to = 100;
-    unsigned steps = 300;
-    int verbose = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-v")) {
-            verbose = 1;
-        } else if (!strcmp(a, "--seed") && v) {
-            from = strtoull(v, NULL, 10);
-            to = from + 1;
-            i++;
-        } else if (!strcmp(a, "--seeds") && v && strchr(v, ':')) {
-            from = strtoull(v, NULL, 10);
-            to = strtoull(strchr(v, ':') + 1, NULL, 10);
-            i++;
-        } else if (!strcmp(a, "--steps") && v) {
-            steps = (unsigned)strtoul(v, NULL, 10);
-            i++;
-        } else {
-            fprintf(stderr, "usage: ember-sim [--seeds A:B | --seed N] [--steps K] [-v]\n");
-            return 2;
-        }
-    }
-    setvbuf(stdout, NULL, _IOLBF, 0);  /* a crash keeps the trace so far */
-    unsigned failed = 0, ran = 0;
-    for (uint64_t seed = from; seed < to; seed++) {
-        int rc = run_seed(&S, seed, steps, verbose);
-        ran++;
-        if (rc == 2)
-            return 2;
-        if (rc) {
-            failed++;
-            printf("FAIL seed %" PRIu64 ": %s (%u violations; replay: ember-sim --seed %"
-                   PRIu64 " --steps %u -v)\n", seed, S.why, S.violations, seed, steps);
-        }
-    }
-    printf("sim: %u seeds, %u steps each: %u failed\n", ran, steps, failed);
-    return failed ? 1 : 0;
+    static const sim_def d = { "ember-sim", run_one, base, done };
+    return sim_main(argc, argv, &d);
 }

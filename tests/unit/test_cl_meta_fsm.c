@@ -455,6 +455,40 @@ TEST(cl_meta_fsm_owners_set)
     REQUIRE_OK(apply_buf(&f, 7, &again, &eff));
     CHECK_EQ(f.minor, m0 + 1);
 
+    /* A row that applies only over the row it was decided on: partition
+     * 2's expectation matches, partition 1's names a row replaced since -
+     * 2 changes, 1 stays; and an expectation never reaches the table. */
+    {
+        uint32_t off = 0, i = 0, crc1 = 0, crc2 = 0;
+        cl_meta_part_owners o;
+        t = cl_meta_fsm_owners(&f, 42);
+        while (cl_meta_owners_next(t, &off, &o)) {
+            if (i == 1)
+                crc1 = cl_meta_owners_row_crc(&o);
+            if (i == 2)
+                crc2 = cl_meta_owners_row_crc(&o);
+            i++;
+        }
+        REQUIRE_OK(cl_meta_enc_owners_begin(&oe, &b, 5));
+        REQUIRE_OK(cl_meta_enc_owners_group(&oe, 42, 3));
+        CHECK_EQ(cl_meta_enc_owners_part(&oe, 1, CL_META_OWN_EXPECT, a, 1, 0), EM_RANGE);
+        REQUIRE_OK(cl_meta_enc_owners_part_if(&oe, 1, crc1 ^ 1, a, 3, 0));
+        REQUIRE_OK(cl_meta_enc_owners_part_if(&oe, 2, crc2, a, 3, 1));
+        REQUIRE_OK(cl_meta_enc_owners_end(&oe));
+        REQUIRE_OK(apply_buf(&f, 8, &b, &eff));
+        CHECK_EQ(eff.status, 0);
+        CHECK_EQ(eff.changed, 1);
+        t = cl_meta_fsm_owners(&f, 42);
+        REQUIRE_OK(cl_meta_owners_table_check(t->p, t->len));
+        owners_of(t, 1, &fl, &n, &first);
+        CHECK(fl == 0 && n == 1 && first == 30);        /* kept: another row came first */
+        owners_of(t, 2, &fl, &n, &first);
+        CHECK(fl == 0 && n == 3 && first == 10);        /* replaced: its row was the one */
+        /* The same entry again: partition 2's row is no longer the one. */
+        REQUIRE_OK(apply_buf(&f, 9, &b, &eff));
+        CHECK_EQ(eff.changed, 0);
+    }
+
     /* Snapshot round trip keeps the table. */
     em_buf s1 = EM_BUF_INIT;
     snap(&f, &s1);
@@ -489,7 +523,7 @@ TEST(cl_meta_fsm_owners_set)
     /* Stopping the cache drops its table. */
     em_buf_reset(&b);
     REQUIRE_OK(cl_meta_enc_cache_stop(&b, 42));
-    REQUIRE_OK(apply_buf(&f, 8, &b, &eff));
+    REQUIRE_OK(apply_buf(&f, 10, &b, &eff));
     CHECK(cl_meta_fsm_owners(&f, 42) == NULL);
     em_buf_free(&b);
     em_buf_free(&again);

@@ -51,24 +51,29 @@ static char g_seed[64];
 static _Atomic int g_have_group;
 
 /* One group (a cache without backups) once the test started its cache. */
-static uint32_t groups(void *arg, cl_pme_group *out, uint32_t cap)
+static uint32_t groups(void *arg, cl_plan_group *out, uint32_t cap)
 {
     (void)arg;
     if (!atomic_load(&g_have_group))
         return 0;
     if (cap >= 1)
-        out[0] = (cl_pme_group){ GRP, PARTS, 0, 0, 2 };
+        out[0] = (cl_plan_group){ GRP, PARTS, 0, 0, 2 };
     return 1;
 }
 
-/* Counters differ per node and partition, so the map carries real values. */
+/* Counters differ per node and partition, so the map carries real values -
+ * once the group has owners: before its first decision a cache of several
+ * members is empty everywhere (nothing routes to it yet). */
 static int part_info(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t *size)
 {
     pnode *p = arg;
     if (grp != GRP || part >= PARTS)
         return EM_NOCACHE;
-    *cntr = 1000u * (uint64_t)p->idx + part;
-    *size = part % 3;
+    cl_topo *t = cl_node_topo_acquire(p->n);
+    int decided = cl_topo_has_owners(t, GRP, PARTS);
+    cl_node_topo_release(t);
+    *cntr = decided ? 1000u * (uint64_t)p->idx + part : 0;
+    *size = decided ? part % 3 : 0;
     return 0;
 }
 
