@@ -56,6 +56,15 @@ uint32_t cl_plan_owners(cl_topo *t, const cl_plan_group *g, uint32_t part, uint3
     return cl_topo_owners(t, g->grp, g->parts, g->backups, g->replicated, part, idx, max);
 }
 
+int cl_plan_fenced(cl_topo *t, const cl_plan_group *g, uint32_t part, uint64_t epoch,
+                   cl_meta_uuid from)
+{
+    if (epoch >= (t->major << 32 | t->minor))
+        return 0;
+    uint32_t idx[1];
+    return !(cl_plan_owners(t, g, part, idx, 1) == 1 && cl_meta_uuid_eq(t->m[idx[0]].id, from));
+}
+
 /* ---- the single message ---- */
 
 int cl_plan_single_build(cl_topo *t, const cl_plan_group *g, uint32_t ng, cl_meta_uuid self,

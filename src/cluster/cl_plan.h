@@ -42,6 +42,14 @@ uint32_t cl_plan_ideal(cl_topo *t, const cl_plan_group *g, uint32_t part, uint32
 uint32_t cl_plan_owners(cl_topo *t, const cl_plan_group *g, uint32_t part, uint32_t *idx,
                         uint32_t max);
 
+/* cl_plan_fenced: the replication stream's rule - may an update mapped at
+ * topology version epoch (major << 32 | minor) by member `from` apply to a
+ * copy of part on t?  Not when t is newer and `from` is no longer the
+ * partition's primary there: a primary deposed since, whose writes the new
+ * one may not have (the copy catches up instead). */
+int cl_plan_fenced(cl_topo *t, const cl_plan_group *g, uint32_t part, uint64_t epoch,
+                   cl_meta_uuid from);
+
 /* info: a local partition's update counter and entry count; 0, or nonzero
  * when the group is gone here. */
 typedef int (*cl_plan_info_fn)(void *arg, int32_t grp, uint32_t part, uint64_t *cntr,

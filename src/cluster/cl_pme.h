@@ -8,15 +8,21 @@
  *      id); a member first waits until no request mapped on an older
  *      topology is still running (bounded), then answers PME_SINGLE
  *      (u64 exchange id | the single message, compressed: cl_zip.h);
- *   2. it merges them with the committed owner tables and decides: a new
- *      group gets its ideal owners; a partition whose owners all left is
- *      LOST (or, under the IGNORE policy, gets its ideal owners afresh);
- *      when a primary left, the surviving owner with the highest update
- *      counter becomes primary (ties: the old order), and owners behind it
- *      are told to catch up (cl_pme_cfg.behind);
+ *   2. it merges them with the committed owner tables and decides
+ *      (cl_plan_decide): a new group gets its ideal owners, or keeps the
+ *      members that already hold entries of a partition; a partition whose
+ *      owners all left is LOST (or, under the IGNORE policy, gets its ideal
+ *      owners afresh); when a primary left, the surviving owner with the
+ *      highest update counter becomes primary (ties: the old order; when it
+ *      is not the first survivor, where requests went meanwhile, the
+ *      decision is an affinity switch: a new topology version fences that
+ *      one's writes), and owners behind it are told to catch up
+ *      (cl_pme_cfg.behind); ideal owners without a copy become MOVING, and
+ *      once every ideal owner owns a partition the others are dropped;
  *   3. it commits only the decision (OWNERS_SET entries, changed partitions
  *      only, then EXCH_DONE) through the metadata group, so routing on every
- *      node changes with the log, and
+ *      node changes with the log - under the node's decide lock, from its
+ *      snapshot to EXCH_DONE, so no promotion commits in between - and
  *   4. broadcasts the full map (PME_FULL: the map, compressed) to every
  *      member; a member whose map is older than the last committed exchange
  *      asks the leader for it (PME_FREQ: u64 the exchange id it has).

@@ -16,8 +16,11 @@
  *   Batches are the cache's rebalanceBatchSize (512 KiB) of entries, and a
  *   supplier pauses its rebalanceThrottle (0 ms) between two of a stream.
  *   REBAL_DONE(grp, part) -> the coordinator, which commits the copy as
- *   an owner (OWNERS_SET); when every ideal owner of the partition owns it,
- *   the partition switches to its ideal order and the others drop it.
+ *   an owner (OWNERS_SET, cl_plan_promote); when every ideal owner of the
+ *   partition owns it, the partition switches to its ideal order and the
+ *   others drop it.  The row applies only over the row it was decided on
+ *   (CL_META_OWN_EXPECT), and never while an exchange decides (the node's
+ *   decide lock): a report that loses either race comes again.
  *
  * A loaded entry never overwrites what the live stream wrote: it is stored
  * only if its key is absent, and keys the live stream removed while the

@@ -157,6 +157,14 @@ static uint32_t cfg_parts(const st_cache_config *cfg)
     return cfg->partitions ? cfg->partitions : 1024;
 }
 
+/* plan_group: the cache's partition space (ember keeps one group per cache). */
+static cl_plan_group plan_group(const st_cache_config *cfg, int32_t cache_id)
+{
+    return (cl_plan_group){ cache_id, cfg_parts(cfg),
+                            cfg->backups > 0 ? (uint32_t)cfg->backups : 0,
+                            cfg->cache_mode == 1, 0 };
+}
+
 static void rcache_free(rcache *c)
 {
     for (uint32_t i = 0; i < MAX_PEERS; i++)
@@ -388,9 +396,7 @@ void cl_repl_flush(cl_repl *r)
 uint32_t cl_repl_owners(cl_topo *t, const st_cache_config *cfg, int32_t cache_id,
                         uint32_t part, uint32_t *idx, uint32_t max)
 {
-    /* ember keeps one partition space (group) per cache */
-    cl_plan_group g = { cache_id, cfg_parts(cfg), cfg->backups > 0 ? (uint32_t)cfg->backups : 0,
-                        cfg->cache_mode == 1, 0 };
+    cl_plan_group g = plan_group(cfg, cache_id);
     return cl_plan_owners(t, &g, part, idx, max);
 }
 
@@ -930,19 +936,12 @@ static int ack_put(cl_repl *r, int32_t cache, uint32_t part, uint64_t from, uint
     return 0;
 }
 
-/* fenced: may an update of epoch from `from` apply to (cache, part)?  Its
- * epoch is no older than this node's topology, or the sender is still the
- * partition's primary here (so its primary epoch has not changed). */
+/* fenced: the stream rule (cl_plan_fenced) for cache's group. */
 static int fenced(cl_topo *t, const st_cache_config *cfg, int32_t cache,
                   uint32_t part, uint64_t epoch, cl_meta_uuid from)
 {
-    if (epoch >= (t->major << 32 | t->minor))
-        return 0;
-    uint32_t idx[1];
-    if (cl_repl_owners(t, cfg, cache, part, idx, 1) == 1 &&
-        cl_meta_uuid_eq(t->m[idx[0]].id, from))
-        return 0;
-    return 1;
+    cl_plan_group g = plan_group(cfg, cache);
+    return cl_plan_fenced(t, &g, part, epoch, from);
 }
 
 /* stale: the copy catches up (never under EM_PLANT_NO_RESEND, whose skipped

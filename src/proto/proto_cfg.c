@@ -17,6 +17,8 @@
 #include "binary/binary.h"
 #include "util/mem.h"
 
+#define START_AWAIT_MS 10000       /* a cache start waits for its first owners, at most */
+
 /* copy_str reads a typed string (or null) and appends its bytes unchanged. */
 static int copy_str(pr_conn *c, pr_rd *r, em_buf *dst)
 {
@@ -315,9 +317,13 @@ static int create_cluster(pr_conn *c, st_cache_config *cfg, int or_get, const ui
         return 0;                   /* another node started it first: found */
     if (rc)
         return rc;
-    if (!st_cache_find(c->srv->st, id))
+    st_cache *sc = st_cache_find(c->srv->st, id);
+    if (!sc)
         return pr_fail(c, PR_ST_FAILED, "Failed to start cache %s on this node (its log "
                        "says why)", cfg->name);
+    /* The start returns once the cache's exchange decided its owners (its
+     * requests wait for that anyway); a slow exchange only delays them. */
+    (void)pr_cluster_await_owners(c->srv, sc, START_AWAIT_MS);
     return 0;
 }
 

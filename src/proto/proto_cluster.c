@@ -719,6 +719,7 @@ static int route_keys(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint
     return rc;
 }
 
+#define OWNERS_AWAIT_MS 1000       /* a peer's first decision for a cache, at most */
 #define STALE_TRIES 300
 #define REMAP_TRIES 3
 #define REMAP_WAIT_MS 15000
@@ -956,6 +957,28 @@ int pr_cluster_tx_run(pr_conn *c, cl_meta_uuid to, int self, const uint8_t *env,
     if (rc == PR_ST_TXC_WAIT)
         c->txc_wait_at = to;        /* where it waits: a deadlock probe starts there */
     return rc;
+}
+
+int pr_cluster_await_owners(pr_server *s, st_cache *sc, uint32_t timeout_ms)
+{
+    cl_node *n = s->opt.cluster;
+    if (!n)
+        return 0;
+    const st_cache_config *g = st_cache_cfg(sc);
+    uint64_t end = em_now_ms() + timeout_ms;
+    for (;;) {
+        cl_topo *t = cl_node_topo_acquire(n);
+        int ready = t->n <= 1 || g->cache_mode == 0 ||
+                    cl_topo_has_owners(t, st_cache_id(sc), st_cache_parts(sc));
+        uint64_t seen = cl_topo_index(t);
+        cl_node_topo_release(t);
+        uint64_t now = em_now_ms();
+        if (ready || st_cache_destroyed(sc))
+            return 0;
+        if (now >= end)
+            return EM_TIMEOUT;
+        (void)cl_node_topo_wait(n, seen, (uint32_t)(end - now < 100 ? end - now : 100));
+    }
 }
 
 int pr_cluster_tx_route(pr_conn *c, cl_topo *t, int op, st_cache *sc, const uint8_t *kp,
@@ -1387,19 +1410,30 @@ int pr_cluster_reroute(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, cons
 int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,
                            const uint8_t *kend, int nkeys, int pairs)
 {
-    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
-    int owner = -1, rc = 0;
+    int owner, self, rc;
     int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
-    if (t->n > 1 && t->self >= 0)
-        rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner);
-    else if (t->self >= 0)
-        owner = t->self;        /* the only member: every key's owner */
-    int self = t->self;
-    cl_node_topo_release(t);
+    for (int waited = 0;; waited = 1) {
+        cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+        owner = -1;
+        rc = 0;
+        if (t->n > 1 && t->self >= 0)
+            rc = route_keys(c, t, sc, read, kp, kend, nkeys, pairs, &owner);
+        else if (t->self >= 0)
+            owner = t->self;    /* the only member: every key's owner */
+        self = t->self;
+        int decided = rc != EM_AGAIN || cl_topo_has_owners(t, st_cache_id(sc), st_cache_parts(sc));
+        cl_node_topo_release(t);
+        if (decided || waited)
+            break;
+        /* A cache's first decision the forwarder applied and this node
+         * not yet (they apply the same commit a moment apart): wait for it
+         * here, bounded, rather than send the request back. */
+        (void)pr_cluster_await_owners(c->srv, sc, OWNERS_AWAIT_MS);
+    }
     if (rc == EM_AGAIN) {
-        /* No owner here: this node has not applied the decision the
-         * forwarder mapped on (a cache's first one), or every owner left
-         * since.  Run here, a FULL_SYNC write would stream to nobody. */
+        /* No owner here: every owner left since the forwarder mapped, or
+         * the first decision is still not here.  Run here, a FULL_SYNC
+         * write would stream to nobody. */
         c->stale = 1;
         return pr_fail(c, PR_ST_FAILED, "This node has no owner for the key in its topology");
     }

@@ -496,6 +496,13 @@ int pr_cfg_apply_start(pr_server *s, const uint8_t *cfg, size_t len);
  * CACHE_CREATE_WITH_CONFIGURATION sends and the members decode. */
 int pr_cfg_apply_config(pr_server *s, const uint8_t *cfg, size_t len);
 int pr_cfg_encode_props(const st_cache_config *g, em_buf *b);
+/* pr_cluster_await_owners waits (bounded) until this node's topology has
+ * the exchange's first decision for cache sc - until then no request is
+ * routed to any member (cl_plan_owners) - as Ignite's cache start returns
+ * after its exchange: 0, or EM_TIMEOUT.  At once when alone or not
+ * clustered. */
+int pr_cluster_await_owners(pr_server *s, st_cache *sc, uint32_t timeout_ms);
+
 /* pr_cluster_propose sends an entry through the metadata group and waits
  * for it to apply here; on failure the reply's message is set and the
  * status returned. */

@@ -55,6 +55,7 @@
 
 #define TXC_COMMIT_TRIES 50         /* ~5 s of a participant's link flapping */
 #define TXC_DRING 4096              /* decisions remembered */
+#define OWNERS_AWAIT_MS 3000        /* a just-started cache's first owners, at most */
 
 void pr_txc_crash_point(pr_server *s, const char *point)
 {
@@ -570,6 +571,9 @@ int pr_txc_route(pr_conn *c, int op, pr_cache_hdr *h, const uint8_t *kp, const u
     int rc = check_open(c, s);
     if (rc)
         return rc;
+    /* A cache started on another node a moment ago: its owners may not be
+     * decided here yet (its other requests wait for them too). */
+    (void)pr_cluster_await_owners(c->srv, h->cache, OWNERS_AWAIT_MS);
     cl_node *n = c->srv->opt.cluster;
     cl_topo *t = cl_node_topo_acquire(n);
     if (t->self < 0 || cl_node_segmented(n)) {

@@ -5,17 +5,19 @@
  * The code under test is the code the servers run: the metadata state
  * machine (cl_meta_fsm, cl_meta_owners), the topology built from it
  * (cl_topo) and the decisions (cl_plan: single messages, cl_plan_decide,
- * cl_plan_promote).  Around it, a model of what the threads and the
- * network do with them, one seeded choice per step:
+ * cl_plan_promote, the routing of requests and the stream's fencing).
+ * Around it, a model of what the threads and the network do with them, one
+ * seeded choice per step:
  *
  *   - members join (empty: ember's caches are in memory), are killed
  *     (their data gone, frames already sent may still arrive) and failed
  *     by the group some steps later;
  *   - clients write: the primary on the newest topology applies the write
  *     with its next update counter and streams it, one FIFO per link, to
- *     every other owner and MOVING copy; the write is acknowledged once
- *     every owner and every MOVING copy it reached applied it (FULL_SYNC,
- *     as cl_repl waits);
+ *     every other owner and MOVING copy, which take it or fence it by the
+ *     replication stream's rule (cl_plan_fenced); the write is acknowledged
+ *     once every owner and every MOVING copy it reached applied it
+ *     (FULL_SYNC, as cl_repl waits);
  *   - the coordinator runs an exchange per new topology version: snapshot,
  *     single messages from the living members (built on their own view),
  *     cl_plan_decide on the snapshot, its entries committed one per step,
@@ -314,11 +316,9 @@ static void deliver(sim *s, unsigned from, unsigned to)
     if (!s->m[to].alive)
         return;
     wrec *r = &s->w[f.g][f.p][f.w];
-    uint32_t own[CL_PLAN_MAX_OWNERS], mv[CL_PLAN_MAX_OWNERS], nmv;
-    if (f.epoch < version(s) &&
-        (!owners(s, s->cur, f.g, f.p, own, &nmv, mv) || own[0] != from)) {
-        /* Fenced (cl_repl): from a primary deposed since it mapped the
-         * write; the call fails, this copy catches up, and so does the
+    if (cl_plan_fenced(s->cur, &s->grp[f.g], f.p, f.epoch, s->m[from].id)) {
+        /* Fenced (cl_repl's rule): from a primary deposed since it mapped
+         * the write; the call fails, this copy catches up, and so does the
          * sender when the refusal reaches it (it applied the write). */
         r->live = 0;
         catch_up_later(s, to, f.g, f.p);
