@@ -236,7 +236,7 @@ static uint32_t plan_fresh(cl_topo *t, const cl_plan_group *gr, const cl_plan_si
  *    primary (cl_rebal); once loaded they own it, and when every ideal
  *    owner does, the partition switches to the ideal order.
  *  - Once every ideal owner owns it, other owners and MOVING copies are
- *    dropped (the primary stays when it is an ideal owner).
+ *    dropped and the ideal order is back (its primary may change: *moved).
  *  - MOVING copies of members that left are dropped; a partition whose
  *    owners all left is lost even if MOVING copies remain (they are not
  *    whole), or starts over on its ideal owners under IGNORE. */
@@ -284,16 +284,15 @@ static uint32_t plan_part(cl_topo *t, const cl_plan_group *gr, const cl_plan_sin
     uint32_t whole = 0;
     for (uint32_t i = 0; i < ni; i++)
         whole += is_owner(own, n, idl[i]);
-    if (whole == ni && ni && (n > ni || m) && !cl_topo_primary_dropped(t, gr->grp, part)) {
+    int ordered = n == ni && !memcmp(own, idl, ni * sizeof *own);
+    if (whole == ni && ni && (!ordered || m) && !cl_topo_primary_dropped(t, gr->grp, part)) {
         /* Every ideal owner owns it, and others hold copies too (the ideal
-         * owners changed once more after the loads were promoted): the
-         * ideal owners alone, the primary kept when it is one of them. */
-        uint32_t p0 = own[0], k = 0;
-        if (is_owner(idl, ni, p0))
-            own[k++] = p0;
-        for (uint32_t i = 0; i < ni; i++)
-            if (idl[i] != own[0] || !k)
-                own[k++] = idl[i];
+         * owners changed once more after the loads were promoted), or in
+         * another order (a primary chosen by its counter when the last one
+         * left): the ideal owners alone, in the ideal order, as Ignite's
+         * assignment is once its owners hold the data. */
+        uint32_t p0 = own[0];
+        memcpy(own, idl, ni * sizeof *own);
         *moved = own[0] != p0;
         *nm = 0;
         return ni;

@@ -449,9 +449,19 @@ static void ex_commit(sim *s)
 
 /* ---- rebalancing ---- */
 
-/* take: a load or a catch-up ends with the supplier's copy (cl_rebal's
- * merge load sweeps what the supplier no longer has). */
+/* take: a catch-up ends with the supplier's copy (cl_rebal's merge load
+ * sweeps what the supplier no longer has). */
 static void take(copy *dst, const copy *src) { *dst = *src; }
+
+/* load_into: a MOVING copy's load adds the supplier's entries and never
+ * overwrites or drops what the live stream wrote meanwhile (cl_rebal). */
+static void load_into(copy *dst, const copy *src)
+{
+    for (unsigned i = 0; i < MAXW / 8; i++)
+        dst->has[i] |= src->has[i];
+    if (src->cntr > dst->cntr)
+        dst->cntr = src->cntr;
+}
 
 /* load_step: member k's copy of (g, p) while it is MOVING: start a load
  * from the primary, finish it (the primary's entries merged in), or report
@@ -466,12 +476,13 @@ static void load_step(sim *s, unsigned k, unsigned g, unsigned p, const uint32_t
         note(s, "m%u loads g%u p%u from m%u", k, g, p, own[0]);
         break;
     case 1:
-        if (!s->m[m->supplier[g][p]].alive) {
-            m->load[g][p] = 0;
-            note(s, "m%u's load of g%u p%u failed: its supplier died", k, g, p);
+        if (m->supplier[g][p] != own[0]) {
+            m->load[g][p] = 0;      /* from the new primary, from the start */
+            note(s, "m%u's load of g%u p%u starts over: m%u is no longer the primary", k, g,
+                 p, m->supplier[g][p]);
             break;
         }
-        take(&m->c[g][p], &s->m[m->supplier[g][p]].c[g][p]);
+        load_into(&m->c[g][p], &s->m[own[0]].c[g][p]);
         m->load[g][p] = 2;
         note(s, "m%u loaded g%u p%u", k, g, p);
         break;
@@ -562,8 +573,8 @@ static int has_data(const copy *c)
     return 0;
 }
 
-/* settled: every partition on its ideal owners, nothing moving or
- * pending. */
+/* settled: every partition on its ideal owners in their order, nothing
+ * moving or pending. */
 static int settled(sim *s, char *why, size_t wn)
 {
     if (s->ex_state || s->nup || s->nrep || s->pr_t || version(s) != s->ex_done_id) {
@@ -586,12 +597,10 @@ static int settled(sim *s, char *why, size_t wn)
                          nmv, cl_topo_part_dropped(s->cur, s->grp[g].grp, p) ? ", dropped" : "");
                 return 0;
             }
-            /* The ideal owners, in any order: a primary chosen by its
-             * counter stays until the next change (no late switch back). */
             for (uint32_t i = 0; i < n; i++)
-                if (!in(own, n, (uint32_t)who(s, s->cur, idl[i])) || !s->m[own[i]].alive) {
-                    snprintf(why, wn, "g%u p%u: m%d is an ideal owner, not an owner%s", g, p,
-                             who(s, s->cur, idl[i]), s->m[own[i]].alive ? "" : " (dead)");
+                if ((int)own[i] != who(s, s->cur, idl[i]) || !s->m[own[i]].alive) {
+                    snprintf(why, wn, "g%u p%u: owner %u is m%u, ideally m%d%s", g, p, i,
+                             own[i], who(s, s->cur, idl[i]), s->m[own[i]].alive ? "" : " (dead)");
                     return 0;
                 }
         }
