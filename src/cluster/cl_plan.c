@@ -30,6 +30,14 @@ static int is_owner(const uint32_t *o, uint32_t n, uint32_t who)
     return 0;
 }
 
+cl_plan_group cl_plan_group_of(const st_cache_config *cfg, int32_t id, uint32_t parts)
+{
+    return (cl_plan_group){ .grp = id, .parts = parts,
+                            .backups = cfg->backups > 0 ? (uint32_t)cfg->backups : 0,
+                            .replicated = cfg->cache_mode == 1,
+                            .loss_policy = (uint8_t)cfg->partition_loss_policy };
+}
+
 /* cl_plan_ideal: the group's ideal owners of part on t (primary first). */
 uint32_t cl_plan_ideal(cl_topo *t, const cl_plan_group *g, uint32_t part, uint32_t *o)
 {

@@ -13,6 +13,7 @@
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_pmap.h"
 #include "cluster/cl_topo.h"
+#include "store/store.h"
 #include "util/buf.h"
 
 #define CL_PLAN_MAX_OWNERS  256
@@ -26,6 +27,10 @@ typedef struct cl_plan_group {
     uint8_t  replicated;
     uint8_t  loss_policy;    /* Ignite's PartitionLossPolicy ordinal */
 } cl_plan_group;
+
+/* cl_plan_group_of: cache id's group (ember keeps one partition space per
+ * cache) from its configuration, with parts partitions. */
+cl_plan_group cl_plan_group_of(const st_cache_config *cfg, int32_t id, uint32_t parts);
 
 /* cl_plan_ideal: the group's ideal owners of part on t (primary first), as
  * indices into t->m; returns how many (at most CL_PLAN_MAX_OWNERS). */

@@ -891,10 +891,7 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
         st_cache *c = st_cache_find(r->cfg.store, q[i].grp);
         if (!c)
             continue;
-        const st_cache_config *cfg = st_cache_cfg(c);
-        cl_plan_group g = { q[i].grp, st_cache_parts(c),
-                            cfg->backups > 0 ? (uint32_t)cfg->backups : 0,
-                            cfg->cache_mode == 1, 0 };
+        cl_plan_group g = cl_plan_group_of(st_cache_cfg(c), q[i].grp, st_cache_parts(c));
         int got = cl_plan_promote(t, &enc, &g, q[i].from, q[i].part);
         if (got <= 0) {
             rc = got;

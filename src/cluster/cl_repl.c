@@ -157,14 +157,6 @@ static uint32_t cfg_parts(const st_cache_config *cfg)
     return cfg->partitions ? cfg->partitions : 1024;
 }
 
-/* plan_group: the cache's partition space (ember keeps one group per cache). */
-static cl_plan_group plan_group(const st_cache_config *cfg, int32_t cache_id)
-{
-    return (cl_plan_group){ cache_id, cfg_parts(cfg),
-                            cfg->backups > 0 ? (uint32_t)cfg->backups : 0,
-                            cfg->cache_mode == 1, 0 };
-}
-
 static void rcache_free(rcache *c)
 {
     for (uint32_t i = 0; i < MAX_PEERS; i++)
@@ -396,7 +388,7 @@ void cl_repl_flush(cl_repl *r)
 uint32_t cl_repl_owners(cl_topo *t, const st_cache_config *cfg, int32_t cache_id,
                         uint32_t part, uint32_t *idx, uint32_t max)
 {
-    cl_plan_group g = plan_group(cfg, cache_id);
+    cl_plan_group g = cl_plan_group_of(cfg, cache_id, cfg_parts(cfg));
     return cl_plan_owners(t, &g, part, idx, max);
 }
 
@@ -940,7 +932,7 @@ static int ack_put(cl_repl *r, int32_t cache, uint32_t part, uint64_t from, uint
 static int fenced(cl_topo *t, const st_cache_config *cfg, int32_t cache,
                   uint32_t part, uint64_t epoch, cl_meta_uuid from)
 {
-    cl_plan_group g = plan_group(cfg, cache);
+    cl_plan_group g = cl_plan_group_of(cfg, cache, cfg_parts(cfg));
     return cl_plan_fenced(t, &g, part, epoch, from);
 }
 

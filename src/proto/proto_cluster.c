@@ -23,6 +23,7 @@
 #include "binary/binary.h"
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_node.h"
+#include "cluster/cl_plan.h"
 #include "cluster/cl_pme.h"
 #include "util/clock.h"
 #include "util/hash.h"
@@ -1652,11 +1653,7 @@ static void group_one(void *arg, st_cache *sc)
     if (st_cache_destroyed(sc) || (cfg->cache_mode != 1 && cfg->cache_mode != 2))
         return;
     if (g->n < g->cap)
-        g->out[g->n] = (cl_plan_group){
-            .grp = st_cache_id(sc), .parts = st_cache_parts(sc),
-            .backups = cfg->backups > 0 ? (uint32_t)cfg->backups : 0,
-            .replicated = cfg->cache_mode == 1,
-            .loss_policy = (uint8_t)cfg->partition_loss_policy };
+        g->out[g->n] = cl_plan_group_of(cfg, st_cache_id(sc), st_cache_parts(sc));
     g->n++;
 }
 

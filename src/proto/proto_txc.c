@@ -571,11 +571,15 @@ int pr_txc_route(pr_conn *c, int op, pr_cache_hdr *h, const uint8_t *kp, const u
     int rc = check_open(c, s);
     if (rc)
         return rc;
-    /* A cache started on another node a moment ago: its owners may not be
-     * decided here yet (its other requests wait for them too). */
-    (void)pr_cluster_await_owners(c->srv, h->cache, OWNERS_AWAIT_MS);
     cl_node *n = c->srv->opt.cluster;
     cl_topo *t = cl_node_topo_acquire(n);
+    if (t->n > 1 && !cl_topo_has_owners(t, st_cache_id(h->cache), st_cache_parts(h->cache))) {
+        /* A cache started on another node a moment ago: its owners may not
+         * be decided here yet (its other requests wait for them too). */
+        cl_node_topo_release(t);
+        (void)pr_cluster_await_owners(c->srv, h->cache, OWNERS_AWAIT_MS);
+        t = cl_node_topo_acquire(n);
+    }
     if (t->self < 0 || cl_node_segmented(n)) {
         cl_node_topo_release(t);
         return pr_fail(c, PR_ST_FAILED, "This node is not a member of the cluster now (it is "

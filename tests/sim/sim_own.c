@@ -806,7 +806,7 @@ static int run_seed(sim *s, uint64_t seed, unsigned steps, int verbose)
     return s->b.violations ? 1 : 0;
 }
 
-static uint64_t tot_acks, tot_kills, tot_promos;
+static uint64_t tot_acks, tot_kills, tot_promos, tot_diverged;
 
 static int run_one(uint64_t seed, unsigned steps, int verbose)
 {
@@ -814,6 +814,7 @@ static int run_one(uint64_t seed, unsigned steps, int verbose)
     tot_acks += S.acks;
     tot_kills += S.kills;
     tot_promos += S.promotions;
+    tot_diverged += S.diverged;
     return rc;
 }
 
@@ -826,8 +827,9 @@ static void done(unsigned ran, unsigned steps, unsigned failed)
     em_buf_free(&S.ex_e);
     em_buf_free(&S.ex_behind);
     printf("sim-own: %u seeds, %u steps each: %" PRIu64 " acknowledged writes, %" PRIu64
-           " kills, %" PRIu64 " promotions: %u failed\n", ran, steps, tot_acks, tot_kills,
-           tot_promos, failed);
+           " kills, %" PRIu64 " promotions, %" PRIu64 " owners left with other unacknowledged"
+           " writes than their primary: %u failed\n", ran, steps, tot_acks, tot_kills,
+           tot_promos, tot_diverged, failed);
 }
 
 int main(int argc, char **argv)
