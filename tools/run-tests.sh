@@ -13,7 +13,8 @@
 #   every tests/scripts/*.sh but lib.sh (sourced by the others, not a suite);
 #                  fuzz.sh only without EM_SANITIZER: its libFuzzer targets
 #                  carry their own ASan + UBSan, and `make test` runs them;
-#                  harness.sh (tests of the shell helpers) only without it
+#                  harness.sh (tests of the shell helpers) only without it;
+#                  sim.sh (one thread) not under TSan
 #   runner         tools/run-tests-check.sh: this script's own rules
 #
 # Nothing passes by being skipped.  A suite that cannot run (binary not
@@ -162,6 +163,11 @@ for s in tests/scripts/*.sh; do
     lib) continue ;;            # sourced by the suites, not one itself
     fuzz) if [ -n "$EM_SANITIZER" ]; then
               echo "== fuzz: not under EM_SANITIZER=$EM_SANITIZER (libFuzzer builds carry ASan + UBSan; make test runs them)"
+              continue
+          fi ;;
+    sim) if [ "$EM_SANITIZER" = tsan ]; then
+              # The simulations run one thread: TSan has nothing to find.
+              echo "== sim: not under EM_SANITIZER=tsan (one thread; make test and make asan run it)"
               continue
           fi ;;
     harness) if [ -n "$EM_SANITIZER" ]; then

@@ -41,19 +41,16 @@ cl_plan_group cl_plan_group_of(const st_cache_config *cfg, int32_t id, uint32_t 
 /* cl_plan_ideal: the group's ideal owners of part on t (primary first). */
 uint32_t cl_plan_ideal(cl_topo *t, const cl_plan_group *g, uint32_t part, uint32_t *o)
 {
-    if (g->replicated) {
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < t->n && k < MAX_OWNERS; i++)
-            o[k++] = i;
-        return k;
-    }
+    if (g->replicated)
+        return cl_topo_data_nodes(t, o, MAX_OWNERS);
     const cl_aff_table *a = cl_topo_affinity(t, g->parts, g->backups);
     if (!a)
         return 0;
     const uint16_t *row = cl_aff_owners(a, part);
-    for (uint32_t i = 0; i < a->copies; i++)
-        o[i] = row[i];
-    return a->copies;
+    uint32_t k = 0;
+    for (; k < a->copies && row[k] != CL_TOPO_NONE; k++)
+        o[k] = row[k];
+    return k;
 }
 
 uint32_t cl_plan_owners(cl_topo *t, const cl_plan_group *g, uint32_t part, uint32_t *idx,
@@ -406,7 +403,7 @@ int cl_plan_full_map(cl_topo *t, const cl_plan_group *g, uint32_t ng, const cl_p
             uint32_t ni = 0;
             if (aff) {
                 const uint16_t *row = cl_aff_owners(aff, part);
-                for (; ni < aff->copies; ni++)
+                for (; ni < aff->copies && row[ni] != CL_TOPO_NONE; ni++)
                     idl[ni] = row[ni];
             } else if (gr->replicated) {
                 ni = cl_plan_ideal(t, gr, part, idl);

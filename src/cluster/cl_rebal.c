@@ -293,6 +293,10 @@ static void links_refresh(cl_rebal *r)
     unlock(r);
 }
 
+/* send_done reports a loaded copy to the coordinator (under mu).  The
+ * coordinator's own copies are filed here: the transport has no link to
+ * itself, and a report sent there was dropped, so a copy the coordinator
+ * loaded stayed MOVING for good. */
 static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
 {
     l->reported = 1;
@@ -300,7 +304,11 @@ static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
     em_st32(b, (uint32_t)l->grp);
     em_st32(b + 4, l->part);
     l->sent_ms = em_now_ms();
-    queue(r, leader, CL_NET_MSG_REBAL_DONE, b, sizeof b);
+    cl_meta_uuid self = cl_node_id(r->cfg.node);
+    if (!cl_meta_uuid_eq(leader, self))
+        queue(r, leader, CL_NET_MSG_REBAL_DONE, b, sizeof b);
+    else if (r->ndone < MAX_QUEUE)
+        r->done_q[r->ndone++] = (demand){ self, l->grp, l->part, 0 };
 }
 
 /* ---- catching up ----

@@ -42,6 +42,9 @@ typedef struct topo_ref {
     pthread_mutex_t mu;           /* affinity cache */
     struct aff_cache { uint32_t parts, backups; cl_aff_table tab; struct aff_cache *next; } *aff;
     char    *str;                 /* every member string */
+    char    *blstr;               /* the baseline's consistent ids */
+    uint16_t *blm;                /* nbl: baseline node i's member index, or CL_TOPO_NONE */
+    uint64_t *blhost;             /* nbl: its host field (an offline one's last known) */
 } topo_ref;
 
 static _Atomic uint64_t *live_counter(topo_ref *r) { return r->live; }
@@ -66,6 +69,10 @@ static void topo_free(topo_ref *r)
     em_free(r->grp);
     pthread_mutex_destroy(&r->mu);
     em_free(r->str);
+    em_free(r->blstr);
+    em_free(r->blm);
+    em_free(r->blhost);
+    em_free((void *)r->t.bl);
     em_free(r->t.m);
     em_free(r);
 }
@@ -82,6 +89,47 @@ void cl_topo_release(cl_topo *t)
         topo_free(r);
 }
 
+/* aff_nodes: what affinity is computed over - every member, or the
+ * baseline's nodes.  A baseline node's tie-break id is zero whether it is
+ * online or not, so its rows do not change when it comes and goes. */
+static cl_aff_node *aff_nodes(const topo_ref *r, uint32_t *n, int *excl)
+{
+    const cl_topo *t = &r->t;
+    *n = t->nbl ? t->nbl : t->n;
+    *excl = 0;
+    cl_aff_node *nodes = em_calloc(*n, sizeof *nodes);
+    if (!nodes)
+        return NULL;
+    for (uint32_t i = 0; i < *n; i++) {
+        const cl_topo_member *m = t->nbl ? (r->blm[i] != CL_TOPO_NONE ? &t->m[r->blm[i]] : NULL)
+                                         : &t->m[i];
+        const char *cid = t->nbl ? t->bl[i] : m->cid;
+        uint64_t host = t->nbl ? r->blhost[i] : m->host;
+        nodes[i] = (cl_aff_node){ cid, strlen(cid), 0, 0, host & CL_TOPO_HOST_MASK };
+        if (!t->nbl) {
+            nodes[i].msb = m->id.msb;
+            nodes[i].lsb = m->id.lsb;
+        }
+        *excl |= (host & CL_TOPO_EXCLUDE_NEIGHBORS) != 0;
+    }
+    return nodes;
+}
+
+/* aff_to_members rewrites a table over baseline nodes into member indices,
+ * each row's online owners first, CL_TOPO_NONE after them. */
+static void aff_to_members(const topo_ref *r, cl_aff_table *tab)
+{
+    for (uint32_t p = 0; p < tab->parts; p++) {
+        uint16_t *row = tab->owner + (size_t)p * tab->copies;
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < tab->copies; i++)
+            if (r->blm[row[i]] != CL_TOPO_NONE)
+                row[k++] = r->blm[row[i]];
+        for (; k < tab->copies; k++)
+            row[k] = CL_TOPO_NONE;
+    }
+}
+
 const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backups)
 {
     topo_ref *r = (topo_ref *)t;
@@ -92,25 +140,17 @@ const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backup
     while (a && (a->parts != parts || a->backups != backups))
         a = a->next;
     if (!a) {
-        cl_aff_node *nodes = em_calloc(t->n, sizeof *nodes);
-        a = em_calloc(1, sizeof *a);
-        if (nodes && a) {
-            int excl = 0;
-            for (uint32_t i = 0; i < t->n; i++) {
-                nodes[i] = (cl_aff_node){ t->m[i].cid, strlen(t->m[i].cid),
-                                          t->m[i].id.msb, t->m[i].id.lsb,
-                                          t->m[i].host & CL_TOPO_HOST_MASK };
-                excl |= (t->m[i].host & CL_TOPO_EXCLUDE_NEIGHBORS) != 0;
-            }
-            if (cl_aff_compute(&a->tab, nodes, t->n, parts, backups, excl) == 0) {
-                a->parts = parts;
-                a->backups = backups;
-                a->next = r->aff;
-                r->aff = a;
-            } else {
-                em_free(a);
-                a = NULL;
-            }
+        uint32_t n;
+        int excl;
+        cl_aff_node *nodes = aff_nodes(r, &n, &excl);
+        a = nodes ? em_calloc(1, sizeof *a) : NULL;
+        if (a && cl_aff_compute(&a->tab, nodes, n, parts, backups, excl) == 0) {
+            if (t->nbl)
+                aff_to_members(r, &a->tab);
+            a->parts = parts;
+            a->backups = backups;
+            a->next = r->aff;
+            r->aff = a;
         } else {
             em_free(a);
             a = NULL;
@@ -119,6 +159,15 @@ const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backup
     }
     pthread_mutex_unlock(&r->mu);
     return a ? &a->tab : NULL;
+}
+
+uint32_t cl_topo_data_nodes(const cl_topo *t, uint32_t *idx, uint32_t max)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < t->n && k < max; i++)
+        if (t->m[i].data)
+            idx[k++] = i;
+    return k;
 }
 
 static const topo_grp *topo_group(const topo_ref *r, int32_t grp)
@@ -155,18 +204,14 @@ uint32_t cl_topo_owners(cl_topo *t, int32_t grp, uint32_t parts, uint32_t backup
         return k;
     }
     /* No decision yet (a cache the exchange has not seen): its ideal owners. */
-    if (replicated) {
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < t->n && k < max; i++)
-            idx[k++] = i;
-        return k;
-    }
+    if (replicated)
+        return cl_topo_data_nodes(t, idx, max);
     const cl_aff_table *a = cl_topo_affinity(t, parts, backups);
     if (!a)
         return 0;
     const uint16_t *row = cl_aff_owners(a, part);
     uint32_t k = 0;
-    for (uint32_t i = 0; i < a->copies && k < max; i++)
+    for (uint32_t i = 0; i < a->copies && k < max && row[i] != CL_TOPO_NONE; i++)
         idx[k++] = row[i];
     return k;
 }
@@ -293,6 +338,63 @@ static int build_groups(topo_ref *r, const cl_meta_fsm *s)
     return 0;
 }
 
+/* last_host: the host field of the newest member (left ones included:
+ * the state keeps their tombstones) with consistent id cid, 0 if none - so
+ * an offline baseline node keeps its machine for excludeNeighbors, and the
+ * rows of partitions it does not hold do not change when it goes. */
+static uint64_t last_host(const cl_meta_fsm *s, const char *cid, size_t len)
+{
+    uint64_t host = 0, order = 0;
+    for (uint32_t i = 0; i < s->n_members; i++) {
+        cl_meta_bytes c = cl_meta_member_cid(&s->members[i]);
+        if (c.len == len && !memcmp(c.p, cid, len) && s->members[i].order >= order) {
+            order = s->members[i].order;
+            host = s->members[i].host;
+        }
+    }
+    return host;
+}
+
+/* build_baseline copies the state's baseline (duplicates dropped) and marks
+ * the members that hold data. */
+static int build_baseline(topo_ref *r, const cl_meta_fsm *s)
+{
+    cl_topo *t = &r->t;
+    for (uint32_t i = 0; i < t->n; i++)
+        t->m[i].data = s->n_baseline == 0;
+    if (!s->n_baseline)
+        return 0;
+    r->blstr = em_malloc(s->baseline.len + s->n_baseline);
+    t->bl = em_calloc(s->n_baseline, sizeof *t->bl);
+    r->blm = em_calloc(s->n_baseline, sizeof *r->blm);
+    r->blhost = em_calloc(s->n_baseline, sizeof *r->blhost);
+    if (!r->blstr || !t->bl || !r->blm || !r->blhost)
+        return EM_NOMEM;
+    char *o = r->blstr;
+    uint32_t off = 0;
+    cl_meta_bytes cid;
+    while (t->nbl < s->n_baseline && cl_meta_baseline_next(s->baseline, &off, &cid)) {
+        memcpy(o, cid.p, cid.len);
+        o[cid.len] = 0;
+        int dup = 0;
+        for (uint32_t j = 0; j < t->nbl && !dup; j++)
+            dup = !strcmp(t->bl[j], o);
+        if (dup)
+            continue;
+        uint16_t m = CL_TOPO_NONE;
+        for (uint32_t i = 0; i < t->n && m == CL_TOPO_NONE; i++)
+            if (!strcmp(t->m[i].cid, o))
+                m = (uint16_t)i;
+        if (m != CL_TOPO_NONE)
+            t->m[m].data = 1;
+        r->blhost[t->nbl] = m != CL_TOPO_NONE ? t->m[m].host : last_host(s, o, cid.len);
+        r->blm[t->nbl] = m;
+        t->bl[t->nbl++] = o;
+        o += cid.len + 1;
+    }
+    return 0;
+}
+
 static topo_ref *topo_empty(void)
 {
     topo_ref *r = em_calloc(1, sizeof *r);
@@ -370,7 +472,7 @@ cl_topo *cl_topo_build(const cl_meta_fsm *s, cl_meta_uuid self, _Atomic uint64_t
     }
     r->t.n = live;
     r->last_exch = s->last_exch;
-    if (build_groups(r, s)) {
+    if (build_baseline(r, s) || build_groups(r, s)) {
         topo_free(r);
         return NULL;
     }

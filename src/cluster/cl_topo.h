@@ -26,6 +26,8 @@ typedef struct cl_topo_member {
     const char  *thin_addr;        /* "ip:port" thin clients use, "" if none */
     uint64_t     host;             /* its neighbourhood (CL_TOPO_HOST_MASK bits, see
                                       cl_node_cfg.host_id) and CL_TOPO_EXCLUDE_NEIGHBORS */
+    uint8_t      data;             /* 1: affinity may place partitions here (in the
+                                      baseline, or there is none) */
 } cl_topo_member;
 
 /* A member's join entry carries, in its host field, the id of the machine
@@ -43,7 +45,17 @@ struct cl_topo {
     uint32_t        n;             /* members not LEFT, in join order */
     cl_topo_member *m;
     int             self;          /* index of this node, -1 before it joined */
+    /* The baseline (Ignite's baseline topology): the consistent ids
+     * affinity is computed over, online or not; nbl 0 - none set - and
+     * affinity follows the members, as an in-memory Ignite cluster's
+     * baseline auto-adjusts at once. */
+    uint32_t        nbl;
+    const char    **bl;
 };
+
+/* CL_TOPO_NONE pads an affinity row whose baseline owners are not all
+ * members (offline): rows keep their width, the online owners first. */
+#define CL_TOPO_NONE 0xffffu
 
 /* cl_topo_build: a snapshot of state s as member self sees it (self: -1
  * when it is no member); live (optional) counts snapshots not yet freed.
@@ -56,7 +68,10 @@ void     cl_topo_release(cl_topo *t);
 
 /* cl_topo_affinity: the owners table for (parts, backups) on topology t,
  * computed once per topology and kept with it; NULL for an empty topology
- * or out of memory.  Valid while t is held. */
+ * or out of memory.  Valid while t is held.  With a baseline it is
+ * computed over the baseline's nodes, and a row lists those that are
+ * members (CL_TOPO_NONE after them): a baseline node that is down keeps its
+ * partitions, which are not moved elsewhere (Ignite's baseline rule). */
 const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backups);
 
 /* cl_topo_owners: the owners of partition part of cache group grp on t,
@@ -70,6 +85,10 @@ uint32_t cl_topo_owners(cl_topo *t, int32_t grp, uint32_t parts, uint32_t backup
 int      cl_topo_has_owners(cl_topo *t, int32_t grp, uint32_t parts);
 /* cl_topo_part_lost: 1 when the exchange declared the partition lost. */
 int      cl_topo_part_lost(cl_topo *t, int32_t grp, uint32_t part);
+/* cl_topo_data_nodes: the members that hold data (every member, or the
+ * baseline's online ones), as indices into t->m; returns how many (<= max):
+ * a replicated cache's owners. */
+uint32_t cl_topo_data_nodes(const cl_topo *t, uint32_t *idx, uint32_t max);
 /* cl_topo_index: the metadata log index t was built at. */
 uint64_t cl_topo_index(const cl_topo *t);
 

@@ -733,6 +733,8 @@ static int dispatch(pr_conn *c, int op, pr_rd *r, em_buf *out)
         return op_debug_stats(c, out);
     case PR_OP_RESET_LOST:
         return pr_op_reset_lost(c, r, out);
+    case PR_OP_BASELINE:
+        return pr_op_baseline(c, r, out);
     case PR_OP_CORRUPT:
         if (!c->srv->opt.debug_ops)
             break;

@@ -82,6 +82,9 @@ enum pr_cluster_state {
 /* Between members only: a transaction's part on its primary (proto_txc.c
  * has the layout): an op in it, prepare, commit, rollback, its state. */
 #define PR_OP_TX_CALL       32107
+/* The baseline: show it, or set, add to, remove from, clear it
+ * (proto_baseline.c has the layouts; ember-cli cluster baseline). */
+#define PR_OP_BASELINE      32108
 
 /* pr_auth_fn checks handshake credentials (user NULL when none were sent):
  * 0 = accept, EM_AUTH = wrong, EM_TOOMANY = refused by a failure limiter.

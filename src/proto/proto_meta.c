@@ -181,11 +181,10 @@ static uint32_t cache_parts(const st_cache_config *g)
     return g->partitions ? g->partitions : 1024;
 }
 
-/* put_nodes appends the group's owners on a cluster: every member that is
- * the primary of some partition, with those partitions (the affinity every
- * member computes alike from the topology t). */
 /* put_nodes lists each partition under its primary: the exchange's
- * committed one, else (no decision yet, or no owner left) the ideal one. */
+ * committed one, else (no decision yet, or no owner left) the ideal one;
+ * a partition whose baseline owners are all down is left out (a client
+ * sends its keys to any node, which answers as for a lost partition). */
 static int put_nodes(cl_topo *t, int32_t grp, uint32_t parts, em_buf *out)
 {
     const cl_aff_table *a = cl_topo_affinity(t, parts, 0);
@@ -202,7 +201,8 @@ static int put_nodes(cl_topo *t, int32_t grp, uint32_t parts, em_buf *out)
         uint32_t o;
         prim[p] = cl_topo_owners(t, grp, parts, 0, 0, p, &o, 1) ? (uint16_t)o
                                                                  : cl_aff_owners(a, p)[0];
-        cnt[prim[p]]++;
+        if (prim[p] != CL_TOPO_NONE)
+            cnt[prim[p]]++;
     }
     uint32_t nodes = 0;
     for (uint32_t i = 0; i < t->n; i++)

@@ -211,6 +211,8 @@ static const key_desc keys[] = {
     K("exclude_neighbors", 'b', exclude_neighbors, "a partition's copies on different machines while there are enough, in every cache (Ignite's excludeNeighbors; in effect when any member sets it) (false)"),
     K("host_id", 's', host_id, "the machine this node counts as for exclude_neighbors: nodes with the same host_id are neighbours (this machine's /etc/machine-id)"),
     K("failure_detection_timeout", 't', failure_detection_timeout_ms, "a member unreachable this long is failed (10000 ms)"),
+    K("baseline_auto_adjust", 'b', baseline_auto_adjust, "once a baseline is set (ember-cli cluster baseline), the coordinator sets it to the members whenever they change and then stay the same for baseline_auto_adjust_timeout (false: it changes only when an operator changes it)"),
+    K("baseline_auto_adjust_timeout", 't', baseline_auto_adjust_timeout_ms, "see baseline_auto_adjust (0 ms)"),
     K("cluster_fault", 's', cluster_fault, "tests only: drop=P,dup=P,delay=P (percent of replication frames) (none)"),
     K("cluster_exit_after_writes", 'u', cluster_exit_after_writes, "tests only: exit after the Nth forwarded write ran here, before its reply (0 = never)"),
     K("cluster_tx_crash", 's', cluster_tx_crash, "tests only: prepared|committing|applied|decided:N - exit at that point of the Nth transaction part or decision here (none)"),

@@ -71,6 +71,8 @@ typedef struct srv_config {
     char     host_id[256];          /* neighbourhood for exclude_neighbors; "" = this machine */
     int      exclude_neighbors;     /* backups on other machines than the primary */
     uint32_t failure_detection_timeout_ms; /* 10000 */
+    int      baseline_auto_adjust;  /* the coordinator re-sets a set baseline to the members */
+    uint32_t baseline_auto_adjust_timeout_ms; /* ... once they stayed the same this long (0) */
     char     cluster_fault[128];    /* tests: "drop=P,dup=P,delay=P"; "" = none */
     uint32_t cluster_exit_after_writes; /* tests: exit after the Nth forwarded write */
     char     cluster_tx_crash[32];  /* tests: "POINT:N", proto.h's tx_crash */

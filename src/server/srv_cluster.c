@@ -26,6 +26,7 @@
 #include "server/srv.h"
 #include "util/clock.h"
 #include "util/err.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -90,6 +91,9 @@ struct srv_cluster {
     uint64_t f_rng;                 /* its generator (transport thread only) */
     uint64_t last_major;
     uint32_t last_minor, last_n;
+    int       bl_adjust;            /* baseline_auto_adjust */
+    uint32_t  bl_timeout_ms;
+    uint64_t  bl_sig, bl_since_ms;  /* the members' signature, and since when (maintenance) */
     /* This node created the metadata group at start and has not yet put
      * its own restored cluster state into it (srv_cluster_maintain). */
     _Atomic int seeding;
@@ -623,8 +627,50 @@ static void on_refused(void *arg, const char *peer, const char *why)
     EM_WARN("cluster: link with %s refused: %s", peer, why);
 }
 
+/* baseline_adjust: with baseline_auto_adjust, the coordinator sets a set
+ * baseline to the members once they differ from it and have stayed the
+ * same for the timeout (Ignite's baseline auto-adjust). */
+static void baseline_adjust(srv_cluster *sc)
+{
+    cl_topo *t = cl_node_topo_acquire(sc->node);
+    uint64_t sig = 0;
+    int differ = t->nbl != t->n;
+    for (uint32_t i = 0; i < t->n; i++) {
+        sig = em_mix64(sig ^ em_crc32c(0, t->m[i].cid, strlen(t->m[i].cid)));
+        differ |= !t->m[i].data;
+    }
+    uint64_t now = em_now_ms();
+    if (!t->nbl || t->self < 0 || !differ) {
+        sc->bl_since_ms = 0;
+    } else if (!sc->bl_since_ms || sig != sc->bl_sig) {
+        sc->bl_sig = sig;
+        sc->bl_since_ms = now;
+    } else if (now - sc->bl_since_ms >= sc->bl_timeout_ms) {
+        cl_meta_bytes *ids = em_malloc(sizeof *ids * t->n);
+        em_buf b = EM_BUF_INIT;
+        int rc = ids ? 0 : EM_NOMEM;
+        for (uint32_t i = 0; ids && i < t->n; i++)
+            ids[i] = (cl_meta_bytes){ (const uint8_t *)t->m[i].cid,
+                                      (uint32_t)strlen(t->m[i].cid) };
+        if (!rc)
+            rc = cl_meta_enc_baseline(&b, ids, t->n);
+        if (!rc)
+            rc = cl_node_propose(sc->node, b.p, b.len, 2000);
+        em_buf_free(&b);
+        em_free(ids);
+        if (!rc) {
+            EM_INFO("baseline auto-adjusted to the %u members (they stayed the same %u ms)",
+                    t->n, sc->bl_timeout_ms);
+            sc->bl_since_ms = 0;
+        }
+    }
+    cl_node_topo_release(t);
+}
+
 void srv_cluster_maintain(srv_cluster *sc)
 {
+    if (sc && sc->node && sc->bl_adjust && cl_node_is_leader(sc->node))
+        baseline_adjust(sc);
     if (!sc || !sc->node || !atomic_load(&sc->seeding) || !cl_node_is_leader(sc->node))
         return;
     cl_topo *t = cl_node_topo_acquire(sc->node);
@@ -698,6 +744,8 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     pthread_mutex_init(&sc->ack_mu, NULL);
     sc->durable = durable;
     sc->durable_arg = durable_arg;
+    sc->bl_adjust = c->baseline_auto_adjust;
+    sc->bl_timeout_ms = c->baseline_auto_adjust_timeout_ms;
     if (c->cluster_fault[0] && fault_parse(sc, c->cluster_fault)) {
         EM_ERROR("cluster: cluster_fault '%s': want drop=P,dup=P,delay=P (percent)",
                  c->cluster_fault);

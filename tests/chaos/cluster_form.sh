@@ -94,9 +94,24 @@ SEEDS3="$(node_ip 11):47100,$(node_ip 12):47100,$(node_ip 13):47100"
 node_start 12 --seeds "$SEEDS3" --failure-detection-timeout 3000 || finish
 node_start 13 --seeds "$SEEDS3" --failure-detection-timeout 3000 || finish
 wait_metric 12 ember_cluster_links 1
-node_start 11 --bootstrap true --seeds "$SEEDS3" --failure-detection-timeout 3000 || finish
+node_start 11 --bootstrap true --seeds "$SEEDS3" --failure-detection-timeout 3000 \
+    --baseline-auto-adjust true --baseline-auto-adjust-timeout 300 || finish
 members_all 3 11 12 13 && ok "joiners linked to each other first still join the bootstrap node" ||
     bad "joiners that linked first never joined"
+
+# baseline_auto_adjust on the coordinator (node 11): a baseline that leaves
+# a member out is set to all the members once they stayed the same 300 ms.
+in_baseline() {
+    "$BUILD/ember-cli" --json -h "$(node_ip 11)" -p "$CHAOS_PORT" cluster baseline |
+        grep -o '"baseline":true,"online":true' | wc -l
+}
+"$BUILD/ember-cli" -h "$(node_ip 11)" -p "$CHAOS_PORT" cluster baseline set \
+    "$(node_ip 11):47100,$(node_ip 12):47100" >/dev/null || bad "baseline set failed"
+t=0
+while [ $t -lt $((CHAOS_WAIT * 10)) ] && [ "$(in_baseline)" != 3 ]; do sleep 0.1; t=$((t + 1)); done
+[ "$(in_baseline)" = 3 ] && grep -q "baseline auto-adjusted to the 3 members" "$(eval echo "\$CHAOS_LOG_11")" &&
+    ok "baseline auto-adjust: the coordinator added the member left out" ||
+    bad "baseline auto-adjust: $(in_baseline) members in the baseline"
 
 # Two nodes started at the same instant, each with an empty directory (the
 # bootstrap rule names node 21): one cluster of two, never two of one.

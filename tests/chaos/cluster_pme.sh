@@ -12,25 +12,6 @@ CACHES=${CHAOS_PME_CACHES:-30}
 chaos_init
 CLI="$BUILD/ember-cli"
 
-# maps_agree N...: the nodes report the same map hash and exchange id, and
-# that exchange is the last one their metadata committed (waits).
-maps_agree() {
-    t=0
-    while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
-        first=""; same=1
-        for i in "$@"; do
-            v="$(metric "$i" ember_pme_map_exchange):$(metric "$i" ember_pme_map_hash)"
-            [ -z "$first" ] && first=$v
-            [ "$v" = "$first" ] || same=0
-        done
-        [ $same = 1 ] && [ "${first%%:*}" != "" ] && [ "${first%%:*}" != 0 ] && return 0
-        sleep 0.1
-        t=$((t + 1))
-    done
-    for i in "$@"; do echo "# node $i: $(metric "$i" ember_pme_map_exchange) $(metric "$i" ember_pme_map_hash)"; done
-    return 1
-}
-
 node_start 1 $(cluster_flags 1) || finish
 node_start 2 $(cluster_flags 2 1) || finish
 node_start 3 $(cluster_flags 3 1) || finish

@@ -7,7 +7,12 @@
 # host ids), and a 1.7.0 client polling a member is told
 # of every topology change in its reply headers; then a kill -9: the
 # survivors restore the second copy of what the dead node held, and every
-# key is still there.
+# key is still there.  Then the baseline (ember-cli cluster baseline): a
+# node outside it gets no partitions until it is added; a baseline node
+# that dies keeps its partitions (nothing moves) and gets them back when it
+# returns; an online node cannot be removed, an offline one can, and its
+# partitions then move; with baseline_auto_adjust the coordinator adds a
+# new member by itself.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 N=${CHAOS_REBAL_KEYS:-3000}
@@ -135,9 +140,74 @@ node_kill 2
 for i in 1 3 4; do wait_metric "$i" ember_cluster_members 3 || bad "node $i: 3 members"; done
 copies_are $((4 * N)) 1 3 4 && ok "after kill -9: two copies again on the three survivors" ||
     bad "copies after the kill"
+# Node 1, the coordinator, is the only node left on its machine: it loads a
+# copy of half the partitions, and its own reports promote them.
+wait_metric 1 'ember_cluster_cache_moving_partitions{cache="rb"}' 0 &&
+    ok "after kill -9: every copy owned, the coordinator's own loads too" ||
+    bad "after the kill: $(metric 1 'ember_cluster_cache_moving_partitions{cache="rb"}') partitions still moving"
 r=$(node $JS check "$(node_addr 3)" rb 0 $((2 * N)) 2>&1)
 [ "$r" = "ok $((2 * N)) missing 0 wrong 0" ] && ok "no acknowledged key lost" || bad "reads after the kill: $r"
 "$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" idle-verify rb >"$CHAOS_TMP/verify" 2>&1 &&
     ok "idle-verify: every partition's owners hold the same entries" ||
     { bad "idle-verify after rebalancing:"; cat "$CHAOS_TMP/verify"; }
+# ---- the baseline ----
+CLI="$BUILD/ember-cli"
+bl() { "$CLI" --json -h "$(node_ip 1)" -p "$CHAOS_PORT" cluster baseline "$@"; }
+cid() { echo "$(node_ip "$1"):47100"; }
+# cells_of I: node I's heat-map column of cache rb, per node 1's view.
+cells_of() {
+    "$CLI" --json -h "$(node_ip 1)" -p "$CHAOS_PORT" cluster rb 2>/dev/null | node -e '
+const j = JSON.parse(require("fs").readFileSync(0)).details;
+const m = j.nodes.find((x) => x.consistent_id === process.argv[1]);
+const n = m && j.caches[0].nodes.find((x) => x.id === m.id);
+console.log(n ? n.cells : "none");' "$(cid "$1")"
+}
+# settled I...: the nodes hold the same full map of the exchange their
+# metadata committed last, and nothing is MOVING in it.
+settled() {
+    maps_agree "$@" && wait_metric "$1" 'ember_cluster_cache_moving_partitions{cache="rb"}' 0
+}
+r=$(bl) && echo "$r" | grep -q '"set":false' && ok "no baseline at first: partitions follow the members" ||
+    bad "baseline show: $r"
+r=$(bl set-current) && [ "$(echo "$r" | grep -o '"baseline":true,"online":true' | wc -l)" = 3 ] &&
+    ok "baseline set to the 3 members" || bad "baseline set-current: $r"
+node_start 5 $(cluster_flags 5 1) $(nb 4) || finish
+for i in 1 3 4 5; do wait_metric "$i" ember_cluster_members 4 || bad "node $i: 4 members"; done
+settled 1 3 4 5
+c5=$(cells_of 5)
+[ -n "$c5" ] && [ "$c5" != none ] && [ -z "$(echo "$c5" | tr -d .)" ] && [ "$(entries 5)" = 0 ] &&
+    ok "a node outside the baseline holds no partition" || bad "node 5 outside the baseline: cells '$c5', entries $(entries 5)"
+r=$(bl add "$(cid 5)") && echo "$r" | grep -q "\"id\":\"$(cid 5)\",\"baseline\":true" &&
+    ok "node 5 added to the baseline" || bad "baseline add: $r"
+copies_are $((4 * N)) 1 3 4 5 && [ "$(entries 5)" -gt 0 ] &&
+    ok "added: node 5 loads its partitions ($(entries 5) entries), two copies of each key" ||
+    bad "after adding node 5: entries $(entries 5)"
+settled 1 3 4 5 || bad "no settled map after adding node 5"
+e3=$(entries 3)
+node_kill 3
+for i in 1 4 5; do wait_metric "$i" ember_cluster_members 3 || bad "node $i: 3 members"; done
+settled 1 4 5; s=0; for i in 1 4 5; do s=$((s + $(entries "$i"))); done
+[ "$s" = $((4 * N - e3)) ] && [ "$(metric 1 ember_rebal_loading)$(metric 4 ember_rebal_loading)$(metric 5 ember_rebal_loading)" = 000 ] &&
+    ok "a baseline node killed: its partitions stay its own, nothing moves ($s copies left of $((4 * N)))" ||
+    bad "after killing baseline node 3: $s copies (want $((4 * N - e3)))"
+r=$(node $JS check "$(node_addr 4)" rb 0 $((2 * N)) 2>&1)
+[ "$r" = "ok $((2 * N)) missing 0 wrong 0" ] && ok "every key readable with node 3 down" || bad "reads with node 3 down: $r"
+r=$(bl) && echo "$r" | grep -q "\"id\":\"$(cid 3)\",\"baseline\":true,\"online\":false" &&
+    ok "the baseline shows node 3 offline" || bad "baseline with node 3 down: $r"
+node_start 3 $(cluster_flags 3 1) $(nb 3) || finish
+for i in 1 3 4 5; do wait_metric "$i" ember_cluster_members 4 || bad "node $i: 4 members"; done
+copies_are $((4 * N)) 1 3 4 5 && ok "node 3 back: it loads its partitions again, two copies of each key" ||
+    bad "after node 3 came back"
+r=$(bl remove "$(cid 3)" 2>&1) && bad "an online node removed from the baseline: $r" ||
+    { echo "$r" | grep -q "it is online" && ok "an online node cannot be removed: ${r#*\"message\":}" ||
+      bad "remove online node 3: $r"; }
+node_kill 3
+for i in 1 4 5; do wait_metric "$i" ember_cluster_members 3 || bad "node $i: 3 members"; done
+r=$(bl remove "$(cid 3)") && ! echo "$r" | grep -q "$(cid 3)" && ok "an offline node removed from the baseline" ||
+    bad "baseline remove: $r"
+copies_are $((4 * N)) 1 4 5 && ok "removed: its partitions move to the others, two copies of each key" ||
+    bad "after removing node 3"
+r=$(node $JS check "$(node_addr 5)" rb 0 $((2 * N)) 2>&1)
+[ "$r" = "ok $((2 * N)) missing 0 wrong 0" ] && ok "no acknowledged key lost through the baseline changes" ||
+    bad "reads after the baseline changes: $r"
 finish

@@ -18,6 +18,7 @@
 #   net_isolate I         drop every packet to or from node I
 #   net_cut I J           drop packets from I to J (one way; call twice for both)
 #   net_heal              remove every rule this run added
+#   maps_agree I...       the nodes hold one full map of the last exchange (waits)
 #   ok NAME / bad NAME / finish   counting, final "N passed, N failed"
 #   chaos_row NEMESIS WORKLOAD    a line of the results table
 
@@ -215,6 +216,25 @@ wait_metric() {
         sleep 0.1
         t=$((t + 1))
     done
+    return 1
+}
+
+# maps_agree I...: the nodes report the same map hash and exchange id, and
+# that exchange is the last one their metadata committed (waits).
+maps_agree() {
+    t=0
+    while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
+        first=""; same=1
+        for i in "$@"; do
+            v="$(metric "$i" ember_pme_map_exchange):$(metric "$i" ember_pme_map_hash)"
+            [ -z "$first" ] && first=$v
+            [ "$v" = "$first" ] || same=0
+        done
+        [ $same = 1 ] && [ "${first%%:*}" != "" ] && [ "${first%%:*}" != 0 ] && return 0
+        sleep 0.1
+        t=$((t + 1))
+    done
+    for i in "$@"; do echo "# node $i: $(metric "$i" ember_pme_map_exchange) $(metric "$i" ember_pme_map_hash)"; done
     return 1
 }
 

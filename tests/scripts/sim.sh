@@ -7,9 +7,9 @@
 # (build/plant/ember-sim-no_io_guard, build/plant/ember-sim-own-no_switch)
 # must fail, or the checks prove nothing.
 #
-# SIM_SEEDS (default 2000; 100 under ASan, 20 under TSan, which has nothing
-# to find in this one thread) seeds of 300 steps, and a tenth as many of
-# 1000 steps.  `make chaos` runs it with SIM_SEEDS=20000.
+# SIM_SEEDS (default 2000; 100 under ASan; the runner leaves it out under
+# TSan, which has nothing to find in this one thread) seeds of 300 steps,
+# and a tenth as many of 1000 steps.  `make chaos` runs it with SIM_SEEDS=20000.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 SEEDS=${SIM_SEEDS:-2000}

@@ -11,7 +11,7 @@
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 case "$EM_SANITIZER" in
-    tsan|asan) DEF_SECONDS=20; DEF_CONNS=200 ;;
+    tsan|asan) DEF_SECONDS=15; DEF_CONNS=200 ;;
     *)         DEF_SECONDS=45; DEF_CONNS=1000 ;;
 esac
 SECONDS_=${SOAK_SECONDS:-$DEF_SECONDS}

@@ -81,6 +81,8 @@ int  cli_report(const cli_opts *o, int rc, const cli_err *e);
  * be a 1.7.0 connection with features CLI_CLUSTER_FEATURES. */
 #define CLI_CLUSTER_FEATURES 0x1c   /* CLUSTER_STATES, _GROUP_GET_NODES_ENDPOINTS, _GROUPS */
 int  cli_cmd_cluster(cli_conn *c, const cli_opts *o, const char *cache);
+/* cli_cmd_baseline: `cluster baseline [ACTION [IDS]]` (ember's BASELINE op). */
+int  cli_cmd_baseline(cli_conn *c, const cli_opts *o, char **args, int nargs);
 
 /* cli_cluster_nodes: every node's id, consistent id and first thin address
  * (CLUSTER_GROUP_GET_NODE_IDS / _INFO), for commands that ask each node.

@@ -550,3 +550,92 @@ out:
     em_free(nodes);
     return ret;
 }
+
+/* ---- cluster baseline (ember's BASELINE op, 32108) ---- */
+
+/* cli_cmd_baseline: `cluster baseline [set|add|remove ID[,ID...] |
+ * set-current | clear]`: sends the action, prints the baseline after it. */
+int cli_cmd_baseline(cli_conn *c, const cli_opts *o, char **args, int nargs)
+{
+    static const char *const acts[] = { "show", "set", "add", "remove", "set-current",
+                                        "clear" };
+    int act = nargs ? -1 : 0;
+    for (int i = 0; nargs && i < 6; i++)
+        if (!strcmp(args[0], acts[i]))
+            act = i;
+    int want_ids = act >= 1 && act <= 3;
+    if (act < 0 || nargs > 1 + want_ids || (want_ids && nargs != 2)) {
+        fprintf(stderr, "ember-cli: cluster baseline [set|add|remove ID[,ID...] | "
+                        "set-current | clear]\n");
+        return 2;
+    }
+    em_buf b = EM_BUF_INIT;
+    em_buf_put_u8(&b, (uint8_t)act);
+    size_t at = b.len;
+    em_buf_put_le32(&b, 0);
+    uint32_t n = 0;
+    for (const char *s = want_ids ? args[1] : ""; *s;) {
+        const char *e = strchr(s, ',');
+        size_t l = e ? (size_t)(e - s) : strlen(s);
+        if (l)
+            cli_put_str(&b, s, l), n++;
+        s += l + (e != NULL);
+    }
+    if (want_ids && !n) {
+        em_buf_free(&b);
+        fprintf(stderr, "ember-cli: no consistent id given\n");
+        return 2;
+    }
+    em_st32(b.p + at, n);
+    const uint8_t *p;
+    size_t pn;
+    cli_err e;
+    int rc = cli_call(c, 32108, &b, &p, &pn, &e);
+    em_buf_free(&b);
+    if (rc)
+        return cli_report(o, rc, &e);
+    rd r = { p, pn, 0, 0 };
+    int64_t major = i64(&r);
+    int32_t minor = i32(&r);
+    int set = u8(&r);
+    uint32_t k = count(&r, 14);
+    if (o->json)
+        printf("{\"ok\":true,\"topology\":\"%" PRId64 ".%d\",\"set\":%s,\"nodes\":[",
+               major, minor, set ? "true" : "false");
+    else if (set)
+        printf("Baseline (topology %" PRId64 ".%d):\n", major, minor);
+    else
+        printf("No baseline set: partitions follow the members (topology %" PRId64 ".%d)\n",
+               major, minor);
+    int others = 0;
+    for (uint32_t i = 0; i < k && !r.bad; i++) {
+        char cid[256];
+        str(&r, cid, sizeof cid);
+        int fl = u8(&r);
+        int64_t order = i64(&r);
+        if (r.bad)
+            break;
+        if (o->json) {
+            em_buf j = EM_BUF_INIT;
+            cli_json_str(&j, cid, strlen(cid));
+            printf("%s{\"id\":%.*s,\"baseline\":%s,\"online\":%s,\"order\":%" PRId64 "}",
+                   i ? "," : "", (int)j.len, (const char *)j.p, fl & 1 ? "true" : "false",
+                   fl & 2 ? "true" : "false", fl & 2 ? order : -1);
+            em_buf_free(&j);
+            continue;
+        }
+        if (set && !(fl & 1) && !others++)
+            printf("Other nodes (no partitions here):\n");
+        if (fl & 2)
+            printf("    ConsistentId=%s, State=ONLINE, Order=%" PRId64 "\n", cid, order);
+        else
+            printf("    ConsistentId=%s, State=OFFLINE\n", cid);
+    }
+    if (o->json)
+        printf("]}\n");
+    if (r.bad || r.pos != r.n) {
+        fprintf(stderr, "ember-cli: malformed reply to BASELINE\n");
+        return 2;
+    }
+    return 0;
+}

@@ -50,6 +50,10 @@ static const char usage_text[] =
     "                            and state; with CACHE the partitions each node owns\n"
     "                            (--json adds the thin endpoints clients connect to)\n"
     "  cluster state [STATE]     the same as state\n"
+    "  cluster baseline [set|add|remove ID[,ID...] | set-current | clear]\n"
+    "                            the baseline: the nodes partitions are placed on (none\n"
+    "                            set: every member); add needs running nodes, remove\n"
+    "                            stopped ones; clear: follow the members again\n"
     "  cluster reset-lost CACHE  bring the cache's lost partitions back (empty) on the\n"
     "                            current members (Ignite's resetLostPartitions)\n"
     "  idle-verify [--save FILE] [--against FILE] [CACHE...]\n"
@@ -606,6 +610,11 @@ int main(int argc, char **argv)
         args++;
         nargs--;
     }
+    if (!strcmp(cmd, "cluster") && nargs >= 1 && !strcmp(args[0], "baseline")) {
+        cmd = "baseline";
+        args++;
+        nargs--;
+    }
     if (!strcmp(cmd, "cluster") && nargs >= 1 && !strcmp(args[0], "state")) {
         /* `cluster state [STATE]` is `state [STATE]`. */
         cmd = "state";
@@ -616,6 +625,7 @@ int main(int argc, char **argv)
         {"ping", 0}, {"caches", 0}, {"create", 1}, {"destroy", 1}, {"put", 3},
         {"get", 2},  {"remove", 2}, {"size", 1},   {"stats", 0},  {"state", -1},
         {"cluster", -1}, {"reset-lost", 1}, {"idle-verify", -2}, {"debug-corrupt", 2},
+        {"baseline", -2},
     };
     int known = -1;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
@@ -692,6 +702,8 @@ int main(int argc, char **argv)
         ret = cli_cmd_cluster(&c, &o, nargs ? args[0] : NULL);
     else if (!strcmp(cmd, "reset-lost"))
         ret = cmd_reset_lost(&c, &o, args[0]);
+    else if (!strcmp(cmd, "baseline"))
+        ret = cli_cmd_baseline(&c, &o, args, nargs);
     else if (!strcmp(cmd, "idle-verify"))
         ret = cli_cmd_idle_verify(&c, &o, args, nargs);
     else if (!strcmp(cmd, "debug-corrupt"))
