@@ -276,6 +276,8 @@ CHAOS_SECONDS ?= 60
 chaos: deps
 	@$(MAKE) --no-print-directory all
 	@CHAOS_SECONDS=$(CHAOS_SECONDS) EMBER_BUILD=$(BUILD) tests/scripts/chaos.sh
+	@echo "== cluster_nemesis with a baseline"
+	@CHAOS_BASELINE=1 CHAOS_SECONDS=$(CHAOS_SECONDS) EMBER_BUILD=$(BUILD) tests/chaos/cluster_nemesis.sh
 	@SIM_SEEDS=20000 EMBER_BUILD=$(BUILD) tests/scripts/sim.sh
 
 bench: deps

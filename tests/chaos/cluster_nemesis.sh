@@ -11,6 +11,8 @@
 # at the end every owner of every partition holds the same entries with the
 # same update counter (idle-verify).
 # CHAOS_SECONDS sets each workload's length (`make chaos` runs it longer).
+# CHAOS_BASELINE=1: the same with a baseline set to the three nodes (a killed
+# node keeps its partitions while down and loads them back when it returns).
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 SECS=${CHAOS_SECONDS:-8}
@@ -111,6 +113,10 @@ r=$(node $JS put "$(node_addr 1)" chaos-set 2 0 0 2>&1) || { bad "cache chaos-se
 r=$(node $JS put "$(node_addr 1)" chaos-register 2 0 0 primary 2>&1) ||
     { bad "cache chaos-register: $r"; finish; }
 ok "3 nodes, caches with 2 backups (FULL_SYNC)"
+if [ "${CHAOS_BASELINE:-0}" = 1 ]; then
+    r=$("$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" cluster baseline set-current 2>&1) &&
+        ok "baseline set to the 3 nodes" || { bad "baseline: $r"; finish; }
+fi
 run_workload set "$NEMESES_ALL"
 run_workload register "$REGISTER_NEMESES"
 # The final check: every owner of every partition holds the same entries.
