@@ -66,6 +66,6 @@ suite() {
 suite ember-sim "$SEEDS" ember-sim-no_io_guard 40
 # Without the version bump on a new primary, a deposed primary's writes in
 # flight reach the new one unfenced: an acknowledged write goes missing.
-suite ember-sim-own "$SEEDS" ember-sim-own-no_switch 100
+suite ember-sim-own "$SEEDS" ember-sim-own-no_switch 400
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

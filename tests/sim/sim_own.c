@@ -25,7 +25,11 @@
  *   - MOVING copies load from the primary, report loaded, and the
  *     coordinator promotes them (cl_plan_promote on a snapshot, committed
  *     some steps later); owners told to catch up merge from the primary;
- *     copies nobody owns are evicted.
+ *     copies nobody owns are evicted;
+ *   - an operator changes the baseline (ember-cli cluster baseline: set to
+ *     the live members, add a live member, remove a failed node, clear):
+ *     a failed baseline node keeps its place, so its copies stay missing
+ *     until it is removed - kills are budgeted over copies, not members.
  *
  * Entries are applied straight to one state machine in commit order (the
  * metadata group's consensus has its own simulation, sim_meta.c); what is
@@ -107,6 +111,7 @@ typedef struct sim {
     unsigned    nw[NG][MAXP];
     uint8_t     acked[NG][MAXP][MAXW / 8];
     unsigned    kills_unsettled;
+    uint64_t    bl_changes;         /* baseline entries applied */
     /* the exchange */
     int         ex_state;          /* 0 idle, 1 collecting, 2 committing */
     cl_topo    *ex_t;
@@ -252,6 +257,81 @@ static void fail_member(sim *s, unsigned k)
     em_buf_free(&e);
     s->m[k].fail_pending = 0;
     note(s, "NODE_FAIL m%u", k);
+}
+
+/* ---- the baseline ---- */
+
+/* bl_offline: baseline nodes that are no member now (failed, and kept in
+ * the baseline): their copies are gone and nothing replaces them. */
+static unsigned bl_offline(const sim *s)
+{
+    unsigned n = 0;
+    for (uint32_t i = 0; i < s->cur->nbl; i++) {
+        int on = 0;
+        for (uint32_t j = 0; j < s->cur->n && !on; j++)
+            on = !strcmp(s->cur->bl[i], s->cur->m[j].cid);
+        n += !on;
+    }
+    return n;
+}
+
+static int in_bl(const sim *s, const char *cid)
+{
+    for (uint32_t i = 0; i < s->cur->nbl; i++)
+        if (!strcmp(s->cur->bl[i], cid))
+            return 1;
+    return 0;
+}
+
+/* baseline_change: what an operator does with ember-cli cluster baseline
+ * (proto_baseline.c's rules): set it to the live members, add a live
+ * member, remove an offline node, or clear it. */
+static void baseline_change(sim *s)
+{
+    cl_meta_bytes ids[MAXM + 8];
+    uint32_t n = 0;
+    unsigned what = pick(s, 4), k = pick(s, s->nm);
+    member *m = &s->m[k];
+    if (what == 0 || !s->cur->nbl) {
+        for (unsigned j = 0; j < s->nm; j++)
+            if (s->m[j].alive)
+                ids[n++] = (cl_meta_bytes){ (const uint8_t *)s->m[j].cid,
+                                            (uint32_t)strlen(s->m[j].cid) };
+        what = 0;
+    } else if (what == 3) {
+        n = 0;
+    } else {
+        if (what == 1 && (!m->alive || in_bl(s, m->cid)))
+            return;                 /* add: a live member outside it */
+        int online = 0, live_left = 0;
+        for (uint32_t j = 0; j < s->cur->n; j++)
+            online |= !strcmp(s->cur->m[j].cid, m->cid);
+        if (what == 2 && (online || !in_bl(s, m->cid)))
+            return;                 /* remove: an offline node in it */
+        for (uint32_t i = 0; i < s->cur->nbl; i++) {
+            if (what == 2 && !strcmp(s->cur->bl[i], m->cid))
+                continue;
+            ids[n++] = (cl_meta_bytes){ (const uint8_t *)s->cur->bl[i],
+                                        (uint32_t)strlen(s->cur->bl[i]) };
+            for (unsigned j = 0; j < s->nm; j++)
+                live_left |= s->m[j].alive && !strcmp(s->m[j].cid, s->cur->bl[i]);
+        }
+        if (what == 1)
+            ids[n++] = (cl_meta_bytes){ (const uint8_t *)m->cid, (uint32_t)strlen(m->cid) };
+        if (what == 2 && !live_left)
+            return;                 /* never a baseline without a live node */
+    }
+    if (what == 0 && !n)
+        return;
+    /* The ids point into the topology; the entry copies them first. */
+    em_buf e = EM_BUF_INIT;
+    if (cl_meta_enc_baseline(&e, ids, n) == 0)
+        apply(s, &e);
+    em_buf_free(&e);
+    static const char *const names[] = { "set to the live members", "add", "remove", "clear" };
+    s->bl_changes++;
+    note(s, "baseline %s%s%s (%u nodes)", names[what], what == 1 || what == 2 ? " " : "",
+         what == 1 || what == 2 ? m->cid : "", n);
 }
 
 /* ---- writes ---- */
@@ -553,7 +633,7 @@ static void catch_up(sim *s, unsigned i)
 /* ---- one step ---- */
 
 enum { A_WRITE, A_DELIVER, A_KILL, A_FAIL, A_JOIN, A_EXCH, A_LOAD, A_EVICT, A_PROMOTE,
-       A_CATCHUP, A_N };
+       A_CATCHUP, A_BASELINE, A_N };
 
 typedef struct act { uint8_t kind, a, b, c; } act;
 
@@ -615,12 +695,19 @@ static unsigned actions(sim *s, act *a, int faults)
         for (unsigned g = 0; g < NG; g++)
             a[n++] = (act){ A_WRITE, (uint8_t)g, (uint8_t)pick(s, s->grp[g].parts), 0 };
         unsigned alive = alive_count(s);
-        if (s->kills_unsettled < s->grp[0].backups && alive > s->grp[0].backups + 1)
+        /* Members outside the baseline hold nothing: only the others count
+         * towards the copies a kill may take. */
+        unsigned holders = 0;
+        for (uint32_t j = 0; j < s->cur->n; j++)
+            holders += s->cur->m[j].data && s->m[who(s, s->cur, j)].alive;
+        if (s->kills_unsettled < s->grp[0].backups && holders > s->grp[0].backups + 1)
             for (unsigned k = 0; k < s->nm; k++)
                 if (s->m[k].alive)
                     a[n++] = (act){ A_KILL, (uint8_t)k, 0, 0 };
         if (s->nm < MAXM && alive < MAXLIVE)
             a[n++] = (act){ A_JOIN, 0, 0, 0 };
+        if (!pick(s, 4))
+            a[n++] = (act){ A_BASELINE, 0, 0, 0 };
     }
     for (unsigned i = 0; i < s->nm; i++)
         for (unsigned j = 0; j < s->nm; j++)
@@ -696,6 +783,7 @@ static void run(sim *s, const act *x)
             promote_commit(s);
         break;
     case A_CATCHUP: catch_up(s, x->a); break;
+    case A_BASELINE: baseline_change(s); break;
     }
 }
 
@@ -780,7 +868,9 @@ static int run_seed(sim *s, uint64_t seed, unsigned steps, int verbose)
     act a[MAXM * MAXM + NG * MAXP * MAXM + 3 * MAXQ + 64];
     for (unsigned i = 0; i < steps && !s->b.violations; i++) {
         char why[160];
-        if (settled(s, why, sizeof why))
+        /* Settled with a baseline node down is not whole: its copies stay
+         * missing until it is removed from the baseline. */
+        if (settled(s, why, sizeof why) && !bl_offline(s))
             s->kills_unsettled = 0;
         unsigned n = actions(s, a, 1);
         run(s, &a[pick(s, n)]);
@@ -806,7 +896,7 @@ static int run_seed(sim *s, uint64_t seed, unsigned steps, int verbose)
     return s->b.violations ? 1 : 0;
 }
 
-static uint64_t tot_acks, tot_kills, tot_promos, tot_diverged;
+static uint64_t tot_acks, tot_kills, tot_promos, tot_diverged, tot_bl;
 
 static int run_one(uint64_t seed, unsigned steps, int verbose)
 {
@@ -815,6 +905,7 @@ static int run_one(uint64_t seed, unsigned steps, int verbose)
     tot_kills += S.kills;
     tot_promos += S.promotions;
     tot_diverged += S.diverged;
+    tot_bl += S.bl_changes;
     return rc;
 }
 
@@ -827,9 +918,9 @@ static void done(unsigned ran, unsigned steps, unsigned failed)
     em_buf_free(&S.ex_e);
     em_buf_free(&S.ex_behind);
     printf("sim-own: %u seeds, %u steps each: %" PRIu64 " acknowledged writes, %" PRIu64
-           " kills, %" PRIu64 " promotions, %" PRIu64 " owners left with other unacknowledged"
-           " writes than their primary: %u failed\n", ran, steps, tot_acks, tot_kills,
-           tot_promos, tot_diverged, failed);
+           " kills, %" PRIu64 " promotions, %" PRIu64 " baseline changes, %" PRIu64
+           " owners left with other unacknowledged writes than their primary: %u failed\n", ran,
+           steps, tot_acks, tot_kills, tot_promos, tot_bl, tot_diverged, failed);
 }
 
 int main(int argc, char **argv)
