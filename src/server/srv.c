@@ -869,6 +869,7 @@ int srv_start(srv **out, const srv_config *c)
                                     s->deferred ? before_send : NULL, s)) != 0 ||
             (rc = pr_server_set_cluster(s->ps, srv_cluster_node(s->cluster))) != 0)
             goto fail;
+        srv_cluster_set_meta(s->cluster, s->meta);
     }
     net_options no;
     memset(&no, 0, sizeof no);

@@ -24,6 +24,7 @@
 #include "proto/proto.h"
 #include "server/metrics.h"
 #include "server/srv.h"
+#include "server/srv_meta.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/hash.h"
@@ -91,6 +92,10 @@ struct srv_cluster {
     uint64_t f_rng;                 /* its generator (transport thread only) */
     uint64_t last_major;
     uint32_t last_minor, last_n;
+    struct srv_meta *_Atomic meta;  /* a persistent node's metadata log, or NULL */
+    em_buf    bl_saved;             /* the baseline entry last logged (metadata thread) */
+    int       bl_seen;              /* ... a baseline was seen since start */
+    int       bl_seeded, bl_wait, bl_state; /* restoring one (maintenance thread) */
     int       bl_adjust;            /* baseline_auto_adjust */
     uint32_t  bl_timeout_ms;
     uint64_t  bl_sig, bl_since_ms;  /* the members' signature, and since when (maintenance) */
@@ -112,10 +117,43 @@ static const char *state_name(int st)
                                                                     : "ACTIVE_READ_ONLY";
 }
 
+/* baseline_persist logs the baseline when it changed (metadata thread).
+ * Not while this node seeds a new group (which has none yet), and a group
+ * without one replaces a logged one only once this node saw one set in it
+ * (a node joining a restarted cluster before its creator put it back). */
+static void baseline_persist(srv_cluster *sc, const cl_topo *t)
+{
+    srv_meta *m = atomic_load(&sc->meta);
+    if (!m || t->self < 0 || atomic_load(&sc->seeding) || (!t->nbl && !sc->bl_seen))
+        return;
+    sc->bl_seen |= t->nbl != 0;
+    cl_meta_bytes ids[CL_META_MAX_MEMBERS > 64 ? 64 : CL_META_MAX_MEMBERS];
+    cl_meta_bytes *v = t->nbl <= 64 ? ids : em_malloc(sizeof *v * t->nbl);
+    if (!v)
+        return;
+    for (uint32_t i = 0; i < t->nbl; i++)
+        v[i] = (cl_meta_bytes){ (const uint8_t *)t->bl[i], (uint32_t)strlen(t->bl[i]) };
+    em_buf e = EM_BUF_INIT;
+    if (cl_meta_enc_baseline(&e, v, t->nbl) == 0 &&
+        (e.len != sc->bl_saved.len || memcmp(e.p, sc->bl_saved.p, e.len))) {
+        int rc = srv_meta_append(m, SRV_META_BASELINE, e.p, e.len);
+        if (rc)
+            EM_ERROR("the baseline was not logged: %s", em_strerror(rc));
+        else {
+            em_buf_reset(&sc->bl_saved);
+            (void)em_buf_append(&sc->bl_saved, e.p, e.len);
+        }
+    }
+    em_buf_free(&e);
+    if (v != ids)
+        em_free(v);
+}
+
 /* on_topology: one log line per new topology version (metadata thread). */
 static void on_topology(void *arg, const cl_topo *t)
 {
     srv_cluster *sc = arg;
+    baseline_persist(sc, t);
     cl_pme *pme = atomic_load(&sc->pme);
     if (pme)
         cl_pme_kick(pme);
@@ -667,6 +705,84 @@ static void baseline_adjust(srv_cluster *sc)
     cl_node_topo_release(t);
 }
 
+/* baseline_missing: how many baseline nodes are no member (t held). */
+static uint32_t baseline_missing(const cl_topo *t)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->nbl; i++) {
+        int on = 0;
+        for (uint32_t j = 0; j < t->n && !on; j++)
+            on = !strcmp(t->bl[i], t->m[j].cid);
+        n += !on;
+    }
+    return n;
+}
+
+/* baseline_restore (the node that created the group, while seeding): puts
+ * the baseline it logged into the group; until every baseline node is a
+ * member the cluster is INACTIVE (Ignite: a persistent cluster activates
+ * once its baseline is back), unless an operator sets another state or
+ * baseline meanwhile.  Then *st is the state to put back.  1: not yet. */
+static int baseline_restore(srv_cluster *sc, int *st)
+{
+    srv_meta *m = atomic_load(&sc->meta);
+    const uint8_t *p;
+    size_t n = 0;
+    if (m)
+        srv_meta_baseline(m, &p, &n);
+    if (!n)
+        return 0;
+    if (!sc->bl_seeded) {
+        if (cl_node_propose(sc->node, p, n, 2000))
+            return 1;
+        sc->bl_seeded = 1;
+        sc->bl_state = *st;
+        EM_INFO("cluster: this node created the metadata group and put the baseline it "
+                "restored there");
+    }
+    cl_topo *t = cl_node_topo_acquire(sc->node);
+    uint32_t missing = baseline_missing(t), nbl = t->nbl;
+    int group = t->state;
+    cl_node_topo_release(t);
+    if (!sc->bl_wait) {
+        if (!missing || sc->bl_state == CL_META_INACTIVE)
+            return 0;
+        em_buf b = EM_BUF_INIT;
+        int rc = cl_meta_enc_state(&b, CL_META_INACTIVE);
+        if (!rc)
+            rc = cl_node_propose(sc->node, b.p, b.len, 2000);
+        em_buf_free(&b);
+        if (rc)
+            return 1;
+        (void)pr_server_adopt_state(sc->ps, CL_META_INACTIVE);
+        sc->bl_wait = 1;
+        EM_WARN("cluster INACTIVE until the %u missing baseline node%s join (then %s), or an "
+                "operator sets the state or the baseline", missing, missing == 1 ? "" : "s",
+                state_name(sc->bl_state));
+        return 1;
+    }
+    if (group != CL_META_INACTIVE || nbl == 0) {
+        /* An operator activated the cluster or changed the baseline. */
+        sc->bl_wait = 0;
+        atomic_store(&sc->seeding, 0);
+        (void)pr_server_adopt_state(sc->ps, group);
+        EM_INFO("cluster: the baseline wait ended by an operator (state %s)", state_name(group));
+        return 1;
+    }
+    if (missing)
+        return 1;
+    sc->bl_wait = 0;
+    *st = sc->bl_state;
+    EM_INFO("cluster: every baseline node is back: state %s", state_name(*st));
+    return 0;
+}
+
+void srv_cluster_set_meta(srv_cluster *sc, srv_meta *m)
+{
+    if (sc)
+        atomic_store(&sc->meta, m);
+}
+
 void srv_cluster_maintain(srv_cluster *sc)
 {
     if (sc && sc->node && sc->bl_adjust && cl_node_is_leader(sc->node))
@@ -690,6 +806,8 @@ void srv_cluster_maintain(srv_cluster *sc)
             EM_INFO("cluster: this node created the metadata group and put the %u caches and "
                     "binary types it restored there", n);
     }
+    if (baseline_restore(sc, &st))
+        return;                     /* waiting for the baseline, or asked again */
     if (st != group) {
         /* A new group starts ACTIVE; a whole persistent cluster restarting
          * (each node a new member of a new group) keeps the state it had,
@@ -703,6 +821,9 @@ void srv_cluster_maintain(srv_cluster *sc)
             return;                 /* asked again on the next pass */
         EM_INFO("cluster state %s: this node created the metadata group and put the state it "
                 "restored there", state_name(st));
+        /* Applied while this node was seeding, so not adopted there. */
+        if (pr_server_state(sc->ps) != st)
+            (void)pr_server_adopt_state(sc->ps, st);
     }
     atomic_store(&sc->seeding, 0);
 }
@@ -942,6 +1063,7 @@ void srv_cluster_stop(srv_cluster *sc)
         nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     net_tls_ctx_free(sc->tls);      /* after the transport that used it */
     em_buf_free(&sc->inline_resp);
+    em_buf_free(&sc->bl_saved);
     em_free(sc);
 }
 

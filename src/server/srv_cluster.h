@@ -34,8 +34,15 @@ int  srv_cluster_start(srv_cluster **out, const struct srv_config *c,
  * committed, else an error (no leader now: call again later). */
 int  srv_cluster_leave(srv_cluster *sc);
 /* srv_cluster_maintain: periodic (srv_maintain) - a node that created the
- * metadata group puts the cluster state it restored into it. */
+ * metadata group puts the cluster state it restored into it (and the
+ * baseline: the state only once every baseline node is back, INACTIVE
+ * until then unless an operator changes it). */
 void srv_cluster_maintain(srv_cluster *sc);
+/* srv_cluster_set_meta: a persistent node's metadata log - the baseline
+ * is kept there as it changes, and put back by the node that creates the
+ * metadata group after a whole restart. */
+struct srv_meta;
+void srv_cluster_set_meta(srv_cluster *sc, struct srv_meta *m);
 /* srv_cluster_pass_end: the end of a client loop's pass (net.h
  * on_pass_end) - the replication streams its writes filled leave now. */
 void srv_cluster_pass_end(void *arg);

@@ -8,7 +8,8 @@
  *   8      4     payload length n
  *   12     4     CRC32C of bytes 0..11 followed by the payload
  *   16     n     payload; NAME = byte platform, int type id, name bytes;
- *                STATE = byte cluster state (0..2)
+ *                STATE = byte cluster state (0..2); BASELINE = a BASELINE_SET
+ *                entry of the metadata group (the last one is the baseline)
  *
  * Replay applies records in order (a type record merges exactly as the live
  * op did; the last STATE record is the state).  A torn tail (invalid bytes with no valid record after them) is
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cluster/cl_meta_fsm.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/hash.h"
@@ -37,6 +39,7 @@ struct srv_meta {
     uint64_t size;
     uint64_t records;
     int      state;                 /* last STATE record, -1 = none */
+    em_buf   baseline;              /* last BASELINE record */
     int      err;
     pthread_mutex_t mu;
     em_buf   scratch;
@@ -54,7 +57,7 @@ static int rec_parse(const uint8_t *p, size_t n, int *kind, const uint8_t **pay,
     }
     uint32_t l = em_ld32(p + 8);
     uint16_t k = em_ld16(p + 4);
-    if (em_ld32(p) != META_MAGIC || k < SRV_META_TYPE || k > SRV_META_STATE ||
+    if (em_ld32(p) != META_MAGIC || k < SRV_META_TYPE || k > SRV_META_BASELINE ||
         em_ld16(p + 6) != 0 || l > META_MAX)
         return EM_CORRUPT;
     if (n - META_HDR < l)
@@ -71,6 +74,13 @@ static int rec_parse(const uint8_t *p, size_t n, int *kind, const uint8_t **pay,
 
 static int apply(srv_meta *m, bin_registry *reg, int kind, const uint8_t *p, uint32_t n)
 {
+    if (kind == SRV_META_BASELINE) {
+        cl_meta_entry e;
+        if (cl_meta_entry_decode(p, n, &e) || e.type != CL_META_E_BASELINE_SET)
+            return EM_CORRUPT;
+        em_buf_reset(&m->baseline);
+        return em_buf_append(&m->baseline, p, n);
+    }
     if (kind == SRV_META_STATE) {
         if (n != 1 || p[0] > 2)
             return EM_CORRUPT;
@@ -175,6 +185,7 @@ void srv_meta_close(srv_meta *m)
     if (m->fd >= 0)
         m->ops->close(m->ops->ctx, m->fd);
     em_buf_free(&m->scratch);
+    em_buf_free(&m->baseline);
     pthread_mutex_destroy(&m->mu);
     em_free(m);
 }
@@ -225,3 +236,9 @@ int srv_meta_append(srv_meta *m, int kind, const uint8_t *p, size_t n)
 
 uint64_t srv_meta_records(const srv_meta *m) { return m->records; }
 int srv_meta_state(const srv_meta *m) { return m->state; }
+
+void srv_meta_baseline(const srv_meta *m, const uint8_t **p, size_t *n)
+{
+    *p = m->baseline.p;
+    *n = m->baseline.len;
+}

@@ -109,7 +109,7 @@ in_baseline() {
     "$(node_ip 11):47100,$(node_ip 12):47100" >/dev/null || bad "baseline set failed"
 t=0
 while [ $t -lt $((CHAOS_WAIT * 10)) ] && [ "$(in_baseline)" != 3 ]; do sleep 0.1; t=$((t + 1)); done
-[ "$(in_baseline)" = 3 ] && grep -q "baseline auto-adjusted to the 3 members" "$(eval echo "\$CHAOS_LOG_11")" &&
+[ "$(in_baseline)" = 3 ] && log_wait 11 "baseline auto-adjusted to the 3 members" &&
     ok "baseline auto-adjust: the coordinator added the member left out" ||
     bad "baseline auto-adjust: $(in_baseline) members in the baseline"
 

@@ -5,7 +5,9 @@
 # holding each key; then kill -9 of one node during FULL_SYNC writes: every
 # acknowledged write is still readable through the survivors, and writes go
 # on once the topology drops the killed node; scan queries through any node
-# return each entry once (cluster_scan.js).
+# return each entry once (cluster_scan.js).  A persistent cluster restarted
+# whole keeps its data, its state and its baseline: it waits INACTIVE for
+# its baseline nodes, or for an operator.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 KEYS=${CHAOS_REPL_KEYS:-60}
@@ -86,6 +88,8 @@ PACKED="$CHAOS_TMP/packed"
 node "$JS" write "$PACKED" 1 "$(node_addr 4)" >"$CHAOS_TMP/pwriter.out" 2>&1 || { cat "$CHAOS_TMP/pwriter.out"; bad "persistent writes"; }
 n=$(lines "$PACKED")
 node "$JS" object put "$(node_addr 4)" || bad "an object of a new binary type"
+"$BUILD/ember-cli" -h "$(node_ip 4)" -p "$CHAOS_PORT" cluster baseline set-current >/dev/null ||
+    bad "baseline set-current"
 "$BUILD/ember-cli" -h "$(node_ip 4)" -p "$CHAOS_PORT" state ACTIVE_READ_ONLY >/dev/null || bad "read-only"
 for i in 4 5 6; do node_term $i || bad "node $i did not stop cleanly (exit $?)"; done
 for i in 4 5 6; do
@@ -96,12 +100,29 @@ done
 # The whole persistent cluster restarts (a new metadata group, each node a
 # new member): every acknowledged key is read back, and the cluster keeps
 # the state it had (read-only), on the restarted nodes and on a new one.
+# The baseline (nodes 4-6) was logged too: node 4, alone, puts it back in
+# the new group and keeps the cluster INACTIVE until nodes 5 and 6 are back.
+state_is() {                        # state_is I STATE: waits
+    t=0
+    while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
+        [ "$("$BUILD/ember-cli" -h "$(node_ip "$1")" -p "$CHAOS_PORT" state 2>/dev/null)" = "$2" ] &&
+            return 0
+        sleep 0.1; t=$((t + 1))
+    done
+    return 1
+}
 node_start 4 $(cluster_flags 4) --persistence true || finish
+state_is 4 INACTIVE && log_wait 4 "cluster INACTIVE until the 2 missing baseline nodes join" &&
+    ok "restarted alone, node 4 waits INACTIVE for its 2 baseline nodes" ||
+    bad "node 4 alone after the restart: $("$BUILD/ember-cli" -h "$(node_ip 4)" -p "$CHAOS_PORT" state)"
 node_start 5 --seeds "$(node_ip 4):47100" --failure-detection-timeout ${CHAOS_FD_MS:-3000} --persistence true || finish
 node_start 6 --seeds "$(node_ip 4):47100" --failure-detection-timeout ${CHAOS_FD_MS:-3000} --persistence true || finish
 for i in 4 5 6; do
     wait_metric "$i" ember_cluster_members 3 || bad "restarted node $i did not join"
 done
+state_is 5 ACTIVE_READ_ONLY && state_is 6 ACTIVE_READ_ONLY &&
+    ok "the baseline back, the cluster serves again in the state it had" ||
+    bad "state once the baseline is back: $("$BUILD/ember-cli" -h "$(node_ip 5)" -p "$CHAOS_PORT" state)"
 run_js check "$PACKED" "$(node_addr 5)" "$(node_addr 6)"
 node_start 7 --seeds "$(node_ip 4):47100" --failure-detection-timeout ${CHAOS_FD_MS:-3000} --persistence true || finish
 wait_metric 7 ember_cluster_members 4 || bad "node 7 did not join"
@@ -119,4 +140,13 @@ c7=$("$BUILD/ember-cli" -h "$(node_ip 7)" -p "$CHAOS_PORT" caches | sort | tr '\
 out=$(node "$JS" object get "$(node_addr 7)" 2>&1) && echo "$out" | sed "s/^ok /ok   node client: /" ||
     bad "through node 7: $out"
 PASS=$((PASS + $(echo "$out" | grep -c '^ok ')))
+# Once more, node 4 alone; an operator does not wait for the baseline.
+for i in 4 5 6 7; do node_term $i || bad "node $i did not stop cleanly (exit $?)"; done
+node_start 4 $(cluster_flags 4) --persistence true || finish
+state_is 4 INACTIVE || bad "node 4 alone again: not INACTIVE"
+"$BUILD/ember-cli" -h "$(node_ip 4)" -p "$CHAOS_PORT" state ACTIVE >/dev/null &&
+    state_is 4 ACTIVE && log_wait 4 "the baseline wait ended by an operator" &&
+    ok "an operator activates it without the missing baseline nodes" ||
+    { bad "operator activation while waiting for the baseline: state $("$BUILD/ember-cli" -h "$(node_ip 4)" -p "$CHAOS_PORT" state)"
+      tail -5 "$(eval echo "\$CHAOS_LOG_4")"; }
 finish

@@ -19,6 +19,7 @@
 #   net_cut I J           drop packets from I to J (one way; call twice for both)
 #   net_heal              remove every rule this run added
 #   maps_agree I...       the nodes hold one full map of the last exchange (waits)
+#   log_wait I TEXT       node I's log has a line with TEXT (waits)
 #   ok NAME / bad NAME / finish   counting, final "N passed, N failed"
 #   chaos_row NEMESIS WORKLOAD    a line of the results table
 
@@ -215,6 +216,16 @@ wait_metric() {
         [ "$(metric "$1" "$2")" = "$3" ] && return 0
         sleep 0.1
         t=$((t + 1))
+    done
+    return 1
+}
+
+# log_wait I TEXT: until node I's current log has a line with TEXT (CHAOS_WAIT s).
+log_wait() {
+    t=0
+    while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
+        grep -qF "$2" "$(eval echo "\$CHAOS_LOG_$1")" && return 0
+        sleep 0.1; t=$((t + 1))
     done
     return 1
 }
