@@ -199,7 +199,8 @@ TEST(crash_sigkill_log_only) { crash_test("LOG_ONLY"); }
  *   BACKGROUND, NONE after kill -9: per writer a prefix of its acknowledged
  *     writes (the log lost only its unflushed tail), which later restarts
  *     keep exactly.
- * EMBER_CRASH_CYCLES (default 4) cycles per mode. */
+ * EMBER_CRASH_CYCLES (default 3: kill -9, SIGTERM, kill -9) cycles per
+ * mode. */
 
 #define CK_MAXROUNDS 64
 
@@ -302,7 +303,7 @@ static int ck_verify(ck_state *st, int port, int rounds)
 
 static void ckpt_cycles(const char *mode)
 {
-    int cycles = 4;
+    int cycles = 3;
     const char *e = getenv("EMBER_CRASH_CYCLES");
     if (e && atoi(e) > 0)
         cycles = atoi(e) < CK_MAXROUNDS ? atoi(e) : CK_MAXROUNDS;

@@ -2,7 +2,7 @@
 # soak.sh - the soak suite (reliability.md §6 L1/L2 in small): starts emberd on
 # a free loopback port and runs ember-soak against it: SOAK_CONNS concurrent
 # connections (default 1000) doing put/get/remove/getAll/putAll/scan for
-# SOAK_SECONDS (default 45 in make test, keeping CI under 30 minutes; the
+# SOAK_SECONDS (default 35 in make test, keeping CI under 30 minutes; the
 # local run is SOAK_SECONDS=600), every answer
 # checked, the server's RSS and fd count sampled and required flat after the
 # warm-up.  Then SIGTERM: emberd must exit cleanly with no sanitizer report.
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 case "$EM_SANITIZER" in
     tsan|asan) DEF_SECONDS=15; DEF_CONNS=200 ;;
-    *)         DEF_SECONDS=45; DEF_CONNS=1000 ;;
+    *)         DEF_SECONDS=35; DEF_CONNS=1000 ;;
 esac
 SECONDS_=${SOAK_SECONDS:-$DEF_SECONDS}
 CONNS=${SOAK_CONNS:-$DEF_CONNS}
