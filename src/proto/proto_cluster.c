@@ -32,6 +32,7 @@
 #include "util/mem.h"
 
 #define PROPOSE_TIMEOUT_MS 30000
+#define LOST_SYNC_MS       1000     /* a lost partition's refusal waits this for the leader */
 
 int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *what)
 {
@@ -288,6 +289,7 @@ static int lost_refusal(pr_conn *c, st_cache *sc, int read, uint32_t part)
     } else if (plc != LOSS_READ_ONLY_SAFE && plc != LOSS_READ_WRITE_SAFE) {
         return 0;
     }
+    c->lost_refused = 1;
     return pr_fail(c, PR_ST_FAILED, "Failed to execute the cache operation (all partition "
                    "owners have left the grid, partition data has been lost) [cacheName=%s, "
                    "partition=%u] (once owners are back: ember-cli cluster reset-lost %s)",
@@ -1243,7 +1245,7 @@ route:;
     int rc = 0;
     int read = op == 1000 || op == 1003 || op == 1011 || op == 1012;
     em_buf *resp = &c->fwd_resp;    /* reused: a forwarded op allocates nothing */
-    int remaps = 0;
+    int remaps = 0, lost_synced = 0;
     int named = afwd_named(c);      /* c->rid_env holds the write under its id */
     for (int tries = 0;; tries++) {
         int owner;
@@ -1272,6 +1274,20 @@ route:;
             t = cl_node_topo_acquire(c->srv->opt.cluster);
             continue;
         }
+        if (rc == PR_ST_FAILED && c->lost_refused && !lost_synced && !c->forwarded) {
+            /* A lost partition: a reset that completed through another
+             * node is committed but may not be applied here yet.  Catch up
+             * with the leader once and map again before refusing, so a
+             * reset is in effect on every node once it returned (Ignite's
+             * completes with its exchange, everywhere). */
+            c->lost_refused = 0;
+            lost_synced = 1;
+            cl_node_topo_release(t);
+            (void)cl_node_sync(c->srv->opt.cluster, LOST_SYNC_MS);
+            t = cl_node_topo_acquire(c->srv->opt.cluster);
+            continue;
+        }
+        c->lost_refused = 0;
         if (rc) {
             cl_node_topo_release(t);
             if (rc != EM_NOMEM && rc != PR_ST_FAILED)

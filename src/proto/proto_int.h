@@ -99,6 +99,7 @@ struct pr_conn {
     uint8_t    has_from;            /* forwarded: the member that sent the request */
     uint64_t   from[2];             /* ... its node id (msb, lsb) */
     int        stale;               /* forwarded: refused, not the key's owner here */
+    int        lost_refused;        /* routing refused a key of a lost partition */
     int        owner_probe;         /* PR_OP_RID_CALL: decode and check ownership only */
     int        probe_ok;            /* ... and the op got past its checks: owned here */
     pr_conn   *sub;                 /* runs this node's part of a split batch */
