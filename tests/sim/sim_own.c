@@ -833,8 +833,14 @@ static void final(sim *s)
                         return;
                     }
             for (uint32_t i = 1; i < n; i++)
-                if (memcmp(s->m[own[i]].c[g][p].has, s->m[own[0]].c[g][p].has, MAXW / 8))
+                if (memcmp(s->m[own[i]].c[g][p].has, s->m[own[0]].c[g][p].has, MAXW / 8)) {
                     s->diverged++;
+                    for (unsigned w = 0; w < s->nw[g][p]; w++)
+                        if (bit(s->m[own[i]].c[g][p].has, w) != bit(s->m[own[0]].c[g][p].has, w))
+                            note(s, "g%u p%u: m%u %s unacknowledged w%u, its primary m%u %s", g,
+                                 p, own[i], bit(s->m[own[i]].c[g][p].has, w) ? "has" : "lacks",
+                                 w, own[0], bit(s->m[own[0]].c[g][p].has, w) ? "has" : "lacks");
+                }
             for (unsigned k = 0; k < s->nm; k++)
                 if (s->m[k].alive && !in(own, n, k) && has_data(&s->m[k].c[g][p])) {
                     violation(s, "m%u keeps a copy of g%u p%u it does not own", k, g, p);
@@ -891,8 +897,9 @@ static int run_seed(sim *s, uint64_t seed, unsigned steps, int verbose)
     if (verbose)
         printf("seed %" PRIu64 ": trace %016" PRIx64 ", %" PRIu64 " writes, %" PRIu64
                " acknowledged, %" PRIu64 " joins, %" PRIu64 " kills, %" PRIu64
-               " exchanges, %" PRIu64 " promotions, healed in %u steps\n", seed, s->b.trace,
-               s->writes, s->acks, s->joins, s->kills, s->exchanges, s->promotions, quiet);
+               " exchanges, %" PRIu64 " promotions, healed in %u steps%s\n", seed, s->b.trace,
+               s->writes, s->acks, s->joins, s->kills, s->exchanges, s->promotions, quiet,
+               s->diverged ? ", owners differ" : "");
     return s->b.violations ? 1 : 0;
 }
 
