@@ -162,9 +162,15 @@ const m = j.nodes.find((x) => x.consistent_id === process.argv[1]);
 const n = m && j.caches[0].nodes.find((x) => x.id === m.id);
 console.log(n ? n.cells : "none");' "$(cid "$1")"
 }
-# settled I...: the nodes hold the same full map of the exchange their
-# metadata committed last, and nothing is MOVING in it.
+# settled I...: the nodes hold the same full map, of an exchange of the
+# topology node I is at now (not one before it), and nothing is MOVING in it.
 settled() {
+    t=0
+    while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
+        want=$(( ($(metric "$1" ember_cluster_topology_major) << 32) | $(metric "$1" ember_cluster_topology_minor) ))
+        [ "$(metric "$1" ember_pme_map_exchange)" -ge "$want" ] 2>/dev/null && break
+        sleep 0.1; t=$((t + 1))
+    done
     maps_agree "$@" && wait_metric "$1" 'ember_cluster_cache_moving_partitions{cache="rb"}' 0
 }
 r=$(bl) && echo "$r" | grep -q '"set":false' && ok "no baseline at first: partitions follow the members" ||
@@ -179,7 +185,14 @@ c5=$(cells_of 5)
     ok "a node outside the baseline holds no partition" || bad "node 5 outside the baseline: cells '$c5', entries $(entries 5)"
 r=$(bl add "$(cid 5)") && echo "$r" | grep -q "\"id\":\"$(cid 5)\",\"baseline\":true" &&
     ok "node 5 added to the baseline" || bad "baseline add: $r"
-copies_are $((4 * N)) 1 3 4 5 && [ "$(entries 5)" -gt 0 ] &&
+# The add returns once applied on node 1; the exchange it starts makes node
+# 5 a MOVING copy right after: wait for its first entries, then the copies.
+t=0
+while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
+    e5=$(entries 5); [ "${e5:-0}" = 0 ] || break
+    sleep 0.1; t=$((t + 1))
+done
+[ "$(entries 5)" -gt 0 ] 2>/dev/null && copies_are $((4 * N)) 1 3 4 5 &&
     ok "added: node 5 loads its partitions ($(entries 5) entries), two copies of each key" ||
     bad "after adding node 5: entries $(entries 5)"
 settled 1 3 4 5 || bad "no settled map after adding node 5"
