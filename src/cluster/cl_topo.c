@@ -161,6 +161,14 @@ const cl_aff_table *cl_topo_affinity(cl_topo *t, uint32_t parts, uint32_t backup
     return a ? &a->tab : NULL;
 }
 
+uint32_t cl_topo_baseline_offline(const cl_topo *t)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->nbl; i++)
+        n += ((const topo_ref *)t)->blm[i] == CL_TOPO_NONE;
+    return n;
+}
+
 uint32_t cl_topo_data_nodes(const cl_topo *t, uint32_t *idx, uint32_t max)
 {
     uint32_t k = 0;

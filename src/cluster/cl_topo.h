@@ -89,6 +89,8 @@ int      cl_topo_part_lost(cl_topo *t, int32_t grp, uint32_t part);
  * baseline's online ones), as indices into t->m; returns how many (<= max):
  * a replicated cache's owners. */
 uint32_t cl_topo_data_nodes(const cl_topo *t, uint32_t *idx, uint32_t max);
+/* cl_topo_baseline_offline: baseline nodes that are no member of t now. */
+uint32_t cl_topo_baseline_offline(const cl_topo *t);
 /* cl_topo_index: the metadata log index t was built at. */
 uint64_t cl_topo_index(const cl_topo *t);
 

@@ -705,17 +705,16 @@ static void baseline_adjust(srv_cluster *sc)
     cl_node_topo_release(t);
 }
 
-/* baseline_missing: how many baseline nodes are no member (t held). */
-static uint32_t baseline_missing(const cl_topo *t)
+/* propose_state puts cluster state st into the metadata group: 0 once
+ * applied here. */
+static int propose_state(srv_cluster *sc, int st)
 {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < t->nbl; i++) {
-        int on = 0;
-        for (uint32_t j = 0; j < t->n && !on; j++)
-            on = !strcmp(t->bl[i], t->m[j].cid);
-        n += !on;
-    }
-    return n;
+    em_buf b = EM_BUF_INIT;
+    int rc = cl_meta_enc_state(&b, st);
+    if (!rc)
+        rc = cl_node_propose(sc->node, b.p, b.len, 2000);
+    em_buf_free(&b);
+    return rc;
 }
 
 /* baseline_restore (the node that created the group, while seeding): puts
@@ -741,18 +740,13 @@ static int baseline_restore(srv_cluster *sc, int *st)
                 "restored there");
     }
     cl_topo *t = cl_node_topo_acquire(sc->node);
-    uint32_t missing = baseline_missing(t), nbl = t->nbl;
+    uint32_t missing = cl_topo_baseline_offline(t), nbl = t->nbl;
     int group = t->state;
     cl_node_topo_release(t);
     if (!sc->bl_wait) {
         if (!missing || sc->bl_state == CL_META_INACTIVE)
             return 0;
-        em_buf b = EM_BUF_INIT;
-        int rc = cl_meta_enc_state(&b, CL_META_INACTIVE);
-        if (!rc)
-            rc = cl_node_propose(sc->node, b.p, b.len, 2000);
-        em_buf_free(&b);
-        if (rc)
+        if (propose_state(sc, CL_META_INACTIVE))
             return 1;
         (void)pr_server_adopt_state(sc->ps, CL_META_INACTIVE);
         sc->bl_wait = 1;
@@ -812,12 +806,7 @@ void srv_cluster_maintain(srv_cluster *sc)
         /* A new group starts ACTIVE; a whole persistent cluster restarting
          * (each node a new member of a new group) keeps the state it had,
          * as this node restored it - read-only stays read-only. */
-        em_buf b = EM_BUF_INIT;
-        int rc = cl_meta_enc_state(&b, st);
-        if (!rc)
-            rc = cl_node_propose(sc->node, b.p, b.len, 2000);
-        em_buf_free(&b);
-        if (rc)
+        if (propose_state(sc, st))
             return;                 /* asked again on the next pass */
         EM_INFO("cluster state %s: this node created the metadata group and put the state it "
                 "restored there", state_name(st));

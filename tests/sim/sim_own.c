@@ -261,20 +261,6 @@ static void fail_member(sim *s, unsigned k)
 
 /* ---- the baseline ---- */
 
-/* bl_offline: baseline nodes that are no member now (failed, and kept in
- * the baseline): their copies are gone and nothing replaces them. */
-static unsigned bl_offline(const sim *s)
-{
-    unsigned n = 0;
-    for (uint32_t i = 0; i < s->cur->nbl; i++) {
-        int on = 0;
-        for (uint32_t j = 0; j < s->cur->n && !on; j++)
-            on = !strcmp(s->cur->bl[i], s->cur->m[j].cid);
-        n += !on;
-    }
-    return n;
-}
-
 static int in_bl(const sim *s, const char *cid)
 {
     for (uint32_t i = 0; i < s->cur->nbl; i++)
@@ -876,7 +862,7 @@ static int run_seed(sim *s, uint64_t seed, unsigned steps, int verbose)
         char why[160];
         /* Settled with a baseline node down is not whole: its copies stay
          * missing until it is removed from the baseline. */
-        if (settled(s, why, sizeof why) && !bl_offline(s))
+        if (settled(s, why, sizeof why) && !cl_topo_baseline_offline(s->cur))
             s->kills_unsettled = 0;
         unsigned n = actions(s, a, 1);
         run(s, &a[pick(s, n)]);
