@@ -157,8 +157,21 @@ int cl_node_link_up(cl_node *n, cl_meta_uuid id)
 
 void cl_node_set_frame_hook(cl_node *n, cl_node_frame_fn fn, void *arg)
 {
-    atomic_store_explicit(&n->frame_arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&n->frame_fn, fn, memory_order_release);
+    if (fn) {
+        atomic_store_explicit(&n->frame_arg, arg, memory_order_relaxed);
+        atomic_store_explicit(&n->frame_fn, fn, memory_order_release);
+        return;
+    }
+    /* Unhooking: the caller frees what arg points to next, so wait out a
+     * callback already inside the hook.  Callbacks hold life shared; taking
+     * it exclusively once returns only after they left.  Never from the
+     * transport thread itself, which holds it. */
+    atomic_store_explicit(&n->frame_fn, NULL, memory_order_release);
+    if (!tl_transport) {
+        pthread_rwlock_wrlock(&n->life);
+        pthread_rwlock_unlock(&n->life);
+    }
+    atomic_store_explicit(&n->frame_arg, NULL, memory_order_relaxed);
 }
 
 int cl_node_send(cl_node *n, cl_meta_uuid to, uint16_t type, const void *p, size_t len)

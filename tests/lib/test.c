@@ -8,9 +8,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_TESTS 4096
+#define SLOW_MS   4000   /* a test this long also prints a "slow:" line */
 
 struct test_entry { const char *name, *file; test_fn fn; };
 static struct test_entry tests[MAX_TESTS];
@@ -74,6 +76,8 @@ int test_main(int argc, char **argv)
         if (!selected(tests[i].name, argc, argv))
             continue;
         int bad;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         if (nofork) {
             bad = run_one(i);
         } else {
@@ -90,7 +94,13 @@ int test_main(int argc, char **argv)
                 fprintf(stderr, "    killed by signal %d%s\n", WTERMSIG(st),
                         WTERMSIG(st) == SIGALRM ? " (timeout)" : "");
         }
-        printf("%s %s\n", bad ? "FAIL" : "ok  ", tests[i].name);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long ms = (long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+        printf("%s %s (%ld ms)\n", bad ? "FAIL" : "ok  ", tests[i].name, ms);
+        /* The suite runner hides ok lines; a slow test stays visible so CI
+         * time has a name to it. */
+        if (ms >= SLOW_MS)
+            printf("  slow: %s %ld.%ld s\n", tests[i].name, ms / 1000, ms % 1000 / 100);
         if (bad) failed++; else passed++;
     }
     printf("%d passed, %d failed\n", passed, failed);
