@@ -66,6 +66,7 @@
     X(PME_FREQ,     35)         \
     X(REPL_UPDATE,  48)         \
     X(REPL_ACK,     49)         \
+    X(REPL_FENCED,  54)         \
     X(REBAL_DEMAND, 50)         \
     X(REBAL_SUPPLY, 51)         \
     X(REBAL_DONE,   52)         \

@@ -1094,6 +1094,7 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
         break;
     case CL_NET_MSG_REPL_UPDATE:
     case CL_NET_MSG_REPL_ACK:
+    case CL_NET_MSG_REPL_FENCED:
         if (n->cfg.on_repl)
             n->cfg.on_repl(n->cfg.arg, l, from, type, p, len);
         break;

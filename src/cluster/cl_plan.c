@@ -174,14 +174,17 @@ static int reported(const cl_plan_single *v, uint32_t i, int32_t grp, uint32_t p
  * afresh).  Under FULL_SYNC those writes were never acknowledged, so the
  * copy stays an owner (it holds every acknowledged write, and losing an
  * owner here would lose them with the next failure); it is told to catch
- * up once the decision is committed (cl_pme_cfg.behind).  behind gets
+ * up once the decision is committed (cl_pme_cfg.behind).  So is one whose
+ * single did not come in time: nothing says it has what the new primary
+ * has (a catch-up of a copy that was whole costs a load, nothing more;
+ * the simulation finds such copies left short).  behind gets
  * u32 member | i32 group | u32 partition per such copy. */
 static void note_behind(const cl_plan_single *v, const cl_plan_group *gr, uint32_t part, uint64_t best_c,
                         const uint32_t *own, uint32_t n, em_buf *behind)
 {
     for (uint32_t i = 1; i < n; i++) {
         cl_psingle_part x;
-        if (reported(v, own[i], gr->grp, part, &x) && x.cntr < best_c) {
+        if (!reported(v, own[i], gr->grp, part, &x) || x.cntr < best_c) {
             uint8_t e[12];
             em_st32(e, own[i]);
             em_st32(e + 4, (uint32_t)gr->grp);

@@ -130,7 +130,8 @@ struct cl_rebal {
     uint32_t     nup;
     /* Copies of this node found stale (cl_rebal_copy_stale), until
      * stale_begin starts their catching up. */
-    struct stale { int32_t grp; uint32_t part; uint64_t at_ms; } stale[MAX_STALE];
+    /* avoid: not from this node (a deposed primary, cl_rebal_copy_fenced) */
+    struct stale { int32_t grp; uint32_t part; uint64_t at_ms; cl_meta_uuid avoid; } stale[MAX_STALE];
     uint32_t     nstale;
     int          stale_full;        /* the stale list overflowed once (logged) */
     _Atomic uint32_t nmerge;        /* merge loads: the live stream's writes are recorded */
@@ -345,7 +346,9 @@ static void merge_begin(cl_rebal *r, load *l, cl_meta_uuid supplier)
  * a merge load for a backup owner's copy, a fresh start for a loading one.
  * One whose partition still waits for the exchange's decision waits, and
  * so, for STALE_WAIT_MS, does one this node is the primary of (a deposed
- * primary hears of it before its topology says so); then it is dropped. */
+ * primary hears of it before its topology says so); then it is dropped.
+ * One told by a deposed primary (avoid) waits as long while that node is
+ * the primary here, then catches up from whoever is. */
 static void stale_begin(cl_rebal *r, cl_topo *t, uint64_t now)
 {
     for (uint32_t i = 0; i < r->nstale;) {
@@ -354,8 +357,9 @@ static void stale_begin(cl_rebal *r, cl_topo *t, uint64_t now)
         uint32_t own[MAX_OWN], no = 0;
         if (c && t->self >= 0)
             no = cl_topo_owners(t, x->grp, st_cache_parts(c), 0, 0, x->part, own, MAX_OWN);
+        int avoided = no && cl_meta_uuid_eq(t->m[own[0]].id, x->avoid);
         if (c && (cl_topo_part_dropped(t, x->grp, x->part) ||
-                  (no && (int)own[0] == t->self && now - x->at_ms < STALE_WAIT_MS))) {
+                  (no && ((int)own[0] == t->self || avoided) && now - x->at_ms < STALE_WAIT_MS))) {
             i++;
             continue;
         }
@@ -830,10 +834,14 @@ static void scan_cache(void *arg, st_cache *c)
             if (!l && (l = load_new(r, grp, part)) != NULL) {
                 l->supplier = t->m[own[0]].id;
                 load_begin(r, c, l);
-            } else if (l && l->reported) {
+            } else if (l && (l->reported || l->state == L_LOADED)) {
                 /* Never emptied (see reported): a copy catching up does so
-                 * from the current primary. */
-                if (l->merge && !cl_meta_uuid_eq(l->supplier, t->m[own[0]].id))
+                 * from the current primary, and so does one loaded from a
+                 * primary that is one no more - a failover's successor may
+                 * have writes the old one had not sent it, and a deposed
+                 * one writes its successor fenced (the simulation finds
+                 * such copies promoted short). */
+                if (!cl_meta_uuid_eq(l->supplier, t->m[own[0]].id))
                     merge_begin(r, l, t->m[own[0]].id);
             } else if (l && ((!cl_meta_uuid_eq(l->supplier, t->m[own[0]].id) &&
                               l->state != L_LOADED) || l->restart || (l->merge && !l->moving))) {
@@ -1078,9 +1086,24 @@ void cl_rebal_kick(cl_rebal *r)
     unlock(r);
 }
 
+static void copy_stale(cl_rebal *r, int32_t grp, uint32_t part, int skipped,
+                       cl_meta_uuid avoid);
+
 void cl_rebal_copy_stale(void *arg, int32_t grp, uint32_t part, int skipped)
 {
-    cl_rebal *r = arg;
+    copy_stale(arg, grp, part, skipped, (cl_meta_uuid){ 0, 0 });
+}
+
+/* A loading copy starts over, as after skipped updates: what it loaded
+ * may hold the deposed primary's fenced writes. */
+void cl_rebal_copy_fenced(void *arg, int32_t grp, uint32_t part, cl_meta_uuid deposed)
+{
+    copy_stale(arg, grp, part, 1, deposed);
+}
+
+static void copy_stale(cl_rebal *r, int32_t grp, uint32_t part, int skipped,
+                       cl_meta_uuid avoid)
+{
     lock(r);
     load *l = skipped ? NULL : load_find(r, grp, part);
     if (l) {
@@ -1091,13 +1114,15 @@ void cl_rebal_copy_stale(void *arg, int32_t grp, uint32_t part, int skipped)
     while (i < r->nstale && !(r->stale[i].grp == grp && r->stale[i].part == part))
         i++;
     int fresh = i == r->nstale && i < MAX_STALE;
+    if (i < r->nstale && (avoid.msb || avoid.lsb))
+        r->stale[i].avoid = avoid;
     if (i == MAX_STALE && !r->stale_full) {
         r->stale_full = 1;
         EM_WARN("rebalancing: more than %u copies wait to catch up; the rest are not tracked "
                 "(idle-verify will show them)", MAX_STALE);
     }
     if (fresh) {
-        r->stale[r->nstale++] = (struct stale){ grp, part, em_now_ms() };
+        r->stale[r->nstale++] = (struct stale){ grp, part, em_now_ms(), avoid };
         r->st.stale++;
         pthread_cond_broadcast(&r->cv);
     }

@@ -87,6 +87,11 @@ void cl_rebal_on_apply(void *r, const st_update *u);
  * Until then cl_rebal_copy_is_stale answers 1, so the exchange does not
  * make it primary while a whole copy is left. */
 void cl_rebal_copy_stale(void *r, int32_t grp, uint32_t part, int skipped);
+/* cl_rebal_copy_fenced: a deposed primary says a new one fenced its updates
+ * of (grp, part), which this copy may have applied: as a stale copy that
+ * skipped updates, except that it waits (STALE_WAIT_MS at most) while this
+ * node's topology still has `deposed` the primary, not to catch up from it. */
+void cl_rebal_copy_fenced(void *r, int32_t grp, uint32_t part, cl_meta_uuid deposed);
 int  cl_rebal_copy_is_stale(cl_rebal *r, int32_t grp, uint32_t part);
 
 typedef struct cl_rebal_stats {

@@ -45,6 +45,7 @@
 #define MAX_UPDATE_REC  (64u << 20)
 #define SEND_CHUNK      (4u << 20)   /* a resent window leaves in frames of about this */
 #define MAX_RETAIN      (64u << 20)  /* unsettled bytes kept per peer before giving up */
+#define MAX_NOTES       64u          /* fence notices waiting per peer (one per partition) */
 
 /* Planted bugs, compiled in only for tests/chaos/planted.sh (the Makefile's
  * build/plant/emberd-*): each is a defect a checker of the fault-injection
@@ -97,6 +98,11 @@ typedef struct peer {
     uint64_t        moved_ms;       /* when head last moved (or the window opened) */
     uint64_t        resent_ms;      /* the last retransmission */
     _Atomic int     nack;           /* the peer asked for a retransmission */
+    /* Fence notices for the peer (fence_notify), sent after its stream by
+     * peer_send.  nmu is a leaf lock: the transport thread takes it. */
+    pthread_mutex_t nmu;
+    struct fnote { int32_t cache; uint32_t part; } note[MAX_NOTES];
+    uint32_t        nnote;
 } peer;
 
 /* A FULL_SYNC waiter: it sleeps on its own condition until the ack it
@@ -125,7 +131,7 @@ struct cl_repl {
     _Atomic uint64_t st[11];
 };
 enum { S_SENT, S_FRAMES, S_APPLIED, S_ACKS, S_REFUSED, S_WAITS, S_TIMEOUTS, S_RESENT,
-       S_NACKS, S_SKIPPED, S_GIVEUP };
+       S_NACKS, S_SKIPPED, S_GIVEUP, S_NOTICES };
 static void count(cl_repl *r, int i, uint64_t d)
 {
     atomic_fetch_add_explicit(&r->st[i], d, memory_order_relaxed);
@@ -247,6 +253,7 @@ static int peer_slot(cl_repl *r, cl_meta_uuid id, int make)
             p->id = id;
             p->slot = n;
             pthread_mutex_init(&p->mu, NULL);
+            pthread_mutex_init(&p->nmu, NULL);
             r->peers[n] = p;
             atomic_store_explicit(&r->npeers, n + 1, memory_order_release);
             slot = (int)n;
@@ -327,12 +334,36 @@ static void send_range(cl_repl *r, peer *p, size_t from, size_t to)
     }
 }
 
+/* send_notes sends p's fence notices: after every update queued for p so
+ * far, which the link delivers first (p->mu held). */
+static void send_notes(cl_repl *r, peer *p)
+{
+    uint8_t b[MAX_NOTES * 8];
+    pthread_mutex_lock(&p->nmu);
+    uint32_t n = p->nnote;
+    for (uint32_t i = 0; i < n; i++) {
+        em_st32(b + i * 8, (uint32_t)p->note[i].cache);
+        em_st32(b + i * 8 + 4, p->note[i].part);
+    }
+    p->nnote = 0;
+    pthread_mutex_unlock(&p->nmu);
+    if (n)
+        (void)cl_node_send(r->o.node, p->id, CL_NET_MSG_REPL_FENCED, b, n * 8u);
+}
+
 /* peer_send sends p's queued updates, and its whole window again when the
- * peer asked or the window made no progress for rto_ms; p->mu held. */
+ * peer asked or the window made no progress for rto_ms, then its fence
+ * notices; p->mu held. */
+static void window_send(cl_repl *r, peer *p);
 static void peer_send(cl_repl *r, peer *p)
 {
-    if (p->head == p->out.len)
-        return;
+    if (p->head != p->out.len)
+        window_send(r, p);
+    send_notes(r, p);
+}
+
+static void window_send(cl_repl *r, peer *p)
+{
     uint64_t now = em_now_ms();
     prune(r, p, now);
     int again = atomic_exchange_explicit(&p->nack, 0, memory_order_acq_rel);
@@ -1102,6 +1133,36 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
         (void)cl_net_link_send(l, CL_NET_MSG_REPL_ACK, r->ack_out.p, r->ack_out.len);
 }
 
+/* fence_notify: owner `by` refused this node's updates of (c, part) from
+ * lo on as from a deposed primary.  The other copies they were sent to may
+ * have applied them before they knew of the new primary, which never had
+ * them; nothing else would tell them (the new primary may write that
+ * partition no more), so each is told to catch up - after those updates,
+ * on the same link (send_notes).  Transport thread: the notice waits in
+ * the peer's list, and goes now only when its stream lock is free. */
+static void fence_notify(cl_repl *r, rcache *c, uint32_t part, uint64_t lo, int by)
+{
+    uint32_t n = atomic_load_explicit(&r->npeers, memory_order_acquire);
+    for (uint32_t i = 0; i < n; i++) {
+        ackv *a = atomic_load_explicit(&c->ack[i], memory_order_acquire);
+        if ((int)i == by || !a || atomic_load_explicit(&a[part].sent, memory_order_relaxed) < lo)
+            continue;
+        peer *pe = r->peers[i];
+        pthread_mutex_lock(&pe->nmu);
+        uint32_t k = 0;
+        while (k < pe->nnote && !(pe->note[k].cache == c->id && pe->note[k].part == part))
+            k++;
+        if (k == pe->nnote && k < MAX_NOTES)
+            pe->note[pe->nnote++] = (struct fnote){ c->id, part };
+        pthread_mutex_unlock(&pe->nmu);
+        count(r, S_NOTICES, 1);
+        if (pthread_mutex_trylock(&pe->mu) == 0) {
+            peer_send(r, pe);
+            pthread_mutex_unlock(&pe->mu);
+        }                           /* else its holder, or the next tick, sends it */
+    }
+}
+
 static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
 {
     int slot = peer_slot(r, from, 0);
@@ -1136,8 +1197,10 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
             /* Refused as from a deposed primary: this node applied those
              * updates, the new primary may not have - once this node's
              * topology has it a backup, its copy catches up (a leaf lock). */
-            if (status == EM_FENCED)
+            if (status == EM_FENCED) {
                 stale(r, cache, part, 0);
+                fence_notify(r, c, part, lo, slot);
+            }
         } else if (atomic_load_explicit(&a[part].acked, memory_order_relaxed) < ctr) {
             atomic_store_explicit(&a[part].acked, ctr, memory_order_release);
         }
@@ -1167,6 +1230,24 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
     }
 }
 
+/* on_fenced: the sender's updates of these partitions were fenced by a new
+ * primary, and this copy may have applied some: it catches up, not from
+ * the sender (on_fenced_copy), or as on_stale when that is not set. */
+static void on_fenced(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
+{
+    for (size_t at = 0; at + 8 <= n; at += 8) {
+        int32_t cache = (int32_t)em_ld32(p + at);
+        uint32_t part = em_ld32(p + at + 4);
+        rcache *c = cache_find(r, cache);
+        if (!c || part >= c->parts || PLANT_NO_RESEND)
+            continue;
+        if (r->o.on_fenced)
+            r->o.on_fenced(r->o.on_fenced_arg, cache, part, from);
+        else
+            stale(r, cache, part, 1);
+    }
+}
+
 void cl_repl_on_frame(cl_repl *r, cl_net_link *l, cl_meta_uuid from, uint16_t type,
                       const uint8_t *p, size_t n)
 {
@@ -1174,6 +1255,8 @@ void cl_repl_on_frame(cl_repl *r, cl_net_link *l, cl_meta_uuid from, uint16_t ty
         on_update(r, l, from, p, n);
     else if (type == CL_NET_MSG_REPL_ACK)
         on_ack(r, from, p, n);
+    else if (type == CL_NET_MSG_REPL_FENCED)
+        on_fenced(r, from, p, n);
 }
 
 /* ---- life ------------------------------------------------------------------ */
@@ -1213,6 +1296,7 @@ void cl_repl_stop(cl_repl *r)
     uint32_t n = atomic_load(&r->npeers);
     for (uint32_t i = 0; i < n; i++) {
         pthread_mutex_destroy(&r->peers[i]->mu);
+        pthread_mutex_destroy(&r->peers[i]->nmu);
         em_buf_free(&r->peers[i]->out);
         em_free(r->peers[i]);
     }
@@ -1235,4 +1319,5 @@ void cl_repl_stats_get(const cl_repl *r, cl_repl_stats *s)
     s->nacks = atomic_load_explicit(&r->st[S_NACKS], memory_order_relaxed);
     s->skipped = atomic_load_explicit(&r->st[S_SKIPPED], memory_order_relaxed);
     s->given_up = atomic_load_explicit(&r->st[S_GIVEUP], memory_order_relaxed);
+    s->fence_notices = atomic_load_explicit(&r->st[S_NOTICES], memory_order_relaxed);
 }

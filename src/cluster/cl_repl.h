@@ -82,6 +82,12 @@ typedef struct cl_repl_opts {
      * never had; a copy still loading is expected to). */
     void    (*on_stale)(void *arg, int32_t cache, uint32_t part, int skipped);
     void     *on_stale_arg;
+    /* on_fenced (optional): a deposed primary, `from`, says a new one
+     * fenced its updates of the partition, which this copy may have
+     * applied first: it catches up from the new primary, never from
+     * `from` (cl_rebal_copy_fenced). */
+    void    (*on_fenced)(void *arg, int32_t cache, uint32_t part, cl_meta_uuid from);
+    void     *on_fenced_arg;
     /* rids (optional): the window of recent request ids, which learns the
      * id of every update that carries one (cl_rid.h). */
     struct cl_rids *rids;
@@ -176,6 +182,7 @@ typedef struct cl_repl_stats {
     uint64_t nacks;                 /* updates this owner answered "gap, send again" */
     uint64_t skipped;               /* gaps given up on: the missing updates refused */
     uint64_t given_up;              /* windows dropped unsettled (peer gone or too far behind) */
+    uint64_t fence_notices;         /* copies told their updates from here were fenced */
 } cl_repl_stats;
 void cl_repl_stats_get(const cl_repl *r, cl_repl_stats *s);
 

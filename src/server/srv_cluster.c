@@ -951,6 +951,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
             .find_cache = find_cache, .find_arg = sc,
             .on_apply = cl_rebal_on_apply, .on_apply_arg = rb,
             .on_stale = cl_rebal_copy_stale, .on_stale_arg = rb,
+            .on_fenced = cl_rebal_copy_fenced, .on_fenced_arg = rb,
         };
         cl_repl *r = NULL;
         if ((rc = cl_rids_new(&sc->rids)) == 0) {
@@ -1173,12 +1174,14 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       "# TYPE ember_repl_gaps counter\nember_repl_gaps %llu\n"
                       "# TYPE ember_repl_gaps_skipped counter\nember_repl_gaps_skipped %llu\n"
                       "# TYPE ember_repl_windows_given_up counter\n"
-                      "ember_repl_windows_given_up %llu\n",
+                      "ember_repl_windows_given_up %llu\n"
+                      "# TYPE ember_repl_fence_notices counter\n"
+                      "ember_repl_fence_notices %llu\n",
                       (unsigned long long)rs.sent_updates, (unsigned long long)rs.sent_frames,
                       (unsigned long long)rs.applied, (unsigned long long)rs.refused,
                       (unsigned long long)rs.timeouts, (unsigned long long)rs.resent,
                       (unsigned long long)rs.nacks, (unsigned long long)rs.skipped,
-                      (unsigned long long)rs.given_up);
+                      (unsigned long long)rs.given_up, (unsigned long long)rs.fence_notices);
     }
     if (sc->rids) {
         cl_rids_stats ws;

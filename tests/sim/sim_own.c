@@ -75,6 +75,7 @@
 #define MAXP   12                  /* partitions per group */
 #define MAXW   256                 /* writes per partition per run */
 #define QCAP   64                  /* frames in flight per link */
+#define NOTICE_ROOM 8              /* of them kept for notices (writes stop short) */
 #define MAXQ   64                  /* reports, catch-ups waiting */
 
 typedef struct copy {
@@ -82,6 +83,9 @@ typedef struct copy {
     uint8_t  has[MAXW / 8];
 } copy;
 
+/* A frame is a write (cntr > 0) or a notice (cntr 0): its sender's write of
+ * g p was fenced by an owner, and the receiver, which may have applied it
+ * before it knew of the new primary, catches up. */
 typedef struct frame { uint8_t g, p; uint16_t w; uint64_t cntr, epoch; } frame;
 typedef struct link { frame q[QCAP]; unsigned head, n; } link;
 
@@ -333,7 +337,7 @@ static void write_one(sim *s, unsigned g, unsigned p)
         return;                        /* the client's call fails: unknown */
     for (uint32_t i = 1; i < n + nmv; i++) {
         uint32_t d = i < n ? own[i] : mv[i - n];
-        if (s->m[d].alive && s->ln[own[0]][d].n >= QCAP)
+        if (s->m[d].alive && s->ln[own[0]][d].n >= QCAP - NOTICE_ROOM)
             return;                    /* back-pressure: the call is refused */
     }
     unsigned w = s->nw[g][p]++;
@@ -373,6 +377,27 @@ static void catch_up_later(sim *s, unsigned k, unsigned g, unsigned p)
         s->up[s->nup++] = (task){ (uint8_t)k, (uint8_t)g, (uint8_t)p, 0 };
 }
 
+/* notify_fenced: the refusal of f reached its sender, which tells the other
+ * copies it sent f to (need), after f on each link, to catch up too
+ * (cl_repl's fence notice): one may have applied f before it knew of the
+ * new primary, which never had it. */
+static void notify_fenced(sim *s, unsigned from, unsigned by, const frame *f, uint16_t need)
+{
+    for (unsigned d = 0; d < s->nm; d++) {
+        if (d == from || d == by || !(need & (1u << d)) || !s->m[d].alive)
+            continue;
+        link *l = &s->ln[from][d];
+        const frame *last = l->n ? &l->q[(l->head + l->n - 1) % QCAP] : NULL;
+        if (last && !last->cntr && last->g == f->g && last->p == f->p)
+            continue;                  /* one notice already waits there */
+        if (l->n >= QCAP) {
+            violation(s, "no room for a fence notice m%u -> m%u", from, d);
+            return;
+        }
+        l->q[(l->head + l->n++) % QCAP] = (frame){ f->g, f->p, f->w, 0, f->epoch };
+    }
+}
+
 static void deliver(sim *s, unsigned from, unsigned to)
 {
     link *l = &s->ln[from][to];
@@ -381,6 +406,11 @@ static void deliver(sim *s, unsigned from, unsigned to)
     l->n--;
     if (!s->m[to].alive)
         return;
+    if (!f.cntr) {
+        catch_up_later(s, to, f.g, f.p);
+        note(s, "m%u told by m%u to catch up on g%u p%u", to, from, f.g, f.p);
+        return;
+    }
     wrec *r = &s->w[f.g][f.p][f.w];
     if (cl_plan_fenced(s->cur, &s->grp[f.g], f.p, f.epoch, s->m[from].id)) {
         /* Fenced (cl_repl's rule): from a primary deposed since it mapped
@@ -388,12 +418,22 @@ static void deliver(sim *s, unsigned from, unsigned to)
          * sender when the refusal reaches it (it applied the write). */
         r->live = 0;
         catch_up_later(s, to, f.g, f.p);
-        if (s->m[from].alive)
-            catch_up_later(s, from, f.g, f.p);
         note(s, "m%u fences g%u p%u w%u from m%u", to, f.g, f.p, f.w, from);
+        if (s->m[from].alive) {
+            catch_up_later(s, from, f.g, f.p);
+            notify_fenced(s, from, to, &f, r->need);
+        }
         return;
     }
     copy *c = &s->m[to].c[f.g][f.p];
+    /* cl_repl's jump rule: a counter that does not follow the copy's last
+     * means it missed writes of another stream (a primary that died with
+     * writes in flight) or holds some the sender never had. */
+    if (c->cntr && f.cntr != c->cntr + 1) {
+        catch_up_later(s, to, f.g, f.p);
+        note(s, "m%u: g%u p%u cntr %" PRIu64 " after %" PRIu64 ", catches up", to, f.g, f.p,
+             f.cntr, c->cntr);
+    }
     set_bit(c->has, f.w);
     if (f.cntr > c->cntr)
         c->cntr = f.cntr;
@@ -503,9 +543,12 @@ static void ex_commit(sim *s)
     for (size_t at = 0; at + 12 <= s->ex_behind.len; at += 12) {
         int k = who(s, s->ex_t, em_ld32(s->ex_behind.p + at));
         int32_t grp = (int32_t)em_ld32(s->ex_behind.p + at + 4);
-        if (k >= 0)
+        if (k >= 0) {
             catch_up_later(s, (unsigned)k, grp == s->grp[0].grp ? 0 : 1,
                            em_ld32(s->ex_behind.p + at + 8));
+            note(s, "m%d behind on g%u p%u", k, grp == s->grp[0].grp ? 0 : 1,
+                 em_ld32(s->ex_behind.p + at + 8));
+        }
     }
     s->ex_done_id = s->ex_id;
     s->exchanges++;
@@ -553,6 +596,14 @@ static void load_step(sim *s, unsigned k, unsigned g, unsigned p, const uint32_t
         note(s, "m%u loaded g%u p%u", k, g, p);
         break;
     default:
+        if (m->supplier[g][p] != own[0]) {
+            /* Loaded from a primary that is no longer one (it may lack
+             * writes the new one has, or hold some it never had): the copy
+             * merges from the new primary (cl_rebal), reporting goes on. */
+            take(&m->c[g][p], &s->m[own[0]].c[g][p]);
+            m->supplier[g][p] = (uint8_t)own[0];
+            note(s, "m%u merges g%u p%u from m%u, the new primary", k, g, p, own[0]);
+        }
         if (s->nrep < MAXQ)
             s->rep[s->nrep++] = (task){ (uint8_t)k, (uint8_t)g, (uint8_t)p, version(s) };
         break;
