@@ -21,15 +21,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster/cl_hist.h"
 #include "cluster/cl_keyset.h"
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_net.h"
 #include "cluster/cl_plan.h"
+#include "cluster/cl_pset.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "wal/wal.h"
 
 #define BATCH_DEFAULT   (512u << 10)
 #define MAX_LOADS       4096        /* partitions loading here at once */
@@ -47,6 +50,9 @@
 #define SUP_HDR         25    /* ... | u32 n | u64 the supplier's counter at its snapshot */
 #define F_LAST          1
 #define F_AGAIN         2
+#define F_HIST          4     /* records from the supplier's log (historical) */
+#define DEMAND_LEN      12    /* i32 group | u32 partition | u32 seq */
+#define CLAIM_LEN       20    /* then, opening a historical pass: u64 last | u32 k | u64 digest */
 /* A DEMAND's seq: the load's pass in the high byte, the batch below it.
  * Each start from the first batch is a new pass, so a batch still in
  * flight from an earlier snapshot never joins the new one's (keys between
@@ -83,16 +89,31 @@ typedef struct load {
     cl_keyset    seen;          /* merge: keys the supplier sent */
     int          seen_full;     /* merge: seen overflowed, no sweep */
     uint64_t     live_max;      /* merge: the highest counter the live stream brought */
+    /* Historical: the copy's claim (cl_hist.h), sent opening each pass
+     * while has_claim; pgen, the partial set's generation that holds this
+     * partition (nothing applies before the file has it). */
+    int          has_claim;
+    cl_hist_claim claim;
+    uint64_t     pgen;
+    uint64_t     unlogged;      /* entries it changed that the WAL does not have */
 } load;
 
-typedef struct demand { cl_meta_uuid from; int32_t grp; uint32_t part, seq; } demand;
+typedef struct demand {
+    cl_meta_uuid from;
+    int32_t grp;
+    uint32_t part, seq;
+    int has_claim;
+    cl_hist_claim claim;
+} demand;
 
 typedef struct send {
     cl_meta_uuid to;
     int32_t      grp;
     uint32_t     part, seq;
     uint64_t     cntr;          /* the partition's counter when the snapshot began */
-    st_scan     *sc;
+    st_scan     *sc;            /* a snapshot's scan, or */
+    em_buf       hist;          /* records from the log (historical), */
+    size_t       hist_at;       /*   sent up to here */
     struct send *next;
 } send;
 
@@ -124,7 +145,12 @@ struct cl_rebal {
     /* Frames decided under mu, sent after it: room for a demand per load
      * and the reports beside them (a join makes thousands of loads at once;
      * a queue of 256 dropped the rest until their 2 s retry). */
-    struct outq { cl_meta_uuid to; uint16_t type; uint8_t n; uint8_t b[12]; } oq[MAX_LOADS + 256];
+    struct outq {
+        cl_meta_uuid to;
+        uint16_t type;
+        uint8_t n;
+        uint8_t b[DEMAND_LEN + CLAIM_LEN];      /* the largest: a DEMAND with a claim */
+    } oq[MAX_LOADS + 256];
     uint32_t     noq;
     cl_meta_uuid up[MAX_UP];    /* members with a link up (links_refresh) */
     uint32_t     nup;
@@ -135,6 +161,18 @@ struct cl_rebal {
     uint32_t     nstale;
     int          stale_full;        /* the stale list overflowed once (logged) */
     _Atomic uint32_t nmerge;        /* merge loads: the live stream's writes are recorded */
+    /* Historical rebalancing: the partitions whose copy on disk may be
+     * incomplete (a load applied to them, and no checkpoint begun after it
+     * finished has completed: need, its number; 0 while loading), mirrored
+     * in cfg.pset_path before a load applies anything (pgen_durable). */
+    struct partial { int32_t grp; uint32_t part; uint64_t gen, need; int dirty; } *partial;
+    uint32_t     npartial, partial_cap;
+    uint64_t     pgen, pgen_durable;
+    int          pdirty;            /* entries dropped since the file was written */
+    int          no_claims;         /* the file was missing or bad: no history this life */
+    int          partial_all;       /* the set overflowed: the file says "every partition" */
+    int          pset_warned;
+    char         pset_path[1024];
     em_buf       out;               /* rebalancing thread: a SUPPLY being built */
     /* Groups seen with MOVING copies (rebalancing thread, under mu): the
      * coordinator logs one line when one has none left (finished). */
@@ -153,6 +191,202 @@ static int in_list(const uint32_t *a, uint32_t n, int self)
 
 static void lock(cl_rebal *r) { pthread_mutex_lock(&r->mu); }
 static void unlock(cl_rebal *r) { pthread_mutex_unlock(&r->mu); }
+
+/* ---- historical rebalancing: claims and the partial set ----
+ *
+ * A persistent copy that comes back (its node restarted) claims, when its
+ * load opens, the last counter its WAL's replay brought and a digest of the
+ * updates before it (cl_hist_get_claim); a supplier whose log holds the
+ * same updates at those counters and every one after sends those only
+ * (F_HIST batches: update records, applied as a merge - a key the live
+ * stream touched since the demand is left alone - with no sweep), else the
+ * whole partition as before.
+ *
+ * A claim is only as good as the copy on disk under it: a load applies
+ * entries the WAL does not log, so until a checkpoint begun after the load
+ * finished has completed, the copy on disk is not whole, and a restart
+ * must not claim it.  Those partitions are kept in a file (cl_pset), which
+ * has each before its load applies anything (pgen_durable); at start the
+ * file's partitions get no claim.  A missing or unreadable file: no claims
+ * this process life (every returning partition loads whole, and the file
+ * is right from here on). */
+
+#define ALL_GRP INT32_MIN           /* in the file: the set overflowed, no claims */
+
+static int hist_on(const cl_rebal *r)
+{
+    return r->cfg.hist && r->cfg.ckpts && r->pset_path[0];
+}
+
+static int persistent(cl_rebal *r, int32_t grp)
+{
+    st_cache *c = st_cache_find(r->cfg.store, grp);
+    return c && !st_cache_in_memory(c);
+}
+
+static struct partial *partial_find(cl_rebal *r, int32_t grp, uint32_t part)
+{
+    for (uint32_t i = 0; i < r->npartial; i++)
+        if (r->partial[i].grp == grp && r->partial[i].part == part)
+            return &r->partial[i];
+    return NULL;
+}
+
+/* take_claim: what l's copy claims, if it can (under mu, before
+ * partial_add ends the partition's run). */
+static void take_claim(cl_rebal *r, load *l)
+{
+    l->has_claim = hist_on(r) && !r->no_claims && persistent(r, l->grp) &&
+                   !partial_find(r, l->grp, l->part) &&
+                   cl_hist_get_claim(r->cfg.hist, l->grp, l->part, &l->claim) == 0;
+}
+
+/* partial_add: l's copy is about to change by a load (under mu): it joins
+ * the partial set and its history run ends. */
+static void partial_add(cl_rebal *r, load *l)
+{
+    l->pgen = 0;
+    if (!hist_on(r) || !persistent(r, l->grp))
+        return;
+    cl_hist_reset(r->cfg.hist, l->grp, l->part);
+    struct partial *p = partial_find(r, l->grp, l->part);
+    if (p) {
+        p->need = 0;                /* loading again */
+        l->pgen = p->gen;
+        return;
+    }
+    if (r->npartial == r->partial_cap && r->npartial < CL_PSET_MAX - 1) {
+        uint32_t cap = r->partial_cap ? 2 * r->partial_cap : 256;
+        struct partial *np = em_realloc(r->partial, sizeof *np * cap);
+        if (np) {
+            r->partial = np;
+            r->partial_cap = cap;
+        }
+    }
+    if (r->npartial == r->partial_cap) {
+        /* No room: the file says "every partition" until a restart. */
+        if (!r->partial_all)
+            r->pgen++;
+        r->partial_all = 1;
+        r->no_claims = 1;
+        l->pgen = r->pgen;
+        return;
+    }
+    r->partial[r->npartial++] = (struct partial){ l->grp, l->part, ++r->pgen, 0, 0 };
+    l->pgen = r->pgen;
+}
+
+/* partial_done: l's load finished (under mu): its partition leaves the set
+ * once the next checkpoint to begin has completed - at once when the load
+ * changed nothing (an empty supplier): the WAL has all the copy holds. */
+static void partial_mark(cl_rebal *r, load *l)
+{
+    struct partial *p = l->unlogged && hist_on(r) ? partial_find(r, l->grp, l->part) : NULL;
+    if (p)
+        p->dirty = 1;
+    l->unlogged = 0;
+}
+
+static void partial_done(cl_rebal *r, load *l)
+{
+    partial_mark(r, l);
+    struct partial *p = hist_on(r) ? partial_find(r, l->grp, l->part) : NULL;
+    if (p && !p->dirty) {
+        *p = r->partial[--r->npartial];
+        r->pdirty = 1;
+    } else if (p) {
+        uint64_t started = 0, done = 0;
+        r->cfg.ckpts(r->cfg.ckpts_arg, &started, &done);
+        p->need = started + 1;
+    }
+}
+
+/* partial_sync (rebalancing thread, not under mu): drops the partitions a
+ * checkpoint made whole on disk and writes the file when the set changed. */
+static void partial_sync(cl_rebal *r)
+{
+    if (!hist_on(r))
+        return;
+    uint64_t started = 0, done = 0;
+    r->cfg.ckpts(r->cfg.ckpts_arg, &started, &done);
+    lock(r);
+    for (uint32_t i = 0; i < r->npartial;) {
+        if (r->partial[i].need && done >= r->partial[i].need) {
+            r->partial[i] = r->partial[--r->npartial];
+            r->pdirty = 1;
+        } else {
+            i++;
+        }
+    }
+    if (!r->pdirty && r->pgen_durable == r->pgen) {
+        unlock(r);
+        return;
+    }
+    uint32_t n = r->npartial;
+    cl_pset_item *v = em_malloc(sizeof *v * (n + 1));
+    if (!v) {
+        unlock(r);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = (cl_pset_item){ r->partial[i].grp, r->partial[i].part };
+    if (r->partial_all)
+        v[n++] = (cl_pset_item){ ALL_GRP, UINT32_MAX };
+    uint64_t gen = r->pgen;
+    r->pdirty = 0;
+    unlock(r);
+    int rc = cl_pset_save(r->pset_path, v, n);
+    em_free(v);
+    lock(r);
+    if (rc) {
+        r->pdirty = 1;
+        if (!r->pset_warned)
+            EM_WARN("rebalancing: cannot write %s: %s; loads of persistent caches wait for it",
+                    r->pset_path, em_strerror(rc));
+        r->pset_warned = 1;
+    } else if (gen > r->pgen_durable) {
+        r->pgen_durable = gen;
+    }
+    unlock(r);
+}
+
+/* partial_open reads the file at start: its partitions claim nothing. */
+static void partial_open(cl_rebal *r)
+{
+    cl_pset_item *v = NULL;
+    uint32_t n = 0;
+    int rc = cl_pset_load(r->pset_path, &v, &n);
+    if (rc) {
+        if (rc != EM_NOTFOUND)
+            EM_WARN("rebalancing: %s unreadable (%s): no historical rebalancing until the "
+                    "next restart", r->pset_path, em_strerror(rc));
+        r->no_claims = 1;
+        r->pdirty = 1;              /* written on the first pass */
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (v[i].cache == ALL_GRP) {
+            r->no_claims = 1;
+            r->pdirty = 1;
+            continue;
+        }
+        if (r->npartial == r->partial_cap) {
+            uint32_t cap = r->partial_cap ? 2 * r->partial_cap : 256;
+            struct partial *np = em_realloc(r->partial, sizeof *np * cap);
+            if (!np) {
+                r->no_claims = 1;
+                break;
+            }
+            r->partial = np;
+            r->partial_cap = cap;
+        }
+        r->partial[r->npartial++] = (struct partial){ v[i].cache, v[i].part, 0, 0, 1 };
+        cl_hist_reset(r->cfg.hist, v[i].cache, v[i].part);
+    }
+    em_free(v);
+    EM_INFO("rebalancing: %u partitions loaded since their copy was last whole on disk; "
+            "historical rebalancing %s", r->npartial, r->no_claims ? "off until a restart" : "on");
+}
 
 /* load_reset forgets what a load learnt: it starts over, a new pass from
  * its first batch. */
@@ -211,6 +445,7 @@ static load *load_new(cl_rebal *r, int32_t grp, uint32_t part)
 
 static void load_drop(cl_rebal *r, load *l)
 {
+    partial_mark(r, l);             /* what it applied stays on the copy */
     if (l->merge)
         atomic_fetch_sub(&r->nmerge, 1);
     cl_keyset_free(&l->live);
@@ -225,7 +460,7 @@ static void load_drop(cl_rebal *r, load *l)
  * drops it: the sender's timer sends it again. */
 static void queue(cl_rebal *r, cl_meta_uuid to, uint16_t type, const uint8_t *b, uint8_t n)
 {
-    if (r->noq >= sizeof r->oq / sizeof r->oq[0])
+    if (r->noq >= sizeof r->oq / sizeof r->oq[0] || n > sizeof r->oq[0].b)
         return;
     struct outq *q = &r->oq[r->noq++];
     q->to = to;
@@ -254,12 +489,19 @@ static void flush(cl_rebal *r)
 
 static void send_demand(cl_rebal *r, load *l)
 {
-    uint8_t b[12];
+    uint8_t b[DEMAND_LEN + CLAIM_LEN];
     em_st32(b, (uint32_t)l->grp);
     em_st32(b + 4, l->part);
     em_st32(b + 8, l->seq);
+    size_t n = DEMAND_LEN;
+    if (l->has_claim && !(l->seq & SEQ_BATCH)) {    /* opening a pass: the claim */
+        em_st64(b + 12, l->claim.last);
+        em_st32(b + 20, l->claim.k);
+        em_st64(b + 24, l->claim.digest);
+        n += CLAIM_LEN;
+    }
     l->sent_ms = em_now_ms();
-    queue(r, l->supplier, CL_NET_MSG_REBAL_DEMAND, b, sizeof b);
+    queue(r, l->supplier, CL_NET_MSG_REBAL_DEMAND, b, n);
 }
 
 /* demand_when_up: send_demand once this node has a link to the supplier;
@@ -309,7 +551,7 @@ static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
     if (!cl_meta_uuid_eq(leader, self))
         queue(r, leader, CL_NET_MSG_REBAL_DONE, b, sizeof b);
     else if (r->ndone < MAX_QUEUE)
-        r->done_q[r->ndone++] = (demand){ self, l->grp, l->part, 0 };
+        r->done_q[r->ndone++] = (demand){ .from = self, .grp = l->grp, .part = l->part };
 }
 
 /* ---- catching up ----
@@ -339,6 +581,8 @@ static void merge_begin(cl_rebal *r, load *l, cl_meta_uuid supplier)
     l->state = L_DEMANDING;
     l->restart = 0;
     load_reset(l);
+    take_claim(r, l);
+    partial_add(r, l);
     demand_when_up(r, l);
 }
 
@@ -426,6 +670,7 @@ static int merge_sweep(cl_rebal *r, load *l, st_cache *c)
                        .key = drop.p + at + 4, .klen = kl};
         int done = 0;
         rc = st_apply_load(r->cfg.store, &u, 0, &done);
+        l->unlogged += (uint64_t)done;
         at += 4u + kl;
     }
     em_buf_free(&drop);
@@ -459,6 +704,40 @@ static int apply_supply(cl_rebal *r, load *l, const uint8_t *p, size_t n, uint32
         if (rc && rc != EM_NOCACHE)
             return rc;
         r->st.entries_in += (uint64_t)done;
+        l->unlogged += (uint64_t)done;
+    }
+    return off == n ? 0 : EM_TRAILING;
+}
+
+/* apply_hist applies one F_HIST batch (update records from the supplier's
+ * log) to merge load l: a key the live stream touched since the demand is
+ * left alone, as in a merge. */
+static int apply_hist(cl_rebal *r, load *l, const uint8_t *p, size_t n, uint32_t cnt)
+{
+    size_t off = 0;
+    for (uint32_t i = 0; i < cnt; i++) {
+        if (n - off < 4 || n - off - 4 < em_ld32(p + off))
+            return EM_TRUNCATED;
+        uint32_t len = em_ld32(p + off);
+        wal_cmd cmd;
+        st_update u;
+        st_cache_config vcfg;
+        int rc = wal_cmd_unmarshal(p + off + 4, len, &cmd);
+        if (!rc)
+            rc = wal_decode_update(&cmd, &u, &vcfg);
+        off += 4u + len;
+        if (rc || u.cache_id != l->grp || u.partition != l->part ||
+            (u.kind != ST_UPD_PUT && u.kind != ST_UPD_REMOVE))
+            return EM_PROTO;
+        if (cl_keyset_has(&l->live, u.key, u.klen))
+            continue;
+        int done = 0;
+        rc = st_apply_load(r->cfg.store, &u, 1, &done);
+        if (rc && rc != EM_NOCACHE)
+            return rc;
+        r->st.entries_in += (uint64_t)done;
+        l->unlogged += (uint64_t)done;
+        r->st.hist_entries_in++;
     }
     return off == n ? 0 : EM_TRAILING;
 }
@@ -470,7 +749,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
     int32_t grp = (int32_t)em_ld32(p);
     uint32_t part = em_ld32(p + 4), seq = em_ld32(p + 8), cnt = em_ld32(p + 13);
     uint8_t flags = p[12];
-    if (flags & ~(F_LAST | F_AGAIN))
+    if (flags & ~(F_LAST | F_AGAIN | F_HIST))
         return EM_PROTO;
     cl_meta_uuid lid;
     int have_lid = cl_node_leader(r->cfg.node, &lid) == 0;
@@ -481,24 +760,44 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
         if (flags & F_AGAIN) {
             load_reset(l);          /* not ready there, or it started over: again later */
             l->sent_ms = em_now_ms() - RETRY_MS + 100;
+        } else if (l->pgen > r->pgen_durable) {
+            /* The partial set's file does not have this partition yet:
+             * nothing applies before it does (again shortly). */
+            load_reset(l);
+            l->sent_ms = em_now_ms() - RETRY_MS + 100;
         } else {
             if (!(flags & F_LAST)) {
                 l->seq = seq + 1;
                 send_demand(r, l);  /* the next batch travels while this one applies */
             }
-            rc = apply_supply(r, l, p + SUP_HDR, n - SUP_HDR, cnt);
+            if (flags & F_HIST) {
+                rc = l->merge ? apply_hist(r, l, p + SUP_HDR, n - SUP_HDR, cnt) : EM_PROTO;
+            } else {
+                l->has_claim = 0;   /* the supplier could not vouch: whole, from here on */
+                rc = apply_supply(r, l, p + SUP_HDR, n - SUP_HDR, cnt);
+            }
             r->st.batches_in++;
             r->st.bytes_in += n;
             st_cache *c = !rc && (flags & F_LAST) ? st_cache_find(r->cfg.store, grp) : NULL;
-            if (c && l->merge && (rc = merge_sweep(r, l, c)) == 0) {
+            if (c && l->merge && ((flags & F_HIST) || (rc = merge_sweep(r, l, c)) == 0)) {
                 /* Caught up: an owner as it was, equal to the primary -
                  * its counter too, even below the one it had (updates the
-                 * primary never had count no more). */
+                 * primary never had count no more).  From the log, the
+                 * copy held every update up to its claim: no sweep. */
                 uint64_t sc = em_ld64(p + 17);
                 (void)st_part_set(c, part, l->live_max > sc ? l->live_max : sc);
                 r->st.caught_up++;
-                EM_INFO("rebalancing: cache %d partition %u caught up with its primary", grp,
-                        part);
+                partial_done(r, l);
+                if (flags & F_HIST) {
+                    r->st.hist_loads++;
+                    EM_INFO("rebalancing: cache %d partition %u caught up with its primary "
+                            "from its log (counter %llu to %llu)", grp, part,
+                            (unsigned long long)l->claim.last, (unsigned long long)sc);
+                } else {
+                    EM_INFO("rebalancing: cache %d partition %u caught up with its primary",
+                            grp, part);
+                }
+                l->has_claim = 0;
                 if (l->reported || l->moving) {
                     /* A MOVING copy (or a loaded one that missed updates
                      * before it owned): whole, it reports (the scan drops
@@ -518,6 +817,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                 (void)st_part_raise(c, part, em_ld64(p + 17));
                 l->state = L_LOADED;
                 r->st.loaded++;
+                partial_done(r, l);
                 load_reset(l);
                 if (have_lid)
                     send_done(r, l, lid);
@@ -548,11 +848,15 @@ int cl_rebal_on_frame(cl_rebal *r, cl_meta_uuid from, uint16_t type, const uint8
         return 0;
     case CL_NET_MSG_REBAL_DEMAND:
     case CL_NET_MSG_REBAL_DONE: {
-        size_t want = type == CL_NET_MSG_REBAL_DEMAND ? 12 : 8;
-        if (n != want)
+        int dem = type == CL_NET_MSG_REBAL_DEMAND;
+        if (dem ? n != DEMAND_LEN && n != DEMAND_LEN + CLAIM_LEN : n != 8)
             return EM_BADLEN;
-        demand d = { from, (int32_t)em_ld32(p), em_ld32(p + 4),
-                     type == CL_NET_MSG_REBAL_DEMAND ? em_ld32(p + 8) : 0 };
+        demand d = { from, (int32_t)em_ld32(p), em_ld32(p + 4), dem ? em_ld32(p + 8) : 0, 0,
+                     { 0, 0, 0 } };
+        if (n == DEMAND_LEN + CLAIM_LEN) {
+            d.has_claim = 1;
+            d.claim = (cl_hist_claim){ em_ld64(p + 12), em_ld32(p + 20), em_ld64(p + 24) };
+        }
         lock(r);
         if (type == CL_NET_MSG_REBAL_DEMAND && r->ndq < MAX_QUEUE)
             r->dq[r->ndq++] = d;
@@ -628,13 +932,52 @@ static void send_close(send *s)
 {
     if (s->sc)
         st_scan_close(s->sc);
+    em_buf_free(&s->hist);
     em_free(s);
+}
+
+/* hist_batch sends s's next batch of log records (a historical stream):
+ * whole records up to limit bytes, one at least; 1 when it was the last. */
+static int hist_batch(cl_rebal *r, const demand *d, send *s, uint32_t limit)
+{
+    em_buf *b = &r->out;
+    em_buf_reset(b);
+    size_t end = s->hist_at;
+    uint32_t n = 0;
+    while (end < s->hist.len && (!n || end - s->hist_at < limit)) {
+        end += 4u + em_ld32(s->hist.p + end);
+        n++;
+    }
+    int last = end == s->hist.len;
+    uint8_t h[SUP_HDR];
+    em_st32(h, (uint32_t)d->grp);
+    em_st32(h + 4, d->part);
+    em_st32(h + 8, s->seq);
+    h[12] = (uint8_t)(F_HIST | (last ? F_LAST : 0));
+    em_st32(h + 13, n);
+    em_st64(h + 17, s->cntr);
+    if (em_buf_append(b, h, sizeof h) || em_buf_append(b, s->hist.p + s->hist_at, end - s->hist_at)) {
+        demand again = *d;
+        again.seq = s->seq;
+        supply_reply(r, &again, F_AGAIN);
+        return 1;
+    }
+    (void)cl_node_send(r->cfg.node, d->from, CL_NET_MSG_REBAL_SUPPLY, b->p, b->len);
+    lock(r);
+    r->st.batches_out++;
+    r->st.entries_out += n;
+    unlock(r);
+    s->hist_at = end;
+    s->seq++;
+    return last;
 }
 
 /* supply_batch sends s's next batch (seq s->seq) to d's sender: 1 when
  * the stream is over (that was its last batch, or it broke: F_AGAIN). */
 static int supply_batch(cl_rebal *r, const demand *d, send *s, uint32_t limit)
 {
+    if (!s->sc)
+        return hist_batch(r, d, s, limit);
     em_buf *b = &r->out;
     em_buf_reset(b);
     uint8_t h[SUP_HDR] = { 0 };
@@ -699,14 +1042,33 @@ static void serve(cl_rebal *r, const demand *d)
             ok = ok && no >= 1 && (int)own[0] == t->self;
         }
         cl_node_topo_release(t);
-        if (!ok || !(s = em_calloc(1, sizeof *s)) || st_scan_open(c, (int32_t)d->part, &s->sc)) {
+        /* A claim this node's log can answer: the updates after it only.
+         * Read after the topology above has the demander: a write this log
+         * does not have yet streams to it (cl_repl notes a write in the log
+         * before it streams it). */
+        int hist = 0;
+        if (ok && (s = em_calloc(1, sizeof *s)) != NULL && d->has_claim && r->cfg.hist &&
+            !st_cache_in_memory(c)) {
+            uint32_t hn;
+            hist = cl_hist_since(r->cfg.hist, d->grp, d->part, &d->claim, &s->hist, &hn,
+                                 &s->cntr) == 0;
+            if (!hist)
+                em_buf_reset(&s->hist);
+        }
+        if (!ok || !s || (!hist && st_scan_open(c, (int32_t)d->part, &s->sc))) {
             if (s)
                 send_close(s);
             supply_reply(r, d, F_AGAIN);
             return;
         }
-        uint64_t size;
-        (void)st_part_info(c, d->part, &s->cntr, &size);
+        if (hist) {
+            lock(r);
+            r->st.hist_served++;
+            unlock(r);
+        } else {
+            uint64_t size;
+            (void)st_part_info(c, d->part, &s->cntr, &size);
+        }
         s->to = d->from;
         s->grp = d->grp;
         s->part = d->part;
@@ -809,6 +1171,8 @@ static void load_begin(cl_rebal *r, st_cache *c, load *l)
         return;
     }
     l->state = L_DEMANDING;
+    l->has_claim = 0;
+    partial_add(r, l);
     demand_when_up(r, l);
 }
 
@@ -824,6 +1188,7 @@ static void scan_cache(void *arg, st_cache *c)
     int any_moving = cl_topo_moving_count(t, grp) != 0;
     if (any_moving)
         moving_seen(r, grp, x->gen);
+    int pending = (t->major << 32 | t->minor) > cl_topo_last_exchange(t);
     uint32_t own[MAX_OWN], mv[MAX_OWN];
     for (uint32_t part = 0; part < parts; part++) {
         uint32_t no = cl_topo_owners(t, grp, parts, 0, 0, part, own, MAX_OWN);
@@ -866,7 +1231,10 @@ static void scan_cache(void *arg, st_cache *c)
             if (!l->merge || !cl_meta_uuid_eq(l->supplier, t->m[own[0]].id))
                 merge_begin(r, l, t->m[own[0]].id);
             l->gen = x->gen;
-        } else if (!owner && !moving && !cl_topo_part_lost(t, grp, part)) {
+        } else if (!owner && !moving && !cl_topo_part_lost(t, grp, part) && !pending) {
+            /* (Not before the exchange of this topology: a member that just
+             * rejoined is in no row yet, and the copy its WAL restored is
+             * what it will claim, or load into as a merge.) */
             uint64_t cntr, size;
             if (st_part_info(c, part, &cntr, &size) == 0 && size)
                 part_entry(&x->evict, grp, part);   /* no copy of it is this node's */
@@ -1016,6 +1384,7 @@ static void *run(void *arg)
             stale_begin(r, t, now);
         unlock(r);
         cl_node_topo_release(t);
+        partial_sync(r);
         flush(r);
     }
     em_free(q);
@@ -1030,6 +1399,11 @@ int cl_rebal_start(cl_rebal **out, const cl_rebal_cfg *cfg)
     if (!r)
         return EM_NOMEM;
     r->cfg = *cfg;
+    r->cfg.pset_path = NULL;
+    if (cfg->pset_path && strlen(cfg->pset_path) < sizeof r->pset_path)
+        strcpy(r->pset_path, cfg->pset_path);
+    if (hist_on(r))
+        partial_open(r);
     r->loads = em_calloc(MAX_LOADS, sizeof *r->loads);
     if (!r->loads) {
         em_free(r);
@@ -1073,6 +1447,7 @@ void cl_rebal_stop(cl_rebal *r)
         send_close(s);
     }
     em_buf_free(&r->out);
+    em_free(r->partial);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     em_free(r);

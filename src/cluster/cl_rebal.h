@@ -63,6 +63,16 @@ typedef struct cl_rebal_cfg {
     st_store *store;
     uint32_t  batch_bytes;      /* a SUPPLY's entries; 0 = 512 KiB (Ignite's default) */
     uint32_t  throttle_ms;      /* pause between two batches a supplier sends; 0 = none */
+    /* Historical rebalancing of persistent caches (all of these, or none):
+     * hist, this node's history log (cl_hist.h), already fed the WAL's
+     * replay; pset_path, the file of partitions whose copy on disk may be
+     * incomplete (cl_pset.h); ckpts, the checkpoints begun and completed
+     * so far - a loaded copy is whole on disk once one begun after the
+     * load finished has completed. */
+    struct cl_hist *hist;
+    const char *pset_path;
+    void    (*ckpts)(void *arg, uint64_t *started, uint64_t *done);
+    void     *ckpts_arg;
 } cl_rebal_cfg;
 
 int  cl_rebal_start(cl_rebal **out, const cl_rebal_cfg *cfg);
@@ -102,6 +112,9 @@ typedef struct cl_rebal_stats {
     uint64_t evicted;            /* partitions dropped here */
     uint64_t owned;              /* MOVING copies the coordinator made owners */
     uint64_t stale;              /* copies here found stale (cl_rebal_copy_stale) */
+    uint64_t hist_loads;         /* copies caught up from a supplier's log (historical) */
+    uint64_t hist_entries_in;    /* updates those brought */
+    uint64_t hist_served;        /* demands this node answered from its log */
     uint64_t caught_up;          /* stale owned copies that caught up in place */
 } cl_rebal_stats;
 void cl_rebal_stats_get(cl_rebal *r, cl_rebal_stats *s);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster/cl_hist.h"
 #include "cluster/cl_net.h"
 #include "cluster/cl_plan.h"
 #include "cluster/cl_rid.h"
@@ -590,6 +591,18 @@ out:
     return rc;
 }
 
+/* hist_note: an update applied here goes into the history log when its
+ * cache is persistent (only a copy that survives a restart comes back for
+ * history). */
+static void hist_note(cl_repl *r, const st_update *u)
+{
+    if (!r->o.hist)
+        return;
+    st_cache *c = st_cache_find(r->o.store, u->cache_id);
+    if (c && !st_cache_in_memory(c))
+        cl_hist_note(r->o.hist, u);
+}
+
 static int observe(void *arg, const st_update *u)
 {
     cl_repl *r = arg;
@@ -602,6 +615,12 @@ static int observe(void *arg, const st_update *u)
         return 0;                   /* cache starts and stops: the metadata group */
     if (u->kind != ST_UPD_CLEAR)
         cl_rid_note_effect();       /* a retried write must not run again */
+    /* Into the log before the stream (under the partition's lock): a
+     * supplier answering from its log after its topology has a new copy
+     * finds there every write not streamed to that copy (cl_rebal serve).
+     * A write the stream then refuses leaves its counter to the next one,
+     * which the log takes as a break in the partition's run. */
+    hist_note(r, u);
     return replicate(r, u);
 }
 
@@ -1099,6 +1118,8 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                     status = r->down(r->down_arg, &u);
                 if (!status && r->o.on_apply)
                     r->o.on_apply(r->o.on_apply_arg, &u);
+                if (!status)
+                    hist_note(r, &u);
                 if (!status && ext && r->o.rids)
                     cl_rids_learn(r->o.rids, rid, rid_op);
                 if (!status && jump)

@@ -91,6 +91,9 @@ typedef struct cl_repl_opts {
     /* rids (optional): the window of recent request ids, which learns the
      * id of every update that carries one (cl_rid.h). */
     struct cl_rids *rids;
+    /* hist (optional): the history log every update of a persistent cache
+     * applied here goes into (cl_hist.h). */
+    struct cl_hist *hist;
 } cl_repl_opts;
 
 /* cl_repl_start chains the observer in front of the store's current one and

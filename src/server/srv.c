@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "binary/binary.h"
+#include "cluster/cl_hist.h"
 #include "net/net.h"
 #include "net/tls.h"
 #include "proto/proto.h"
@@ -43,6 +44,7 @@ struct srv {
     wal          *wal;              /* NULL without persistence */
     srv_meta     *meta;
     srv_cluster  *cluster;          /* NULL when not in a cluster */
+    cl_hist      *hist;             /* a persistent member's update log (historical rebalancing) */
     int           deferred;         /* FSYNC: replies wait for wal_commit_wait */
     int           wal_fail_logged;  /* srv_maintain reported wal_error */
     int           wal_leave;        /* ... and this member still has to leave */
@@ -98,6 +100,7 @@ void srv_config_default(srv_config *c)
     c->wal_segment_size = 64u << 20;
     c->wal_flush_frequency_ms = 2000;
     c->checkpoint_frequency_ms = 180000;
+    c->rebalance_history_size = 64u << 20;
 }
 
 /* parse_u64 reads a decimal number with an optional unit: sizes take
@@ -198,6 +201,8 @@ static const key_desc keys[] = {
     K("wal_segment_size", 'z', wal_segment_size, "WAL segment file size (64m)"),
     K("wal_flush_frequency", 't', wal_flush_frequency_ms, "BACKGROUND mode flush period (2000 ms)"),
     K("checkpoint_frequency", 't', checkpoint_frequency_ms, "checkpoint period (180000 ms; 0 = off)"),
+    K("rebalance_history_size", 'z', rebalance_history_size,
+      "recent updates kept for historical rebalancing of persistent caches (64m; 0 = off)"),
     K("cluster_name", 's', cluster_name, "nodes join only a cluster of the same name (ember)"),
     K("cluster_host", 's', cluster_host, "address of the cluster transport and metadata group (host)"),
     K("cluster_port", 'i', cluster_port, "node-to-node transport port (47100)"),
@@ -640,6 +645,19 @@ static int state_persist(void *arg, int state)
 
 /* open_persistence: metadata log, then WAL recovery into the store, then
  * the WAL becomes the store's write observer. */
+/* recover_note: a replayed update into the store (as wal_recover does)
+ * and the history log. */
+static int recover_note(void *arg, const st_update *u)
+{
+    srv *s = arg;
+    int rc = st_apply(s->st, u);
+    if (rc == EM_CACHEEXISTS || rc == EM_NOCACHE)
+        return 0;                   /* see wal_store.c: not damage */
+    if (!rc)
+        cl_hist_note_replayed(s->hist, u);
+    return rc;
+}
+
 static int open_persistence(srv *s, const srv_config *c)
 {
     const wal_fileops *ops = wal_posix_ops();
@@ -662,7 +680,15 @@ static int open_persistence(srv *s, const srv_config *c)
         EM_ERROR("cannot open the WAL in %s: %s", c->wal_path, em_strerror(rc));
         return rc;
     }
-    if ((rc = wal_recover(s->wal, s->st)) != 0) {
+    /* A persistent member's history log takes what the replay applies:
+     * what this copy holds, claimed when it rejoins (cl_hist.h). */
+    if (srv_cluster_enabled(c) && c->rebalance_history_size &&
+        (rc = cl_hist_new(&s->hist, c->rebalance_history_size)) != 0) {
+        EM_ERROR("rebalance_history_size %llu: %s", (unsigned long long)c->rebalance_history_size,
+                 rc == EM_INVAL ? "0 (off) or at least 64k" : em_strerror(rc));
+        return rc;
+    }
+    if ((rc = wal_replay(s->wal, recover_note, s)) != 0) {
         const char *m = wal_errmsg(s->wal);
         EM_ERROR("WAL recovery failed, refusing to start: %s%s%s", em_strerror(rc),
                  m[0] ? ": " : "", m);
@@ -697,6 +723,8 @@ static void close_persistence(srv *s)
     }
     srv_meta_close(s->meta);
     s->meta = NULL;
+    cl_hist_free(s->hist);          /* the cluster, its user, stopped before */
+    s->hist = NULL;
 }
 
 static void debug_stats(void *arg, em_mem_stats *sum)
@@ -866,7 +894,8 @@ int srv_start(srv **out, const srv_config *c)
          * node starts. */
         if ((rc = pr_server_set_cluster(s->ps, NULL)) != 0 ||
             (rc = srv_cluster_start(&s->cluster, c, po.node_id, thin, s->ps,
-                                    s->deferred ? before_send : NULL, s)) != 0 ||
+                                    s->deferred ? before_send : NULL, s,
+                                    &(srv_cluster_persist){ s->hist, s->wal })) != 0 ||
             (rc = pr_server_set_cluster(s->ps, srv_cluster_node(s->cluster))) != 0)
             goto fail;
         srv_cluster_set_meta(s->cluster, s->meta);

@@ -57,6 +57,8 @@ typedef struct srv_config {
     uint64_t wal_segment_size;      /* bytes (64m) */
     uint32_t wal_flush_frequency_ms;/* BACKGROUND flush period (2000) */
     uint32_t checkpoint_frequency_ms;/* 180000; 0 = no periodic checkpoints */
+    uint64_t rebalance_history_size;/* bytes of recent updates kept for historical
+                                     * rebalancing (64m; 0 = off; cluster only) */
     /* Cluster (srv_cluster.h): on when seeds or bootstrap is set. */
     char     cluster_name[256];     /* "ember" */
     char     cluster_host[256];     /* transport and metadata address; "" = host */

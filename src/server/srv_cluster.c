@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster/cl_hist.h"
 #include "cluster/cl_meta_fsm.h"
 #include "cluster/cl_node.h"
 #include "cluster/cl_pme.h"
@@ -30,6 +31,7 @@
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "wal/wal.h"
 
 /* Forwarded requests run on FWD_WORKERS threads, not on the transport's
  * loop thread that receives them: a write to a FULL_SYNC cache waits for
@@ -840,9 +842,18 @@ static int undo_early(srv_cluster *sc)
     return EM_CONFIG;
 }
 
+/* ckpts: the WAL's checkpoints begun and completed (cl_rebal_cfg.ckpts). */
+static void ckpts(void *arg, uint64_t *started, uint64_t *done)
+{
+    wal_stats st;
+    wal_stats_get(arg, &st);
+    *started = st.ckpt_started;
+    *done = st.checkpoints;
+}
+
 int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node_id[16],
                       const char *thin_addr, pr_server *ps, int (*durable)(void *arg),
-                      void *durable_arg)
+                      void *durable_arg, const srv_cluster_persist *pe)
 {
     *out = NULL;
     srv_cluster *sc = em_calloc(1, sizeof *sc);
@@ -930,6 +941,14 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     cl_rebal *rb = NULL;
     if (!rc) {
         cl_rebal_cfg rbc = { .node = sc->node, .store = pr_server_store(ps) };
+        char pset[600];
+        if (pe && pe->hist && pe->wal) {
+            snprintf(pset, sizeof pset, "%s/rebal-partial", c->wal_path);
+            rbc.hist = pe->hist;
+            rbc.pset_path = pset;
+            rbc.ckpts = ckpts;
+            rbc.ckpts_arg = pe->wal;
+        }
         if ((rc = cl_rebal_start(&rb, &rbc)) != 0) {
             cl_node_stop(sc->node, 0);
             sc->node = NULL;
@@ -952,6 +971,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
             .on_apply = cl_rebal_on_apply, .on_apply_arg = rb,
             .on_stale = cl_rebal_copy_stale, .on_stale_arg = rb,
             .on_fenced = cl_rebal_copy_fenced, .on_fenced_arg = rb,
+            .hist = pe ? pe->hist : NULL,
         };
         cl_repl *r = NULL;
         if ((rc = cl_rids_new(&sc->rids)) == 0) {
@@ -1210,12 +1230,19 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       "# TYPE ember_rebal_evicted counter\nember_rebal_evicted %llu\n"
                       "# TYPE ember_rebal_owned counter\nember_rebal_owned %llu\n"
                       "# TYPE ember_rebal_stale counter\nember_rebal_stale %llu\n"
-                      "# TYPE ember_rebal_caught_up counter\nember_rebal_caught_up %llu\n",
+                      "# TYPE ember_rebal_caught_up counter\nember_rebal_caught_up %llu\n"
+                      "# TYPE ember_rebal_historical counter\nember_rebal_historical %llu\n"
+                      "# TYPE ember_rebal_historical_updates_in counter\n"
+                      "ember_rebal_historical_updates_in %llu\n"
+                      "# TYPE ember_rebal_historical_served counter\n"
+                      "ember_rebal_historical_served %llu\n",
                       (unsigned long long)bs.loading, (unsigned long long)bs.loaded,
                       (unsigned long long)bs.entries_in, (unsigned long long)bs.bytes_in,
                       (unsigned long long)bs.batches_out, (unsigned long long)bs.evicted,
                       (unsigned long long)bs.owned, (unsigned long long)bs.stale,
-                      (unsigned long long)bs.caught_up);
+                      (unsigned long long)bs.caught_up, (unsigned long long)bs.hist_loads,
+                      (unsigned long long)bs.hist_entries_in,
+                      (unsigned long long)bs.hist_served);
     }
     pr_txc_stats ts;
     pr_txc_stats_get(sc->ps, &ts);

@@ -16,6 +16,17 @@ struct pr_server;
 
 typedef struct srv_cluster srv_cluster;
 
+/* What persistence lends the cluster for historical rebalancing (NULL, or
+ * hist NULL: none): the history log the WAL's replay fed (owned by the
+ * caller, freed after srv_cluster_stop) and the WAL, whose checkpoints say
+ * when a loaded copy is whole on disk. */
+struct cl_hist;
+struct wal;
+typedef struct srv_cluster_persist {
+    struct cl_hist *hist;
+    struct wal     *wal;
+} srv_cluster_persist;
+
 /* srv_cluster_enabled: the settings ask for a cluster. */
 int srv_cluster_enabled(const struct srv_config *c);
 
@@ -26,7 +37,8 @@ int srv_cluster_enabled(const struct srv_config *c);
  * client's reply would.  0 or an error, logged. */
 int  srv_cluster_start(srv_cluster **out, const struct srv_config *c,
                        const uint8_t node_id[16], const char *thin_addr, struct pr_server *ps,
-                       int (*durable)(void *arg), void *durable_arg);
+                       int (*durable)(void *arg), void *durable_arg,
+                       const struct srv_cluster_persist *pe);
 /* srv_cluster_leave: this member leaves the cluster but the process runs
  * on (its persistence failed: as a member it would hold up every write its
  * partitions take, as Ignite's failure handler stops such a node).  It

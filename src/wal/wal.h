@@ -287,6 +287,7 @@ int wal_repair(wal *w, uint64_t *fixed);
 typedef struct wal_stats {
     uint64_t next_lsn;        /* LSN the next record gets */
     uint64_t appends, fsyncs, bytes, segment, checkpoints;
+    uint64_t ckpt_started;    /* checkpoints begun (checkpoints: completed) */
     uint64_t replayed;        /* records applied by the last replay (ckpt + WAL) */
     uint64_t cut_bytes;       /* bytes cut from a torn tail by the last replay */
     uint64_t mislabeled;      /* segments the last replay read by their records' LSNs,

@@ -162,6 +162,8 @@ int wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), void
     if (!rc && (w->seg_off > WAL_SEG_HDR || w->pend.len))
         rc = wal_roll_locked(w);
     uint64_t seg = w->seg_no, first_lsn = w->seg_first;
+    if (!rc)
+        w->st.ckpt_started++;
     pthread_mutex_unlock(&w->mu);
     if (gate)
         st_commit_gate_unlock(gate);

@@ -13,7 +13,6 @@ BUILD=${EMBER_BUILD:-build}
 SECS=${CHAOS_SECONDS:-8}
 . tests/chaos/lib.sh
 chaos_init
-JS=tests/chaos/cluster_rebal.js
 D3="$CHAOS_TMP/n3/data"
 mkdir -p "$D3"
 if ! mount -t tmpfs -o size=16m tmpfs "$D3" 2>"$CHAOS_TMP/mount.err"; then
@@ -24,14 +23,7 @@ fi
 CHAOS_UMOUNT="$D3"
 PFL="--persistence true --wal-mode FSYNC --wal-segment-size 1m"
 
-node_start 1 $(cluster_flags 1) $PFL || finish
-node_start 2 $(cluster_flags 2 1) $PFL || finish
-node_start 3 $(cluster_flags 3 1) $PFL || finish
-members_are 1 2 3 || { bad "the cluster did not form"; finish; }
-# persistent: inactive until activated, as Ignite's
-"$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" state ACTIVE >/dev/null ||
-    { bad "activation"; finish; }
-r=$(node $JS put "$(node_addr 1)" chaos-set 2 0 0 2>&1) || { bad "cache chaos-set: $r"; finish; }
+persistent_cluster3 2 $PFL || finish
 ok "3 persistent nodes (FSYNC), node 3's data on a 16 MiB tmpfs, a cache with 2 backups"
 
 hist="$CHAOS_TMP/set.history"

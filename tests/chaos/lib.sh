@@ -282,3 +282,20 @@ cluster_flags() {
         echo "--bootstrap true --failure-detection-timeout ${CHAOS_FD_MS:-3000}"
     fi
 }
+
+# persistent_cluster3 BACKUPS FLAGS...: nodes 1-3 started with FLAGS (a
+# persistent cluster), formed, activated (a persistent cluster starts
+# INACTIVE, as Ignite's), and the cache chaos-set made with BACKUPS through
+# node 1.  Nonzero, with a FAIL line, when a step did not happen.
+persistent_cluster3() {
+    b=$1
+    shift
+    node_start 1 $(cluster_flags 1) "$@" || return 1
+    node_start 2 $(cluster_flags 2 1) "$@" || return 1
+    node_start 3 $(cluster_flags 3 1) "$@" || return 1
+    members_are 1 2 3 || { bad "the cluster did not form"; return 1; }
+    "$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" state ACTIVE >/dev/null ||
+        { bad "activation"; return 1; }
+    r=$(node tests/chaos/cluster_rebal.js put "$(node_addr 1)" chaos-set "$b" 0 0 2>&1) ||
+        { bad "cache chaos-set: $r"; return 1; }
+}
