@@ -129,10 +129,12 @@ struct cl_repl {
     waiter         *waiters;
     cl_repl_await  *awaits;         /* ... and awaits (no thread waits for them) */
     em_buf          ack_out;        /* transport thread: acks of one frame */
-    _Atomic uint64_t st[11];
+    _Atomic uint64_t st[12];        /* by S_*, S_N of them */
 };
 enum { S_SENT, S_FRAMES, S_APPLIED, S_ACKS, S_REFUSED, S_WAITS, S_TIMEOUTS, S_RESENT,
-       S_NACKS, S_SKIPPED, S_GIVEUP, S_NOTICES };
+       S_NACKS, S_SKIPPED, S_GIVEUP, S_NOTICES, S_N };
+_Static_assert(S_N == sizeof ((cl_repl *)0)->st / sizeof ((cl_repl *)0)->st[0],
+               "one counter per S_* value");
 static void count(cl_repl *r, int i, uint64_t d)
 {
     atomic_fetch_add_explicit(&r->st[i], d, memory_order_relaxed);

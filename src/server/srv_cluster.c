@@ -874,7 +874,12 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     }
     const char *dir = c->cluster_dir;
     if (!dir[0]) {
-        snprintf(sc->tmpdir, sizeof sc->tmpdir, "/tmp/ember-cluster-XXXXXX");
+        /* Under $TMPDIR when set (a test harness gives each node its own,
+         * so a node killed with -9 leaves nothing behind in /tmp). */
+        const char *tmp = getenv("TMPDIR");
+        if (!tmp || !tmp[0] || strlen(tmp) > sizeof sc->tmpdir - 32)
+            tmp = "/tmp";
+        snprintf(sc->tmpdir, sizeof sc->tmpdir, "%s/ember-cluster-XXXXXX", tmp);
         if (!mkdtemp(sc->tmpdir)) {
             EM_ERROR("cluster: cannot create a temporary directory for the metadata group");
             em_free(sc);

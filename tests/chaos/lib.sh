@@ -113,8 +113,10 @@ node_spawn() {
     mkdir -p "$dir"
     n=$(ls "$dir" | grep -c '^emberd\..*\.log$')
     log="$dir/emberd.$n.log"
-"${CHAOS_EMBERD:-$BUILD/emberd}" --host "$ip" --port "$CHAOS_PORT" --http-host "$ip" --http-port 8080 \
-        --wal-path "$dir/data" "$@" >"$log" 2>&1 &
+    # TMPDIR: the metadata group's temporary directory goes in the run's
+    # own, which a node killed with -9 cannot remove itself.
+    TMPDIR="$dir" "${CHAOS_EMBERD:-$BUILD/emberd}" --host "$ip" --port "$CHAOS_PORT" \
+        --http-host "$ip" --http-port 8080 --wal-path "$dir/data" "$@" >"$log" 2>&1 &
     pid=$!
     eval "CHAOS_PID_$i=$pid; CHAOS_LOG_$i=$log"
     CHAOS_PIDS="$CHAOS_PIDS $pid"
