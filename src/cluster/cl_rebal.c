@@ -709,6 +709,22 @@ static int apply_supply(cl_rebal *r, load *l, const uint8_t *p, size_t n, uint32
     return off == n ? 0 : EM_TRAILING;
 }
 
+/* primary_here: this node is the partition's primary on its topology now
+ * (takes the node's lock: never under mu). */
+static int primary_here(cl_rebal *r, int32_t grp, uint32_t part)
+{
+    st_cache *c = st_cache_find(r->cfg.store, grp);
+    if (!c)
+        return 0;
+    cl_topo *t = cl_node_topo_acquire(r->cfg.node);
+    uint32_t own[MAX_OWN];
+    uint32_t no = t->self >= 0
+                      ? cl_topo_owners(t, grp, st_cache_parts(c), 0, 0, part, own, MAX_OWN) : 0;
+    int p = no && (int)own[0] == t->self;
+    cl_node_topo_release(t);
+    return p;
+}
+
 /* apply_hist applies one F_HIST batch (update records from the supplier's
  * log) to merge load l: a key the live stream touched since the demand is
  * left alone, as in a merge. */
@@ -753,6 +769,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
         return EM_PROTO;
     cl_meta_uuid lid;
     int have_lid = cl_node_leader(r->cfg.node, &lid) == 0;
+    int prim = primary_here(r, grp, part);  /* (the node's lock: not under mu) */
     lock(r);
     load *l = load_find(r, grp, part);
     int rc = 0;
@@ -765,6 +782,18 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
              * nothing applies before it does (again shortly). */
             load_reset(l);
             l->sent_ms = em_now_ms() - RETRY_MS + 100;
+        } else if (l->merge && prim) {
+            /* Made primary while catching up (promoted on a report it sent
+             * before): the cluster takes this copy as whole, and writes
+             * here no longer come through the live stream, so a merge
+             * would overwrite or sweep them.  It stops. */
+            l->merge = 0;
+            atomic_fetch_sub(&r->nmerge, 1);
+            l->state = L_LOADED;
+            load_reset(l);
+            partial_done(r, l);
+            EM_WARN("rebalancing: cache %d partition %u: made primary while catching up; "
+                    "the catch-up stops", grp, part);
         } else {
             if (!(flags & F_LAST)) {
                 l->seq = seq + 1;

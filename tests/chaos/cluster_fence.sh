@@ -87,11 +87,13 @@ else
     bad "set: check failed"; cat "$CHAOS_TMP/set.check"
 fi
 chaos_row deposed set
-fenced=0
+fenced=0 notices=0
 for i in 1 2 3; do
     f=$(metric $i ember_repl_refused); fenced=$((fenced + ${f:-0}))
+    f=$(metric $i ember_repl_fence_notices); notices=$((notices + ${f:-0}))
 done
-echo "# updates refused by owners (deposed primaries' among them): $fenced"
+echo "# updates refused by owners (deposed primaries' among them): $fenced;" \
+    "copies told by a deposed primary to catch up: $notices"
 
 members_are 1 2 3 || bad "the cluster did not settle"
 t=0
