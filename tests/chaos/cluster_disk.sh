@@ -74,10 +74,5 @@ else
 fi
 chaos_row disk-full set
 grep -q ' [1-9][0-9]* ok' "$CHAOS_TMP/set.run" || bad "set: no operation was acknowledged"
-if "$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" idle-verify chaos-set \
-        >"$CHAOS_TMP/verify" 2>&1; then
-    ok "idle-verify: the owners of every partition agree ($(tail -1 "$CHAOS_TMP/verify"))"
-else
-    bad "idle-verify after the full disk:"; cat "$CHAOS_TMP/verify"
-fi
+idle_verify "after the full disk" chaos-set
 finish

@@ -100,10 +100,5 @@ t=0
 while [ $t -lt 120 ] && [ "$(metric 1 ember_rebal_loading)$(metric 2 ember_rebal_loading)$(metric 3 ember_rebal_loading)" != 000 ]; do
     sleep 0.5; t=$((t + 1))
 done
-if "$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" idle-verify fence-set \
-        >"$CHAOS_TMP/verify" 2>&1; then
-    ok "idle-verify: the owners of every partition agree ($(tail -1 "$CHAOS_TMP/verify"))"
-else
-    bad "idle-verify after the pauses:"; head -20 "$CHAOS_TMP/verify"
-fi
+idle_verify "after the pauses" fence-set
 finish

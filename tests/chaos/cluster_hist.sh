@@ -85,10 +85,5 @@ if [ "$(stat -c %s "$pset" 2>/dev/null)" = 16 ]; then
 else
     bad "node 3's partial set did not empty after checkpoints ($(stat -c %s "$pset" 2>/dev/null) bytes)"
 fi
-if "$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" idle-verify chaos-set \
-        >"$CHAOS_TMP/verify" 2>&1; then
-    ok "idle-verify: the owners of every partition agree ($(tail -1 "$CHAOS_TMP/verify"))"
-else
-    bad "idle-verify after the historical catch-up:"; cat "$CHAOS_TMP/verify"
-fi
+idle_verify "after the historical catch-up" chaos-set
 finish

@@ -301,3 +301,17 @@ persistent_cluster3() {
     r=$(node tests/chaos/cluster_rebal.js put "$(node_addr 1)" chaos-set "$b" 0 0 2>&1) ||
         { bad "cache chaos-set: $r"; return 1; }
 }
+
+# idle_verify WHEN CACHE...: ember-cli idle-verify of the caches through
+# node 1 - an ok line when every partition's owners agree, else a FAIL line
+# saying after what (WHEN), with the tool's report.
+idle_verify() {
+    when=$1
+    shift
+    if "$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" idle-verify "$@" \
+            >"$CHAOS_TMP/verify" 2>&1; then
+        ok "idle-verify: the owners of every partition agree ($(tail -1 "$CHAOS_TMP/verify"))"
+    else
+        bad "idle-verify $when:"; head -20 "$CHAOS_TMP/verify"
+    fi
+}
