@@ -276,9 +276,9 @@ static void partial_add(cl_rebal *r, load *l)
     l->pgen = r->pgen;
 }
 
-/* partial_done: l's load finished (under mu): its partition leaves the set
- * once the next checkpoint to begin has completed - at once when the load
- * changed nothing (an empty supplier): the WAL has all the copy holds. */
+/* partial_mark: what l applied that the WAL does not have keeps its
+ * partition in the set until a checkpoint takes it (under mu; a load that
+ * ends or is dropped). */
 static void partial_mark(cl_rebal *r, load *l)
 {
     struct partial *p = l->unlogged && hist_on(r) ? partial_find(r, l->grp, l->part) : NULL;
@@ -287,6 +287,10 @@ static void partial_mark(cl_rebal *r, load *l)
     l->unlogged = 0;
 }
 
+/* partial_done: l's load finished (under mu): its partition leaves the set
+ * once the next checkpoint to begin has completed - at once when no load
+ * since it entered changed anything (an empty supplier): the WAL has all
+ * the copy holds. */
 static void partial_done(cl_rebal *r, load *l)
 {
     partial_mark(r, l);
