@@ -170,6 +170,18 @@ for s in tests/scripts/*.sh; do
               echo "== sim: not under EM_SANITIZER=tsan (one thread; make test and make asan run it)"
               continue
           fi ;;
+    load_smoke) if [ -n "$EM_SANITIZER" ]; then
+              # The load generator's own end-to-end check (and redis-server's):
+              # the server under load is the soak's, in every build.
+              echo "== load_smoke: not under EM_SANITIZER=$EM_SANITIZER (it tests ember-bench; make test runs it)"
+              continue
+          fi ;;
+    adversary) if [ "$EM_SANITIZER" = tsan ]; then
+              # Hostile bytes, answered or refused: memory errors are what
+              # they find, and make asan runs them under ASan + UBSan.
+              echo "== adversary: not under EM_SANITIZER=tsan (make test and make asan run it)"
+              continue
+          fi ;;
     harness) if [ -n "$EM_SANITIZER" ]; then
               # 70 s of sanitized starts per run to test the test helpers,
               # which are shell: make test runs it.

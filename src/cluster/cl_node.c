@@ -677,9 +677,22 @@ uint32_t cl_node_cache_crc(cl_node *n, int32_t id)
 
 int cl_node_sync(cl_node *n, uint32_t timeout_ms)
 {
-    if (cl_node_is_leader(n))
-        return 0;
-    return cl_node_propose(n, NULL, 0, timeout_ms);
+    /* No leader, or no link to it, this instant (an election, a link
+     * coming back on a busy machine): asked again every 100 ms until the
+     * time is up, as cl_node_propose_wait does. */
+    uint64_t now = em_now_ms(), end = now + timeout_ms;
+    for (;;) {
+        if (cl_node_is_leader(n))
+            return 0;
+        int rc = cl_node_propose(n, NULL, 0, (uint32_t)(end - now));
+        now = em_now_ms();
+        if (rc != EM_NOTLEADER || now + 100 >= end)
+            return rc;
+        struct timespec ts = { 0, 100 * 1000000L };
+        nanosleep(&ts, NULL);
+        if ((now = em_now_ms()) >= end)
+            return EM_NOTLEADER;
+    }
 }
 
 int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms)
@@ -759,7 +772,8 @@ int cl_node_propose_wait(cl_node *n, const void *entry, size_t len, uint32_t tim
             return rc;
         struct timespec ts = { 0, 100 * 1000000L };
         nanosleep(&ts, NULL);
-        now = em_now_ms();
+        if ((now = em_now_ms()) >= end)
+            return EM_NOTLEADER;
     }
 }
 

@@ -32,7 +32,7 @@
 #include "util/mem.h"
 
 #define PROPOSE_TIMEOUT_MS 30000
-#define LOST_SYNC_MS       1000     /* a lost partition's refusal waits this for the leader */
+#define LOST_SYNC_MS       3000     /* a lost partition's refusal waits this for the leader */
 
 int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *what)
 {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # fuzz.sh - runs every libFuzzer target (tests/fuzz/fuzz_*.c, built by
-# `make fuzz-build` with clang, ASan + UBSan) for FUZZ_SECONDS each (default 3
+# `make fuzz-build` with clang, ASan + UBSan) for FUZZ_SECONDS each (default 2
 # here, as a suite of `make test`; `make fuzz` passes 60).  The growing corpus
 # lives in FUZZ_BUILD/corpus-<name>, seeded from tests/fuzz/corpus/<name>/;
 # a crash leaves its input in FUZZ_BUILD/artifacts/<name>/ and fails the
@@ -13,7 +13,7 @@
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 FUZZ_BUILD=${FUZZ_BUILD:-$BUILD/fuzz}
-SECS=${FUZZ_SECONDS:-3}
+SECS=${FUZZ_SECONDS:-2}
 PASS=0
 FAIL=0
 ok() { PASS=$((PASS + 1)); echo "ok   $1"; }
