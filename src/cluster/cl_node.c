@@ -675,16 +675,14 @@ uint32_t cl_node_cache_crc(cl_node *n, int32_t id)
     return q.crc;
 }
 
-int cl_node_sync(cl_node *n, uint32_t timeout_ms)
+/* propose_until: cl_node_propose, asked again every 100 ms while there is
+ * no leader or no link to it (an election, a link coming back on a busy
+ * machine), until end (ms). */
+static int propose_until(cl_node *n, const void *entry, size_t len, uint64_t end)
 {
-    /* No leader, or no link to it, this instant (an election, a link
-     * coming back on a busy machine): asked again every 100 ms until the
-     * time is up, as cl_node_propose_wait does. */
-    uint64_t now = em_now_ms(), end = now + timeout_ms;
+    uint64_t now = em_now_ms();
     for (;;) {
-        if (cl_node_is_leader(n))
-            return 0;
-        int rc = cl_node_propose(n, NULL, 0, (uint32_t)(end - now));
+        int rc = cl_node_propose(n, entry, len, (uint32_t)(end > now ? end - now : 0));
         now = em_now_ms();
         if (rc != EM_NOTLEADER || now + 100 >= end)
             return rc;
@@ -693,6 +691,13 @@ int cl_node_sync(cl_node *n, uint32_t timeout_ms)
         if ((now = em_now_ms()) >= end)
             return EM_NOTLEADER;
     }
+}
+
+int cl_node_sync(cl_node *n, uint32_t timeout_ms)
+{
+    if (cl_node_is_leader(n))
+        return 0;
+    return propose_until(n, NULL, 0, em_now_ms() + timeout_ms);
 }
 
 int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms)
@@ -765,16 +770,7 @@ int cl_node_propose_wait(cl_node *n, const void *entry, size_t len, uint32_t tim
     uint64_t elect = now + 2 * (uint64_t)fd_ms(&n->cfg);
     if (elect < end)
         end = elect;
-    for (;;) {
-        int rc = cl_node_propose(n, entry, len, (uint32_t)(end - now));
-        now = em_now_ms();
-        if (rc != EM_NOTLEADER || now + 100 >= end)
-            return rc;
-        struct timespec ts = { 0, 100 * 1000000L };
-        nanosleep(&ts, NULL);
-        if ((now = em_now_ms()) >= end)
-            return EM_NOTLEADER;
-    }
+    return propose_until(n, entry, len, end);
 }
 
 /* ---- join (leader side) ------------------------------------------------------ */
