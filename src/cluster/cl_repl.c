@@ -103,7 +103,7 @@ typedef struct peer {
      * peer_send.  nmu is a leaf lock: the transport thread takes it. */
     pthread_mutex_t nmu;
     struct fnote { int32_t cache; uint32_t part; } note[MAX_NOTES];
-    uint32_t        nnote;
+    _Atomic uint32_t nnote;         /* (read without nmu: most sends have none) */
 } peer;
 
 /* A FULL_SYNC waiter: it sleeps on its own condition until the ack it
@@ -341,6 +341,8 @@ static void send_range(cl_repl *r, peer *p, size_t from, size_t to)
  * far, which the link delivers first (p->mu held). */
 static void send_notes(cl_repl *r, peer *p)
 {
+    if (!atomic_load_explicit(&p->nnote, memory_order_acquire))
+        return;                     /* every send calls this: no lock without notices */
     uint8_t b[MAX_NOTES * 8];
     pthread_mutex_lock(&p->nmu);
     uint32_t n = p->nnote;
@@ -1255,7 +1257,7 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
 
 /* on_fenced: the sender's updates of these partitions were fenced by a new
  * primary, and this copy may have applied some: it catches up, not from
- * the sender (on_fenced_copy), or as on_stale when that is not set. */
+ * the sender (cl_repl_opts.on_fenced), or as on_stale when that is not set. */
 static void on_fenced(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
 {
     for (size_t at = 0; at + 8 <= n; at += 8) {

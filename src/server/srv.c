@@ -643,20 +643,19 @@ static int state_persist(void *arg, int state)
     return 0;
 }
 
-/* open_persistence: metadata log, then WAL recovery into the store, then
- * the WAL becomes the store's write observer. */
 /* recover_note: a replayed update into the store (as wal_recover does)
  * and the history log. */
 static int recover_note(void *arg, const st_update *u)
 {
     srv *s = arg;
-    int rc = st_apply(s->st, u);
-    if (rc == EM_CACHEEXISTS || rc == EM_NOCACHE)
-        return 0;                   /* see wal_store.c: not damage */
+    int rc = wal_recover_apply(s->st, u);
     if (!rc)
         cl_hist_note_replayed(s->hist, u);
     return rc;
 }
+
+/* open_persistence: metadata log, then WAL recovery into the store, then
+ * the WAL becomes the store's write observer. */
 
 static int open_persistence(srv *s, const srv_config *c)
 {

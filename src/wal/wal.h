@@ -216,8 +216,10 @@ int  wal_open(wal **out, const wal_options *o);
 typedef int (*wal_apply_fn)(void *arg, const st_update *u);
 int  wal_replay(wal *w, wal_apply_fn fn, void *arg);
 
-/* wal_recover = wal_replay through st_apply into s (wal_store.c). */
+/* wal_recover = wal_replay through st_apply into s (wal_store.c), which
+ * is wal_recover_apply (arg: the store) for a caller's own replay. */
 int  wal_recover(wal *w, st_store *s);
+int  wal_recover_apply(void *store, const st_update *u);
 
 /* wal_attach registers the log as s's write observer, so every update is
  * logged before it is acknowledged, and starts periodic checkpoints if

@@ -15,7 +15,7 @@
  * holds (created after the checkpoint's WAL position) or updates for a cache
  * the snapshot missed because it was destroyed before the scan reached it -
  * the WAL tail destroys it again.  Neither is damage. */
-static int recover_apply(void *arg, const st_update *u)
+int wal_recover_apply(void *arg, const st_update *u)
 {
     int rc = st_apply(arg, u);
     return rc == EM_CACHEEXISTS || rc == EM_NOCACHE ? 0 : rc;
@@ -23,7 +23,7 @@ static int recover_apply(void *arg, const st_update *u)
 
 int wal_recover(wal *w, st_store *s)
 {
-    return wal_replay(w, recover_apply, s);
+    return wal_replay(w, wal_recover_apply, s);
 }
 
 /* Only persistent regions are logged (Ignite's per-region persistence).  A
