@@ -27,6 +27,7 @@
 #include "cluster/cl_net.h"
 #include "cluster/cl_plan.h"
 #include "cluster/cl_pset.h"
+#include "cluster/cl_rmsg.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/hash.h"
@@ -47,12 +48,9 @@
 #define MAX_MOVING_GRPS 512         /* groups whose rebalancing the coordinator times */
 #define MAX_PREFETCH    16          /* batches sent ahead of the demands, at most */
 #define MAX_THROTTLE_MS 10000       /* pause between two batches, at most */
-#define SUP_HDR         25    /* ... | u32 n | u64 the supplier's counter at its snapshot */
-#define F_LAST          1
-#define F_AGAIN         2
-#define F_HIST          4     /* records from the supplier's log (historical) */
-#define DEMAND_LEN      12    /* i32 group | u32 partition | u32 seq */
-#define CLAIM_LEN       20    /* then, opening a historical pass: u64 last | u32 k | u64 digest */
+#define F_LAST          CL_RMSG_F_LAST
+#define F_AGAIN         CL_RMSG_F_AGAIN
+#define F_HIST          CL_RMSG_F_HIST
 /* A DEMAND's seq: the load's pass in the high byte, the batch below it.
  * Each start from the first batch is a new pass, so a batch still in
  * flight from an earlier snapshot never joins the new one's (keys between
@@ -149,7 +147,7 @@ struct cl_rebal {
         cl_meta_uuid to;
         uint16_t type;
         uint8_t n;
-        uint8_t b[DEMAND_LEN + CLAIM_LEN];      /* the largest: a DEMAND with a claim */
+        uint8_t b[CL_RMSG_DEMAND + CL_RMSG_CLAIM];      /* the largest: a DEMAND with a claim */
     } oq[MAX_LOADS + 256];
     uint32_t     noq;
     cl_meta_uuid up[MAX_UP];    /* members with a link up (links_refresh) */
@@ -493,19 +491,15 @@ static void flush(cl_rebal *r)
 
 static void send_demand(cl_rebal *r, load *l)
 {
-    uint8_t b[DEMAND_LEN + CLAIM_LEN];
-    em_st32(b, (uint32_t)l->grp);
-    em_st32(b + 4, l->part);
-    em_st32(b + 8, l->seq);
-    size_t n = DEMAND_LEN;
+    uint8_t b[CL_RMSG_DEMAND + CL_RMSG_CLAIM];
+    cl_rmsg_demand d = { l->grp, l->part, l->seq, 0, { 0, 0, 0 } };
     if (l->has_claim && !(l->seq & SEQ_BATCH)) {    /* opening a pass: the claim */
-        em_st64(b + 12, l->claim.last);
-        em_st32(b + 20, l->claim.k);
-        em_st64(b + 24, l->claim.digest);
-        n += CLAIM_LEN;
+        d.has_claim = 1;
+        d.claim = l->claim;
     }
+    size_t n = cl_rmsg_demand_put(b, &d);
     l->sent_ms = em_now_ms();
-    queue(r, l->supplier, CL_NET_MSG_REBAL_DEMAND, b, n);
+    queue(r, l->supplier, CL_NET_MSG_REBAL_DEMAND, b, (uint8_t)n);
 }
 
 /* demand_when_up: send_demand once this node has a link to the supplier;
@@ -547,9 +541,8 @@ static void links_refresh(cl_rebal *r)
 static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
 {
     l->reported = 1;
-    uint8_t b[8];
-    em_st32(b, (uint32_t)l->grp);
-    em_st32(b + 4, l->part);
+    uint8_t b[CL_RMSG_PART];
+    cl_rmsg_part_put(b, l->grp, l->part);
     l->sent_ms = em_now_ms();
     cl_meta_uuid self = cl_node_id(r->cfg.node);
     if (!cl_meta_uuid_eq(leader, self))
@@ -685,25 +678,17 @@ static int merge_sweep(cl_rebal *r, load *l, st_cache *c)
 static int apply_supply(cl_rebal *r, load *l, const uint8_t *p, size_t n, uint32_t cnt)
 {
     size_t off = 0;
+    cl_rmsg_entry e;
     for (uint32_t i = 0; i < cnt; i++) {
-        if (n - off < 4)
+        if (cl_rmsg_entry_next(p, n, &off, &e) != 1)
             return EM_TRUNCATED;
-        uint32_t kl = em_ld32(p + off);
-        if (kl == 0 || n - off - 4 < (size_t)kl + 4)
-            return EM_TRUNCATED;
-        const uint8_t *k = p + off + 4;
-        uint32_t vl = em_ld32(k + kl);
-        if (n - off - 8 - kl < (size_t)vl + 8)
-            return EM_TRUNCATED;
-        const uint8_t *v = k + kl + 4;
-        int64_t exp = (int64_t)em_ld64(v + vl);
-        off += 16u + kl + vl;
-        if (cl_keyset_has(&l->live, k, kl))
+        if (cl_keyset_has(&l->live, e.key, e.klen))
             continue;               /* the live stream removed (merge: or wrote) it meanwhile */
-        if (l->merge && !l->seen_full && cl_keyset_add(&l->seen, k, kl))
+        if (l->merge && !l->seen_full && cl_keyset_add(&l->seen, e.key, e.klen))
             l->seen_full = 1;
         st_update u = {.kind = ST_UPD_PUT, .cache_id = l->grp, .partition = l->part,
-                       .key = k, .klen = kl, .val = v, .vlen = vl, .expire_at_ms = exp};
+                       .key = e.key, .klen = e.klen, .val = e.val, .vlen = e.vlen,
+                       .expire_at_ms = e.expire_at_ms};
         int done = 0, rc = st_apply_load(r->cfg.store, &u, l->merge, &done);
         if (rc && rc != EM_NOCACHE)
             return rc;
@@ -736,16 +721,16 @@ static int apply_hist(cl_rebal *r, load *l, const uint8_t *p, size_t n, uint32_t
 {
     size_t off = 0;
     for (uint32_t i = 0; i < cnt; i++) {
-        if (n - off < 4 || n - off - 4 < em_ld32(p + off))
+        const uint8_t *rec;
+        uint32_t len;
+        if (cl_rmsg_rec_next(p, n, &off, &rec, &len) != 1)
             return EM_TRUNCATED;
-        uint32_t len = em_ld32(p + off);
         wal_cmd cmd;
         st_update u;
         st_cache_config vcfg;
-        int rc = wal_cmd_unmarshal(p + off + 4, len, &cmd);
+        int rc = wal_cmd_unmarshal(rec, len, &cmd);
         if (!rc)
             rc = wal_decode_update(&cmd, &u, &vcfg);
-        off += 4u + len;
         if (rc || u.cache_id != l->grp || u.partition != l->part ||
             (u.kind != ST_UPD_PUT && u.kind != ST_UPD_REMOVE))
             return EM_PROTO;
@@ -764,19 +749,18 @@ static int apply_hist(cl_rebal *r, load *l, const uint8_t *p, size_t n, uint32_t
 
 static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
 {
-    if (n < SUP_HDR)
-        return EM_TRUNCATED;
-    int32_t grp = (int32_t)em_ld32(p);
-    uint32_t part = em_ld32(p + 4), seq = em_ld32(p + 8), cnt = em_ld32(p + 13);
-    uint8_t flags = p[12];
-    if (flags & ~(F_LAST | F_AGAIN | F_HIST))
-        return EM_PROTO;
+    cl_rmsg_supply m;
+    int rc = cl_rmsg_supply_decode(p, n, &m);
+    if (rc)
+        return rc;
+    int32_t grp = m.grp;
+    uint32_t part = m.part, seq = m.seq;
+    uint8_t flags = m.flags;
     cl_meta_uuid lid;
     int have_lid = cl_node_leader(r->cfg.node, &lid) == 0;
     int prim = primary_here(r, grp, part);  /* (the node's lock: not under mu) */
     lock(r);
     load *l = load_find(r, grp, part);
-    int rc = 0;
     if (l && l->state == L_DEMANDING && cl_meta_uuid_eq(l->supplier, from) && l->seq == seq) {
         if (flags & F_AGAIN) {
             load_reset(l);          /* not ready there, or it started over: again later */
@@ -804,10 +788,10 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                 send_demand(r, l);  /* the next batch travels while this one applies */
             }
             if (flags & F_HIST) {
-                rc = l->merge ? apply_hist(r, l, p + SUP_HDR, n - SUP_HDR, cnt) : EM_PROTO;
+                rc = l->merge ? apply_hist(r, l, m.body, m.blen, m.cnt) : EM_PROTO;
             } else {
                 l->has_claim = 0;   /* the supplier could not vouch: whole, from here on */
-                rc = apply_supply(r, l, p + SUP_HDR, n - SUP_HDR, cnt);
+                rc = apply_supply(r, l, m.body, m.blen, m.cnt);
             }
             r->st.batches_in++;
             r->st.bytes_in += n;
@@ -817,7 +801,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                  * its counter too, even below the one it had (updates the
                  * primary never had count no more).  From the log, the
                  * copy held every update up to its claim: no sweep. */
-                uint64_t sc = em_ld64(p + 17);
+                uint64_t sc = m.ctr;
                 (void)st_part_set(c, part, l->live_max > sc ? l->live_max : sc);
                 r->st.caught_up++;
                 partial_done(r, l);
@@ -847,7 +831,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
             } else if (c && !l->merge) {
                 /* The copy is whole: it takes the supplier's counter (the
                  * live stream raises it past that from here). */
-                (void)st_part_raise(c, part, em_ld64(p + 17));
+                (void)st_part_raise(c, part, m.ctr);
                 l->state = L_LOADED;
                 r->st.loaded++;
                 partial_done(r, l);
@@ -874,22 +858,24 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
 int cl_rebal_on_frame(cl_rebal *r, cl_meta_uuid from, uint16_t type, const uint8_t *p, size_t n)
 {
     switch (type) {
-    case CL_NET_MSG_REBAL_STALE:
-        if (n != 8)
+    case CL_NET_MSG_REBAL_STALE: {
+        int32_t grp;
+        uint32_t part;
+        size_t at = 0;
+        if (n != CL_RMSG_PART || !cl_rmsg_part_next(p, n, &at, &grp, &part))
             return EM_BADLEN;
-        cl_rebal_copy_stale(r, (int32_t)em_ld32(p), em_ld32(p + 4), 0);
+        cl_rebal_copy_stale(r, grp, part, 0);
         return 0;
+    }
     case CL_NET_MSG_REBAL_DEMAND:
     case CL_NET_MSG_REBAL_DONE: {
-        int dem = type == CL_NET_MSG_REBAL_DEMAND;
-        if (dem ? n != DEMAND_LEN && n != DEMAND_LEN + CLAIM_LEN : n != 8)
+        cl_rmsg_demand m = { 0, 0, 0, 0, { 0, 0, 0 } };
+        size_t at = 0;
+        if (type == CL_NET_MSG_REBAL_DEMAND ? cl_rmsg_demand_decode(p, n, &m) != 0
+                                            : n != CL_RMSG_PART ||
+                                                  !cl_rmsg_part_next(p, n, &at, &m.grp, &m.part))
             return EM_BADLEN;
-        demand d = { from, (int32_t)em_ld32(p), em_ld32(p + 4), dem ? em_ld32(p + 8) : 0, 0,
-                     { 0, 0, 0 } };
-        if (n == DEMAND_LEN + CLAIM_LEN) {
-            d.has_claim = 1;
-            d.claim = (cl_hist_claim){ em_ld64(p + 12), em_ld32(p + 20), em_ld64(p + 24) };
-        }
+        demand d = { from, m.grp, m.part, m.seq, m.has_claim, m.claim };
         lock(r);
         if (type == CL_NET_MSG_REBAL_DEMAND && r->ndq < MAX_QUEUE)
             r->dq[r->ndq++] = d;
@@ -935,14 +921,8 @@ static int add_entry(void *arg, const uint8_t *k, size_t kl, const uint8_t *v, s
                      int64_t exp)
 {
     batch_ctx *c = arg;
-    uint8_t h[8];
-    em_st32(h, (uint32_t)kl);
-    int rc = em_buf_append(c->b, h, 4) || em_buf_append(c->b, k, kl);
-    em_st32(h, (uint32_t)vl);
-    rc = rc || em_buf_append(c->b, h, 4) || em_buf_append(c->b, v, vl);
-    em_st64(h, (uint64_t)exp);
-    rc = rc || em_buf_append(c->b, h, 8);
-    if (rc)
+    cl_rmsg_entry e = { k, v, (uint32_t)kl, (uint32_t)vl, exp };
+    if (cl_rmsg_entry_add(c->b, &e))
         c->err = EM_NOMEM;
     else
         c->n++;
@@ -951,13 +931,9 @@ static int add_entry(void *arg, const uint8_t *k, size_t kl, const uint8_t *v, s
 
 static void supply_reply(cl_rebal *r, const demand *d, uint8_t flags)
 {
-    uint8_t b[SUP_HDR];
-    em_st32(b, (uint32_t)d->grp);
-    em_st32(b + 4, d->part);
-    em_st32(b + 8, d->seq);
-    b[12] = flags;
-    em_st32(b + 13, 0);
-    em_st64(b + 17, 0);
+    uint8_t b[CL_RMSG_SUP_HDR];
+    cl_rmsg_supply_put(b, &(cl_rmsg_supply){ .grp = d->grp, .part = d->part, .seq = d->seq,
+                                             .flags = flags });
     (void)cl_node_send(r->cfg.node, d->from, CL_NET_MSG_REBAL_SUPPLY, b, sizeof b);
 }
 
@@ -977,18 +953,16 @@ static int hist_batch(cl_rebal *r, const demand *d, send *s, uint32_t limit)
     em_buf_reset(b);
     size_t end = s->hist_at;
     uint32_t n = 0;
-    while (end < s->hist.len && (!n || end - s->hist_at < limit)) {
-        end += 4u + em_ld32(s->hist.p + end);
+    const uint8_t *rec;
+    uint32_t len;
+    while ((!n || end - s->hist_at < limit) &&
+           cl_rmsg_rec_next(s->hist.p, s->hist.len, &end, &rec, &len) == 1)
         n++;
-    }
     int last = end == s->hist.len;
-    uint8_t h[SUP_HDR];
-    em_st32(h, (uint32_t)d->grp);
-    em_st32(h + 4, d->part);
-    em_st32(h + 8, s->seq);
-    h[12] = (uint8_t)(F_HIST | (last ? F_LAST : 0));
-    em_st32(h + 13, n);
-    em_st64(h + 17, s->cntr);
+    uint8_t h[CL_RMSG_SUP_HDR];
+    cl_rmsg_supply_put(h, &(cl_rmsg_supply){ .grp = d->grp, .part = d->part, .seq = s->seq,
+                                             .flags = (uint8_t)(F_HIST | (last ? F_LAST : 0)),
+                                             .cnt = n, .ctr = s->cntr });
     if (em_buf_append(b, h, sizeof h) || em_buf_append(b, s->hist.p + s->hist_at, end - s->hist_at)) {
         demand again = *d;
         again.seq = s->seq;
@@ -1013,10 +987,7 @@ static int supply_batch(cl_rebal *r, const demand *d, send *s, uint32_t limit)
         return hist_batch(r, d, s, limit);
     em_buf *b = &r->out;
     em_buf_reset(b);
-    uint8_t h[SUP_HDR] = { 0 };
-    em_st32(h, (uint32_t)d->grp);
-    em_st32(h + 4, d->part);
-    em_st32(h + 8, s->seq);
+    uint8_t h[CL_RMSG_SUP_HDR] = { 0 };
     batch_ctx bc = { b, 0, 0 };
     int more = 1, rc = em_buf_append(b, h, sizeof h);
     /* Pages of 64 entries; fewer when batches are small (a page is never
@@ -1030,9 +1001,9 @@ static int supply_batch(cl_rebal *r, const demand *d, send *s, uint32_t limit)
         supply_reply(r, &again, F_AGAIN);
         return 1;
     }
-    b->p[12] = more ? 0 : F_LAST;
-    em_st32(b->p + 13, bc.n);
-    em_st64(b->p + 17, s->cntr);
+    cl_rmsg_supply_put(b->p, &(cl_rmsg_supply){ .grp = d->grp, .part = d->part, .seq = s->seq,
+                                                .flags = more ? 0 : F_LAST, .cnt = bc.n,
+                                                .ctr = s->cntr });
     (void)cl_node_send(r->cfg.node, d->from, CL_NET_MSG_REBAL_SUPPLY, b->p, b->len);
     lock(r);                        /* serve runs outside mu; the stats are read under it */
     r->st.batches_out++;

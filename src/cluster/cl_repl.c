@@ -28,6 +28,7 @@
 #include "cluster/cl_net.h"
 #include "cluster/cl_plan.h"
 #include "cluster/cl_rid.h"
+#include "cluster/cl_rmsg.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/mem.h"
@@ -36,14 +37,7 @@
 #define MAX_PEERS       1024u        /* node ids met in one process life */
 #define CACHE_BUCKETS   256u
 #define MAX_OWNERS      64u          /* owners looked at per partition */
-#define UPD_HDR         36u          /* i32 cache | u32 part | u64 ctr | u64 prev | u64 epoch | u32 len */
-#define UPD_RESTART     0x80000000u  /* in len: the epoch changed since prev was sent */
-#define UPD_RID         0x40000000u  /* in len: the origin request id follows the header */
-#define UPD_FLAGS       (UPD_RESTART | UPD_RID)
-#define RID_EXT         18u          /* u64 origin | u64 seq | u16 op */
-#define ACK_ENTRY       28u          /* i32 cache | u32 part | u64 ctr | u64 from | i32 status */
 #define TICKET_MAX      256u
-#define MAX_UPDATE_REC  (64u << 20)
 #define SEND_CHUNK      (4u << 20)   /* a resent window leaves in frames of about this */
 #define MAX_RETAIN      (64u << 20)  /* unsettled bytes kept per peer before giving up */
 #define MAX_NOTES       64u          /* fence notices waiting per peer (one per partition) */
@@ -276,10 +270,6 @@ static uint64_t rto_ms(const cl_repl *r)
     return t < 100 ? 100 : t > 1000 ? 1000 : t;
 }
 
-static uint32_t rec_len(const uint8_t *h) { return em_ld32(h + 32) & ~UPD_FLAGS; }
-static uint32_t ext_len(const uint8_t *h) { return em_ld32(h + 32) & UPD_RID ? RID_EXT : 0; }
-/* upd_size: one update's bytes in a stream, header to end of record. */
-static size_t upd_size(const uint8_t *h) { return UPD_HDR + ext_len(h) + rec_len(h); }
 
 /* prune drops from the window the updates the peer settled (acked or
  * refused), oldest first; p->mu held. */
@@ -287,14 +277,15 @@ static void prune(cl_repl *r, peer *p, uint64_t now)
 {
     size_t h = p->head;
     while (h < p->sent) {
-        const uint8_t *x = p->out.p + h;
-        rcache *c = cache_find(r, (int32_t)em_ld32(x));
-        uint32_t part = em_ld32(x + 4);
-        ackv *a = c && part < c->parts
+        cl_rmsg_upd x;
+        size_t at = h;
+        (void)cl_rmsg_upd_next(p->out.p, p->sent, &at, &x);    /* this process wrote it */
+        rcache *c = cache_find(r, x.cache);
+        ackv *a = c && x.part < c->parts
                       ? atomic_load_explicit(&c->ack[p->slot], memory_order_acquire) : NULL;
-        if (a && atomic_load_explicit(&a[part].settled, memory_order_acquire) < em_ld64(x + 8))
+        if (a && atomic_load_explicit(&a[x.part].settled, memory_order_acquire) < x.ctr)
             break;
-        h += upd_size(x);
+        h = at;
     }
     if (h != p->head) {
         p->head = h;
@@ -325,7 +316,7 @@ static void send_range(cl_repl *r, peer *p, size_t from, size_t to)
     while (from < to) {
         size_t end = from;
         while (end < to) {
-            size_t one = upd_size(p->out.p + end);
+            size_t one = cl_rmsg_upd_size(p->out.p + end);
             if (end > from && end + one - from > SEND_CHUNK)
                 break;
             end += one;
@@ -343,17 +334,15 @@ static void send_notes(cl_repl *r, peer *p)
 {
     if (!atomic_load_explicit(&p->nnote, memory_order_acquire))
         return;                     /* every send calls this: no lock without notices */
-    uint8_t b[MAX_NOTES * 8];
+    uint8_t b[MAX_NOTES * CL_RMSG_PART];
     pthread_mutex_lock(&p->nmu);
     uint32_t n = p->nnote;
-    for (uint32_t i = 0; i < n; i++) {
-        em_st32(b + i * 8, (uint32_t)p->note[i].cache);
-        em_st32(b + i * 8 + 4, p->note[i].part);
-    }
+    for (uint32_t i = 0; i < n; i++)
+        cl_rmsg_part_put(b + i * CL_RMSG_PART, p->note[i].cache, p->note[i].part);
     p->nnote = 0;
     pthread_mutex_unlock(&p->nmu);
     if (n)
-        (void)cl_node_send(r->o.node, p->id, CL_NET_MSG_REPL_FENCED, b, n * 8u);
+        (void)cl_node_send(r->o.node, p->id, CL_NET_MSG_REPL_FENCED, b, n * CL_RMSG_PART);
 }
 
 /* peer_send sends p's queued updates, and its whole window again when the
@@ -536,27 +525,18 @@ static int replicate(cl_repl *r, const st_update *u)
     size_t at = first->len;
     /* A write a forwarder may retry carries its origin request id, so every
      * owner can answer the retry after a failover (cl_rid.h). */
-    cl_rid rid;
-    uint16_t rid_op = 0;
-    uint32_t ext = u->kind != ST_UPD_CLEAR && cl_rid_current(&rid, &rid_op) ? RID_EXT : 0;
-    rc = em_buf_reserve(first, UPD_HDR + ext);
+    cl_rmsg_upd hd = {.cache = u->cache_id, .part = u->partition, .ctr = ctr};
+    hd.has_rid = u->kind != ST_UPD_CLEAR && cl_rid_current(&hd.rid, &hd.rid_op);
+    size_t hlen = CL_RMSG_UPD_HDR + (hd.has_rid ? CL_RMSG_RID_EXT : 0);
+    rc = em_buf_reserve(first, hlen);
     if (!rc) {
-        first->len += UPD_HDR + ext;
+        first->len += hlen;
         rc = wal_encode_update(first, u, em_wall_ms());
     }
-    uint64_t epoch = t->major << 32 | t->minor;     /* the epoch: the topology version */
+    hd.epoch = t->major << 32 | t->minor;           /* the epoch: the topology version */
     if (!rc) {
-        uint8_t *h = first->p + at;
-        em_st32(h, (uint32_t)u->cache_id);
-        em_st32(h + 4, u->partition);
-        em_st64(h + 8, ctr);
-        em_st64(h + 24, epoch);
-        em_st32(h + 32, (uint32_t)(first->len - at - UPD_HDR - ext) | (ext ? UPD_RID : 0));
-        if (ext) {
-            em_st64(h + UPD_HDR, rid.origin);
-            em_st64(h + UPD_HDR + 8, rid.seq);
-            em_st16(h + UPD_HDR + 16, rid_op);
-        }
+        hd.len = (uint32_t)(first->len - at - hlen);
+        (void)cl_rmsg_upd_put(first->p + at, &hd);
         for (uint32_t i = 1; i < ns && !rc; i++)
             rc = em_buf_append(&r->peers[slots[i]]->out, first->p + at, first->len - at);
     }
@@ -565,10 +545,9 @@ static int replicate(cl_repl *r, const st_update *u)
      * epoch changed since (a new stream may begin here). */
     for (uint32_t i = 0; i < ns && !rc; i++) {
         ackv *a = atomic_load_explicit(&c->ack[slots[i]], memory_order_acquire);
-        uint8_t *h = r->peers[slots[i]]->out.p + was[i];
-        em_st64(h + 16, atomic_load_explicit(&a[u->partition].sent, memory_order_relaxed));
-        if (a[u->partition].sent_epoch != epoch)
-            em_st32(h + 32, em_ld32(h + 32) | UPD_RESTART);
+        cl_rmsg_upd_set_prev(r->peers[slots[i]]->out.p + was[i],
+                             atomic_load_explicit(&a[u->partition].sent, memory_order_relaxed),
+                             a[u->partition].sent_epoch != hd.epoch);
     }
     if (rc) {
         for (uint32_t i = 0; i < ns; i++)   /* nothing half-appended stays queued */
@@ -578,7 +557,7 @@ static int replicate(cl_repl *r, const st_update *u)
         for (uint32_t i = 0; i < ns; i++) {
             ackv *a = atomic_load_explicit(&c->ack[slots[i]], memory_order_acquire);
             atomic_store_explicit(&a[u->partition].sent, ctr, memory_order_release);
-            a[u->partition].sent_epoch = epoch;
+            a[u->partition].sent_epoch = hd.epoch;
         }
         count(r, S_SENT, ns);
     }
@@ -960,25 +939,19 @@ static int ack_put(cl_repl *r, int32_t cache, uint32_t part, uint64_t from, uint
                    int status)
 {
     em_buf *b = &r->ack_out;
-    for (size_t at = 0; at < b->len; at += ACK_ENTRY)
-        if ((int32_t)em_ld32(b->p + at) == cache && em_ld32(b->p + at + 4) == part &&
-            (int32_t)em_ld32(b->p + at + 24) == status) {
-            if (ctr > em_ld64(b->p + at + 8))
-                em_st64(b->p + at + 8, ctr);
-            if (from < em_ld64(b->p + at + 16))
-                em_st64(b->p + at + 16, from);
+    cl_rmsg_ack e;
+    for (size_t at = 0, was = 0; cl_rmsg_ack_next(b->p, b->len, &at, &e); was = at)
+        if (e.cache == cache && e.part == part && e.status == status) {
+            e.ctr = ctr > e.ctr ? ctr : e.ctr;
+            e.from = from < e.from ? from : e.from;
+            cl_rmsg_ack_put(b->p + was, &e);
             return 0;
         }
-    int rc = em_buf_reserve(b, ACK_ENTRY);
+    int rc = em_buf_reserve(b, CL_RMSG_ACK);
     if (rc)
         return rc;
-    uint8_t *e = b->p + b->len;
-    em_st32(e, (uint32_t)cache);
-    em_st32(e + 4, part);
-    em_st64(e + 8, ctr);
-    em_st64(e + 16, from);
-    em_st32(e + 24, (uint32_t)status);
-    b->len += ACK_ENTRY;
+    cl_rmsg_ack_put(b->p + b->len, &(cl_rmsg_ack){ cache, part, ctr, from, status });
+    b->len += CL_RMSG_ACK;
     return 0;
 }
 
@@ -1023,27 +996,11 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
     uint64_t now = 0;
     int any = 0;
     size_t at = 0;
-    while (at < n) {
-        if (n - at < UPD_HDR)
-            break;                  /* malformed: the rest is dropped */
-        int32_t cache = (int32_t)em_ld32(p + at);
-        uint32_t part = em_ld32(p + at + 4);
-        uint64_t ctr = em_ld64(p + at + 8);
-        uint64_t prev = em_ld64(p + at + 16);
-        uint64_t epoch = em_ld64(p + at + 24);
-        int restart = (em_ld32(p + at + 32) & UPD_RESTART) != 0;
-        uint32_t len = rec_len(p + at), ext = ext_len(p + at);
-        if (ext > n - at - UPD_HDR || len > n - at - UPD_HDR - ext || len > MAX_UPDATE_REC)
-            break;
-        cl_rid rid = { 0, 0 };
-        uint16_t rid_op = 0;
-        if (ext) {
-            rid.origin = em_ld64(p + at + UPD_HDR);
-            rid.seq = em_ld64(p + at + UPD_HDR + 8);
-            rid_op = em_ld16(p + at + UPD_HDR + 16);
-        }
-        const uint8_t *rec = p + at + UPD_HDR + ext;
-        at += UPD_HDR + ext + len;
+    cl_rmsg_upd m;
+    while (cl_rmsg_upd_next(p, n, &at, &m) == 1) {     /* malformed: the rest is dropped */
+        int32_t cache = m.cache;
+        uint32_t part = m.part;
+        uint64_t ctr = m.ctr, prev = m.prev, epoch = m.epoch;
         st_cache *sc = st_cache_find(r->o.store, cache);
         if (!sc && r->o.find_cache)
             sc = r->o.find_cache(r->o.find_arg, cache);
@@ -1072,7 +1029,7 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
             stale(r, cache, part, 0);
         }
         if (!status) {
-            int gap = same ? prev > c->applied[part] : !(restart || prev == 0);
+            int gap = same ? prev > c->applied[part] : !(m.restart || prev == 0);
             if (gap) {
                 if (!now)
                     now = em_now_ms();
@@ -1099,7 +1056,7 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
             wal_cmd cmd;
             st_update u;
             st_cache_config vcfg;
-            status = wal_cmd_unmarshal(rec, len, &cmd);
+            status = wal_cmd_unmarshal(m.rec, m.len, &cmd);
             if (!status)
                 status = wal_decode_update(&cmd, &u, &vcfg);
             if (!status && (u.cache_id != cache || u.partition != part ||
@@ -1124,8 +1081,8 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                     r->o.on_apply(r->o.on_apply_arg, &u);
                 if (!status)
                     hist_note(r, &u);
-                if (!status && ext && r->o.rids)
-                    cl_rids_learn(r->o.rids, rid, rid_op);
+                if (!status && m.has_rid && r->o.rids)
+                    cl_rids_learn(r->o.rids, m.rid, m.rid_op);
                 if (!status && jump)
                     stale(r, cache, part, 0);
                 if (!status && u.cntr)
@@ -1197,12 +1154,11 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
     cl_repl_await *later = NULL;
     cl_topo *t = NULL;
     pthread_mutex_lock(&r->wait_mu);
-    for (size_t at = 0; at + ACK_ENTRY <= n; at += ACK_ENTRY) {
-        int32_t cache = (int32_t)em_ld32(p + at);
-        uint32_t part = em_ld32(p + at + 4);
-        uint64_t ctr = em_ld64(p + at + 8);
-        uint64_t lo = em_ld64(p + at + 16);
-        int32_t status = (int32_t)em_ld32(p + at + 24);
+    cl_rmsg_ack e;
+    for (size_t at = 0; cl_rmsg_ack_next(p, n, &at, &e);) {
+        int32_t cache = e.cache, status = e.status;
+        uint32_t part = e.part;
+        uint64_t ctr = e.ctr, lo = e.from;
         rcache *c = cache_find(r, cache);
         if (!c || part >= c->parts)
             continue;
@@ -1260,9 +1216,9 @@ static void on_ack(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
  * the sender (cl_repl_opts.on_fenced), or as on_stale when that is not set. */
 static void on_fenced(cl_repl *r, cl_meta_uuid from, const uint8_t *p, size_t n)
 {
-    for (size_t at = 0; at + 8 <= n; at += 8) {
-        int32_t cache = (int32_t)em_ld32(p + at);
-        uint32_t part = em_ld32(p + at + 4);
+    int32_t cache;
+    uint32_t part;
+    for (size_t at = 0; cl_rmsg_part_next(p, n, &at, &cache, &part);) {
         rcache *c = cache_find(r, cache);
         if (!c || part >= c->parts || PLANT_NO_RESEND)
             continue;
