@@ -168,6 +168,22 @@ static int reported(const cl_plan_single *v, uint32_t i, int32_t grp, uint32_t p
 
 #define PLAN_LOST UINT32_MAX
 
+/* short_primary: the ideal order would make primary an owner still
+ * catching up with the current one (after a failover, note_behind; or a
+ * stream that skipped updates): its single reports counter 0 then
+ * (srv_cluster.c), while the primary's is not.  As primary it would stop
+ * catching up (it is the reference then), and the updates it lacks -
+ * never acknowledged, but held by its backups - would stay on them alone.
+ * The switch waits for its report once caught up (cl_plan_promote), or the
+ * next exchange.  A lower counter alone says nothing: writes in flight. */
+static int short_primary(const cl_plan_single *v, const cl_plan_group *gr, uint32_t part,
+                         uint32_t cur, uint32_t next)
+{
+    cl_psingle_part a, b;
+    return cur != next && reported(v, cur, gr->grp, part, &a) && a.cntr &&
+           reported(v, next, gr->grp, part, &b) && !b.cntr;
+}
+
 /* note_behind: the primary left, and own[0] is its successor with counter
  * best_c.  An owner that reported less missed updates only the old primary
  * had sent, which nobody will send again (the new primary's stream starts
@@ -293,7 +309,8 @@ static uint32_t plan_part(cl_topo *t, const cl_plan_group *gr, const cl_plan_sin
     for (uint32_t i = 0; i < ni; i++)
         whole += is_owner(own, n, idl[i]);
     int ordered = n == ni && !memcmp(own, idl, ni * sizeof *own);
-    if (whole == ni && ni && (!ordered || m) && !cl_topo_primary_dropped(t, gr->grp, part)) {
+    if (whole == ni && ni && (!ordered || m) && !cl_topo_primary_dropped(t, gr->grp, part) &&
+        !short_primary(v, gr, part, own[0], idl[0])) {
         /* Every ideal owner owns it, and others hold copies too (the ideal
          * owners changed once more after the loads were promoted), or in
          * another order (a primary chosen by its counter when the last one
@@ -471,11 +488,21 @@ int cl_plan_promote(cl_topo *t, cl_meta_owners_enc *enc, const cl_plan_group *g,
     for (uint32_t k = 0; k < nm; k++)
         if (cl_meta_uuid_eq(t->m[mv[k]].id, from))
             at = (int)k;
-    if (at < 0 || no == 0 || cl_topo_part_lost(t, g->grp, part))
+    if (no == 0 || cl_topo_part_lost(t, g->grp, part))
         return 0;
-    own[no++] = mv[at];
-    mv[at] = mv[--nm];
     uint32_t ni = cl_plan_ideal(t, g, part, idl);
+    if (at < 0) {
+        /* An owner that caught up with its primary (a failover's): the
+         * ideal order may have waited for it (short_primary). */
+        int all = ni > 0 && own[0] != idl[0] && cl_meta_uuid_eq(t->m[idl[0]].id, from);
+        for (uint32_t k = 0; k < ni && all; k++)
+            all = is_owner(own, no, idl[k]);
+        if (!all)
+            return 0;
+    } else {
+        own[no++] = mv[at];
+        mv[at] = mv[--nm];
+    }
     int all = ni > 0;
     for (uint32_t k = 0; k < ni && all; k++)
         all = is_owner(own, no, idl[k]);

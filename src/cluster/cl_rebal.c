@@ -826,6 +826,11 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                     if (have_lid)
                         send_done(r, l, lid);
                 } else {
+                    /* An owner behind a failover's successor: the ideal
+                     * order may wait for it to make it primary
+                     * (cl_plan_promote takes this report). */
+                    if (have_lid)
+                        send_done(r, l, lid);
                     load_drop(r, l);
                 }
             } else if (c && !l->merge) {

@@ -453,6 +453,9 @@ static int info(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t 
     const member *m = arg;
     unsigned g = grp == S.grp[0].grp ? 0 : 1;
     *cntr = m->c[g][part].cntr;
+    for (unsigned i = 0; i < S.nup; i++)      /* catching up: counter 0 (srv_cluster.c) */
+        if (S.up[i].m == (unsigned)(m - S.m) && S.up[i].g == g && S.up[i].p == part)
+            *cntr = 0;
     *size = 0;
     for (unsigned i = 0; i < MAXW / 8; i++)
         *size += (uint64_t)__builtin_popcount(m->c[g][part].has[i]);
@@ -665,6 +668,8 @@ static void catch_up(sim *s, unsigned i)
         return;
     take(&s->m[t.m].c[t.g][t.p], &s->m[own[0]].c[t.g][t.p]);
     note(s, "m%u caught up on g%u p%u from m%u", t.m, t.g, t.p, own[0]);
+    if (s->nrep < MAXQ)         /* the ideal order may wait for it (cl_plan_promote) */
+        s->rep[s->nrep++] = (task){ (uint8_t)t.m, (uint8_t)t.g, (uint8_t)t.p, version(s) };
 }
 
 /* ---- one step ---- */
