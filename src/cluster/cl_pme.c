@@ -276,12 +276,17 @@ static int on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *
 /* ---- the coordinator ---- */
 
 /* decide commits the exchange's decision (cl_plan_decide), then EXCH_DONE;
- * owners behind a new primary are told to catch up once it is committed. */
+ * owners behind a new primary are told to catch up once it is committed.
+ * An INACTIVE cluster decides nothing (as Ignite's runs no cache exchange
+ * until activated): a persistent cluster restarting waits INACTIVE for its
+ * baseline, and owners decided before every baseline node is back would
+ * place the partitions of those missing on the others, which would then
+ * be the primaries the returning copies catch up with - and empty them. */
 static int decide(cl_pme *p, cl_topo *t, const cl_plan_group *g, uint32_t ng,
                   const cl_plan_single *v, uint64_t exch)
 {
     em_buf e = EM_BUF_INIT, behind = EM_BUF_INIT;
-    int rc = cl_plan_decide(t, g, ng, v, exch, &e, &behind);
+    int rc = t->state == CL_META_INACTIVE ? 0 : cl_plan_decide(t, g, ng, v, exch, &e, &behind);
     for (size_t at = 0; !rc && at + 8 <= e.len;) {
         size_t n = 8 + (size_t)em_ld32(e.p + at + 4);
         rc = cl_node_propose(p->node, e.p + at, n, PROPOSE_MS);

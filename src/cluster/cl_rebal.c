@@ -94,6 +94,7 @@ typedef struct load {
     cl_hist_claim claim;
     uint64_t     pgen;
     uint64_t     unlogged;      /* entries it changed that the WAL does not have */
+    uint64_t     ckpt_need;     /* loaded: reports once this many checkpoints completed */
 } load;
 
 typedef struct demand {
@@ -301,6 +302,43 @@ static void partial_done(cl_rebal *r, load *l)
         r->cfg.ckpts(r->cfg.ckpts_arg, &started, &done);
         p->need = started + 1;
     }
+}
+
+/* durable_wait: l's load finished (under mu, before partial_done).  What
+ * it applied to a persistent cache is not in the WAL: until a checkpoint
+ * begun after now has completed, a power loss would take it, and the
+ * copies this one replaces are evicted once it owns the partition.  So it
+ * reports itself loaded only then (durable), as Ignite's rebalanced
+ * partitions own after the checkpoint that follows; one is asked for now. */
+static void durable_wait(cl_rebal *r, load *l)
+{
+    l->ckpt_need = 0;
+    if (!l->unlogged || !r->cfg.ckpts || !persistent(r, l->grp))
+        return;
+    uint64_t started = 0, done = 0;
+    r->cfg.ckpts(r->cfg.ckpts_arg, &started, &done);
+    l->ckpt_need = started + 1;
+    if (r->cfg.ckpt_now)
+        r->cfg.ckpt_now(r->cfg.ckpts_arg);
+}
+
+static int durable(cl_rebal *r, load *l)
+{
+    if (!l->ckpt_need)
+        return 1;
+    uint64_t started = 0, done = 0;
+    r->cfg.ckpts(r->cfg.ckpts_arg, &started, &done);
+    if (done < l->ckpt_need)
+        return 0;
+    l->ckpt_need = 0;
+    return 1;
+}
+
+/* load_finished: l's copy is whole in memory (under mu). */
+static void load_finished(cl_rebal *r, load *l)
+{
+    durable_wait(r, l);
+    partial_done(r, l);
 }
 
 /* partial_sync (rebalancing thread, not under mu): drops the partitions a
@@ -779,7 +817,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
             atomic_fetch_sub(&r->nmerge, 1);
             l->state = L_LOADED;
             load_reset(l);
-            partial_done(r, l);
+            load_finished(r, l);
             EM_WARN("rebalancing: cache %d partition %u: made primary while catching up; "
                     "the catch-up stops", grp, part);
         } else {
@@ -804,7 +842,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                 uint64_t sc = m.ctr;
                 (void)st_part_set(c, part, l->live_max > sc ? l->live_max : sc);
                 r->st.caught_up++;
-                partial_done(r, l);
+                load_finished(r, l);
                 if (flags & F_HIST) {
                     r->st.hist_loads++;
                     EM_INFO("rebalancing: cache %d partition %u caught up with its primary "
@@ -823,7 +861,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                     atomic_fetch_sub(&r->nmerge, 1);
                     l->state = L_LOADED;
                     load_reset(l);
-                    if (have_lid)
+                    if (have_lid && durable(r, l))
                         send_done(r, l, lid);
                 } else {
                     /* An owner behind a failover's successor: the ideal
@@ -839,9 +877,9 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                 (void)st_part_raise(c, part, m.ctr);
                 l->state = L_LOADED;
                 r->st.loaded++;
-                partial_done(r, l);
+                load_finished(r, l);
                 load_reset(l);
-                if (have_lid)
+                if (have_lid && durable(r, l))   /* else the pass reports it later */
                     send_done(r, l, lid);
             }
             if (rc && rc != EM_NOMEM) {
@@ -1384,7 +1422,7 @@ static void *run(void *arg)
             if (l->state == L_DEMANDING) {
                 load_reset(l);              /* silence: start over */
                 demand_when_up(r, l);
-            } else if (l->state == L_LOADED && have_lid) {
+            } else if (l->state == L_LOADED && have_lid && durable(r, l)) {
                 send_done(r, l, lid);
             }
         }

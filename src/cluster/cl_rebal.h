@@ -63,16 +63,19 @@ typedef struct cl_rebal_cfg {
     st_store *store;
     uint32_t  batch_bytes;      /* a SUPPLY's entries; 0 = 512 KiB (Ignite's default) */
     uint32_t  throttle_ms;      /* pause between two batches a supplier sends; 0 = none */
-    /* Historical rebalancing of persistent caches (all of these, or none):
+    /* With persistence: ckpts, the checkpoints begun and completed so far
+     * - a loaded copy is whole on disk once one begun after the load
+     * finished has completed, and only then does it report itself loaded;
+     * ckpt_now asks for one. */
+    void    (*ckpts)(void *arg, uint64_t *started, uint64_t *done);
+    void    (*ckpt_now)(void *arg);
+    void     *ckpts_arg;
+    /* Historical rebalancing of persistent caches (both, or neither):
      * hist, this node's history log (cl_hist.h), already fed the WAL's
      * replay; pset_path, the file of partitions whose copy on disk may be
-     * incomplete (cl_pset.h); ckpts, the checkpoints begun and completed
-     * so far - a loaded copy is whole on disk once one begun after the
-     * load finished has completed. */
+     * incomplete (cl_pset.h). */
     struct cl_hist *hist;
     const char *pset_path;
-    void    (*ckpts)(void *arg, uint64_t *started, uint64_t *done);
-    void     *ckpts_arg;
 } cl_rebal_cfg;
 
 int  cl_rebal_start(cl_rebal **out, const cl_rebal_cfg *cfg);

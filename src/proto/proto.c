@@ -597,9 +597,18 @@ int pr_change_state(pr_server *s, int to)
 static int change_state(pr_conn *c, int to)
 {
     if (c->srv->opt.cluster) {
-        /* Every node changes when the metadata group applies it. */
+        /* Every node changes when the metadata group applies it.  A
+         * persistent cluster activated without a baseline takes its
+         * members as one first (Ignite does at the first activation):
+         * without one, a whole cluster restarting would place every
+         * partition on the first node back before the others are, and
+         * their copies would catch up with it - emptied. */
+        int rc = to != PR_STATE_INACTIVE && c->srv->opt.persistent
+                     ? pr_baseline_default(c) : 0;
+        if (rc)
+            return rc;
         em_buf b = EM_BUF_INIT;
-        int rc = cl_meta_enc_state(&b, to);
+        rc = cl_meta_enc_state(&b, to);
         if (!rc)
             rc = pr_cluster_propose(c, b.p, b.len, "change the cluster state");
         em_buf_free(&b);

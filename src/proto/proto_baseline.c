@@ -22,6 +22,7 @@
 #include "cluster/cl_topo.h"
 #include "proto/proto_int.h"
 #include "util/err.h"
+#include "util/log.h"
 #include "util/mem.h"
 
 enum { B_SHOW, B_SET, B_ADD, B_REMOVE, B_CURRENT, B_CLEAR };
@@ -117,6 +118,32 @@ static int change(pr_conn *c, cl_topo *t, int action, const idlist *req, idlist 
         return pr_fail(c, PR_ST_FAILED, "The new baseline must contain at least one online "
                        "node");
     return 0;
+}
+
+int pr_baseline_default(pr_conn *c)
+{
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
+    idlist none = { NULL, 0, 0 }, nb = { NULL, 0, t->n };
+    int rc = 0;
+    em_buf e = EM_BUF_INIT;
+    if (!t->nbl && t->n) {
+        if (!(nb.v = em_malloc(sizeof *nb.v * nb.cap)))
+            rc = EM_NOMEM;
+        if (!rc)
+            rc = change(c, t, B_CURRENT, &none, &nb);
+        if (!rc && (rc = cl_meta_enc_baseline(&e, nb.v, nb.n)) != 0 && rc != EM_NOMEM)
+            rc = pr_fail(c, PR_ST_FAILED, "Bad consistent id: %s", em_strerror(rc));
+    }
+    cl_node_topo_release(t);
+    if (!rc && e.len) {
+        rc = pr_cluster_propose(c, e.p, e.len, "set the baseline before activation");
+        if (!rc)
+            EM_INFO("cluster: activated without a baseline: its %u members are the baseline",
+                    nb.n);
+    }
+    em_buf_free(&e);
+    em_free(nb.v);
+    return rc;
 }
 
 int pr_op_baseline(pr_conn *c, pr_rd *r, em_buf *out)

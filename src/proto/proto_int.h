@@ -479,6 +479,9 @@ int pr_op_binary(pr_conn *c, int op, pr_rd *r, em_buf *out);    /* 3000-3004 */
 int pr_op_partitions(pr_conn *c, pr_rd *r, em_buf *out);        /* 1101 */
 int pr_op_reset_lost(pr_conn *c, pr_rd *r, em_buf *out);        /* PR_OP_RESET_LOST */
 int pr_op_baseline(pr_conn *c, pr_rd *r, em_buf *out);          /* PR_OP_BASELINE */
+/* pr_baseline_default: with no baseline set, the members become it (0, or
+ * the error reply sent). */
+int pr_baseline_default(pr_conn *c);
 int pr_op_ops(pr_conn *c, int op, pr_rd *r, em_buf *out);       /* 32101-32104 (proto_ops.c) */
 /* pr_node_info_check decodes a NODE_INFO payload as CLUSTER_INFO does a
  * member's (tests): 0, EM_PROTO or EM_NOMEM. */

@@ -719,12 +719,13 @@ static int propose_state(srv_cluster *sc, int st)
     return rc;
 }
 
-/* baseline_restore (the node that created the group, while seeding): puts
- * the baseline it logged into the group; until every baseline node is a
- * member the cluster is INACTIVE (Ignite: a persistent cluster activates
- * once its baseline is back), unless an operator sets another state or
- * baseline meanwhile.  Then *st is the state to put back.  1: not yet. */
-static int baseline_restore(srv_cluster *sc, int *st)
+/* baseline_put (the node that created the group, while seeding, before
+ * it puts the caches): puts the baseline it logged into the group; until
+ * every baseline node is a member the cluster is INACTIVE (Ignite: a
+ * persistent cluster activates once its baseline is back), so no exchange
+ * places a partition before the nodes holding it are back.  1: asked
+ * again on the next pass. */
+static int baseline_put(srv_cluster *sc, int st)
 {
     srv_meta *m = atomic_load(&sc->meta);
     const uint8_t *p;
@@ -737,26 +738,39 @@ static int baseline_restore(srv_cluster *sc, int *st)
         if (cl_node_propose(sc->node, p, n, 2000))
             return 1;
         sc->bl_seeded = 1;
-        sc->bl_state = *st;
+        sc->bl_state = st;
         EM_INFO("cluster: this node created the metadata group and put the baseline it "
                 "restored there");
     }
+    if (sc->bl_wait || sc->bl_state == CL_META_INACTIVE)
+        return 0;
+    cl_topo *t = cl_node_topo_acquire(sc->node);
+    uint32_t missing = cl_topo_baseline_offline(t);
+    cl_node_topo_release(t);
+    if (!missing)
+        return 0;
+    if (propose_state(sc, CL_META_INACTIVE))
+        return 1;
+    (void)pr_server_adopt_state(sc->ps, CL_META_INACTIVE);
+    sc->bl_wait = 1;
+    EM_WARN("cluster INACTIVE until the %u missing baseline node%s join (then %s), or an "
+            "operator sets the state or the baseline", missing, missing == 1 ? "" : "s",
+            state_name(sc->bl_state));
+    return 0;
+}
+
+/* baseline_restore (after baseline_put and the caches): while the cluster
+ * waits for its baseline, 1; once every baseline node is back, *st is the
+ * state to put back - unless an operator set another state or baseline
+ * meanwhile. */
+static int baseline_restore(srv_cluster *sc, int *st)
+{
+    if (!sc->bl_wait)
+        return 0;
     cl_topo *t = cl_node_topo_acquire(sc->node);
     uint32_t missing = cl_topo_baseline_offline(t), nbl = t->nbl;
     int group = t->state;
     cl_node_topo_release(t);
-    if (!sc->bl_wait) {
-        if (!missing || sc->bl_state == CL_META_INACTIVE)
-            return 0;
-        if (propose_state(sc, CL_META_INACTIVE))
-            return 1;
-        (void)pr_server_adopt_state(sc->ps, CL_META_INACTIVE);
-        sc->bl_wait = 1;
-        EM_WARN("cluster INACTIVE until the %u missing baseline node%s join (then %s), or an "
-                "operator sets the state or the baseline", missing, missing == 1 ? "" : "s",
-                state_name(sc->bl_state));
-        return 1;
-    }
     if (group != CL_META_INACTIVE || nbl == 0) {
         /* An operator activated the cluster or changed the baseline. */
         sc->bl_wait = 0;
@@ -791,6 +805,8 @@ void srv_cluster_maintain(srv_cluster *sc)
     int st = pr_server_state(sc->ps);
     if (!joined)
         return;
+    if (baseline_put(sc, st))
+        return;                     /* asked again on the next pass */
     /* The caches and binary types it restored, before the state: a node
      * joining later learns them from the group as from a live cluster. */
     uint32_t n = 0;
@@ -850,6 +866,8 @@ static void ckpts(void *arg, uint64_t *started, uint64_t *done)
     *started = st.ckpt_started;
     *done = st.checkpoints;
 }
+
+static void ckpt_now(void *arg) { wal_checkpoint_soon(arg); }
 
 int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node_id[16],
                       const char *thin_addr, pr_server *ps, int (*durable)(void *arg),
@@ -947,12 +965,15 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     if (!rc) {
         cl_rebal_cfg rbc = { .node = sc->node, .store = pr_server_store(ps) };
         char pset[600];
+        if (pe && pe->wal) {
+            rbc.ckpts = ckpts;
+            rbc.ckpt_now = ckpt_now;
+            rbc.ckpts_arg = pe->wal;
+        }
         if (pe && pe->hist && pe->wal) {
             snprintf(pset, sizeof pset, "%s/rebal-partial", c->wal_path);
             rbc.hist = pe->hist;
             rbc.pset_path = pset;
-            rbc.ckpts = ckpts;
-            rbc.ckpts_arg = pe->wal;
         }
         if ((rc = cl_rebal_start(&rb, &rbc)) != 0) {
             cl_node_stop(sc->node, 0);

@@ -1108,11 +1108,16 @@ static void *ck_main(void *arg)
     pthread_setname_np(pthread_self(), "em-checkpoint");
     pthread_mutex_lock(&w->mu);
     while (!w->closing) {
+        /* Every checkpoint_ms, and whenever one is asked for (with
+         * periodic checkpoints off too: only then). */
         struct timespec ts;
-        deadline_after(&ts, w->o.checkpoint_ms);
-        while (!w->closing && pthread_cond_timedwait(&w->tick, &w->mu, &ts) == 0)
+        deadline_after(&ts, w->o.checkpoint_ms ? w->o.checkpoint_ms : 3600u * 1000u);
+        while (!w->closing && !w->ck_req &&
+               pthread_cond_timedwait(&w->tick, &w->mu, &ts) == 0)
             ;
-        if (w->closing || w->err)
+        int asked = w->ck_req;
+        w->ck_req = 0;
+        if (w->closing || w->err || (!w->o.checkpoint_ms && !asked))
             continue;
         pthread_mutex_unlock(&w->mu);
         w->ck_fn(w);            /* a failed checkpoint leaves the log as it was */
@@ -1124,9 +1129,16 @@ static void *ck_main(void *arg)
 
 void wal_start_checkpointer(wal *w)
 {
-    if (w->o.checkpoint_ms && w->ck_fn && !w->ck_on &&
-        pthread_create(&w->ck, NULL, ck_main, w) == 0)
+    if (w->ck_fn && !w->ck_on && pthread_create(&w->ck, NULL, ck_main, w) == 0)
         w->ck_on = 1;
+}
+
+void wal_checkpoint_soon(wal *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->ck_req = 1;
+    pthread_cond_broadcast(&w->tick);
+    pthread_mutex_unlock(&w->mu);
 }
 
 int wal_close(wal *w)

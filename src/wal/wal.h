@@ -222,8 +222,8 @@ int  wal_recover(wal *w, st_store *s);
 int  wal_recover_apply(void *store, const st_update *u);
 
 /* wal_attach registers the log as s's write observer, so every update is
- * logged before it is acknowledged, and starts periodic checkpoints if
- * configured.  Call after wal_recover; detached again by wal_close. */
+ * logged before it is acknowledged, and starts the checkpointing thread
+ * (periodic checkpoints if configured, else on request).  Call after wal_recover; detached again by wal_close. */
 int  wal_attach(wal *w, st_store *s);
 
 /* wal_append logs one update under the mode's promise (the observer calls
@@ -256,6 +256,10 @@ typedef struct wal_ckpt_writer wal_ckpt_writer;
 int  wal_ckpt_put(wal_ckpt_writer *cw, const st_update *u);
 int  wal_checkpoint_run(wal *w, int (*fill)(void *arg, wal_ckpt_writer *cw), void *arg);
 int  wal_checkpoint(wal *w, st_store *s);
+/* wal_checkpoint_soon asks the checkpointing thread of an attached log for
+ * a checkpoint now, periodic checkpoints on or off (wal_stats: ckpt_started
+ * and checkpoints say when it began and completed). */
+void wal_checkpoint_soon(wal *w);
 
 /* wal_close flushes (per mode), detaches from the store, stops threads and
  * frees w.  Returns the flush result or the log's sticky error.  Stop the

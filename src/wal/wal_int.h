@@ -39,6 +39,7 @@ struct wal {
     int       bg_on;
     pthread_t ck;                   /* periodic checkpoints */
     int       ck_on;
+    int       ck_req;               /* a checkpoint asked for (wal_checkpoint_soon) */
     int     (*ck_fn)(wal *w);       /* set by wal_attach */
     void    (*detach)(wal *w);
     st_store *store;
