@@ -963,6 +963,26 @@ static int fenced(cl_topo *t, const st_cache_config *cfg, int32_t cache,
     return cl_plan_fenced(t, &g, part, epoch, from);
 }
 
+/* fresh_owner: this node owns (cache, part) on t - not as a MOVING copy -
+ * and its copy never had an update (store counter 0).  An update numbered
+ * past 1 then follows updates it never got (a primary that died with them
+ * in flight, whose successor had them): the counter-jump rule's case with
+ * nothing applied before it. */
+static int fresh_owner(cl_topo *t, st_cache *sc, int32_t cache, uint32_t part)
+{
+    uint64_t cntr = 0, size = 0;
+    if (t->self < 0 || st_part_info(sc, part, &cntr, &size) != 0 || cntr)
+        return 0;
+    const st_cache_config *cfg = st_cache_cfg(sc);
+    cl_plan_group g = cl_plan_group_of(cfg, cache, cfg_parts(cfg));
+    uint32_t own[MAX_OWNERS];
+    uint32_t n = cl_plan_owners(t, &g, part, own, MAX_OWNERS);
+    for (uint32_t i = 0; i < n; i++)
+        if (own[i] == (uint32_t)t->self)
+            return 1;
+    return 0;
+}
+
 /* stale: the copy catches up (never under EM_PLANT_NO_RESEND, whose skipped
  * updates idle-verify must find). */
 static void stale(cl_repl *r, int32_t cache, uint32_t part, int skipped)
@@ -1070,7 +1090,9 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
              * the new primary never had - it catches up (on_stale).  The
              * store's counter is not the reference: a copy's own evictions
              * move it. */
-            int jump = !status && u.cntr && c->last[part] && u.cntr != c->last[part] + 1;
+            int jump = !status && u.cntr &&
+                       (c->last[part] ? u.cntr != c->last[part] + 1
+                                      : u.cntr > 1 && fresh_owner(t, sc, cache, part));
             if (!status) {
                 status = st_apply(r->o.store, &u);
                 /* The owner's own log: st_apply does not call the

@@ -398,6 +398,17 @@ static void notify_fenced(sim *s, unsigned from, unsigned by, const frame *f, ui
     }
 }
 
+/* owns: member k is an owner of (g, p) on the current topology. */
+static int owns(sim *s, unsigned k, unsigned g, unsigned p)
+{
+    uint32_t own[CL_PLAN_MAX_OWNERS], mv[CL_PLAN_MAX_OWNERS], nmv;
+    uint32_t n = owners(s, s->cur, g, p, own, &nmv, mv);
+    for (uint32_t i = 0; i < n; i++)
+        if (own[i] == k)
+            return 1;
+    return 0;
+}
+
 static void deliver(sim *s, unsigned from, unsigned to)
 {
     link *l = &s->ln[from][to];
@@ -429,7 +440,7 @@ static void deliver(sim *s, unsigned from, unsigned to)
     /* cl_repl's jump rule: a counter that does not follow the copy's last
      * means it missed writes of another stream (a primary that died with
      * writes in flight) or holds some the sender never had. */
-    if (c->cntr && f.cntr != c->cntr + 1) {
+    if ((c->cntr && f.cntr != c->cntr + 1) || (!c->cntr && f.cntr > 1 && owns(s, to, f.g, f.p))) {
         catch_up_later(s, to, f.g, f.p);
         note(s, "m%u: g%u p%u cntr %" PRIu64 " after %" PRIu64 ", catches up", to, f.g, f.p,
              f.cntr, c->cntr);
