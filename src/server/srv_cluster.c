@@ -1107,12 +1107,16 @@ cl_node *srv_cluster_node(srv_cluster *sc) { return sc ? sc->node : NULL; }
 
 int srv_cluster_health(srv_cluster *sc, em_buf *out)
 {
-    if (!sc || cl_node_has_lease(sc->node))
+    if (!sc)
         return 0;
+    /* Segmented first: such a node may still hold a lease a moment (a
+     * heartbeat from before it was told), but it serves nothing. */
     static const char seg[] = "cluster: segmented: the cluster failed this node while it was "
                               "alive; serving no cache operations - restart it to join again\n";
     if (cl_node_segmented(sc->node))
         return em_buf_append(out, seg, sizeof seg - 1) ? EM_NOMEM : 1;
+    if (cl_node_has_lease(sc->node))
+        return 0;
     static const char msg[] = "cluster: no lease: cut off from the majority (no leader "
                               "reachable); serving no cache operations\n";
     return em_buf_append(out, msg, sizeof msg - 1) ? EM_NOMEM : 1;
