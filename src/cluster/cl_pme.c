@@ -281,10 +281,20 @@ static int on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *
  * until activated): a persistent cluster restarting waits INACTIVE for its
  * baseline, and owners decided before every baseline node is back would
  * place the partitions of those missing on the others, which would then
- * be the primaries the returning copies catch up with - and empty them. */
+ * be the primaries the returning copies catch up with - and empty them.
+ * Nor does an exchange whose topology is no longer the newest (EM_AGAIN:
+ * the newer one's exchange follows): the groups are read when it decides,
+ * and may be ones its topology did not have, under a state it did not
+ * have (a restarting cluster's first node puts its caches in once it has
+ * gone INACTIVE). */
 static int decide(cl_pme *p, cl_topo *t, const cl_plan_group *g, uint32_t ng,
                   const cl_plan_single *v, uint64_t exch)
 {
+    cl_topo *now = cl_node_topo_acquire(p->node);
+    int moved = exch_of(now) != exch_of(t);
+    cl_node_topo_release(now);
+    if (moved)
+        return EM_AGAIN;
     em_buf e = EM_BUF_INIT, behind = EM_BUF_INIT;
     int rc = t->state == CL_META_INACTIVE ? 0 : cl_plan_decide(t, g, ng, v, exch, &e, &behind);
     for (size_t at = 0; !rc && at + 8 <= e.len;) {
@@ -464,7 +474,7 @@ static void coordinate(cl_pme *p, cl_topo *t)
                 (unsigned long long)t->major, t->minor, t->n,
                 (unsigned long long)(em_now_ms() - t0), (unsigned long long)(t_coll - t0),
                 (unsigned long long)(t_dec - t_coll), (unsigned long long)(em_now_ms() - t_dec));
-    } else if (rc != EM_NOTLEADER) {
+    } else if (rc != EM_NOTLEADER && rc != EM_AGAIN) {
         EM_WARN("exchange %llu failed: %s", (unsigned long long)exch, em_strerror(rc));
     }
 done:

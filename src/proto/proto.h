@@ -188,8 +188,9 @@ int  pr_server_adopt_state(pr_server *s, int state);
 int  pr_server_set_cluster(pr_server *s, struct cl_node *node);
 
 /* The partition map exchange's view of this node's caches (cl_pme_cfg):
- * pr_cluster_groups lists the started PARTITIONED and REPLICATED caches as
- * groups (up to cap into out; returns how many there are);
+ * pr_cluster_groups lists the started PARTITIONED and REPLICATED caches the
+ * metadata group has started too, as groups (up to cap into out; returns
+ * how many there are);
  * pr_cluster_part_info reads one partition's counter and size. */
 struct cl_plan_group;
 struct cl_pme;

@@ -1660,13 +1660,20 @@ void pr_cluster_topology(pr_server *s, uint64_t major, uint32_t minor)
 
 /* ---- the exchange's view of this node ---- */
 
-typedef struct groups_ctx { cl_plan_group *out; uint32_t cap, n; } groups_ctx;
+typedef struct groups_ctx { cl_plan_group *out; uint32_t cap, n; cl_node *node; } groups_ctx;
 
 static void group_one(void *arg, st_cache *sc)
 {
     groups_ctx *g = arg;
     const st_cache_config *cfg = st_cache_cfg(sc);
     if (st_cache_destroyed(sc) || (cfg->cache_mode != 1 && cfg->cache_mode != 2))
+        return;
+    /* Only caches the metadata group has started: a persistent node's
+     * restored caches are its own until then (the node creating a new
+     * group puts them in once the group waits, INACTIVE, for its
+     * baseline; an exchange placing them before would put every partition
+     * on it alone). */
+    if (g->node && !cl_node_cache_crc(g->node, st_cache_id(sc)))
         return;
     if (g->n < g->cap)
         g->out[g->n] = cl_plan_group_of(cfg, st_cache_id(sc), st_cache_parts(sc));
@@ -1675,7 +1682,7 @@ static void group_one(void *arg, st_cache *sc)
 
 uint32_t pr_cluster_groups(pr_server *s, cl_plan_group *out, uint32_t cap)
 {
-    groups_ctx g = { out, cap, 0 };
+    groups_ctx g = { out, cap, 0, s->opt.cluster };
     st_cache_each(s->st, group_one, &g);
     return g.n;
 }

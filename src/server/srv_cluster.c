@@ -807,6 +807,13 @@ void srv_cluster_maintain(srv_cluster *sc)
         return;
     if (baseline_put(sc, st))
         return;                     /* asked again on the next pass */
+    /* Restored INACTIVE: so is the group before the caches go in (a new
+     * group starts ACTIVE, and its exchanges would place them). */
+    if (!sc->seeded && st == CL_META_INACTIVE && group != CL_META_INACTIVE) {
+        if (propose_state(sc, CL_META_INACTIVE))
+            return;
+        group = CL_META_INACTIVE;
+    }
     /* The caches and binary types it restored, before the state: a node
      * joining later learns them from the group as from a live cluster. */
     uint32_t n = 0;
