@@ -167,6 +167,7 @@ struct cl_rebal {
     struct partial { int32_t grp; uint32_t part; uint64_t gen, need; int dirty; } *partial;
     uint32_t     npartial, partial_cap;
     uint64_t     pgen, pgen_durable;
+    uint64_t     ckpt_asked_ms;     /* a checkpoint last asked for (durable_wait) */
     int          pdirty;            /* entries dropped since the file was written */
     int          no_claims;         /* the file was missing or bad: no history this life */
     int          partial_all;       /* the set overflowed: the file says "every partition" */
@@ -312,26 +313,47 @@ static void partial_done(cl_rebal *r, load *l)
  * partitions own after the checkpoint that follows; one is asked for now. */
 static void durable_wait(cl_rebal *r, load *l)
 {
-    l->ckpt_need = 0;
     if (!l->unlogged || !r->cfg.ckpts || !persistent(r, l->grp))
-        return;
+        return;                     /* (a wait already set stays) */
     uint64_t started = 0, done = 0;
     r->cfg.ckpts(r->cfg.ckpts_arg, &started, &done);
-    l->ckpt_need = started + 1;
+    if (l->ckpt_need < started + 1)
+        l->ckpt_need = started + 1;
+    r->ckpt_asked_ms = em_now_ms();
     if (r->cfg.ckpt_now)
         r->cfg.ckpt_now(r->cfg.ckpts_arg);
 }
 
-static int durable(cl_rebal *r, load *l)
+/* durable: l's copy may report (done: the checkpoints completed, read
+ * once by the caller). */
+static int durable(load *l, uint64_t done)
 {
-    if (!l->ckpt_need)
-        return 1;
-    uint64_t started = 0, done = 0;
-    r->cfg.ckpts(r->cfg.ckpts_arg, &started, &done);
     if (done < l->ckpt_need)
         return 0;
     l->ckpt_need = 0;
     return 1;
+}
+
+static uint64_t ckpts_done(cl_rebal *r, uint64_t *started)
+{
+    uint64_t s = 0, done = 0;
+    if (r->cfg.ckpts)
+        r->cfg.ckpts(r->cfg.ckpts_arg, &s, &done);
+    if (started)
+        *started = s;
+    return done;
+}
+
+/* ckpt_again (the pass, under mu): loads wait for a checkpoint and none is
+ * running - the one asked for failed (it leaves no error behind), or never
+ * ran: ask again, once a second at most. */
+static void ckpt_again(cl_rebal *r, uint64_t started, uint64_t done, int waiting)
+{
+    uint64_t now = em_now_ms();
+    if (!waiting || started != done || !r->cfg.ckpt_now || now - r->ckpt_asked_ms < 1000)
+        return;
+    r->ckpt_asked_ms = now;
+    r->cfg.ckpt_now(r->cfg.ckpts_arg);
 }
 
 /* load_finished: l's copy is whole in memory (under mu). */
@@ -861,14 +883,14 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                     atomic_fetch_sub(&r->nmerge, 1);
                     l->state = L_LOADED;
                     load_reset(l);
-                    if (have_lid && durable(r, l))
+                    if (have_lid && durable(l, ckpts_done(r, NULL)))
                         send_done(r, l, lid);
                 } else {
                     /* An owner behind a failover's successor: the ideal
                      * order may wait for it to make it primary
                      * (cl_plan_promote takes this report). */
-                    if (have_lid)
-                        send_done(r, l, lid);
+                    if (have_lid && durable(l, ckpts_done(r, NULL)))
+                        send_done(r, l, lid);   /* else the next exchange may switch */
                     load_drop(r, l);
                 }
             } else if (c && !l->merge) {
@@ -879,7 +901,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                 r->st.loaded++;
                 load_finished(r, l);
                 load_reset(l);
-                if (have_lid && durable(r, l))   /* else the pass reports it later */
+                if (have_lid && durable(l, ckpts_done(r, NULL)))   /* else the pass does */
                     send_done(r, l, lid);
             }
             if (rc && rc != EM_NOMEM) {
@@ -1412,20 +1434,24 @@ static void *run(void *arg)
         cl_meta_uuid lid;
         int have_lid = cl_node_leader(r->cfg.node, &lid) == 0;
         cl_topo *t = cl_node_topo_acquire(r->cfg.node);
+        uint64_t started = 0, done = ckpts_done(r, &started);
         lock(r);
         uint64_t loading = 0;
+        int waiting = 0;
         for (uint32_t i = 0; i < r->nloads; i++) {
             load *l = &r->loads[i];
             loading += l->state != L_LOADED;
+            waiting |= l->state == L_LOADED && done < l->ckpt_need;
             if (now - l->sent_ms < (l->state == L_LOADED ? DONE_EVERY_MS : RETRY_MS))
                 continue;
             if (l->state == L_DEMANDING) {
                 load_reset(l);              /* silence: start over */
                 demand_when_up(r, l);
-            } else if (l->state == L_LOADED && have_lid && durable(r, l)) {
+            } else if (l->state == L_LOADED && have_lid && durable(l, done)) {
                 send_done(r, l, lid);
             }
         }
+        ckpt_again(r, started, done, waiting);
         r->st.loading = loading;
         if (t->self >= 0)
             stale_begin(r, t, now);

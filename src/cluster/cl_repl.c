@@ -279,7 +279,8 @@ static void prune(cl_repl *r, peer *p, uint64_t now)
     while (h < p->sent) {
         cl_rmsg_upd x;
         size_t at = h;
-        (void)cl_rmsg_upd_next(p->out.p, p->sent, &at, &x);    /* this process wrote it */
+        if (cl_rmsg_upd_next(p->out.p, p->sent, &at, &x) != 1)
+            break;                  /* cannot be: replicate queues none it would not read */
         rcache *c = cache_find(r, x.cache);
         ackv *a = c && x.part < c->parts
                       ? atomic_load_explicit(&c->ack[p->slot], memory_order_acquire) : NULL;
@@ -534,6 +535,8 @@ static int replicate(cl_repl *r, const st_update *u)
         rc = wal_encode_update(first, u, em_wall_ms());
     }
     hd.epoch = t->major << 32 | t->minor;           /* the epoch: the topology version */
+    if (!rc && first->len - at - hlen > CL_RMSG_MAX_REC)
+        rc = EM_TOOBIG;             /* the owners would refuse it: the write fails here */
     if (!rc) {
         hd.len = (uint32_t)(first->len - at - hlen);
         (void)cl_rmsg_upd_put(first->p + at, &hd);
