@@ -681,6 +681,7 @@ int cl_net_start(cl_net **out, const cl_net_opts *o)
             .handshake_timeout_ms = o->handshake_ms ? o->handshake_ms : 10000,
             .out_soft_cap = 8u << 20,
             .out_hard_cap = 256u << 20,
+            .peer = 1,
         },
         .cb = { .arg = n, .on_open = cb_open, .on_data = cb_data, .on_close = cb_close,
                 .on_tick = cb_tick, .on_tls_fail = cb_tls_fail, .on_pass_end = cb_pass_end },

@@ -993,6 +993,8 @@ int net_server_start(net_server **out, const net_options *opt)
         s->lim.out_hard_cap = 256u << 20;
     if (s->lim.out_hard_cap < s->lim.out_soft_cap)
         s->lim.out_hard_cap = s->lim.out_soft_cap;
+    if (s->lim.peer)
+        s->lim.out_soft_cap = SIZE_MAX / 4;     /* never reached: no pause (net.h) */
     s->cb = opt->cb;
     s->tls = opt->tls;
     snprintf(s->name, sizeof s->name, "%s", opt->name ? opt->name : "em-net");

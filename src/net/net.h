@@ -26,6 +26,11 @@ typedef struct net_limits {
     uint32_t write_stall_ms;      /* close if queued output makes no progress this long (0 = off) */
     size_t   out_soft_cap;        /* stop reading while more than this is queued */
     size_t   out_hard_cap;        /* close a connection whose queue exceeds this */
+    /* peer: both ends of a connection send on their own, not only in
+     * answer: reading never stops for queued output (two peers each
+     * waiting for the other to read would wait for good); out_hard_cap
+     * still closes a connection whose peer does not read. */
+    int      peer;
 } net_limits;
 
 /* Callbacks from the loops to the layer above.  All run on the worker thread
