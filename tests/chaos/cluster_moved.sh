@@ -12,7 +12,8 @@
 # it), as in Ignite, where rebalanced partitions own after the checkpoint
 # that follows.  Then the same power loss with writes in flight: the set
 # workload through all three nodes, every node killed while it runs, the
-# cluster restarted, and every add acknowledged before the kill is there.
+# cluster restarted, and every add acknowledged before the kill is there
+# (not under a sanitizer, where the first is enough to run that code).
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 SECS=$(( ${CHAOS_SECONDS:-6} / 3 ))     # the writes only fill the cache
@@ -95,6 +96,9 @@ power_loss() {
     done
 }
 power_loss "after the move"
+if [ -n "${EM_SANITIZER:-}" ]; then
+    finish      # under a sanitizer, one power loss: the restart's code is the same
+fi
 
 # Once more with writes in flight: the set workload through all three, and
 # every node killed at once while it runs.

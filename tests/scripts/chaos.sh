@@ -11,6 +11,11 @@ secs=${CHAOS_SECONDS:-6}
 pass=0; fail=0
 for s in tests/chaos/*.sh; do
     [ "$(basename "$s")" = lib.sh ] && continue
+    if [ "$(basename "$s")" = cluster_bulk.sh ] && [ "${EM_SANITIZER:-}" = tsan ]; then
+        echo "== cluster_bulk: not under EM_SANITIZER=tsan (a transport stall, no race to" \
+             "find, and its prefill is slow there; make test and make asan run it)"
+        continue
+    fi
     echo "== $(basename "$s" .sh)"
     t0=$(date +%s)
     out=$(CHAOS_SECONDS=$secs "$s" 2>&1)
