@@ -305,6 +305,17 @@ static void partial_done(cl_rebal *r, load *l)
     }
 }
 
+/* ckpts_done: the checkpoints completed so far (*started: begun), 0 without persistence. */
+static uint64_t ckpts_done(cl_rebal *r, uint64_t *started)
+{
+    uint64_t s = 0, done = 0;
+    if (r->cfg.ckpts)
+        r->cfg.ckpts(r->cfg.ckpts_arg, &s, &done);
+    if (started)
+        *started = s;
+    return done;
+}
+
 /* durable_wait: l's load finished (under mu, before partial_done).  What
  * it applied to a persistent cache is not in the WAL: until a checkpoint
  * begun after now has completed, a power loss would take it, and the
@@ -315,8 +326,8 @@ static void durable_wait(cl_rebal *r, load *l)
 {
     if (!l->unlogged || !r->cfg.ckpts || !persistent(r, l->grp))
         return;                     /* (a wait already set stays) */
-    uint64_t started = 0, done = 0;
-    r->cfg.ckpts(r->cfg.ckpts_arg, &started, &done);
+    uint64_t started = 0;
+    (void)ckpts_done(r, &started);
     if (l->ckpt_need < started + 1)
         l->ckpt_need = started + 1;
     r->ckpt_asked_ms = em_now_ms();
@@ -332,16 +343,6 @@ static int durable(load *l, uint64_t done)
         return 0;
     l->ckpt_need = 0;
     return 1;
-}
-
-static uint64_t ckpts_done(cl_rebal *r, uint64_t *started)
-{
-    uint64_t s = 0, done = 0;
-    if (r->cfg.ckpts)
-        r->cfg.ckpts(r->cfg.ckpts_arg, &s, &done);
-    if (started)
-        *started = s;
-    return done;
 }
 
 /* ckpt_again (the pass, under mu): loads wait for a checkpoint and none is
