@@ -88,13 +88,15 @@ int cl_plan_single_build(cl_topo *t, const cl_plan_group *g, uint32_t ng, cl_met
         uint32_t k = 0;
         for (uint32_t part = 0; part < g[i].parts; part++) {
             uint64_t cntr = 0, size = 0;
-            if (info(arg, g[i].grp, part, &cntr, &size))
+            int in = info(arg, g[i].grp, part, &cntr, &size);
+            if (in < 0)
                 break;
             uint32_t no = cl_topo_owners(t, g[i].grp, g[i].parts, g[i].backups,
                                          g[i].replicated, part, own, MAX_OWNERS);
             uint8_t st;
             if (t->self >= 0 && is_owner(own, no, (uint32_t)t->self))
-                st = CL_PS_OWNING;
+                /* an owner catching up is not OWNING until it caught up */
+                st = in == CL_PLAN_BEHIND ? CL_PS_MOVING : CL_PS_OWNING;
             else if (cl_topo_part_lost(t, g[i].grp, part) && size)
                 st = CL_PS_LOST;
             else if (size)
@@ -436,6 +438,8 @@ int cl_plan_full_map(cl_topo *t, const cl_plan_group *g, uint32_t ng, const cl_p
                 st[gi][(size_t)own[i] * P + part] = CL_PS_OWNING;
                 cl_psingle_part x;
                 if (sg[own[i]] && part_cmp(sg[own[i]]->raw, sg[own[i]]->k, part, &x)) {
+                    if (x.state == CL_PS_MOVING)    /* an owner catching up */
+                        st[gi][(size_t)own[i] * P + part] = CL_PS_MOVING;
                     if (x.cntr > maxc)
                         maxc = x.cntr;
                     if (i == 0)

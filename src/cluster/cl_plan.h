@@ -55,8 +55,10 @@ uint32_t cl_plan_owners(cl_topo *t, const cl_plan_group *g, uint32_t part, uint3
 int cl_plan_fenced(cl_topo *t, const cl_plan_group *g, uint32_t part, uint64_t epoch,
                    cl_meta_uuid from);
 
-/* info: a local partition's update counter and entry count; 0, or nonzero
- * when the group is gone here. */
+/* info: a local partition's update counter and entry count; 0,
+ * CL_PLAN_BEHIND when the copy here catches up with its primary (its
+ * counter is given as 0), or an error (< 0) when the group is gone here. */
+#define CL_PLAN_BEHIND 1
 typedef int (*cl_plan_info_fn)(void *arg, int32_t grp, uint32_t part, uint64_t *cntr,
                                uint64_t *size);
 

@@ -47,8 +47,9 @@ typedef struct cl_pme_cfg {
     /* groups: the started caches, up to cap of them into out; returns how
      * many there are (call again with more room when that is above cap). */
     uint32_t (*groups)(void *arg, cl_plan_group *out, uint32_t cap);
-    /* part_info: a local partition's update counter and entry count; 0 or
-     * an error (the group is gone here). */
+    /* part_info: a local partition's update counter and entry count; 0,
+     * CL_PLAN_BEHIND (a copy catching up, counter 0) or an error (< 0: the
+     * group is gone here). */
     int (*part_info)(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t *size);
     /* other (optional): frames of types the exchange does not handle
      * (rebalancing's), on the transport thread; nonzero closes the link. */

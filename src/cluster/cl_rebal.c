@@ -158,6 +158,7 @@ struct cl_rebal {
     /* avoid: not from this node (a deposed primary, cl_rebal_copy_fenced) */
     struct stale { int32_t grp; uint32_t part; uint64_t at_ms; cl_meta_uuid avoid; } stale[MAX_STALE];
     uint32_t     nstale;
+    _Atomic int  quiet;             /* !nstale && !nloads, as of the last unlock */
     int          stale_full;        /* the stale list overflowed once (logged) */
     _Atomic uint32_t nmerge;        /* merge loads: the live stream's writes are recorded */
     /* Historical rebalancing: the partitions whose copy on disk may be
@@ -190,7 +191,14 @@ static int in_list(const uint32_t *a, uint32_t n, int self)
 }
 
 static void lock(cl_rebal *r) { pthread_mutex_lock(&r->mu); }
-static void unlock(cl_rebal *r) { pthread_mutex_unlock(&r->mu); }
+/* unlock mirrors "nothing loads or waits to catch up" into quiet, so
+ * cl_rebal_copy_is_stale (every read from backups asks) takes no lock in
+ * the steady state. */
+static void unlock(cl_rebal *r)
+{
+    atomic_store_explicit(&r->quiet, !r->nstale && !r->nloads, memory_order_relaxed);
+    pthread_mutex_unlock(&r->mu);
+}
 
 /* ---- historical rebalancing: claims and the partial set ----
  *
@@ -1583,6 +1591,8 @@ static void copy_stale(cl_rebal *r, int32_t grp, uint32_t part, int skipped,
 
 int cl_rebal_copy_is_stale(cl_rebal *r, int32_t grp, uint32_t part)
 {
+    if (atomic_load_explicit(&r->quiet, memory_order_relaxed))
+        return 0;
     lock(r);
     int found = 0;
     for (uint32_t i = 0; i < r->nstale && !found; i++)

@@ -227,6 +227,12 @@ int  pr_txc_check(const uint8_t *p, size_t len);
 
 /* pr_server_set_pme: the exchange, for reset-lost (PR_OP_RESET_LOST). */
 void     pr_server_set_pme(pr_server *s, struct cl_pme *pme);
+/* pr_server_set_behind: fn(arg, cache, part) answers 1 while this node's
+ * copy of the partition catches up with its primary (an owner that missed
+ * updates: cl_rebal_copy_is_stale).  Such a copy does not count as OWNING:
+ * a read from backups goes to the primary instead of being served from it. */
+typedef int (*pr_behind_fn)(void *arg, int32_t cache, uint32_t part);
+void     pr_server_set_behind(pr_server *s, pr_behind_fn fn, void *arg);
 
 /* pr_cluster_apply makes an entry the metadata group applied take effect on
  * this node (a cache started or stopped, a binary type, a state change);

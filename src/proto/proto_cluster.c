@@ -296,10 +296,18 @@ static int lost_refusal(pr_conn *c, st_cache *sc, int read, uint32_t part)
                    g->name, part, g->name);
 }
 
+/* copy_behind: this node's copy of (cache, part) is catching up with its
+ * primary (pr_server_set_behind). */
+static int copy_behind(pr_server *s, int32_t cache, uint32_t part)
+{
+    pr_behind_fn fn = atomic_load_explicit(&s->behind, memory_order_acquire);
+    return fn && fn(s->behind_arg, cache, part);
+}
+
 /* target_of: the member index that serves key k (validated bytes) of cache
  * sc: the partition's primary (cl_repl_owners: the exchange's committed
- * owners), or this node when it holds a copy and the op is a read of a
- * cache that reads from backups.  EM_AGAIN when the partition has no owner
+ * owners), or this node when it holds a whole copy (not one catching up)
+ * and the op is a read of a cache that reads from backups.  EM_AGAIN when the partition has no owner
  * now (every owner left; the exchange is deciding new ones); a lost
  * partition is this node's when the loss policy lets the op through, else
  * the policy's refusal is the reply (PR_ST_FAILED). */
@@ -332,7 +340,7 @@ static int target_of(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8
     *target = (int)idx[0];
     if (read && g->read_from_backup)
         for (uint32_t i = 1; i < n; i++)
-            if ((int)idx[i] == t->self)
+            if ((int)idx[i] == t->self && !copy_behind(c->srv, id, part))
                 *target = t->self;
     return 0;
 }
@@ -1454,6 +1462,15 @@ int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,
         c->stale = 1;
         return pr_fail(c, PR_ST_FAILED, "This node has no owner for the key in its topology");
     }
+    if (rc == PR_ST_FAILED && c->lost_refused) {
+        /* Lost here, not at the forwarder (it refuses a lost key itself):
+         * one view is behind - a reset-lost this node has not applied yet
+         * (it cannot wait for the leader on the transport thread), or a
+         * loss the forwarder has not seen.  The forwarder looks again,
+         * bounded, until the views agree. */
+        c->lost_refused = 0;
+        c->stale = c->forwarded;
+    }
     if (rc)
         return rc == EM_NOMEM || rc == PR_ST_FAILED ? rc
                                                     : pr_fail(c, PR_ST_FAILED, "Invalid key: %s",
@@ -1694,6 +1711,13 @@ int pr_cluster_part_info(pr_server *s, int32_t grp, uint32_t part, uint64_t *cnt
 }
 
 void pr_server_set_pme(pr_server *s, cl_pme *pme) { s->pme = pme; }
+
+void pr_server_set_behind(pr_server *s, pr_behind_fn fn, void *arg)
+{
+    if (fn)                         /* kept when cleared: a reader may hold the old fn */
+        s->behind_arg = arg;
+    atomic_store_explicit(&s->behind, fn, memory_order_release);
+}
 
 int pr_op_reset_lost(pr_conn *c, pr_rd *r, em_buf *out)
 {

@@ -30,6 +30,8 @@ enum {
 struct pr_server {
     struct st_store *st;
     struct cl_pme   *pme;          /* the exchange, on a cluster member */
+    _Atomic(pr_behind_fn) behind;  /* pr_server_set_behind; NULL: no copy is behind */
+    void            *behind_arg;
     struct bin_registry *reg;
     pr_options opt;
     char *username, *password;

@@ -575,16 +575,25 @@ static uint32_t pme_groups(void *arg, cl_plan_group *out, uint32_t cap)
     return pr_cluster_groups(((srv_cluster *)arg)->ps, out, cap);
 }
 
-/* A copy found stale reports counter 0: the exchange never makes it the
- * primary while a whole one is left. */
+/* A copy found stale reports counter 0 and MOVING (CL_PLAN_BEHIND): the
+ * exchange never makes it the primary while a whole one is left. */
 static int pme_part_info(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t *size)
 {
     srv_cluster *sc = arg;
     int rc = pr_cluster_part_info(sc->ps, grp, part, cntr, size);
     cl_rebal *rb = atomic_load(&sc->rebal);
-    if (!rc && rb && cl_rebal_copy_is_stale(rb, grp, part))
+    if (!rc && rb && cl_rebal_copy_is_stale(rb, grp, part)) {
         *cntr = 0;
+        rc = CL_PLAN_BEHIND;
+    }
     return rc;
+}
+
+/* A copy catching up serves no reads from backups (pr_server_set_behind). */
+static int copy_behind(void *arg, int32_t cache, uint32_t part)
+{
+    cl_rebal *rb = atomic_load(&((srv_cluster *)arg)->rebal);
+    return rb && cl_rebal_copy_is_stale(rb, cache, part);
 }
 
 /* The exchange found this node's copy, or another member's, behind a new
@@ -1018,6 +1027,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         } else {
             pr_server_set_repl(ps, r);
             pr_server_set_rids(ps, sc->rids);
+            pr_server_set_behind(ps, copy_behind, sc);
             atomic_store(&sc->repl, r);
         }
     }
@@ -1032,6 +1042,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
             cl_repl *r = atomic_exchange(&sc->repl, NULL);
             pr_server_set_repl(ps, NULL);
             pr_server_set_rids(ps, NULL);
+            pr_server_set_behind(ps, NULL, NULL);
             cl_repl_stop(r);
             cl_rebal_stop(atomic_exchange(&sc->rebal, NULL));
         } else {
@@ -1095,6 +1106,7 @@ void srv_cluster_stop(srv_cluster *sc)
     atomic_store(&sc->repl, NULL);
     pr_server_set_repl(sc->ps, NULL);
     pr_server_set_rids(sc->ps, NULL);
+    pr_server_set_behind(sc->ps, NULL, NULL);
     cl_repl_stop(r);
     cl_rids_free(sc->rids);
     atomic_store(&sc->rebal, NULL);

@@ -464,13 +464,16 @@ static int info(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint64_t 
     const member *m = arg;
     unsigned g = grp == S.grp[0].grp ? 0 : 1;
     *cntr = m->c[g][part].cntr;
+    int rc = 0;
     for (unsigned i = 0; i < S.nup; i++)      /* catching up: counter 0 (srv_cluster.c) */
-        if (S.up[i].m == (unsigned)(m - S.m) && S.up[i].g == g && S.up[i].p == part)
+        if (S.up[i].m == (unsigned)(m - S.m) && S.up[i].g == g && S.up[i].p == part) {
             *cntr = 0;
+            rc = CL_PLAN_BEHIND;
+        }
     *size = 0;
     for (unsigned i = 0; i < MAXW / 8; i++)
         *size += (uint64_t)__builtin_popcount(m->c[g][part].has[i]);
-    return 0;
+    return rc;
 }
 
 static void ex_start(sim *s)

@@ -49,6 +49,9 @@ typedef struct pnode {
 
 static char g_seed[64];
 static _Atomic int g_have_group;
+/* A copy catching up (CL_PLAN_BEHIND): node idx's partition part, as
+ * idx * PARTS + part + 1; 0 = none. */
+static _Atomic int g_behind;
 
 /* One group (a cache without backups) once the test started its cache. */
 static uint32_t groups(void *arg, cl_plan_group *out, uint32_t cap)
@@ -74,6 +77,10 @@ static int part_info(void *arg, int32_t grp, uint32_t part, uint64_t *cntr, uint
     cl_node_topo_release(t);
     *cntr = decided ? 1000u * (uint64_t)p->idx + part : 0;
     *size = decided ? part % 3 : 0;
+    if (atomic_load(&g_behind) == p->idx * PARTS + (int)part + 1) {
+        *cntr = 0;
+        return CL_PLAN_BEHIND;
+    }
     return 0;
 }
 
@@ -233,12 +240,40 @@ TEST(cl_pme_exchange_join_loss_reset_and_bad_frames)
     } while (st.bad_frames == sb.bad_frames && em_now_ms() < end);
     CHECK(st.bad_frames == sb.bad_frames + 1);
 
-    /* A join: owners stay where they are (nothing has moved the data). */
+    /* A join: owners stay where they are (nothing has moved the data).
+     * The owner of partition 5 reports its copy catching up: the map has
+     * it MOVING there, with counter 0, not OWNING. */
+    int behind = -1;
+    for (int i = 0; i < 3; i++)
+        if (cl_meta_uuid_eq(cl_node_id(ts[i].n), o0[5]))
+            behind = i;
+    REQUIRE(behind >= 0);
+    atomic_store(&g_behind, behind * PARTS + 5 + 1);
     REQUIRE_OK(start(&ts[3], 0, 3));
     pnode *four[4] = { &ts[0], &ts[1], &ts[2], &ts[3] };
     CHECK(wait_agree(four, 4, &exch));
     owners_on(&ts[3], o1);
     CHECK(memcmp(o0, o1, sizeof o0) == 0);
+    em_buf mb = EM_BUF_INIT;
+    REQUIRE_OK(cl_pme_map_copy(ts[3].x, &mb));
+    cl_pmap_group mg[4];
+    cl_pmap m = { .g = mg };
+    REQUIRE_OK(cl_pmap_decode(mb.p, mb.len, &m, 4));
+    int gi = -1, ni = -1, nj = -1;
+    for (uint32_t g = 0; g < m.ngroups; g++)
+        if (m.g[g].grp == GRP)
+            gi = (int)g;
+    for (uint32_t k = 0; k < m.nodes; k++) {
+        if (cl_meta_uuid_eq(cl_pmap_node(&m, k), o0[5]))
+            ni = (int)k;
+        if (cl_meta_uuid_eq(cl_pmap_node(&m, k), o0[6]))
+            nj = (int)k;
+    }
+    REQUIRE(gi >= 0 && ni >= 0 && nj >= 0);
+    CHECK_EQ(cl_pmap_state(&m, &m.g[gi], (uint32_t)ni, 5), CL_PS_MOVING);
+    CHECK_EQ(cl_pmap_state(&m, &m.g[gi], (uint32_t)nj, 6), CL_PS_OWNING);
+    em_buf_free(&mb);
+    atomic_store(&g_behind, 0);
 
     /* The only owner of a third of the partitions vanishes: they are lost,
      * in the committed owners and in every node's full map. */
