@@ -198,11 +198,12 @@ static int short_primary(const cl_plan_single *v, const cl_plan_group *gr, uint3
  * the simulation finds such copies left short).  behind gets
  * u32 member | i32 group | u32 partition per such copy. */
 static void note_behind(const cl_plan_single *v, const cl_plan_group *gr, uint32_t part, uint64_t best_c,
-                        const uint32_t *own, uint32_t n, em_buf *behind)
+                        const uint32_t *own, uint32_t n, int differ, em_buf *behind)
 {
     for (uint32_t i = 1; i < n; i++) {
         cl_psingle_part x;
-        if (!reported(v, own[i], gr->grp, part, &x) || x.cntr < best_c) {
+        if (!reported(v, own[i], gr->grp, part, &x) || x.cntr < best_c ||
+            (differ && x.cntr != best_c)) {
             uint8_t e[12];
             em_st32(e, own[i]);
             em_st32(e + 4, (uint32_t)gr->grp);
@@ -300,7 +301,7 @@ static uint32_t plan_part(cl_topo *t, const cl_plan_group *gr, const cl_plan_sin
         own[0] = b;
         *moved = best != 0;
         if (cl_topo_primary_dropped(t, gr->grp, part))
-            note_behind(v, gr, part, best_c, own, n, behind);
+            note_behind(v, gr, part, best_c, own, n, 0, behind);
     }
     for (uint32_t i = 0; i < ni; i++)
         if (!is_owner(own, n, idl[i]) && !is_owner(mov, m, idl[i]) && m < MAX_OWNERS) {
@@ -322,6 +323,14 @@ static uint32_t plan_part(cl_topo *t, const cl_plan_group *gr, const cl_plan_sin
         memcpy(own, idl, ni * sizeof *own);
         *moved = own[0] != p0;
         *nm = 0;
+        cl_psingle_part x;
+        if (*moved && !v[p0].ok && reported(v, own[0], gr->grp, part, &x))
+            /* The primary it replaces sent no single (killed, not failed
+             * yet: a baseline change without it): its writes in flight
+             * reached some owners and not others, and no fence notice
+             * will come from it.  Owners that do not hold what the new
+             * primary holds catch up with it, ahead or behind. */
+            note_behind(v, gr, part, x.cntr, own, ni, 1, behind);
         return ni;
     }
     if (!changed || n + m > CL_META_MAX_OWNERS)
@@ -483,7 +492,7 @@ int cl_plan_full_map(cl_topo *t, const cl_plan_group *g, uint32_t ng, const cl_p
 /* ---- rebalancing's promotions, and resets ---- */
 
 int cl_plan_promote(cl_topo *t, cl_meta_owners_enc *enc, const cl_plan_group *g,
-                    cl_meta_uuid from, uint32_t part)
+                    cl_meta_uuid from, uint32_t part, cl_plan_behind_fn behind, void *barg)
 {
     uint32_t own[MAX_OWNERS], mv[MAX_OWNERS], idl[MAX_OWNERS];
     uint32_t no = cl_topo_owners(t, g->grp, g->parts, 0, 0, part, own, MAX_OWNERS);
@@ -510,6 +519,12 @@ int cl_plan_promote(cl_topo *t, cl_meta_owners_enc *enc, const cl_plan_group *g,
     int all = ni > 0;
     for (uint32_t k = 0; k < ni && all; k++)
         all = is_owner(own, no, idl[k]);
+    /* As primary an owner catching up would stop (it is the reference
+     * then): the updates it lacks, never acknowledged but held by the
+     * others, would stay on them alone (short_primary, the exchange's
+     * case of the same rule). */
+    if (all && own[0] != idl[0] && behind && behind(barg, t->m[idl[0]].id, g->grp, part))
+        all = 0;
     if (all) {
         if (own[0] != idl[0])
             cl_meta_enc_owners_switch(enc);   /* a new primary: clients refetch */

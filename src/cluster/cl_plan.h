@@ -86,13 +86,21 @@ int cl_plan_decide(cl_topo *t, const cl_plan_group *g, uint32_t ng, const cl_pla
 int cl_plan_full_map(cl_topo *t, const cl_plan_group *g, uint32_t ng, const cl_plan_single *v,
                      const uint32_t *slot_of, uint64_t exch, em_buf *out);
 
+/* behind: 1 while member's copy of (grp, part) is known to catch up with
+ * the primary (the coordinator's record of its last decision's behind
+ * list), so it must not be made primary yet. */
+typedef int (*cl_plan_behind_fn)(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part);
+
 /* cl_plan_promote: member `from` reports partition part of group g loaded.
  * When it is one of the partition's MOVING copies on t, appends the
  * partition's new row to enc (the reporter owns it; once every ideal owner
- * does, the ideal order and nobody else) and returns 1; 0 when it is not
- * loading it there (any more) or nothing is left to own. */
+ * does, the ideal order and nobody else - unless that would make primary
+ * an owner still catching up (behind, optional): then the reporter joins
+ * the owners as they are, and the ideal primary's own report switches
+ * later) and returns 1; 0 when it is not loading it there (any more) or
+ * nothing is left to own. */
 int cl_plan_promote(cl_topo *t, cl_meta_owners_enc *enc, const cl_plan_group *g,
-                    cl_meta_uuid from, uint32_t part);
+                    cl_meta_uuid from, uint32_t part, cl_plan_behind_fn behind, void *barg);
 
 /* cl_plan_reset_lost: the group's lost partitions on t get their ideal
  * owners, empty (Ignite's resetLostPartitions): appends one OWNERS_SET entry

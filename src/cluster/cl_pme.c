@@ -310,7 +310,7 @@ static int decide(cl_pme *p, cl_topo *t, const cl_plan_group *g, uint32_t ng,
     em_buf_free(&e);
     for (size_t at = 0; !rc && p->cfg.behind && at + 12 <= behind.len; at += 12)
         p->cfg.behind(p->cfg.arg, t->m[em_ld32(behind.p + at)].id,
-                      (int32_t)em_ld32(behind.p + at + 4), em_ld32(behind.p + at + 8));
+                      (int32_t)em_ld32(behind.p + at + 4), em_ld32(behind.p + at + 8), exch);
     em_buf_free(&behind);
     return rc;
 }

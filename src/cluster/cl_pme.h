@@ -58,8 +58,8 @@ typedef struct cl_pme_cfg {
     /* behind (optional): after a decision that replaced a dead primary, an
      * owner of the partition whose counter was below the new primary's
      * (it missed writes only the dead one had sent) must catch up; called
-     * on the exchange's thread. */
-    void (*behind)(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part);
+     * on the exchange's thread, once exchange exch is committed. */
+    void (*behind)(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part, uint64_t exch);
     uint32_t collect_ms;     /* how long the coordinator waits for singles; 0 = 5000 */
     uint32_t release_ms;     /* bound on the partition release wait; 0 = 2000 */
 } cl_pme_cfg;

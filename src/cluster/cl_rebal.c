@@ -45,6 +45,9 @@
 #define MAX_UP          256         /* members whose links the rebalancer tracks */
 #define MAX_STALE       4096        /* stale copies reported at once */
 #define STALE_WAIT_MS   5000        /* a stale copy waits this long to stop being primary */
+#define MAX_BEHIND      4096        /* coordinator: owners its last decision found behind */
+#define MAX_OWNER_DONE  256         /* caught-up owners whose report waits for a checkpoint */
+#define OWNER_DONE_MS   60000       /* ... this long at most (then the next exchange switches) */
 #define MAX_MOVING_GRPS 512         /* groups whose rebalancing the coordinator times */
 #define MAX_PREFETCH    16          /* batches sent ahead of the demands, at most */
 #define MAX_THROTTLE_MS 10000       /* pause between two batches, at most */
@@ -158,7 +161,18 @@ struct cl_rebal {
     /* avoid: not from this node (a deposed primary, cl_rebal_copy_fenced) */
     struct stale { int32_t grp; uint32_t part; uint64_t at_ms; cl_meta_uuid avoid; } stale[MAX_STALE];
     uint32_t     nstale;
-    _Atomic int  quiet;             /* !nstale && !nloads, as of the last unlock */
+    /* Coordinator: the owners its last decision found behind a new
+     * primary (cl_rebal_note_behind), until each reports caught up; the
+     * promotions do not make one of them primary meanwhile. */
+    struct behind { cl_meta_uuid m; int32_t grp; uint32_t part; uint64_t exch; } *behind;
+    uint32_t     nbehind;
+    /* Caught-up owners of persistent caches whose report waits for a
+     * checkpoint (durable_wait), sent by the pass once it completed. */
+    struct owner_done { int32_t grp; uint32_t part; uint64_t ckpt_need, at_ms; }
+                 owner_done[MAX_OWNER_DONE];
+    uint32_t     nowner_done;
+    _Atomic int  quiet;             /* nothing stale, loading or waiting to report,
+                                       as of the last unlock */
     int          stale_full;        /* the stale list overflowed once (logged) */
     _Atomic uint32_t nmerge;        /* merge loads: the live stream's writes are recorded */
     /* Historical rebalancing: the partitions whose copy on disk may be
@@ -196,7 +210,8 @@ static void lock(cl_rebal *r) { pthread_mutex_lock(&r->mu); }
  * the steady state. */
 static void unlock(cl_rebal *r)
 {
-    atomic_store_explicit(&r->quiet, !r->nstale && !r->nloads, memory_order_relaxed);
+    atomic_store_explicit(&r->quiet, !r->nstale && !r->nloads && !r->nowner_done,
+                          memory_order_relaxed);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -607,17 +622,42 @@ static void links_refresh(cl_rebal *r)
  * coordinator's own copies are filed here: the transport has no link to
  * itself, and a report sent there was dropped, so a copy the coordinator
  * loaded stayed MOVING for good. */
-static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
+static void send_report(cl_rebal *r, int32_t grp, uint32_t part, cl_meta_uuid leader)
 {
-    l->reported = 1;
     uint8_t b[CL_RMSG_PART];
-    cl_rmsg_part_put(b, l->grp, l->part);
-    l->sent_ms = em_now_ms();
+    cl_rmsg_part_put(b, grp, part);
     cl_meta_uuid self = cl_node_id(r->cfg.node);
     if (!cl_meta_uuid_eq(leader, self))
         queue(r, leader, CL_NET_MSG_REBAL_DONE, b, sizeof b);
     else if (r->ndone < MAX_QUEUE)
-        r->done_q[r->ndone++] = (demand){ .from = self, .grp = l->grp, .part = l->part };
+        r->done_q[r->ndone++] = (demand){ .from = self, .grp = grp, .part = part };
+}
+
+static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
+{
+    l->reported = 1;
+    l->sent_ms = em_now_ms();
+    send_report(r, l->grp, l->part, leader);
+}
+
+/* owner_done_pass (the pass, under mu): the caught-up owners whose report
+ * waited for a checkpoint (or a leader) send it now; 1 while one still
+ * waits for a checkpoint. */
+static int owner_done_pass(cl_rebal *r, uint64_t done, int have_lid, cl_meta_uuid lid,
+                           uint64_t now)
+{
+    int waiting = 0;
+    for (uint32_t i = 0; i < r->nowner_done; i++) {
+        struct owner_done *o = &r->owner_done[i];
+        int ready = have_lid && done >= o->ckpt_need;
+        if (ready)
+            send_report(r, o->grp, o->part, lid);
+        if (ready || now - o->at_ms >= OWNER_DONE_MS)
+            r->owner_done[i--] = r->owner_done[--r->nowner_done];
+        else
+            waiting |= done < o->ckpt_need;
+    }
+    return waiting;
 }
 
 /* ---- catching up ----
@@ -899,7 +939,10 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                      * order may wait for it to make it primary
                      * (cl_plan_promote takes this report). */
                     if (have_lid && durable(l, ckpts_done(r, NULL)))
-                        send_done(r, l, lid);   /* else the next exchange may switch */
+                        send_done(r, l, lid);
+                    else if (r->nowner_done < MAX_OWNER_DONE)   /* the pass sends it */
+                        r->owner_done[r->nowner_done++] = (struct owner_done){
+                            grp, part, l->ckpt_need, em_now_ms() };
                     load_drop(r, l);
                 }
             } else if (c && !l->merge) {
@@ -1336,6 +1379,43 @@ static void evict(cl_rebal *r, const em_buf *ev)
     }
 }
 
+/* ---- the coordinator's owners behind ---- */
+
+void cl_rebal_note_behind(cl_rebal *r, cl_meta_uuid member, int32_t grp, uint32_t part,
+                          uint64_t exch)
+{
+    lock(r);
+    if (r->nbehind && r->behind[0].exch < exch)
+        r->nbehind = 0;         /* a newer decision's list replaces the older one's */
+    if (r->nbehind < MAX_BEHIND)
+        r->behind[r->nbehind++] = (struct behind){ member, grp, part, exch };
+    unlock(r);
+}
+
+/* behind_take: (member, grp, part) is no longer behind (it reported). */
+static void behind_take(cl_rebal *r, cl_meta_uuid member, int32_t grp, uint32_t part)
+{
+    lock(r);
+    for (uint32_t i = 0; i < r->nbehind; i++)
+        if (r->behind[i].grp == grp && r->behind[i].part == part &&
+            cl_meta_uuid_eq(r->behind[i].m, member))
+            r->behind[i--] = r->behind[--r->nbehind];
+    unlock(r);
+}
+
+/* behind_has: cl_plan_behind_fn over the list. */
+static int behind_has(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part)
+{
+    cl_rebal *r = arg;
+    int found = 0;
+    lock(r);
+    for (uint32_t i = 0; i < r->nbehind && !found; i++)
+        found = r->behind[i].grp == grp && r->behind[i].part == part &&
+                cl_meta_uuid_eq(r->behind[i].m, member);
+    unlock(r);
+    return found;
+}
+
 /* coordinate turns the reported loaded copies into owners through the
  * metadata group (coordinator). */
 static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
@@ -1345,6 +1425,10 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
     if (!cl_node_decide_trylock(r->cfg.node))
         return;
     cl_topo *t = cl_node_topo_acquire(r->cfg.node);
+    lock(r);
+    if (r->nbehind && r->behind[0].exch < cl_topo_last_exchange(t))
+        r->nbehind = 0;         /* another exchange decided since: its singles rule */
+    unlock(r);
     em_buf e = EM_BUF_INIT;
     cl_meta_owners_enc enc;
     int rc = cl_meta_enc_owners_begin(&enc, &e, cl_topo_last_exchange(t));
@@ -1354,7 +1438,8 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
         if (!c)
             continue;
         cl_plan_group g = cl_plan_group_of(st_cache_cfg(c), q[i].grp, st_cache_parts(c));
-        int got = cl_plan_promote(t, &enc, &g, q[i].from, q[i].part);
+        behind_take(r, q[i].from, q[i].grp, q[i].part);     /* whole, it reported */
+        int got = cl_plan_promote(t, &enc, &g, q[i].from, q[i].part, behind_has, r);
         if (got <= 0) {
             rc = got;
             continue;
@@ -1460,6 +1545,7 @@ static void *run(void *arg)
                 send_done(r, l, lid);
             }
         }
+        waiting |= owner_done_pass(r, done, have_lid, lid, now);
         ckpt_again(r, started, done, waiting);
         r->st.loading = loading;
         if (t->self >= 0)
@@ -1487,7 +1573,10 @@ int cl_rebal_start(cl_rebal **out, const cl_rebal_cfg *cfg)
     if (hist_on(r))
         partial_open(r);
     r->loads = em_calloc(MAX_LOADS, sizeof *r->loads);
-    if (!r->loads) {
+    r->behind = em_calloc(MAX_BEHIND, sizeof *r->behind);
+    if (!r->loads || !r->behind) {
+        em_free(r->loads);
+        em_free(r->behind);
         em_free(r);
         return EM_NOMEM;
     }
@@ -1523,6 +1612,7 @@ void cl_rebal_stop(cl_rebal *r)
     while (r->nloads)
         load_drop(r, &r->loads[0]);
     em_free(r->loads);
+    em_free(r->behind);
     while (r->sends) {
         send *s = r->sends;
         r->sends = s->next;
@@ -1599,6 +1689,10 @@ int cl_rebal_copy_is_stale(cl_rebal *r, int32_t grp, uint32_t part)
         found = r->stale[i].grp == grp && r->stale[i].part == part;
     load *l = found ? NULL : load_find(r, grp, part);
     found = found || (l && l->merge);
+    /* caught up, but what it merged is not on disk yet: not whole after a
+     * power loss, so not made primary by the exchange either */
+    for (uint32_t i = 0; i < r->nowner_done && !found; i++)
+        found = r->owner_done[i].grp == grp && r->owner_done[i].part == part;
     unlock(r);
     return found;
 }

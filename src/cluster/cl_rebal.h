@@ -97,8 +97,9 @@ void cl_rebal_on_apply(void *r, const st_update *u);
  * in place (a merge load from the primary: it stays an owner, since it
  * still holds every acknowledged write); a loading copy starts over when
  * its stream skipped updates (skipped), and is left alone otherwise.
- * Until then cl_rebal_copy_is_stale answers 1, so the exchange does not
- * make it primary while a whole copy is left. */
+ * Until then - and, for a persistent cache, until a checkpoint holds what
+ * the merge brought - cl_rebal_copy_is_stale answers 1, so the exchange
+ * does not make it primary while a whole copy is left. */
 void cl_rebal_copy_stale(void *r, int32_t grp, uint32_t part, int skipped);
 /* cl_rebal_copy_fenced: a deposed primary says a new one fenced its updates
  * of (grp, part), which this copy may have applied: as a stale copy that
@@ -106,6 +107,12 @@ void cl_rebal_copy_stale(void *r, int32_t grp, uint32_t part, int skipped);
  * node's topology still has `deposed` the primary, not to catch up from it. */
 void cl_rebal_copy_fenced(void *r, int32_t grp, uint32_t part, cl_meta_uuid deposed);
 int  cl_rebal_copy_is_stale(cl_rebal *r, int32_t grp, uint32_t part);
+/* cl_rebal_note_behind (the coordinator, once exchange exch is committed):
+ * member's copy of (grp, part) is behind the new primary.  Until it
+ * reports caught up (or an exchange after exch is decided), promotions
+ * (cl_plan_promote) do not make it primary. */
+void cl_rebal_note_behind(cl_rebal *r, cl_meta_uuid member, int32_t grp, uint32_t part,
+                          uint64_t exch);
 
 typedef struct cl_rebal_stats {
     uint64_t loading;            /* partitions loading here now */

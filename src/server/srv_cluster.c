@@ -597,11 +597,15 @@ static int copy_behind(void *arg, int32_t cache, uint32_t part)
 }
 
 /* The exchange found this node's copy, or another member's, behind a new
- * primary: it catches up (cl_rebal_copy_stale, here or there). */
-static void pme_behind(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part)
+ * primary: it catches up (cl_rebal_copy_stale, here or there), and this
+ * node, the coordinator, does not promote it primary meanwhile. */
+static void pme_behind(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part,
+                       uint64_t exch)
 {
     srv_cluster *sc = arg;
     cl_rebal *rb = atomic_load(&sc->rebal);
+    if (rb)
+        cl_rebal_note_behind(rb, member, grp, part, exch);
     cl_topo *t = cl_node_topo_acquire(sc->node);
     int self = t->self >= 0 && cl_meta_uuid_eq(t->m[t->self].id, member);
     cl_node_topo_release(t);

@@ -130,6 +130,8 @@ typedef struct sim {
     unsigned    npr;
     task        up[MAXQ];          /* owners to catch up */
     unsigned    nup;
+    task        cb[MAXQ];          /* the coordinator's owners behind (v: the exchange) */
+    unsigned    ncb;
     uint64_t    acks, writes, kills, joins, exchanges, promotions;
     uint64_t    diverged;          /* owners holding other unacknowledged writes than
                                       their primary at the end */
@@ -563,6 +565,12 @@ static void ex_commit(sim *s)
         if (k >= 0) {
             catch_up_later(s, (unsigned)k, grp == s->grp[0].grp ? 0 : 1,
                            em_ld32(s->ex_behind.p + at + 8));
+            /* cl_rebal_note_behind: a newer decision's list replaces */
+            if (s->ncb && s->cb[0].v < s->ex_id)
+                s->ncb = 0;
+            if (s->ncb < MAXQ)
+                s->cb[s->ncb++] = (task){ (uint8_t)k, grp == s->grp[0].grp ? 0 : 1,
+                                          (uint8_t)em_ld32(s->ex_behind.p + at + 8), s->ex_id };
             note(s, "m%d behind on g%u p%u", k, grp == s->grp[0].grp ? 0 : 1,
                  em_ld32(s->ex_behind.p + at + 8));
         }
@@ -644,15 +652,31 @@ static void promote_start(sim *s)
     s->nrep = 0;
 }
 
+/* cb_has: cl_plan_behind_fn over the coordinator's list (cl_rebal's). */
+static int cb_has(void *arg, cl_meta_uuid id, int32_t grp, uint32_t part)
+{
+    sim *s = arg;
+    for (unsigned i = 0; i < s->ncb; i++)
+        if (cl_meta_uuid_eq(s->m[s->cb[i].m].id, id) &&
+            s->grp[s->cb[i].g].grp == grp && s->cb[i].p == part)
+            return 1;
+    return 0;
+}
+
 static void promote_commit(sim *s)
 {
     em_buf e = EM_BUF_INIT;
     cl_meta_owners_enc enc;
     unsigned made = 0;
     int rc = cl_meta_enc_owners_begin(&enc, &e, cl_topo_last_exchange(s->pr_t));
+    if (s->ncb && s->cb[0].v < cl_topo_last_exchange(s->pr_t))
+        s->ncb = 0;
     for (unsigned i = 0; i < s->npr && !rc; i++) {
+        for (unsigned j = 0; j < s->ncb; j++)      /* it reported: whole */
+            if (s->cb[j].m == s->pr[i].m && s->cb[j].g == s->pr[i].g && s->cb[j].p == s->pr[i].p)
+                s->cb[j--] = s->cb[--s->ncb];
         int got = cl_plan_promote(s->pr_t, &enc, &s->grp[s->pr[i].g], s->m[s->pr[i].m].id,
-                                  s->pr[i].p);
+                                  s->pr[i].p, cb_has, s);
         if (got < 0)
             rc = got;
         else if (got) {
