@@ -1386,6 +1386,13 @@ int cl_node_is_leader(cl_node *n)
     return info.role == CL_META_ROLE_LEADER;
 }
 
+unsigned cl_node_voters(cl_node *n)
+{
+    cl_meta_info info;
+    cl_meta_get_info(n->meta, &info);
+    return info.voters;
+}
+
 int cl_node_group_created(cl_node *n)
 {
     cl_meta_info info;

@@ -188,6 +188,9 @@ void cl_node_decide_unlock(cl_node *n);
 /* cl_node_is_leader: 1 when this node leads the metadata group (the
  * coordinator). */
 int cl_node_is_leader(cl_node *n);
+/* cl_node_voters: the metadata group's voters in this node's view of its
+ * configuration (up to 5, kept odd: how many may fail is (voters - 1) / 2). */
+unsigned cl_node_voters(cl_node *n);
 /* cl_node_group_created: this node created the metadata group when it
  * started (bootstrap into a new directory), rather than joining one. */
 int cl_node_group_created(cl_node *n);

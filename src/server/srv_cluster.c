@@ -1198,13 +1198,14 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                      "# TYPE ember_cluster_segmented gauge\nember_cluster_segmented %d\n"
                      "# TYPE ember_cluster_leader gauge\nember_cluster_leader %d\n"
                      "# TYPE ember_cluster_lease gauge\nember_cluster_lease %d\n"
+                     "# TYPE ember_cluster_voters gauge\nember_cluster_voters %u\n"
                      "# TYPE ember_cluster_moving_partitions gauge\n"
                      "ember_cluster_moving_partitions %llu\n",
                      t->n, (unsigned long long)t->major, t->minor,
                      t->self >= 0 && !cl_node_segmented(sc->node) ? 1 : 0,
                      cl_node_segmented(sc->node),
                      cl_node_is_leader(sc->node), cl_node_has_lease(sc->node),
-                     (unsigned long long)mv.n);
+                     cl_node_voters(sc->node), (unsigned long long)mv.n);
     cl_node_topo_release(t);
     uint32_t up;
     uint64_t refused, opened;

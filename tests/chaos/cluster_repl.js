@@ -14,7 +14,9 @@
 //     to FILE (the cache "repl-kill": PARTITIONED, 2 backups, FULL_SYNC),
 //     and every call to FILE.history: "key ok|fail|unknown start_ms end_ms
 //     message" (unknown: the connection was lost or the server said the
-//     write may or may not have run).
+//     write may or may not have run).  With WRITE_STOP set, it also stops
+//     (after the key in hand) once that file exists.  WRITE_CACHE and
+//     WRITE_BACKUPS name another cache and its backups (write and check).
 //   node cluster_repl.js check FILE host:port...
 //     Reads every key FILE lists through each endpoint; then sums up
 //     FILE.history and reads the keys whose calls were unknown (present or
@@ -28,6 +30,8 @@ const { IgniteClientConfiguration, ObjectType, CacheConfiguration, CacheClient, 
 const INT = ObjectType.PRIMITIVE_TYPE.INTEGER;
 const SYNC = CacheConfiguration.WRITE_SYNCHRONIZATION_MODE;
 const MODE = CacheConfiguration.CACHE_MODE;
+const KILL_CACHE = process.env.WRITE_CACHE || 'repl-kill';
+const KILL_BACKUPS = Number(process.env.WRITE_BACKUPS || 2);
 const PEEK = CacheClient.PEEK_MODE;
 
 async function open(ep) {
@@ -191,14 +195,15 @@ async function ops(n, eps) {
 
 async function write(file, seconds, eps) {
     const c = await open(eps[0]);
-    const cfg = new CacheConfiguration().setCacheMode(MODE.PARTITIONED).setBackups(2)
+    const cfg = new CacheConfiguration().setCacheMode(MODE.PARTITIONED).setBackups(KILL_BACKUPS)
         .setWriteSynchronizationMode(SYNC.FULL_SYNC);
-    const cache = (await c.getOrCreateCache('repl-kill', cfg)).setKeyType(INT);
+    const cache = (await c.getOrCreateCache(KILL_CACHE, cfg)).setKeyType(INT);
     const fd = fs.openSync(file, 'a');
     const hist = fs.openSync(file + '.history', 'a');
     const end = Date.now() + seconds * 1000;
+    const stop = process.env.WRITE_STOP;
     let acked = 0, failed = 0;
-    for (let k = 0; Date.now() < end; k++) {
+    for (let k = 0; Date.now() < end && !(stop && fs.existsSync(stop)); k++) {
         for (;;) {
             const t0 = Date.now();
             try {
@@ -234,7 +239,7 @@ async function check(file, eps) {
     const keys = fs.readFileSync(file, 'utf8').split('\n').filter((s) => s).map(Number);
     for (const ep of eps) {
         const c = await open(ep);
-        const cache = (await c.getCache('repl-kill')).setKeyType(INT);
+        const cache = (await c.getCache(KILL_CACHE)).setKeyType(INT);
         let bad = 0;
         for (const k of keys) {
             const v = await cache.get(k);
@@ -242,7 +247,7 @@ async function check(file, eps) {
                 const peeks = [];
                 for (const e2 of eps) {
                     const c2 = await open(e2);
-                    const x = (await c2.getCache('repl-kill')).setKeyType(INT);
+                    const x = (await c2.getCache(KILL_CACHE)).setKeyType(INT);
                     peeks.push(`${e2}: ${await localPeek(x, k, [PEEK.ALL])}`);
                     c2.disconnect();
                 }
@@ -265,7 +270,7 @@ async function check(file, eps) {
     if (n.ok !== keys.length)
         throw new Error(`history has ${n.ok} acknowledged calls, the acknowledged list ${keys.length}`);
     const c = await open(eps[0]);
-    const cache = (await c.getCache('repl-kill')).setKeyType(INT);
+    const cache = (await c.getCache(KILL_CACHE)).setKeyType(INT);
     let present = 0;
     for (const k of unk)
         if ((await cache.get(k)) === 'w' + k) present++;
