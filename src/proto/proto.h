@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster/cl_pmap.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -224,6 +225,23 @@ int  pr_txc_inline(const uint8_t *body, size_t len);
  * id) before anything of it runs: header, id lists, a backup copy's
  * writes.  0, EM_TRUNCATED or EM_INVAL (tests/fuzz/fuzz_txc.c). */
 int  pr_txc_check(const uint8_t *p, size_t len);
+
+/* What is left to rebalance here (proto_rebal.c), for /metrics and
+ * NODE_INFO: pr_left_open takes the exchange's last full map once,
+ * pr_left_entries estimates, for one cache, the entries this node's MOVING
+ * copies still lack (0 when none loads here, or on a single node), and
+ * pr_left_close frees what open took.  Never waits on a worker (NODE_INFO
+ * runs on the transport thread). */
+typedef struct pr_left {
+    em_buf         buf;
+    cl_pmap        map;
+    cl_pmap_group *g;
+    int            ok;
+} pr_left;
+struct st_cache;
+void     pr_left_open(pr_server *s, pr_left *l);
+uint64_t pr_left_entries(pr_server *s, pr_left *l, struct st_cache *sc);
+void     pr_left_close(pr_left *l);
 
 /* pr_server_set_pme: the exchange, for reset-lost (PR_OP_RESET_LOST). */
 void     pr_server_set_pme(pr_server *s, struct cl_pme *pme);

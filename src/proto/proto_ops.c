@@ -17,10 +17,11 @@
  *                with the partition's current counter, so the counter does
  *                not move and nothing is logged - a silent corruption that
  *                only a content comparison finds.
- *   NODE_INFO    request: nothing.  reply: byte 1 (layout version), long
+ *   NODE_INFO    request: nothing.  reply: byte 2 (layout version), long
  *                uptime ms, byte flags (1 lease, 2 leader, 4 cluster member),
  *                int C caches { int id, byte mode, int backups, int parts,
- *                long size, short n, n name bytes }, int K ops { byte n,
+ *                long size, long entries left to load (pr_left_entries;
+ *                absent in version 1), short n, n name bytes }, int K ops { byte n,
  *                n name bytes, long requests, long errors, 22 x long latency
  *                bucket counts (proto_stats.h buckets) }: only ops seen.
  *   CLUSTER_INFO request: byte format (0 JSON, 1 text).  reply: string.
@@ -227,7 +228,7 @@ typedef struct ni_cache {
     int32_t  id, backups;
     uint8_t  mode;
     uint32_t parts;
-    int64_t  size;
+    int64_t  size, left;
     char     name[256];
 } ni_cache;
 
@@ -247,8 +248,9 @@ typedef struct ninfo {
 } ninfo;
 
 enum { NI_LEASE = 1, NI_LEADER = 2, NI_MEMBER = 4 };
+enum { NI_VERSION = 2, NI_CACHE_V1 = 23, NI_CACHE = 31 };  /* a cache's bytes before its name */
 
-typedef struct enc_ctx { em_buf *out; uint32_t n; int rc; } enc_ctx;
+typedef struct enc_ctx { pr_server *s; pr_left left; em_buf *out; uint32_t n; int rc; } enc_ctx;
 
 static void enc_cache(void *arg, st_cache *sc)
 {
@@ -268,14 +270,15 @@ static void enc_cache(void *arg, st_cache *sc)
     size_t nl = strlen(g->name);
     if (nl > 255)
         nl = 255;
-    uint8_t b[27];
+    uint8_t b[NI_CACHE];
     em_st32(b, (uint32_t)st_cache_id(sc));
     b[4] = (uint8_t)g->cache_mode;
     em_st32(b + 5, (uint32_t)g->backups);
     em_st32(b + 9, st_cache_parts(sc));
     em_st64(b + 13, (uint64_t)size);
-    em_st16(b + 21, (uint16_t)nl);
-    if (em_buf_append(e->out, b, 23) || em_buf_append(e->out, g->name, nl))
+    em_st64(b + 21, pr_left_entries(e->s, &e->left, sc));
+    em_st16(b + 29, (uint16_t)nl);
+    if (em_buf_append(e->out, b, NI_CACHE) || em_buf_append(e->out, g->name, nl))
         e->rc = EM_NOMEM;
     e->n++;
 }
@@ -302,15 +305,18 @@ static int node_info_encode(pr_server *s, em_buf *out)
     } else
         flags |= NI_LEASE | NI_LEADER;
     uint8_t h[10];
-    h[0] = 1;
+    h[0] = NI_VERSION;
     em_st64(h + 1, up);
     h[9] = flags;
     int rc = em_buf_append(out, h, sizeof h);
     size_t at = out->len;
     rc = rc ? rc : em_buf_put_le32(out, 0);
-    enc_ctx e = { out, 0, rc };
-    if (!rc)
+    enc_ctx e = { .s = s, .out = out, .rc = rc };
+    if (!rc) {
+        pr_left_open(s, &e.left);
         st_cache_each(s->st, enc_cache, &e);
+        pr_left_close(&e.left);
+    }
     rc = e.rc;
     if (!rc)
         em_st32(out->p + at, e.n);
@@ -356,9 +362,10 @@ static int node_info_decode(const uint8_t *p, size_t n, ninfo *ni)
     uint8_t ver;
     int64_t up;
     int32_t nc, nop;
-    if (pr_rd_u8(&r, &ver) || ver != 1 || pr_rd_i64(&r, &up) || pr_rd_u8(&r, &ni->flags) ||
-        pr_rd_i32(&r, &nc) || nc < 0 || (uint32_t)nc > OPS_MAX_CACHES ||
-        (size_t)nc > pr_rd_left(&r) / 23)
+    if (pr_rd_u8(&r, &ver) || (ver != 1 && ver != NI_VERSION) || pr_rd_i64(&r, &up) ||
+        pr_rd_u8(&r, &ni->flags) || pr_rd_i32(&r, &nc) || nc < 0 ||
+        (uint32_t)nc > OPS_MAX_CACHES ||
+        (size_t)nc > pr_rd_left(&r) / (ver == 1 ? NI_CACHE_V1 : NI_CACHE))
         return EM_PROTO;
     ni->uptime_ms = (uint64_t)up;
     ni->c = em_calloc((size_t)nc + 1, sizeof *ni->c);
@@ -369,10 +376,13 @@ static int node_info_decode(const uint8_t *p, size_t n, ninfo *ni)
         int32_t parts;
         int64_t size;
         int16_t nl;
+        int64_t left = 0;
         if (pr_rd_i32(&r, &c->id) || pr_rd_u8(&r, &c->mode) || pr_rd_i32(&r, &c->backups) ||
-            pr_rd_i32(&r, &parts) || pr_rd_i64(&r, &size) || pr_rd_i16(&r, &nl) || nl < 0 ||
-            nl > 255 || (size_t)nl > pr_rd_left(&r))
+            pr_rd_i32(&r, &parts) || pr_rd_i64(&r, &size) ||
+            (ver != 1 && (pr_rd_i64(&r, &left) || left < 0)) || pr_rd_i16(&r, &nl) ||
+            nl < 0 || nl > 255 || (size_t)nl > pr_rd_left(&r))
             return EM_PROTO;
+        c->left = left;
         c->parts = (uint32_t)parts;
         c->size = size;
         memcpy(c->name, r.p + r.pos, (size_t)nl);
@@ -693,7 +703,8 @@ static void render_json(view *v, em_buf *o, char *cellbuf)
         for (uint32_t k = 0; k < ni->nc; k++) {
             putf(o, "%s{\"name\":", k ? "," : "");
             json_str(o, ni->c[k].name);
-            putf(o, ",\"size\":%lld}", (long long)ni->c[k].size);
+            putf(o, ",\"size\":%lld,\"entries_left\":%lld}", (long long)ni->c[k].size,
+                 (long long)ni->c[k].left);
         }
         putf(o, "],\"ops\":[");
         for (uint32_t k = 0; k < ni->nop; k++) {
@@ -714,7 +725,7 @@ static void render_json(view *v, em_buf *o, char *cellbuf)
             putf(o, "%s%llu", b ? "," : "", 1ULL << (10 + b));
     }
     putf(o, "],\"caches\":[");
-    uint64_t moving = 0;
+    uint64_t moving = 0, left = 0;
     for (uint32_t c = 0; c < v->ncaches; c++) {
         st_cache *sc = v->caches[c];
         const st_cache_config *g = st_cache_cfg(sc);
@@ -734,11 +745,12 @@ static void render_json(view *v, em_buf *o, char *cellbuf)
                 cnt[k ? k - CELL_KINDS : 6]++;
             }
             moving += cnt[2];
+            left += nc ? (uint64_t)nc->left : 0;
             putf(o, "%s{\"id\":\"%s\",\"size\":", i ? "," : "", id);
             if (nc)
-                putf(o, "%lld", (long long)nc->size);
+                putf(o, "%lld,\"entries_left\":%lld", (long long)nc->size, (long long)nc->left);
             else
-                putf(o, "null");
+                putf(o, "null,\"entries_left\":null");
             putf(o, ",\"counts\":{");
             for (int k = 0; k < 7; k++)
                 putf(o, "%s\"%s\":%u", k ? "," : "", cell_names[k], cnt[k]);
@@ -756,8 +768,9 @@ static void render_json(view *v, em_buf *o, char *cellbuf)
     /* MOVING copies: ideal owners the full map says do not own their
      * partition yet.  What is left to load; a reader that keeps the most it
      * saw has the progress (the page does). */
-    putf(o, "],\"rebalance\":{\"in_progress\":%s,\"partitions_moving\":%llu},"
-         "\"cell_codes\":{", moving ? "true" : "false", (unsigned long long)moving);
+    putf(o, "],\"rebalance\":{\"in_progress\":%s,\"partitions_moving\":%llu,"
+         "\"entries_left\":%llu},\"cell_codes\":{", moving ? "true" : "false",
+         (unsigned long long)moving, (unsigned long long)left);
     for (int k = 0; k < 7; k++)
         putf(o, "%s\"%c\":\"%s\"", k ? "," : "", CELL_KINDS[k], cell_names[k]);
     putf(o, "}}\n");
@@ -789,7 +802,7 @@ static void render_text(view *v, em_buf *o, char *cellbuf)
              !m || m->state == CL_META_ALIVE ? "ALIVE" : "JOINING",
              ni->answered ? "" : ": ", ni->answered ? "" : ni->why);
     }
-    uint64_t moving = 0, lost_total = 0;
+    uint64_t moving = 0, lost_total = 0, left = 0;
     for (uint32_t c = 0; c < v->ncaches; c++) {
         st_cache *sc = v->caches[c];
         const st_cache_config *g = st_cache_cfg(sc);
@@ -815,6 +828,14 @@ static void render_text(view *v, em_buf *o, char *cellbuf)
             putf(o, "  %-36s  %10s  %7u  %7u  %6u  %7u  %4u\n", id, sz, cnt[0], cnt[1], cnt[2],
                  cnt[3], cnt[5]);
         }
+        uint64_t cleft = 0;
+        for (uint32_t i = 0; i < v->n; i++) {
+            const ni_cache *nc = node_cache(&v->ni[i], cid);
+            cleft += nc ? (uint64_t)nc->left : 0;
+        }
+        if (cleft)
+            putf(o, "  rebalancing: about %llu entries left to load\n", (unsigned long long)cleft);
+        left += cleft;
         uint32_t nl = 0;
         for (uint32_t p = 0; v->t && p < parts; p++)
             if (cl_topo_part_lost(v->t, cid, p)) {
@@ -831,7 +852,8 @@ static void render_text(view *v, em_buf *o, char *cellbuf)
     putf(o, "lost partitions: %llu\n", (unsigned long long)lost_total);
     if (moving)
         putf(o, "rebalance: %llu partition copies MOVING (not yet owned by their ideal "
-             "owners)\n", (unsigned long long)moving);
+             "owners), about %llu entries left to load\n", (unsigned long long)moving,
+             (unsigned long long)left);
     else
         putf(o, "rebalance: none in progress\n");
 }

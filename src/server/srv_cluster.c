@@ -1159,8 +1159,27 @@ void srv_cluster_mem_stats(srv_cluster *sc, em_mem_stats *sum)
 }
 
 /* moving_sum: the MOVING copies of every cache, and one labelled line per
- * cache in by_cache (what is left to rebalance, cache by cache). */
-typedef struct moving_sum { cl_topo *t; uint64_t n; em_buf *by_cache; int err; } moving_sum;
+ * cache in by_cache (what is left to rebalance, cache by cache); the
+ * entries this node's loads still lack (pr_left_entries), in all and per
+ * cache in left_by_cache. */
+typedef struct moving_sum {
+    cl_topo *t;
+    pr_server *ps;
+    pr_left left;
+    uint64_t n, entries_left;
+    em_buf *by_cache, *left_by_cache;
+    int err;
+} moving_sum;
+
+/* labelled: NAME{cache="..."} v into out. */
+static int labelled(em_buf *out, const char *name, const st_cache_config *cfg, uint64_t v)
+{
+    char tail[32];
+    int l = snprintf(tail, sizeof tail, "\"} %llu\n", (unsigned long long)v);
+    return em_buf_append(out, name, strlen(name)) || em_buf_append(out, "{cache=\"", 8) ||
+           srv_metrics_label_value(out, cfg && cfg->name ? cfg->name : "") ||
+           em_buf_append(out, tail, (size_t)l) ? EM_NOMEM : 0;
+}
 
 static void add_moving(void *arg, st_cache *c)
 {
@@ -1168,14 +1187,12 @@ static void add_moving(void *arg, st_cache *c)
     if (st_cache_destroyed(c))
         return;
     uint64_t k = cl_topo_moving_count(m->t, st_cache_id(c));
+    uint64_t e = pr_left_entries(m->ps, &m->left, c);
     m->n += k;
+    m->entries_left += e;
     const st_cache_config *cfg = st_cache_cfg(c);
-    char v[32];
-    int l = snprintf(v, sizeof v, "\"} %llu\n", (unsigned long long)k);
-    static const char head[] = "ember_cluster_cache_moving_partitions{cache=\"";
-    if (em_buf_append(m->by_cache, head, sizeof head - 1) ||
-        srv_metrics_label_value(m->by_cache, cfg && cfg->name ? cfg->name : "") ||
-        em_buf_append(m->by_cache, v, (size_t)l))
+    if (labelled(m->by_cache, "ember_cluster_cache_moving_partitions", cfg, k) ||
+        labelled(m->left_by_cache, "ember_rebal_cache_entries_left", cfg, e))
         m->err = EM_NOMEM;
 }
 
@@ -1186,9 +1203,12 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
     cl_topo *t = cl_node_topo_acquire(sc->node);
     /* MOVING copies in the committed owner tables, every cache: 0 once
      * rebalancing is over (what an operator, or a benchmark, waits for). */
-    em_buf by_cache = EM_BUF_INIT;
-    moving_sum mv = { t, 0, &by_cache, 0 };
+    em_buf by_cache = EM_BUF_INIT, left_by_cache = EM_BUF_INIT;
+    moving_sum mv = { .t = t, .ps = sc->ps, .by_cache = &by_cache,
+                      .left_by_cache = &left_by_cache };
+    pr_left_open(sc->ps, &mv.left);
     st_cache_each(pr_server_store(sc->ps), add_moving, &mv);
+    pr_left_close(&mv.left);
     char line[8192];                /* about 3.5 KB today: room for more without a check per line */
     int n = snprintf(line, sizeof line,
                      "# TYPE ember_cluster_members gauge\nember_cluster_members %u\n"
@@ -1200,12 +1220,14 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                      "# TYPE ember_cluster_lease gauge\nember_cluster_lease %d\n"
                      "# TYPE ember_cluster_voters gauge\nember_cluster_voters %u\n"
                      "# TYPE ember_cluster_moving_partitions gauge\n"
-                     "ember_cluster_moving_partitions %llu\n",
+                     "ember_cluster_moving_partitions %llu\n"
+                     "# TYPE ember_rebal_entries_left gauge\nember_rebal_entries_left %llu\n",
                      t->n, (unsigned long long)t->major, t->minor,
                      t->self >= 0 && !cl_node_segmented(sc->node) ? 1 : 0,
                      cl_node_segmented(sc->node),
                      cl_node_is_leader(sc->node), cl_node_has_lease(sc->node),
-                     cl_node_voters(sc->node), (unsigned long long)mv.n);
+                     cl_node_voters(sc->node), (unsigned long long)mv.n,
+                     (unsigned long long)mv.entries_left);
     cl_node_topo_release(t);
     uint32_t up;
     uint64_t refused, opened;
@@ -1322,9 +1344,14 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
     int rc = mv.err;
     if (!rc && n > 0 && (size_t)n < sizeof line)  /* cannot fail at this size; never read past line */
         rc = em_buf_append(out, line, (size_t)n);
+    static const char lfam[] = "# TYPE ember_rebal_cache_entries_left gauge\n";
     if (!rc && by_cache.len)
         rc = em_buf_append(out, fam, sizeof fam - 1) ||
              em_buf_append(out, by_cache.p, by_cache.len) ? EM_NOMEM : 0;
+    if (!rc && left_by_cache.len)
+        rc = em_buf_append(out, lfam, sizeof lfam - 1) ||
+             em_buf_append(out, left_by_cache.p, left_by_cache.len) ? EM_NOMEM : 0;
     em_buf_free(&by_cache);
+    em_buf_free(&left_by_cache);
     return rc;
 }

@@ -7,7 +7,10 @@
 # link used to stop for good: each side stopped reading while its own output
 # to the other was over the transport's soft cap, so neither queue drained;
 # the nodes lost their leases and one was failed.  Checks: the two are
-# rebalanced (no MOVING copy) with their leases, within CHAOS_WAIT.
+# rebalanced (no MOVING copy) with their leases, within CHAOS_WAIT; while
+# they load, /metrics says how many entries are left to load
+# (ember_rebal_entries_left, sampled at each poll: at most what node 3 held,
+# 0 at the end).
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 . tests/chaos/lib.sh
@@ -22,11 +25,13 @@ r=$(node tests/chaos/cluster_rebal.js put "$(node_addr 1)" chaos-set 1 0 0 2>&1)
     --warmup 0 >"$CHAOS_TMP/prefill" 2>&1 || { bad "prefill: $(tail -3 "$CHAOS_TMP/prefill")"; finish; }
 ok "$keys keys of 1 KiB in a cache with 1 backup"
 node_kill 3
-t=0
+t=0 peak=0
 while [ $t -lt $((CHAOS_WAIT * 10)) ] &&
       ! { [ "$(metric 1 ember_cluster_members)$(metric 2 ember_cluster_members)" = 22 ] &&
           [ "$(metric 1 ember_cluster_moving_partitions)$(metric 2 ember_cluster_moving_partitions)" = 00 ] &&
           [ "$(metric 1 ember_rebal_loading)$(metric 2 ember_rebal_loading)" = 00 ]; }; do
+    left=$(( $(metric 1 ember_rebal_entries_left) + $(metric 2 ember_rebal_entries_left) ))
+    [ "$left" -gt "$peak" ] && peak=$left
     sleep 0.1; t=$((t + 1))
 done
 state="members $(metric 1 ember_cluster_members)/$(metric 2 ember_cluster_members), leases $(metric 1 ember_cluster_lease)/$(metric 2 ember_cluster_lease), loaded $(metric 1 ember_rebal_loaded)/$(metric 2 ember_rebal_loaded), MOVING $(metric 1 ember_cluster_moving_partitions)/$(metric 2 ember_cluster_moving_partitions)"
@@ -35,4 +40,8 @@ if [ $t -lt $((CHAOS_WAIT * 10)) ] && [ "$(metric 1 ember_cluster_lease)$(metric
 else
     bad "nodes 1 and 2 did not rebalance ($state)"
 fi
+end=$(( $(metric 1 ember_rebal_entries_left) + $(metric 2 ember_rebal_entries_left) ))
+[ "$peak" -gt 0 ] && [ "$peak" -le "$keys" ] && [ "$end" = 0 ] &&
+    ok "/metrics: entries left to load seen at $peak at most, 0 once rebalanced" ||
+    bad "entries left to load: $peak at most, $end at the end (of $keys keys)"
 finish

@@ -216,7 +216,7 @@ TEST(ops_node_and_cluster_info_on_a_single_node)
     req_begin(&e, PR_OP_NODE_INFO);
     CHECK_EQ(send_req(&e, &p, &n), 0);
     REQUIRE(n > 14);
-    CHECK_EQ(p[0], 1);                              /* layout version */
+    CHECK_EQ(p[0], 2);                              /* layout version */
     CHECK_EQ(p[9], 3);                              /* lease, leader, no cluster */
     CHECK_EQ(em_ld32(p + 10), 1);                   /* one cache */
     req_begin(&e, PR_OP_CLUSTER_INFO);
@@ -228,13 +228,13 @@ TEST(ops_node_and_cluster_info_on_a_single_node)
     em_buf_put_u8(&j, 0);
     const char *s = (const char *)j.p;
     CHECK(strstr(s, "{\"cluster\":false,\"state\":\"ACTIVE\"") == s);
-    CHECK(strstr(s, "\"caches\":[{\"name\":\"info\",\"size\":1}]") != NULL);
+    CHECK(strstr(s, "\"caches\":[{\"name\":\"info\",\"size\":1,\"entries_left\":0}]") != NULL);
     CHECK(strstr(s, "\"mode\":\"PARTITIONED\",\"backups\":0,\"partitions\":1024") != NULL);
     CHECK(strstr(s, "\"counts\":{\"primary\":1024,\"backup\":0,") != NULL);
     CHECK(strstr(s, "\"uptime_ms\":1234,\"lease\":true,") != NULL);
     CHECK(strstr(s, "\"ops\":[{\"op\":\"CACHE_PUT\",\"requests\":5,\"errors\":0,"
                     "\"latency_buckets\":[0,0,0,2,0,") != NULL);
-    CHECK(strstr(s, "\"rebalance\":{\"in_progress\":false,\"partitions_moving\":0}") != NULL);
+    CHECK(strstr(s, "\"rebalance\":{\"in_progress\":false,\"partitions_moving\":0,\"entries_left\":0}") != NULL);
     req_begin(&e, PR_OP_CLUSTER_INFO);
     em_buf_put_u8(&e.req, 1);
     CHECK_EQ(send_req(&e, &p, &n), 0);
@@ -275,8 +275,14 @@ TEST(ops_node_info_decode_refuses_malformed)
     b.p[10] = 0xff;                                 /* cache count 255 + ... */
     CHECK_EQ(pr_node_info_check(b.p, b.len), EM_PROTO);
     b.p[10] = save;
-    b.p[0] = 2;                                     /* another layout */
+    b.p[0] = 3;                                     /* another layout */
     CHECK_EQ(pr_node_info_check(b.p, b.len), EM_PROTO);
+    /* Layout 1 (before entries left): one cache of 23 bytes and its name. */
+    static const uint8_t v1[] = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0,
+                                  7, 0, 0, 0, 2, 1, 0, 0, 0, 0, 4, 0, 0, 9, 0, 0, 0, 0, 0,
+                                  0, 0, 1, 0, 'a', 0, 0, 0, 0 };
+    CHECK_OK(pr_node_info_check(v1, sizeof v1));
+    CHECK_EQ(pr_node_info_check(v1, sizeof v1 - 1), EM_PROTO);
     em_buf_free(&b);
     pe_close(&e);
 }
