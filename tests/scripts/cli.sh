@@ -110,7 +110,7 @@ cache people: PARTITIONED, 0 backups, 1024 partitions
   *-*-*-*-*           3     1024        0       0        0     0
 lost partitions: 0
 rebalance: none in progress' -- cluster
-    check_glob cluster_json 0 '{"ok":true,"topology":{"major":1,"minor":0},"state":"ACTIVE","nodes":?{"id":"*","consistent_id":"127.0.0.1:'"$PORT"'","addresses":?"127.0.0.1"?,"port":'"$PORT"',"order":1,"local":true}?,"endpoints_version":1,"endpoints":?{"id":"*","port":'"$PORT"',"addresses":?"127.0.0.1"?}?,"details":{"cluster":false,"state":"ACTIVE",*"nodes":?{"id":"*","self":true,*"leader":true,"answered":true,"uptime_ms":*,"lease":true,"caches":?{"name":"people","size":3}?*"caches":?{"name":"people",*"mode":"PARTITIONED","backups":0,"partitions":1024,*"primary":1024,*"lost":??}?,"rebalance":{"in_progress":false,*}}' -- --json cluster
+    check_glob cluster_json 0 '{"ok":true,"topology":{"major":1,"minor":0},"state":"ACTIVE","nodes":?{"id":"*","consistent_id":"127.0.0.1:'"$PORT"'","addresses":?"127.0.0.1"?,"port":'"$PORT"',"order":1,"local":true}?,"endpoints_version":1,"endpoints":?{"id":"*","port":'"$PORT"',"addresses":?"127.0.0.1"?}?,"details":{"cluster":false,"state":"ACTIVE",*"nodes":?{"id":"*","self":true,*"leader":true,"answered":true,"uptime_ms":*,"lease":true,"caches":?{"name":"people","size":3,"entries_left":0}?*"caches":?{"name":"people",*"mode":"PARTITIONED","backups":0,"partitions":1024,*"primary":1024,*"lost":??}?,"rebalance":{"in_progress":false,*}}' -- --json cluster
     check_glob cluster_cache 0 '*PARTITIONS
 *  1024  (this node)
 leader: *' -- cluster people
