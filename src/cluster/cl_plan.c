@@ -447,8 +447,6 @@ int cl_plan_full_map(cl_topo *t, const cl_plan_group *g, uint32_t ng, const cl_p
                 st[gi][(size_t)own[i] * P + part] = CL_PS_OWNING;
                 cl_psingle_part x;
                 if (sg[own[i]] && part_cmp(sg[own[i]]->raw, sg[own[i]]->k, part, &x)) {
-                    if (x.state == CL_PS_MOVING)    /* an owner catching up */
-                        st[gi][(size_t)own[i] * P + part] = CL_PS_MOVING;
                     if (x.cntr > maxc)
                         maxc = x.cntr;
                     if (i == 0)

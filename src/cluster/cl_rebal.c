@@ -1701,5 +1701,8 @@ void cl_rebal_stats_get(cl_rebal *r, cl_rebal_stats *s)
 {
     lock(r);
     *s = r->st;
+    s->catching_up = r->nstale + r->nowner_done;
+    for (uint32_t i = 0; i < r->nloads; i++)
+        s->catching_up += r->loads[i].merge && !r->loads[i].moving;
     unlock(r);
 }

@@ -126,6 +126,8 @@ typedef struct cl_rebal_stats {
     uint64_t hist_entries_in;    /* updates those brought */
     uint64_t hist_served;        /* demands this node answered from its log */
     uint64_t caught_up;          /* stale owned copies that caught up in place */
+    uint64_t catching_up;        /* copies here that do not count as OWNING now:
+                                    stale, merging, or caught up and not yet on disk */
 } cl_rebal_stats;
 void cl_rebal_stats_get(cl_rebal *r, cl_rebal_stats *s);
 

@@ -1307,6 +1307,7 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       "# TYPE ember_rebal_owned counter\nember_rebal_owned %llu\n"
                       "# TYPE ember_rebal_stale counter\nember_rebal_stale %llu\n"
                       "# TYPE ember_rebal_caught_up counter\nember_rebal_caught_up %llu\n"
+                      "# TYPE ember_rebal_catching_up gauge\nember_rebal_catching_up %llu\n"
                       "# TYPE ember_rebal_historical counter\nember_rebal_historical %llu\n"
                       "# TYPE ember_rebal_historical_updates_in counter\n"
                       "ember_rebal_historical_updates_in %llu\n"
@@ -1316,7 +1317,8 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       (unsigned long long)bs.entries_in, (unsigned long long)bs.bytes_in,
                       (unsigned long long)bs.batches_out, (unsigned long long)bs.evicted,
                       (unsigned long long)bs.owned, (unsigned long long)bs.stale,
-                      (unsigned long long)bs.caught_up, (unsigned long long)bs.hist_loads,
+                      (unsigned long long)bs.caught_up, (unsigned long long)bs.catching_up,
+                      (unsigned long long)bs.hist_loads,
                       (unsigned long long)bs.hist_entries_in,
                       (unsigned long long)bs.hist_served);
     }

@@ -136,5 +136,13 @@ acked_past "$CHAOS_TMP/fo2" $((before + 200)) &&
     ok "kill -9 of the coordinator (node $lead; node ${nl:-?} leads now): the writes went on" ||
     bad "no writes after the coordinator's kill ($(lines "$CHAOS_TMP/fo2") acknowledged)"
 stop_check fo2 "all the kills" $up
+settled=1
+for i in $up; do
+    wait_metric $i ember_rebal_catching_up 0 && wait_metric $i ember_rebal_entries_left 0 || {
+        settled=0
+        bad "node $i: $(metric $i ember_rebal_catching_up) copies catching up, $(metric $i ember_rebal_entries_left) entries left"
+    }
+done
+[ $settled = 1 ] && ok "no copy left catching up or loading on nodes $up"
 verify fo2
 finish

@@ -241,8 +241,10 @@ TEST(cl_pme_exchange_join_loss_reset_and_bad_frames)
     CHECK(st.bad_frames == sb.bad_frames + 1);
 
     /* A join: owners stay where they are (nothing has moved the data).
-     * The owner of partition 5 reports its copy catching up: the map has
-     * it MOVING there, with counter 0, not OWNING. */
+     * The owner of partition 5 reports its copy catching up
+     * (CL_PLAN_BEHIND): it stays the committed owner, OWNING in the map,
+     * but its counter there is 0 - what keeps the exchange from making it
+     * primary while a whole copy is left. */
     int behind = -1;
     for (int i = 0; i < 3; i++)
         if (cl_meta_uuid_eq(cl_node_id(ts[i].n), o0[5]))
@@ -259,7 +261,10 @@ TEST(cl_pme_exchange_join_loss_reset_and_bad_frames)
     cl_pmap_group mg[4];
     cl_pmap m = { .g = mg };
     REQUIRE_OK(cl_pmap_decode(mb.p, mb.len, &m, 4));
-    int gi = -1, ni = -1, nj = -1;
+    int gi = -1, ni = -1, nj = -1, jdx = -1;
+    for (int i = 0; i < 3; i++)
+        if (cl_meta_uuid_eq(cl_node_id(ts[i].n), o0[6]))
+            jdx = ts[i].idx;
     for (uint32_t g = 0; g < m.ngroups; g++)
         if (m.g[g].grp == GRP)
             gi = (int)g;
@@ -269,9 +274,11 @@ TEST(cl_pme_exchange_join_loss_reset_and_bad_frames)
         if (cl_meta_uuid_eq(cl_pmap_node(&m, k), o0[6]))
             nj = (int)k;
     }
-    REQUIRE(gi >= 0 && ni >= 0 && nj >= 0);
-    CHECK_EQ(cl_pmap_state(&m, &m.g[gi], (uint32_t)ni, 5), CL_PS_MOVING);
+    REQUIRE(gi >= 0 && ni >= 0 && nj >= 0 && jdx >= 0);
+    CHECK_EQ(cl_pmap_state(&m, &m.g[gi], (uint32_t)ni, 5), CL_PS_OWNING);
+    CHECK_EQ(cl_pmap_cntr(&m.g[gi], 5), 0);
     CHECK_EQ(cl_pmap_state(&m, &m.g[gi], (uint32_t)nj, 6), CL_PS_OWNING);
+    CHECK_EQ(cl_pmap_cntr(&m.g[gi], 6), 1000u * (uint64_t)jdx + 6);
     em_buf_free(&mb);
     atomic_store(&g_behind, 0);
 
