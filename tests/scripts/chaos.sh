@@ -16,6 +16,15 @@ for s in tests/chaos/*.sh; do
              "find, and its prefill is slow there; make test and make asan run it)"
         continue
     fi
+    # CI time (1 800 s for make test, asan and tsan together; about 1 760 s
+    # at 55e829c): the SQL and transaction scenarios are not run under TSan
+    # (about 50 s there); make test and make asan run them.
+    case "$(basename "$s"):${EM_SANITIZER:-}" in
+    cluster_sql.sh:tsan|cluster_tx.sh:tsan)
+        echo "== $(basename "$s" .sh): not under EM_SANITIZER=tsan (CI time; make test and" \
+             "make asan run it)"
+        continue ;;
+    esac
     if [ "$(basename "$s")" = cluster_failover.sh ] && [ -n "${EM_SANITIZER:-}" ]; then
         echo "== cluster_failover: not under EM_SANITIZER (an open finding: under a sanitizer's" \
              "timing about 1 run in 5 ends with an owner lacking an acknowledged write its" \
