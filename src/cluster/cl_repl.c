@@ -123,10 +123,10 @@ struct cl_repl {
     waiter         *waiters;
     cl_repl_await  *awaits;         /* ... and awaits (no thread waits for them) */
     em_buf          ack_out;        /* transport thread: acks of one frame */
-    _Atomic uint64_t st[12];        /* by S_*, S_N of them */
+    _Atomic uint64_t st[13];        /* by S_*, S_N of them */
 };
 enum { S_SENT, S_FRAMES, S_APPLIED, S_ACKS, S_REFUSED, S_WAITS, S_TIMEOUTS, S_RESENT,
-       S_NACKS, S_SKIPPED, S_GIVEUP, S_NOTICES, S_N };
+       S_NACKS, S_SKIPPED, S_GIVEUP, S_NOTICES, S_MOVED, S_N };
 _Static_assert(S_N == sizeof ((cl_repl *)0)->st / sizeof ((cl_repl *)0)->st[0],
                "one counter per S_* value");
 static void count(cl_repl *r, int i, uint64_t d)
@@ -461,21 +461,49 @@ static void ticket_add(cl_repl *r, rcache *c, uint32_t part, uint64_t ctr, int f
     tk->e[tk->n++] = (tk_entry){ c, part, ctr };
 }
 
-static int replicate(cl_repl *r, const st_update *u)
+/* The owners an update of this node's goes to, decided once before the log
+ * hears of it: t is held until replicate is done with it (NULL: nothing to
+ * stream - a LOCAL cache, a single member, not the primary here). */
+typedef struct plan {
+    cl_topo *t;
+    const st_cache_config *cfg;
+    uint32_t parts, k;
+    uint32_t idx[MAX_OWNERS];
+} plan;
+
+static _Thread_local int tl_primary;
+void cl_repl_primary_only(int on) { tl_primary = on; }
+
+/* plan_owners fills pl for u: 0, or EM_STALE when a request's write meets
+ * a topology in which this node no longer is the key's primary (it was
+ * when the request was mapped: the primary moved in between).  Applied
+ * here it would reach no other owner, and the primary would never have
+ * it; refused, the store is left as it was and the request maps again.
+ * A copy's own evictions, a CLEAR, a transaction's commit and a write to a
+ * lost partition (under a policy that allows it) are not refused. */
+static int plan_owners(cl_repl *r, const st_update *u, plan *pl)
 {
+    pl->t = NULL;
     st_cache *sc = st_cache_find(r->o.store, u->cache_id);
     if (!sc)
         return 0;                   /* destroyed meanwhile: owners drop it too */
-    const st_cache_config *cfg = st_cache_cfg(sc);
-    if (cfg->cache_mode == 0)
+    pl->cfg = st_cache_cfg(sc);
+    if (pl->cfg->cache_mode == 0)
         return 0;                   /* LOCAL: this node only */
-    uint32_t parts = cfg_parts(cfg);
-    if (u->partition >= parts)
+    pl->parts = cfg_parts(pl->cfg);
+    if (u->partition >= pl->parts)
         return 0;
     cl_topo *t = cl_node_topo_acquire(r->o.node);
-    uint32_t idx[MAX_OWNERS];
+    uint32_t *idx = pl->idx;
     uint32_t k = t->n > 1 && t->self >= 0
-                     ? cl_repl_owners(t, cfg, u->cache_id, u->partition, idx, MAX_OWNERS) : 0;
+                     ? cl_repl_owners(t, pl->cfg, u->cache_id, u->partition, idx, MAX_OWNERS) : 0;
+    if (k >= 1 && (int)idx[0] != t->self && tl_primary && !u->in_tx && !u->evict &&
+        (u->kind == ST_UPD_PUT || u->kind == ST_UPD_REMOVE) &&
+        !cl_topo_part_lost(t, u->cache_id, u->partition)) {     /* lost: written anywhere */
+        cl_node_topo_release(t);
+        count(r, S_MOVED, 1);
+        return EM_STALE;
+    }
     /* MOVING copies get every write too (they load the rest meanwhile),
      * and a FULL_SYNC write waits for them as for any owner. */
     if (k >= 1 && (int)idx[0] == t->self) {
@@ -483,18 +511,28 @@ static int replicate(cl_repl *r, const st_update *u)
          * missed with its snapshot, which this node takes over that link
          * after this write (a FULL_SYNC write must not wait for it). */
         uint32_t mv[MAX_OWNERS];
-        uint32_t m = cl_topo_moving(t, u->cache_id, parts, u->partition, mv, MAX_OWNERS - k);
+        uint32_t m = cl_topo_moving(t, u->cache_id, pl->parts, u->partition, mv, MAX_OWNERS - k);
         for (uint32_t i = 0; i < m; i++)
             if (cl_node_link_up(r->o.node, t->m[mv[i]].id))
                 idx[k++] = mv[i];
     }
     if (k < 2 || (int)idx[0] != t->self) {
         /* No other owner, or not the primary here (a clear every member
-         * runs on its own copies, a write that raced a topology change):
-         * only a primary streams. */
+         * runs on its own copies, an eviction): only a primary streams. */
         cl_node_topo_release(t);
         return 0;
     }
+    pl->t = t;
+    pl->k = k;
+    return 0;
+}
+
+static int replicate(cl_repl *r, const st_update *u, plan *pl)
+{
+    cl_topo *t = pl->t;
+    const st_cache_config *cfg = pl->cfg;
+    uint32_t parts = pl->parts, k = pl->k;
+    const uint32_t *idx = pl->idx;
     int rc = EM_NOMEM;
     rcache *c = cache_get(r, u->cache_id, parts);
     if (!c)
@@ -592,12 +630,17 @@ static void hist_note(cl_repl *r, const st_update *u)
 static int observe(void *arg, const st_update *u)
 {
     cl_repl *r = arg;
-    if (r->down && !u->in_tx) {
-        int rc = r->down(r->down_arg, u);
-        if (rc)
-            return rc;              /* a write the WAL refused is not streamed */
+    int data = u->kind == ST_UPD_PUT || u->kind == ST_UPD_REMOVE || u->kind == ST_UPD_CLEAR;
+    plan pl = { .t = NULL };
+    int rc = data ? plan_owners(r, u, &pl) : 0;
+    if (rc)
+        return rc;                  /* before the WAL: the write did not happen */
+    if (r->down && !u->in_tx && (rc = r->down(r->down_arg, u)) != 0) {
+        if (pl.t)
+            cl_node_topo_release(pl.t);
+        return rc;                  /* a write the WAL refused is not streamed */
     }
-    if (u->kind != ST_UPD_PUT && u->kind != ST_UPD_REMOVE && u->kind != ST_UPD_CLEAR)
+    if (!data)
         return 0;                   /* cache starts and stops: the metadata group */
     if (u->kind != ST_UPD_CLEAR)
         cl_rid_note_effect();       /* a retried write must not run again */
@@ -607,7 +650,7 @@ static int observe(void *arg, const st_update *u)
      * A write the stream then refuses leaves its counter to the next one,
      * which the log takes as a break in the partition's run. */
     hist_note(r, u);
-    return replicate(r, u);
+    return pl.t ? replicate(r, u, &pl) : 0;
 }
 
 /* ---- FULL_SYNC ------------------------------------------------------------- */
@@ -1326,4 +1369,5 @@ void cl_repl_stats_get(const cl_repl *r, cl_repl_stats *s)
     s->skipped = atomic_load_explicit(&r->st[S_SKIPPED], memory_order_relaxed);
     s->given_up = atomic_load_explicit(&r->st[S_GIVEUP], memory_order_relaxed);
     s->fence_notices = atomic_load_explicit(&r->st[S_NOTICES], memory_order_relaxed);
+    s->moved = atomic_load_explicit(&r->st[S_MOVED], memory_order_relaxed);
 }

@@ -121,6 +121,12 @@ void cl_repl_topology(cl_repl *r);
 void cl_repl_begin(void);
 int  cl_repl_finish(cl_repl *r);
 
+/* cl_repl_primary_only (per thread): on while a request runs the writes it
+ * mapped to this node as their keys' primary.  A PUT or REMOVE of a key
+ * whose primary is another member by then fails with EM_STALE, nothing
+ * applied, and the request maps again. */
+void cl_repl_primary_only(int on);
+
 /* FULL_SYNC without a waiting thread.  cl_repl_finish_defer is
  * cl_repl_finish, except that when the request's acks must be waited for
  * and it touched at most CL_REPL_AWAIT_MAX partitions, it sends the streams
@@ -186,6 +192,7 @@ typedef struct cl_repl_stats {
     uint64_t skipped;               /* gaps given up on: the missing updates refused */
     uint64_t given_up;              /* windows dropped unsettled (peer gone or too far behind) */
     uint64_t fence_notices;         /* copies told their updates from here were fenced */
+    uint64_t moved;                 /* writes refused here: the primary moved after mapping */
 } cl_repl_stats;
 void cl_repl_stats_get(const cl_repl *r, cl_repl_stats *s);
 

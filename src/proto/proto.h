@@ -149,6 +149,11 @@ typedef struct pr_options {
      * coordinator that decided COMMIT for a transaction with a part on
      * this node, before any part hears it).  "" = never. */
     char     tx_crash[32];
+    /* write_hold (tests only): a file name; while the file exists, a write
+     * a client sent here, mapped to this node as its key's primary, waits
+     * before it runs (60 s at most), so a test can move the primary in
+     * between.  "" = never. */
+    char     write_hold[256];
     void    *state_arg;
     /* thin_host / thin_port: where this node serves thin clients, as the
      * cluster-group ops (5100-5102) report it on a single node ("" / 0:

@@ -360,8 +360,13 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     /* Run it, appending the reply payload.  What it changes is streamed to
      * the partitions' other owners (cl_repl's observer); repl_done below
      * sends it and waits for the acks a FULL_SYNC cache asks for. */
+    /* A keyed write mapped here as its primary runs only while this node
+     * still is (cl_repl_primary_only): the primary may move in between. */
+    int mapped = c->srv->opt.repl && c->srv->opt.cluster && (k || bt.p);
     if (c->srv->opt.repl)
         cl_repl_begin();
+    if (mapped)
+        cl_repl_primary_only(1);
     size_t out_at = out->len;
     switch (op) {
     case 1000:      /* GET */
@@ -469,7 +474,35 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         break;
     }
     default:
+        if (mapped)
+            cl_repl_primary_only(0);
         return pr_fail(c, PR_ST_INVALID_OP, "Invalid request op code: %d", op);
+    }
+    if (mapped)
+        cl_repl_primary_only(0);
+    if (mapped && rc == EM_STALE) {
+        /* The key's primary moved after the request was mapped here: the
+         * write was refused before it applied (a batch: its keys before
+         * it did apply).  Forwarded, the sender maps it again; from a
+         * client, this node does, once its topology names the new
+         * primary - any single-key op (nothing ran), an idempotent batch.
+         * What a batch streamed leaves with the next send; its error or
+         * its second run answers it, not its acks. */
+        cl_repl_begin();
+        out->len = out_at;
+        if (c->forwarded) {
+            c->stale = 1;
+            return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_MOVED_MSG);
+        }
+        if (k || pr_cluster_idempotent(op)) {
+            const uint8_t *kend = r->p + r->pos;
+            int done = 0;
+            rc = k ? pr_cluster_reroute(c, op, sc, k, k + kl, 1, 0, out, &done)
+                   : pr_cluster_reroute(c, op, sc, bt.p, kend, (int)bt.left, bt.pairs, out, &done);
+            if (done || rc)
+                return rc;
+        }
+        return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_MOVED_MSG);
     }
     if (c->srv->opt.repl) {
         int wrc = pr_cache_repl_finish(c, (uint16_t)op);

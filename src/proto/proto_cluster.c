@@ -27,6 +27,7 @@
 #include "cluster/cl_pme.h"
 #include "util/clock.h"
 #include "util/hash.h"
+#include "util/log.h"
 #include "cluster/cl_repl.h"
 #include "cluster/cl_rid.h"
 #include "util/mem.h"
@@ -1213,6 +1214,18 @@ int pr_op_rid_call(pr_conn *c, pr_rd *r, em_buf *out)
     return rc;
 }
 
+/* write_hold: the test hook pr_options.write_hold (tests only). */
+static void write_hold(const char *file)
+{
+    if (access(file, F_OK) != 0)
+        return;
+    EM_WARN("write_hold: a write mapped here waits while %s exists", file);
+    for (int i = 0; i < 6000 && access(file, F_OK) == 0; i++) {
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
 int pr_cluster_route(pr_conn *c, int op, st_cache *sc, const uint8_t *kp, const uint8_t *kend,
                      int nkeys, int pairs, em_buf *out, int *done)
 {
@@ -1310,6 +1323,8 @@ route:;
         }
         if ((owner < 0 || owner == t->self) && !named) {
             cl_node_topo_release(t);
+            if (!read && c->srv->opt.write_hold[0])
+                write_hold(c->srv->opt.write_hold);
             break;                  /* run here */
         }
         if (owner < 0 || owner == t->self) {

@@ -1272,12 +1272,15 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       "# TYPE ember_repl_windows_given_up counter\n"
                       "ember_repl_windows_given_up %llu\n"
                       "# TYPE ember_repl_fence_notices counter\n"
-                      "ember_repl_fence_notices %llu\n",
+                      "ember_repl_fence_notices %llu\n"
+                      "# TYPE ember_repl_writes_moved counter\n"
+                      "ember_repl_writes_moved %llu\n",
                       (unsigned long long)rs.sent_updates, (unsigned long long)rs.sent_frames,
                       (unsigned long long)rs.applied, (unsigned long long)rs.refused,
                       (unsigned long long)rs.timeouts, (unsigned long long)rs.resent,
                       (unsigned long long)rs.nacks, (unsigned long long)rs.skipped,
-                      (unsigned long long)rs.given_up, (unsigned long long)rs.fence_notices);
+                      (unsigned long long)rs.given_up, (unsigned long long)rs.fence_notices,
+                      (unsigned long long)rs.moved);
     }
     if (sc->rids) {
         cl_rids_stats ws;

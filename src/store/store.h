@@ -257,6 +257,9 @@ typedef struct st_update {
      * and with its counter: a log has it (in the TX record) and skips it,
      * replication streams it like any write. */
     uint8_t in_tx;
+    /* evict: a REMOVE the store made for room (a region at its limit), in
+     * any partition, whichever copy this node holds of it. */
+    uint8_t evict;
 } st_update;
 typedef int (*st_observer_fn)(void *arg, const st_update *u);
 void st_set_observer(st_store *s, st_observer_fn fn, void *arg);

@@ -382,14 +382,15 @@ static inline int notify(st_cache *c, st_update *u)
     return rc;
 }
 
-static int notify_remove(st_cache *c, uint32_t pi, const st_entry *e, int in_tx)
+static int notify_remove(st_cache *c, uint32_t pi, const st_entry *e, int in_tx, int evict)
 {
     if (!st_has_observer(c->store)) {
         advance(&c->parts[pi]);
         return 0;
     }
     st_update u = {.kind = ST_UPD_REMOVE, .cache_id = c->id, .partition = pi,
-                   .key = e->data, .klen = e->klen, .in_tx = (uint8_t)in_tx};
+                   .key = e->data, .klen = e->klen, .in_tx = (uint8_t)in_tx,
+                   .evict = (uint8_t)evict};
     return notify(c, &u);
 }
 
@@ -500,7 +501,7 @@ static int evict_one(st_cache *c)
                 ;
         /* An eviction the log cannot record is not made (replay would bring
          * the entry back); the write that needed the room fails instead. */
-        rc = notify_remove(c, (uint32_t)p1, p->slots[i].e, 0);
+        rc = notify_remove(c, (uint32_t)p1, p->slots[i].e, 0, 1);
         if (!rc) {
             entry_drop(c, p, i);
             ST_BUMP(p->st.evictions, 1);
@@ -608,7 +609,7 @@ retry:
         /* Duration 0: the write happens and is expired at once - the
          * previous value (if any) goes, nothing becomes visible. */
         if (e) {
-            if (w->notify && (rc = notify_remove(c, x->part, e, w->in_tx)) != 0)
+            if (w->notify && (rc = notify_remove(c, x->part, e, w->in_tx, 0)) != 0)
                 goto out;
             entry_drop(c, p, i);
             ST_BUMP(p->st.expirations, 1);
@@ -1149,7 +1150,7 @@ static int remove_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t kl
         if (e && out)
             rc = em_buf_append(out, st_entry_val(e), e->vlen);
         if (e && !rc)
-            rc = notify_remove(c, x.part, e, o == &tx_ctx);
+            rc = notify_remove(c, x.part, e, o == &tx_ctx, 0);
         if (e && !rc) {
             entry_drop(c, p, i);
             ST_BUMP(p->st.removals, 1);

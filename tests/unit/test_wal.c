@@ -162,10 +162,10 @@ TEST(wal_update_roundtrip_all_kinds)
     const uint8_t key[] = {9, 1, 0, 0, 0}, val[] = {9, 3, 0, 0, 0, 'a', 'b', 'c'};
     st_update u[4];
     memset(u, 0, sizeof u);
-    u[0] = (st_update){ST_UPD_PUT, 77, 1023, key, sizeof key, val, sizeof val, 1234567, NULL, 42, NULL, 0, 0};
-    u[1] = (st_update){ST_UPD_REMOVE, -5, 3, key, sizeof key, NULL, 0, 0, NULL, 7, NULL, 0, 0};
-    u[2] = (st_update){ST_UPD_CLEAR, 77, 0, NULL, 0, NULL, 0, 0, NULL, 0, NULL, 0, 0};
-    u[3] = (st_update){ST_UPD_CACHE_DESTROY, 77, 0, NULL, 0, NULL, 0, 0, NULL, 0, NULL, 0, 0};
+    u[0] = (st_update){ST_UPD_PUT, 77, 1023, key, sizeof key, val, sizeof val, 1234567, NULL, 42, NULL, 0, 0, 0};
+    u[1] = (st_update){ST_UPD_REMOVE, -5, 3, key, sizeof key, NULL, 0, 0, NULL, 7, NULL, 0, 0, 0};
+    u[2] = (st_update){ST_UPD_CLEAR, 77, 0, NULL, 0, NULL, 0, 0, NULL, 0, NULL, 0, 0, 0};
+    u[3] = (st_update){ST_UPD_CACHE_DESTROY, 77, 0, NULL, 0, NULL, 0, 0, NULL, 0, NULL, 0, 0, 0};
     em_buf b = EM_BUF_INIT;
     for (int i = 0; i < 4; i++) {
         wal_cmd c;

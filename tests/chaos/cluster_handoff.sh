@@ -1,0 +1,88 @@
+#!/bin/sh
+# cluster_handoff.sh - a write mapped to its key's primary runs only while
+# that node still is the primary.  A client's put reaches node 2, the
+# primary of its key's partition P, and waits there between its mapping and
+# its run (--cluster-write-hold, a test hook) while node 3 joins and, once
+# it loaded P, becomes P's primary.  Run on node 2 then, the put would reach
+# no other copy - node 2 is a backup, and only a primary streams - yet be
+# acknowledged: the new primary would never have it.  It is refused before
+# it applies (ember_repl_writes_moved) and mapped again to node 3; the
+# client sees it succeed, and every copy holds it.
+#
+# Nodes have fixed consistent ids, so the affinity of the three is known
+# before node 3 joins: a first cluster of the three ids, stopped, tells
+# which partitions node 3 will be the primary of.
+cd "$(dirname "$0")/../.."
+BUILD=${EMBER_BUILD:-build}
+. tests/chaos/lib.sh
+chaos_init
+HOLD="$CHAOS_TMP/hold"
+cli() { n=$1; shift; "$BUILD/ember-cli" -h "$(node_ip "$n")" -p "$CHAOS_PORT" "$@"; }
+# primaries N ID: the partitions of cache pm whose primary is the node with
+# consistent id ID, as node N's map says them, one per line.
+primaries() {
+    cli "$1" --json cluster pm | node -e '
+        let s = ""; process.stdin.on("data", d => s += d).on("end", () => {
+            for (const n of JSON.parse(s).nodes)
+                if (n.consistent_id === process.argv[1]) console.log((n.partitions || []).join("\n"));
+        });' "$2"
+}
+members() {
+    for i in $2; do
+        wait_metric "$i" ember_cluster_members "$1" && wait_metric "$i" ember_cluster_joined 1 ||
+            { bad "node $i does not see $1 members"; finish; }
+    done
+}
+
+# The three nodes' affinity, from a cluster of their consistent ids.
+node_start 4 $(cluster_flags 4) --consistent-id hA || finish
+node_start 5 $(cluster_flags 5 4) --consistent-id hB || finish
+node_start 6 $(cluster_flags 6 4) --consistent-id hC || finish
+members 3 "4 5 6"
+r=$(node tests/chaos/cluster_rebal.js put "$(node_addr 4)" pm 1 0 0 2>&1) ||
+    { bad "cache pm: $r"; finish; }
+primaries 4 hC | sort >"$CHAOS_TMP/c3"
+for i in 4 5 6; do node_kill $i; done
+[ -s "$CHAOS_TMP/c3" ] || { bad "no partition has hC for primary among hA, hB, hC"; finish; }
+
+node_start 1 $(cluster_flags 1) --consistent-id hA || finish
+node_start 2 $(cluster_flags 2 1) --consistent-id hB --cluster-write-hold "$HOLD" || finish
+members 2 "1 2"
+r=$(node tests/chaos/cluster_rebal.js put "$(node_addr 1)" pm 1 0 0 2>&1) ||
+    { bad "cache pm: $r"; finish; }
+primaries 1 hB | sort >"$CHAOS_TMP/b2"
+p=$(comm -12 "$CHAOS_TMP/b2" "$CHAOS_TMP/c3" | head -1)
+[ -n "$p" ] || { bad "no partition moves from node 2 to node 3 as primary"; finish; }
+ok "partition $p: primary node 2 now, node 3 once it joins"
+
+# The put waits on node 2, mapped; node 3 joins and takes partition p over.
+touch "$HOLD"
+cli 2 put pm "int:$p" string:held >"$CHAOS_TMP/put.out" 2>&1 &
+put=$!
+log_wait 2 "write_hold: a write mapped here waits" || { bad "the put did not wait on node 2"; finish; }
+node_start 3 $(cluster_flags 3 1) --consistent-id hC || finish
+members 3 "1 3"
+t=0
+until primaries 1 hC | grep -qx "$p"; do
+    t=$((t + 1))
+    [ $t -lt $((CHAOS_WAIT * 10)) ] || { bad "node 3 did not become partition $p's primary"; finish; }
+    sleep 0.1
+done
+maps_agree 1 2 3 || bad "the nodes' maps differ"
+ok "node 3 is partition $p's primary on every node; the put runs on node 2 now"
+rm -f "$HOLD"
+if wait $put; then
+    ok "the put succeeded ($(cat "$CHAOS_TMP/put.out"))"
+else
+    bad "the put failed: $(cat "$CHAOS_TMP/put.out")"
+fi
+m=$(metric 2 ember_repl_writes_moved)
+[ "${m:-0}" -ge 1 ] && ok "node 2 refused it as no longer the primary (ember_repl_writes_moved $m)" ||
+    bad "node 2 did not refuse the write (ember_repl_writes_moved ${m:-?})"
+for i in 3 1 2; do
+    v=$(cli $i get pm "int:$p" 2>&1)
+    [ "$v" = string:held ] && ok "read through node $i: held" || bad "read through node $i: '$v'"
+done
+r=$(cli 1 idle-verify pm 2>&1) && ok "idle-verify: $(echo "$r" | tail -1)" ||
+    { bad "idle-verify:"; echo "$r" | head -10; }
+finish
