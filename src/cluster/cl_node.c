@@ -58,6 +58,7 @@ struct cl_node {
     cl_node_cfg   cfg;
     cl_meta_uuid  id;
     uint64_t      raft_id;
+    unsigned      elect_ms;       /* the metadata group's election timeout */
     char          host[64];
     char          cid[CL_META_MAX_CID + 1];
     char          cluster_addr[96];
@@ -1354,7 +1355,11 @@ int cl_node_segmented(cl_node *n)
 
 int cl_node_lease_wait(cl_node *n)
 {
-    uint64_t end = em_now_ms() + lease_window(n);
+    /* A lease window, and the election that follows a leader's death
+     * (libraft waits one to two election timeouts) with a heartbeat to
+     * spare: a request that meets the coordinator's failover waits it out,
+     * as Ignite's wait for the exchange, rather than fail. */
+    uint64_t end = em_now_ms() + lease_window(n) + 2ull * n->elect_ms + 200;
     while (!cl_node_has_lease(n)) {
         if (em_now_ms() >= end)
             return 0;
@@ -1542,6 +1547,7 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         elect = fd_ms(cfg) / 3;
         elect = elect < 300 ? 300 : elect > 1000 ? 1000 : elect;
     }
+    n->elect_ms = elect;
     cl_meta_cfg mc = {
         .raft_id = n->raft_id, .raft_addr = n->raft_addr, .dir = n->dir,
         .bootstrap = cfg->bootstrap, .election_ms = elect,

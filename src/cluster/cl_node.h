@@ -162,8 +162,9 @@ int cl_node_has_lease(cl_node *n);
 int cl_node_segmented(cl_node *n);
 
 /* cl_node_lease_wait: 1 once this member holds a lease, waiting at most a
- * lease window (a member that just joined, or a transport that stalled,
- * renews within one); 0 when it still has none. */
+ * lease window and two election timeouts (a member that just joined, a
+ * transport that stalled, the metadata group electing a new leader); 0
+ * when it still has none. */
 int cl_node_lease_wait(cl_node *n);
 
 /* cl_node_id: this node's id. */
