@@ -171,7 +171,7 @@ struct cl_rebal {
     struct owner_done { int32_t grp; uint32_t part; uint64_t ckpt_need, at_ms; }
                  owner_done[MAX_OWNER_DONE];
     uint32_t     nowner_done;
-    _Atomic int  quiet;             /* nothing stale, loading or waiting to report,
+    _Atomic int  quiet;             /* nothing stale, merging or waiting to report,
                                        as of the last unlock */
     int          stale_full;        /* the stale list overflowed once (logged) */
     _Atomic uint32_t nmerge;        /* merge loads: the live stream's writes are recorded */
@@ -205,12 +205,14 @@ static int in_list(const uint32_t *a, uint32_t n, int self)
 }
 
 static void lock(cl_rebal *r) { pthread_mutex_lock(&r->mu); }
-/* unlock mirrors "nothing loads or waits to catch up" into quiet, so
- * cl_rebal_copy_is_stale (every read from backups asks) takes no lock in
- * the steady state. */
+/* unlock mirrors "no copy catches up" (nothing stale, merging or waiting
+ * to report) into quiet, so cl_rebal_copy_is_stale (every read from
+ * backups asks) takes no lock in the steady state, nor while MOVING copies
+ * load: those are not owners, and reads never reach them. */
 static void unlock(cl_rebal *r)
 {
-    atomic_store_explicit(&r->quiet, !r->nstale && !r->nloads && !r->nowner_done,
+    atomic_store_explicit(&r->quiet, !r->nstale && !r->nowner_done &&
+                          !atomic_load_explicit(&r->nmerge, memory_order_relaxed),
                           memory_order_relaxed);
     pthread_mutex_unlock(&r->mu);
 }

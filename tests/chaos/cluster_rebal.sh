@@ -92,7 +92,12 @@ acked=$(awk '{print $2}' "$CHAOS_TMP/w2")
     bad "writes during the join: $(cat "$CHAOS_TMP/w2") $(head -3 "$CHAOS_TMP/w2.err")"
 copies_are $((4 * N)) 1 2 3 4 && ok "after rebalancing: two copies of each of $((2 * N)) keys" ||
     bad "copies after the join"
-mn=$(metric 4 ember_cluster_topology_minor)
+# The switch follows the last load's report (waits: the copies can add up
+# a moment before node 4 installs the switched topology).
+t=0
+until mn=$(metric 4 ember_cluster_topology_minor); [ "${mn:-0}" -gt 0 ] || [ $t -ge $((CHAOS_WAIT * 10)) ]; do
+    sleep 0.1; t=$((t + 1))
+done
 [ "${mn:-0}" -gt 0 ] && ok "the affinity switched (topology $(metric 4 ember_cluster_topology_major).$mn: clients refetch partitions)" ||
     bad "no affinity switch after rebalancing (minor '$mn')"
 # The polling client was told of each change in a reply header
