@@ -251,6 +251,21 @@ int pr_fail_repl_timeout(pr_conn *c)
     return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_TIMEOUT_MSG);
 }
 
+/* map_again: a keyed op whose primary moved while it ran here goes to the
+ * new primary: forwarded, the sender maps it again (*done, an error that
+ * says so); from a client, this node does (pr_cluster_reroute). */
+static int map_again(pr_conn *c, int op, st_cache *sc, const uint8_t *k, size_t kl,
+                     const batch *bt, const uint8_t *kend, em_buf *out, int *done)
+{
+    if (c->forwarded) {
+        c->stale = 1;
+        *done = 1;
+        return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_MOVED_MSG);
+    }
+    return k ? pr_cluster_reroute(c, op, sc, k, k + kl, 1, 0, out, done)
+             : pr_cluster_reroute(c, op, sc, bt->p, kend, (int)bt->left, bt->pairs, out, done);
+}
+
 int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
 {
     pr_cache_hdr h;
@@ -490,19 +505,10 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
          * its second run answers it, not its acks. */
         cl_repl_begin();
         out->len = out_at;
-        if (c->forwarded) {
-            c->stale = 1;
-            return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_MOVED_MSG);
-        }
-        if (k || pr_cluster_idempotent(op)) {
-            const uint8_t *kend = r->p + r->pos;
-            int done = 0;
-            rc = k ? pr_cluster_reroute(c, op, sc, k, k + kl, 1, 0, out, &done)
-                   : pr_cluster_reroute(c, op, sc, bt.p, kend, (int)bt.left, bt.pairs, out, &done);
-            if (done || rc)
-                return rc;
-        }
-        return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_MOVED_MSG);
+        int done = 0;
+        rc = k || pr_cluster_idempotent(op) ? map_again(c, op, sc, k, kl, &bt, r->p + r->pos, out, &done)
+                                           : 0;
+        return done || rc ? rc : pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_MOVED_MSG);
     }
     if (c->srv->opt.repl) {
         int wrc = pr_cache_repl_finish(c, (uint16_t)op);
@@ -515,14 +521,8 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
              * then brings this node's copy in line.  Forwarded, the sender
              * maps it again; from a client, this node does. */
             out->len = out_at;
-            if (c->forwarded) {
-                c->stale = 1;
-                return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_MOVED_MSG);
-            }
-            const uint8_t *kend = r->p + r->pos;
             int done = 0;
-            rc = k ? pr_cluster_reroute(c, op, sc, k, k + kl, 1, 0, out, &done)
-                   : pr_cluster_reroute(c, op, sc, bt.p, kend, (int)bt.left, bt.pairs, out, &done);
+            rc = map_again(c, op, sc, k, kl, &bt, r->p + r->pos, out, &done);
             if (done || rc)
                 return rc;
         }
