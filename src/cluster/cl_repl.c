@@ -627,12 +627,30 @@ static void hist_note(cl_repl *r, const st_update *u)
         cl_hist_note(r->o.hist, u);
 }
 
+/* tx_moved: a request's one-unit commit (an implicit transaction's, its
+ * writes mapped here as their keys' primary) is refused whole, before the
+ * WAL hears of it, when one of its keys has another primary by now - as
+ * plan_owners refuses a single write.  Its writes are then applied one by
+ * one (in_tx), each streamed on the topology it meets. */
+static int tx_moved(cl_repl *r, const st_update *u)
+{
+    for (uint32_t i = 0; tl_primary && i < u->nbatch; i++) {
+        plan pl = { .t = NULL };
+        int rc = plan_owners(r, &u->batch[i], &pl);
+        if (pl.t)
+            cl_node_topo_release(pl.t);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int observe(void *arg, const st_update *u)
 {
     cl_repl *r = arg;
     int data = u->kind == ST_UPD_PUT || u->kind == ST_UPD_REMOVE || u->kind == ST_UPD_CLEAR;
     plan pl = { .t = NULL };
-    int rc = data ? plan_owners(r, u, &pl) : 0;
+    int rc = data ? plan_owners(r, u, &pl) : u->kind == ST_UPD_TX ? tx_moved(r, u) : 0;
     if (rc)
         return rc;                  /* before the WAL: the write did not happen */
     if (r->down && !u->in_tx && (rc = r->down(r->down_arg, u)) != 0) {

@@ -365,9 +365,22 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
         pr_kv d = { k, v, e, kl, vl, el, flag, bt };
         if (!c->srv->opt.repl)
             return pr_tx_cache_op(c, op, &h, &d, out);
-        /* a one-op transaction commits here: its owners ack it as any write */
+        /* a one-op transaction commits here: its owners ack it as any
+         * write, and it commits only while this node is still its keys'
+         * primary (cl_repl_primary_only; else EM_STALE, nothing applied) */
+        int one = c->srv->opt.cluster && !h.tx && (k || bt.p);
         cl_repl_begin();
+        if (one)
+            cl_repl_primary_only(1);
         rc = pr_tx_cache_op(c, op, &h, &d, out);
+        if (one)
+            cl_repl_primary_only(0);
+        if (rc == EM_STALE) {
+            cl_repl_begin();
+            int done = 0;
+            rc = map_again(c, op, sc, k, kl, &bt, r->p + r->pos, out, &done);
+            return done || rc ? rc : pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_MOVED_MSG);
+        }
         int wrc = cl_repl_finish(c->srv->opt.repl);
         return !rc && wrc == EM_TIMEOUT ? pr_fail_repl_timeout(c) : rc;
     }

@@ -420,7 +420,9 @@ int  pr_cluster_tx_route(pr_conn *c, cl_topo *t, int op, st_cache *sc, const uin
                          const uint8_t *kend, int nkeys, int pairs, em_buf *out);
 
 /* pr_tx_cache_op runs a decoded cache op in h->tx, or on a TRANSACTIONAL
- * cache without one as an implicit one-op transaction. */
+ * cache without one as an implicit one-op transaction; EM_STALE (nothing
+ * applied, no reply) when that commit was refused because its keys'
+ * primary moved (cl_repl_primary_only). */
 int  pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out);
 /* pr_tx_refuse_nontx: the failure reply for an op a transaction may not
  * run (CLEAR, CLEAR_KEY, CLEAR_KEYS, REMOVE_ALL: Ignite's refusal), or 0. */

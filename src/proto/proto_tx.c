@@ -540,6 +540,12 @@ int pr_tx_cache_op(pr_conn *c, int op, pr_cache_hdr *h, pr_kv *d, em_buf *out)
         rc = cl_tx_commit(tx);
     else
         cl_tx_rollback(tx);
+    if (rc == EM_STALE) {
+        /* refused whole before it applied: its keys' primary moved after
+         * the request was mapped here (the caller maps it again) */
+        out->len = start;
+        return rc;
+    }
     if (rc == EM_LOCKED || rc == EM_DEADLOCK) {
         /* an implicit transaction holds nothing while it waits (rolled
          * back above), so its "deadlock" only means: try again later */

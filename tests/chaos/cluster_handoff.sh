@@ -7,7 +7,9 @@
 # no other copy - node 2 is a backup, and only a primary streams - yet be
 # acknowledged: the new primary would never have it.  It is refused before
 # it applies (ember_repl_writes_moved) and mapped again to node 3; the
-# client sees it succeed, and every copy holds it.
+# client sees it succeed, and every copy holds it.  The same for a put on a
+# TRANSACTIONAL cache (an implicit one-op transaction, refused whole before
+# its commit), held at the same time on node 2's second event loop.
 #
 # Nodes have fixed consistent ids, so the affinity of the three is known
 # before node 3 joins: a first cluster of the three ids, stopped, tells
@@ -46,20 +48,32 @@ for i in 4 5 6; do node_kill $i; done
 [ -s "$CHAOS_TMP/c3" ] || { bad "no partition has hC for primary among hA, hB, hC"; finish; }
 
 node_start 1 $(cluster_flags 1) --consistent-id hA || finish
-node_start 2 $(cluster_flags 2 1) --consistent-id hB --cluster-write-hold "$HOLD" || finish
+node_start 2 $(cluster_flags 2 1) --consistent-id hB --cluster-write-hold "$HOLD" --threads 2 ||
+    finish
 members 2 "1 2"
-r=$(node tests/chaos/cluster_rebal.js put "$(node_addr 1)" pm 1 0 0 2>&1) ||
-    { bad "cache pm: $r"; finish; }
+r=$(node tests/chaos/cluster_rebal.js put "$(node_addr 1)" pm 1 0 0 2>&1) &&
+    r=$(REBAL_TX=1 node tests/chaos/cluster_rebal.js put "$(node_addr 1)" pt 1 0 0 2>&1) ||
+    { bad "caches pm, pt: $r"; finish; }
 primaries 1 hB | sort >"$CHAOS_TMP/b2"
 p=$(comm -12 "$CHAOS_TMP/b2" "$CHAOS_TMP/c3" | head -1)
 [ -n "$p" ] || { bad "no partition moves from node 2 to node 3 as primary"; finish; }
 ok "partition $p: primary node 2 now, node 3 once it joins"
 
-# The put waits on node 2, mapped; node 3 joins and takes partition p over.
+# The puts wait on node 2, mapped (one per event loop: a new connection
+# goes to the least loaded); node 3 joins and takes partition p over.
+held() { grep -c "write_hold: a write mapped here waits" "$(eval echo "\$CHAOS_LOG_2")"; }
 touch "$HOLD"
 cli 2 put pm "int:$p" string:held >"$CHAOS_TMP/put.out" 2>&1 &
 put=$!
 log_wait 2 "write_hold: a write mapped here waits" || { bad "the put did not wait on node 2"; finish; }
+cli 2 put pt "int:$p" string:held >"$CHAOS_TMP/putx.out" 2>&1 &
+putx=$!
+t=0
+until [ "$(held)" -ge 2 ]; do
+    t=$((t + 1))
+    [ $t -lt $((CHAOS_WAIT * 10)) ] || { bad "the transactional put did not wait on node 2"; finish; }
+    sleep 0.1
+done
 node_start 3 $(cluster_flags 3 1) --consistent-id hC || finish
 members 3 "1 3"
 t=0
@@ -71,18 +85,20 @@ done
 maps_agree 1 2 3 || bad "the nodes' maps differ"
 ok "node 3 is partition $p's primary on every node; the put runs on node 2 now"
 rm -f "$HOLD"
-if wait $put; then
-    ok "the put succeeded ($(cat "$CHAOS_TMP/put.out"))"
-else
+wait $put && ok "the put succeeded ($(cat "$CHAOS_TMP/put.out"))" ||
     bad "the put failed: $(cat "$CHAOS_TMP/put.out")"
-fi
+wait $putx && ok "the transactional put succeeded ($(cat "$CHAOS_TMP/putx.out"))" ||
+    bad "the transactional put failed: $(cat "$CHAOS_TMP/putx.out")"
 m=$(metric 2 ember_repl_writes_moved)
-[ "${m:-0}" -ge 1 ] && ok "node 2 refused it as no longer the primary (ember_repl_writes_moved $m)" ||
-    bad "node 2 did not refuse the write (ember_repl_writes_moved ${m:-?})"
-for i in 3 1 2; do
-    v=$(cli $i get pm "int:$p" 2>&1)
-    [ "$v" = string:held ] && ok "read through node $i: held" || bad "read through node $i: '$v'"
+[ "${m:-0}" -ge 2 ] && ok "node 2 refused both as no longer the primary (ember_repl_writes_moved $m)" ||
+    bad "node 2 did not refuse both writes (ember_repl_writes_moved ${m:-?})"
+for cache in pm pt; do
+    for i in 3 1 2; do
+        v=$(cli $i get $cache "int:$p" 2>&1)
+        [ "$v" = string:held ] && ok "$cache: read through node $i: held" ||
+            bad "$cache: read through node $i: '$v'"
+    done
 done
-r=$(cli 1 idle-verify pm 2>&1) && ok "idle-verify: $(echo "$r" | tail -1)" ||
+r=$(cli 1 idle-verify pm pt 2>&1) && ok "idle-verify: $(echo "$r" | tail -1)" ||
     { bad "idle-verify:"; echo "$r" | head -10; }
 finish

@@ -5,7 +5,8 @@
 //                                    prints "acked N failed F"
 //   check ADDR CACHE FROM TO         read them: prints "ok N missing M wrong W"
 // REBAL_BATCH, REBAL_PREFETCH, REBAL_THROTTLE set the created cache's
-// rebalanceBatchSize, rebalanceBatchesPrefetchCount and rebalanceThrottle.
+// rebalanceBatchSize, rebalanceBatchesPrefetchCount and rebalanceThrottle;
+// REBAL_TX=1 makes it TRANSACTIONAL.
 const path = require('path');
 const IgniteClient = require(path.join(__dirname, '../node/node_modules/apache-ignite-client'));
 const { IgniteClientConfiguration, CacheConfiguration, ObjectType } = IgniteClient;
@@ -24,6 +25,7 @@ const { IgniteClientConfiguration, CacheConfiguration, ObjectType } = IgniteClie
         if (env.REBAL_BATCH) cfg.setRebalanceBatchSize(parseInt(env.REBAL_BATCH));
         if (env.REBAL_PREFETCH) cfg.setRebalanceBatchesPrefetchCount(parseInt(env.REBAL_PREFETCH));
         if (env.REBAL_THROTTLE) cfg.setRebalanceThrottle(parseInt(env.REBAL_THROTTLE));
+        if (env.REBAL_TX) cfg.setAtomicityMode(CacheConfiguration.CACHE_ATOMICITY_MODE.TRANSACTIONAL);
         const cache = (await cl.getOrCreateCache(name, cfg)).setKeyType(ObjectType.PRIMITIVE_TYPE.INTEGER);
         // A put that fails (not acknowledged) is retried, as an application
         // would: a FULL_SYNC write can time out while a topology changes.
