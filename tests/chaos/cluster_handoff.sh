@@ -83,6 +83,15 @@ until primaries 1 hC | grep -qx "$p"; do
     sleep 0.1
 done
 maps_agree 1 2 3 || bad "the nodes' maps differ"
+# Node 2's own topology names node 3 now (its event loops are held, so its
+# metrics say it): the topology version node 1 has.
+v="$(metric 1 ember_cluster_topology_major) $(metric 1 ember_cluster_topology_minor)"
+t=0
+until [ "$(metric 2 ember_cluster_topology_major) $(metric 2 ember_cluster_topology_minor)" = "$v" ]; do
+    t=$((t + 1))
+    [ $t -lt $((CHAOS_WAIT * 10)) ] || { bad "node 2 did not reach topology $v"; finish; }
+    sleep 0.1
+done
 ok "node 3 is partition $p's primary on every node; the put runs on node 2 now"
 rm -f "$HOLD"
 wait $put && ok "the put succeeded ($(cat "$CHAOS_TMP/put.out"))" ||
