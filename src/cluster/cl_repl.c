@@ -474,14 +474,15 @@ typedef struct plan {
 static _Thread_local int tl_primary;
 void cl_repl_primary_only(int on) { tl_primary = on; }
 
-/* plan_owners fills pl for u: 0, or EM_STALE when a request's write meets
+/* plan_owners fills pl for u (check: only the refusal below, pl->t stays
+ * NULL): 0, or EM_STALE when a request's write meets
  * a topology in which this node no longer is the key's primary (it was
  * when the request was mapped: the primary moved in between).  Applied
  * here it would reach no other owner, and the primary would never have
  * it; refused, the store is left as it was and the request maps again.
  * A copy's own evictions, a CLEAR, a transaction's commit and a write to a
  * lost partition (under a policy that allows it) are not refused. */
-static int plan_owners(cl_repl *r, const st_update *u, plan *pl)
+static int plan_owners(cl_repl *r, const st_update *u, plan *pl, int check)
 {
     pl->t = NULL;
     st_cache *sc = st_cache_find(r->o.store, u->cache_id);
@@ -503,6 +504,10 @@ static int plan_owners(cl_repl *r, const st_update *u, plan *pl)
         cl_node_topo_release(t);
         count(r, S_MOVED, 1);
         return EM_STALE;
+    }
+    if (check) {
+        cl_node_topo_release(t);
+        return 0;
     }
     /* MOVING copies get every write too (they load the rest meanwhile),
      * and a FULL_SYNC write waits for them as for any owner. */
@@ -634,15 +639,12 @@ static void hist_note(cl_repl *r, const st_update *u)
  * one (in_tx), each streamed on the topology it meets. */
 static int tx_moved(cl_repl *r, const st_update *u)
 {
-    for (uint32_t i = 0; tl_primary && i < u->nbatch; i++) {
-        plan pl = { .t = NULL };
-        int rc = plan_owners(r, &u->batch[i], &pl);
-        if (pl.t)
-            cl_node_topo_release(pl.t);
-        if (rc)
-            return rc;
+    int rc = 0;
+    for (uint32_t i = 0; tl_primary && !rc && i < u->nbatch; i++) {
+        plan pl;
+        rc = plan_owners(r, &u->batch[i], &pl, 1);
     }
-    return 0;
+    return rc;
 }
 
 static int observe(void *arg, const st_update *u)
@@ -650,7 +652,7 @@ static int observe(void *arg, const st_update *u)
     cl_repl *r = arg;
     int data = u->kind == ST_UPD_PUT || u->kind == ST_UPD_REMOVE || u->kind == ST_UPD_CLEAR;
     plan pl = { .t = NULL };
-    int rc = data ? plan_owners(r, u, &pl) : u->kind == ST_UPD_TX ? tx_moved(r, u) : 0;
+    int rc = data ? plan_owners(r, u, &pl, 0) : u->kind == ST_UPD_TX ? tx_moved(r, u) : 0;
     if (rc)
         return rc;                  /* before the WAL: the write did not happen */
     if (r->down && !u->in_tx && (rc = r->down(r->down_arg, u)) != 0) {
