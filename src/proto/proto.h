@@ -418,6 +418,9 @@ int  pr_server_sql_start(pr_server *s, int threads, int (*commit)(void *arg),
                          void (*wake)(void *arg), void *arg);
 void pr_server_sql_stop(pr_server *s);
 void pr_server_sql_stats(pr_server *s, uint64_t *ran, uint64_t *cancelled, uint64_t *queued);
+/* pr_server_sql_direct_aggs: whole-table aggregates answered over the scan
+ * without SQLite (src/sql/sq_agg.c). */
+uint64_t pr_server_sql_direct_aggs(pr_server *s);
 /* pr_server_sql_mem_stats: the SQL threads' allocation counters, as each
  * published them after its last request (for PR_OP_DEBUG_STATS). */
 void pr_server_sql_mem_stats(pr_server *s, em_mem_stats *sum);

@@ -215,6 +215,11 @@ void pr_server_sql_stats(pr_server *s, uint64_t *ran, uint64_t *cancelled, uint6
     *queued = x ? atomic_load(&x->queued_now) : 0;
 }
 
+uint64_t pr_server_sql_direct_aggs(pr_server *s)
+{
+    return s->sql ? sq_engine_direct_aggs(s->sql) : 0;
+}
+
 int pr_sqlx_take(pr_conn *c, const uint8_t *body, size_t len)
 {
     pr_sqlx *x = c->srv->sqlx;

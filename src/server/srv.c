@@ -486,10 +486,13 @@ static int tx_metrics(srv *s, em_buf *out)
                      "# TYPE ember_tx_entry_locks gauge\nember_tx_entry_locks %llu\n"
                      "# TYPE ember_sql_requests_total counter\nember_sql_requests_total %llu\n"
                      "# TYPE ember_sql_cancelled_total counter\nember_sql_cancelled_total %llu\n"
-                     "# TYPE ember_sql_queued gauge\nember_sql_queued %llu\n",
+                     "# TYPE ember_sql_queued gauge\nember_sql_queued %llu\n"
+                     "# TYPE ember_sql_direct_aggregates_total counter\n"
+                     "ember_sql_direct_aggregates_total %llu\n",
                      (unsigned long long)open, (unsigned long long)waiting,
                      (unsigned long long)locks, (unsigned long long)ran,
-                     (unsigned long long)cancelled, (unsigned long long)queued);
+                     (unsigned long long)cancelled, (unsigned long long)queued,
+                     (unsigned long long)pr_server_sql_direct_aggs(s->ps));
     return em_buf_append(out, line, (size_t)n);
 }
 

@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #include "util/err.h"
@@ -62,6 +63,7 @@ sq_engine *sq_engine_new(st_store *st, bin_registry *reg)
     e->reg = reg;
     e->next_serial = 1;
     e->query_mem = SQ_QUERY_MEM_DEFAULT;
+    e->direct_agg = 1;
     sq_mem_install();               /* before SQLite's first use */
     /* SQLite's heap cap is process-wide: set it once unless the embedding
      * program chose one.  A query that needs more fails with SQLITE_NOMEM
@@ -298,6 +300,24 @@ sq_table *sq_cat_by_serial(sq_engine *e, uint64_t serial)
     return r;
 }
 
+sq_table *sq_cat_find(sq_engine *e, const char *schema, const char *name)
+{
+    sq_table *r = NULL;
+    int n = 0;
+    pthread_mutex_lock(&e->mu);
+    for (uint32_t i = 0; i < e->ntab; i++)
+        if (!strcasecmp(e->tab[i]->schema, schema) && !strcasecmp(e->tab[i]->name, name)) {
+            r = e->tab[i];
+            n++;
+        }
+    if (n != 1)
+        r = NULL;
+    if (r)
+        sq_table_ref(r);
+    pthread_mutex_unlock(&e->mu);
+    return r;
+}
+
 sq_table *sq_cat_by_type(sq_engine *e, const char *schema, const char *type, size_t n)
 {
     /* The simple name, '.' and '$' as '_', upper-cased: Ignite's table name
@@ -373,6 +393,16 @@ static int persist_type(sq_engine *e, int32_t type_id, const sq_remote *r)
 void sq_engine_set_query_memory(sq_engine *e, int64_t bytes)
 {
     e->query_mem = bytes;
+}
+
+void sq_engine_set_direct_agg(sq_engine *e, int on)
+{
+    e->direct_agg = on;
+}
+
+uint64_t sq_engine_direct_aggs(sq_engine *e)
+{
+    return atomic_load_explicit(&e->direct_aggs, memory_order_relaxed);
 }
 
 void sq_engine_set_persist(sq_engine *e, int (*fn)(void *arg, int kind, const uint8_t *p, size_t n),

@@ -20,8 +20,6 @@
 #include "util/err.h"
 #include "util/mem.h"
 
-static const char *const CANCELLED = "The query was cancelled while executing.";
-
 /* ---- cursors -------------------------------------------------------------- */
 
 static int cursor_add(sq_sess *s, sq_cursor *c)
@@ -48,6 +46,7 @@ static void cursor_free(sq_cursor *c)
         em_free(c->names[i]);
     em_free(c->names);
     em_free(c->types);
+    sq_agg_free(c->agg);
     em_free(c);
 }
 
@@ -114,7 +113,7 @@ static int update_cursor(sq_sess *s, int64_t id, int64_t n, sq_cursor **out)
 static int step_fail(sq_sess *s, sqlite3 *db, int rc)
 {
     if (rc == SQLITE_INTERRUPT)
-        return sq_fail(s, EM_TIMEOUT, "%s", CANCELLED);
+        return sq_fail(s, EM_TIMEOUT, "%s", SQ_CANCELLED);
     if (rc == SQLITE_NOMEM)
         return sq_fail(s, EM_NOMEM, "Out of memory");
     return sq_fail(s, EM_INVAL, "%s", sqlite3_errmsg(db));
@@ -323,6 +322,7 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
     size_t tlen = q->sql_len;
     em_buf gen = EM_BUF_INIT;
     int *fresh = NULL;              /* MIN/MAX types of an uncached statement */
+    sq_aggq *aggq = NULL;           /* its whole-table aggregate shape */
     int rc;
     if (q->kv_type) {
         if ((rc = gen_kv_sql(s, q, schema, &gen)) != 0) {
@@ -404,9 +404,13 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
             goto done;
         }
         fresh = agg_types(d, st);
+        if (cls == SQ_CLS_QUERY && !q->kv_type)
+            aggq = sq_agg_parse(&l);
         if ((ent = sq_stmt_add(d, text, tlen, st, cls)) != NULL) {
             ent->types = fresh;
+            ent->agg = aggq;
             fresh = NULL;
+            aggq = NULL;
         }
     }
     if ((rc = bind_args(s, st, q)) != 0)
@@ -457,6 +461,7 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
             goto done;
         }
     }
+    c->agg = sq_agg_start(s, d, ent ? ent->agg : aggq);
     if (cursor_add(s, c)) {
         cursor_free(c);
         rc = sq_fail(s, EM_NOMEM, "Out of memory");
@@ -469,6 +474,7 @@ release:
         sq_stmt_release(d, ent, st);
 done:
     em_free(fresh);
+    sq_agg_free_q(aggq);
     sq_lexed_free(&l);
     em_buf_free(&gen);
     return rc;
@@ -489,6 +495,15 @@ int sq_page(sq_sess *s, sq_cursor *c, uint32_t max_rows, size_t max_bytes, em_bu
             c->done = 1;
         }
         return 0;
+    }
+    if (c->agg) {
+        int rc = sq_agg_page(s, c, out, rows, more);
+        if (rc != SQ_AGG_FALLBACK) {
+            c->budget_ns = 0;
+            return rc;
+        }
+        sq_agg_free(c->agg);        /* SQLite answers, from the first row */
+        c->agg = NULL;
     }
     /* Later pages (2003/2005) pass 0: they use the query's page size. */
     if (!max_rows)

@@ -45,8 +45,9 @@ sq_stmt_ent *sq_stmt_add(sq_db *d, const char *sql, size_t len, sqlite3_stmt *st
         sqlite3_finalize(v->st);
         em_free(v->sql);
         em_free(v->types);
+        sq_agg_free_q(v->agg);
     }
-    *v = (sq_stmt_ent){ copy, len, st, cls, 1, 0, NULL, ++d->tick };
+    *v = (sq_stmt_ent){ copy, len, st, cls, 1, 0, NULL, ++d->tick, NULL };
     return v;
 }
 
@@ -62,6 +63,7 @@ void sq_stmt_release(sq_db *d, sq_stmt_ent *e, sqlite3_stmt *st)
         sqlite3_finalize(e->st);
         em_free(e->sql);
         em_free(e->types);
+        sq_agg_free_q(e->agg);
         memset(e, 0, sizeof *e);
         return;
     }
@@ -82,6 +84,7 @@ void sq_stmt_flush(sq_db *d)
         sqlite3_finalize(e->st);
         em_free(e->sql);
         em_free(e->types);
+        sq_agg_free_q(e->agg);
         memset(e, 0, sizeof *e);
     }
 }
@@ -93,6 +96,7 @@ void sq_stmt_clear(sq_db *d)
             sqlite3_finalize(d->cache[i].st);
             em_free(d->cache[i].sql);
             em_free(d->cache[i].types);
+            sq_agg_free_q(d->cache[i].agg);
             memset(&d->cache[i], 0, sizeof d->cache[i]);
         }
 }

@@ -355,6 +355,28 @@ static int out_long(em_buf *o, int t, int64_t v)
     }
 }
 
+/* out_real: a double result, FLOAT when the column is one. */
+static int out_real(em_buf *o, int t, double d)
+{
+    uint8_t b[8];
+    if (t == SQ_T_FLOAT) {
+        float f = (float)d;
+        memcpy(b, &f, 4);
+        return out_code(o, BIN_FLOAT, b, 4);
+    }
+    memcpy(b, &d, 8);
+    return out_code(o, BIN_DOUBLE, b, 8);
+}
+
+int sq_val_out_num(const sq_sv *sv, int t, em_buf *o)
+{
+    switch (sv->type) {
+    case SQLITE_INTEGER: return out_long(o, t, sv->i);
+    case SQLITE_FLOAT:   return out_real(o, t, sv->d);
+    default:             return em_buf_put_u8(o, BIN_NULL);
+    }
+}
+
 static int out_decimal(em_buf *o, const char *s)
 {
     int neg;
@@ -417,13 +439,7 @@ int sq_val_out(sqlite3_stmt *st, int i, int t, em_buf *o)
             if (s && out_decimal(o, s) == 0)
                 return 0;
         }
-        if (t == SQ_T_FLOAT) {
-            float f = (float)d;
-            memcpy(b, &f, 4);
-            return out_code(o, BIN_FLOAT, b, 4);
-        }
-        memcpy(b, &d, 8);
-        return out_code(o, BIN_DOUBLE, b, 8);
+        return out_real(o, t, d);
     }
     case SQLITE_TEXT: {
         const char *s = (const char *)sqlite3_column_text(st, i);

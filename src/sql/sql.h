@@ -57,6 +57,12 @@ sq_engine *sq_engine_new(struct st_store *st, struct bin_registry *reg);
 void       sq_engine_free(sq_engine *e);
 /* sq_engine_set_query_memory: the per-query quota in bytes (0 = none). */
 void       sq_engine_set_query_memory(sq_engine *e, int64_t bytes);
+/* sq_engine_set_direct_agg: whether whole-table aggregates (SELECT
+ * COUNT/SUM/AVG/TOTAL/MIN/MAX ... FROM t) are computed over the scan (1, the
+ * default) or through SQLite (0: tests and benchmarks compare the two). */
+void       sq_engine_set_direct_agg(sq_engine *e, int on);
+/* sq_engine_direct_aggs: how many queries were answered that way. */
+uint64_t   sq_engine_direct_aggs(sq_engine *e);
 /* sq_engine_set_persist: fn(arg, 1, record, n) makes a binary type the
  * catalog defined (CREATE TABLE, ALTER TABLE) durable before the statement
  * answers, in the PUT_BINARY_TYPE record layout; nonzero fails the

@@ -134,6 +134,9 @@ int  sq_val_write(bin_writer *w, sqlite3_value *sv, int t, char *msg, size_t msg
 /* sq_val_out appends result column i of st as a data object typed by t
  * (0 = from the storage class). */
 int  sq_val_out(sqlite3_stmt *st, int i, int t, em_buf *out);
+/* sq_val_out_num: the same for a NULL, INTEGER or FLOAT value in sv, t
+ * numeric or 0. */
+int  sq_val_out_num(const sq_sv *sv, int t, em_buf *out);
 
 /* ---- DDL (sq_ddl.c) ---------------------------------------------------- */
 
@@ -310,6 +313,8 @@ struct sq_engine {
     int         (*persist)(void *arg, int kind, const uint8_t *p, size_t n);
     void         *persist_arg;
     int64_t       query_mem;    /* per-query SQLite heap quota (sq_mem.c), 0 = none */
+    int           direct_agg;   /* whole-table aggregates skip SQLite (sq_agg.c) */
+    _Atomic uint64_t direct_aggs;   /* ... answered that way (tests) */
     pthread_mutex_t mu;
     _Atomic uint64_t epoch;     /* bumped on every catalog change */
     uint64_t      next_serial;
@@ -325,6 +330,9 @@ struct sq_engine {
 int  sq_cat_snapshot(sq_engine *e, sq_table ***out, uint32_t *n, uint64_t *epoch);
 void sq_cat_release(sq_table **t, uint32_t n);
 sq_table *sq_cat_by_serial(sq_engine *e, uint64_t serial);    /* ref'd or NULL */
+/* sq_cat_find: the one table of schema named name, case ignored as SQLite
+ * ignores it (ref'd), or NULL. */
+sq_table *sq_cat_find(sq_engine *e, const char *schema, const char *name);
 /* sq_cat_by_type: the table in schema whose value type (or table) name is
  * type (QUERY_SQL), ref'd or NULL. */
 sq_table *sq_cat_by_type(sq_engine *e, const char *schema, const char *type, size_t n);
@@ -393,6 +401,7 @@ typedef struct sq_stmt_ent {
     int           dead;         /* flushed while busy: finalize on release */
     int          *types;        /* result types not given by decltypes, or NULL */
     uint64_t      used;
+    struct sq_aggq *agg;        /* a whole-table aggregate's shape (sq_agg.c), or NULL */
 } sq_stmt_ent;
 
 /* A column a statement reads, seen by the authorizer while it is prepared:
@@ -451,6 +460,7 @@ struct sq_cursor {
     uint32_t      page;         /* rows per page, from the first request */
     uint64_t      budget_ns;    /* the first page's inline budget, or 0 */
     int64_t       mem_used;     /* SQLite heap its steps hold (sq_mem.c) */
+    struct sq_aggrun *agg;      /* computed by sq_agg.c, st kept for a fallback */
 };
 
 struct sq_sess {
@@ -465,6 +475,27 @@ struct sq_sess {
     const sq_remote *rem;       /* a cluster's data (sq_sess_set_remote), or NULL */
     const sq_remote *txkv;      /* local writes to TRANSACTIONAL caches (sq_sess_set_txkv) */
 };
+
+/* ---- whole-table aggregates (sq_agg.c) ---------------------------------- */
+
+#define SQ_AGG_MAX      16      /* results of one such query */
+#define SQ_AGG_FALLBACK 1       /* sq_agg_page: let SQLite run the query instead */
+#define SQ_CANCELLED    "The query was cancelled while executing."
+
+typedef struct sq_aggq sq_aggq;
+typedef struct sq_aggrun sq_aggrun;
+/* sq_agg_parse: the shape of SELECT agg(col), ... FROM t read from the
+ * lexed client text, or NULL if it is not one (or out of memory). */
+sq_aggq   *sq_agg_parse(const sq_lexed *l);
+void       sq_agg_free_q(sq_aggq *q);
+/* sq_agg_start: a run of shape q against the catalog as it is now, or NULL
+ * when SQLite must run it (a column not numeric, an index, ...). */
+sq_aggrun *sq_agg_start(sq_sess *s, const sq_db *d, const sq_aggq *q);
+void       sq_agg_free(sq_aggrun *r);
+/* sq_agg_page: cursor c's one row (c->agg): 0 (the row, then no more),
+ * SQ_AGG_FALLBACK (nothing written: step c->st instead), EM_AGAIN (over the
+ * inline budget) or a failure with the session's message. */
+int        sq_agg_page(sq_sess *s, sq_cursor *c, em_buf *out, uint32_t *rows, int *more);
 
 /* sq_sess_db: the session's connection for schema, synced with the catalog. */
 int sq_sess_db(sq_sess *s, const char *schema, sq_db **out);

@@ -42,6 +42,11 @@ for i in 1 2 3; do
     if out=$(sqljs --count kept "$ROWS" "$(node_addr "$i")"); then ok "after both: ${out#ok }"
     else echo "$out"; bad "rows through node $i after the pause and the cut"; fi
 done
+# COUNT(*), SUM(v) FROM kept is a whole-table aggregate: node 3 computed it
+# over the partitions it fetched, without SQLite's row loop (sq_agg.c).
+n=$(metric 3 ember_sql_direct_aggregates_total)
+if [ "${n:-0}" -ge 1 ]; then ok "node 3 answered $n whole-table aggregates over the scan"
+else bad "node 3 answered no whole-table aggregate over the scan (${n:-no metric})"; fi
 node_kill 3
 for i in 1 2; do
     wait_metric "$i" ember_cluster_members 2 || bad "node $i still counts node 3"

@@ -1,6 +1,7 @@
 /* fuzz_sql.c - libFuzzer target for ember's SQL front end (src/sql/): the
  * input is SQL text for the tokenizer, then the classifier and either the
- * H2->SQLite pre-pass (queries, DML) or the DDL parser (CREATE/DROP).
+ * H2->SQLite pre-pass (queries, DML) or the DDL parser (CREATE/DROP), and
+ * for queries the whole-table aggregate matcher (sq_agg.c).
  * Checks: nothing reads outside the input, the rewrite is NUL-terminated
  * and no longer than a bounded multiple of the input, a parsed CREATE
  * TABLE has a primary key and a non-key column, and nothing leaks.
@@ -42,6 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         }
         em_buf_free(&out);
+        if (cls == SQ_CLS_QUERY)
+            sq_agg_free_q(sq_agg_parse(&l));
     }
     sq_lexed_free(&l);
     return 0;
