@@ -474,6 +474,30 @@ typedef struct plan {
 static _Thread_local int tl_primary;
 void cl_repl_primary_only(int on) { tl_primary = on; }
 
+/* tl_pin: the topology a one-unit commit (st_tx_commit) runs on, from its
+ * ST_UPD_TX to its ST_UPD_TX_END: its primary check (tx_moved) and every
+ * write it then applies plan their owners on this one.  Planned on the
+ * topology each write meets, a switch landing between the check and a
+ * write would apply that write as a backup's - streamed to no one - after
+ * the commit was let through as the primary's.  Held, it also keeps the
+ * exchange's partition release waiting for the commit's last write. */
+static _Thread_local cl_topo *tl_pin;
+
+static void tx_unpin(void)
+{
+    if (tl_pin)
+        cl_node_topo_release(tl_pin);
+    tl_pin = NULL;
+}
+
+static cl_topo *topo_now(cl_repl *r)
+{
+    if (!tl_pin)
+        return cl_node_topo_acquire(r->o.node);
+    cl_topo_hold(tl_pin);
+    return tl_pin;
+}
+
 /* plan_owners fills pl for u (check: only the refusal below, pl->t stays
  * NULL): 0, or EM_STALE when a request's write meets
  * a topology in which this node no longer is the key's primary (it was
@@ -494,7 +518,7 @@ static int plan_owners(cl_repl *r, const st_update *u, plan *pl, int check)
     pl->parts = cfg_parts(pl->cfg);
     if (u->partition >= pl->parts)
         return 0;
-    cl_topo *t = cl_node_topo_acquire(r->o.node);
+    cl_topo *t = topo_now(r);
     uint32_t *idx = pl->idx;
     uint32_t k = t->n > 1 && t->self >= 0
                      ? cl_repl_owners(t, pl->cfg, u->cache_id, u->partition, idx, MAX_OWNERS) : 0;
@@ -636,7 +660,7 @@ static void hist_note(cl_repl *r, const st_update *u)
  * writes mapped here as their keys' primary) is refused whole, before the
  * WAL hears of it, when one of its keys has another primary by now - as
  * plan_owners refuses a single write.  Its writes are then applied one by
- * one (in_tx), each streamed on the topology it meets. */
+ * one (in_tx), each streamed on the topology checked here (tl_pin). */
 static int tx_moved(cl_repl *r, const st_update *u)
 {
     int rc = 0;
@@ -650,6 +674,14 @@ static int tx_moved(cl_repl *r, const st_update *u)
 static int observe(void *arg, const st_update *u)
 {
     cl_repl *r = arg;
+    if (u->kind == ST_UPD_TX_END) {
+        tx_unpin();
+        return 0;
+    }
+    if (u->kind == ST_UPD_TX) {
+        tx_unpin();                 /* none is left over; defensive */
+        tl_pin = cl_node_topo_acquire(r->o.node);
+    }
     int data = u->kind == ST_UPD_PUT || u->kind == ST_UPD_REMOVE || u->kind == ST_UPD_CLEAR;
     plan pl = { .t = NULL };
     int rc = data ? plan_owners(r, u, &pl, 0) : u->kind == ST_UPD_TX ? tx_moved(r, u) : 0;

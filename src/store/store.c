@@ -730,6 +730,8 @@ int st_apply(st_store *s, const st_update *u)
         if (!(c = st_cache_find(s, u->cache_id)))
             return EM_NOCACHE;
         return set_qe(c, u->cfg->query_entities, u->cfg->query_entities_len, 0);
+    case ST_UPD_TX_END:
+        return 0;
     case ST_UPD_TX:
         for (uint32_t i = 0; i < u->nbatch; i++) {
             int rc = st_apply(s, &u->batch[i]);

@@ -235,7 +235,11 @@ void st_region_stats_get(st_store *s, const char *region, st_region_stats *out);
  * return fails the operation (a failed WAL write is never acknowledged). */
 enum st_update_kind { ST_UPD_PUT = 1, ST_UPD_REMOVE = 2, ST_UPD_CLEAR = 3,
                       ST_UPD_CACHE_CREATE = 4, ST_UPD_CACHE_DESTROY = 5,
-                      ST_UPD_TX = 6, ST_UPD_CACHE_CONFIG = 7 };
+                      ST_UPD_TX = 6, ST_UPD_CACHE_CONFIG = 7,
+                      /* reported once st_tx_commit is done with an ST_UPD_TX
+                       * (applied or failed): nothing to log or apply, the
+                       * end of what the observer may hold for that commit */
+                      ST_UPD_TX_END = 8 };
 typedef struct st_update {
     enum st_update_kind kind;
     int32_t cache_id;
@@ -392,8 +396,9 @@ uint64_t st_entry_locks_held(st_store *s);
 /* st_tx_commit applies n PUT/REMOVE updates (normalised keys, absolute
  * deadlines, as st_apply takes them) as one unit: the observer hears one
  * ST_UPD_TX update carrying all of them (the WAL writes it as one frame, so
- * recovery replays all or none), then each is applied without the observer.
- * The caller holds the entry locks of every key (nothing else writes them
+ * recovery replays all or none), then each applied one marked in_tx (the
+ * WAL skips those; replication streams them), then ST_UPD_TX_END.  The
+ * caller holds the entry locks of every key (nothing else writes them
  * meanwhile).  A nonzero observer return applies nothing. */
 int  st_tx_commit(st_store *s, const st_update *ups, uint32_t n);
 /* The commit gate (see store_int.h): checkpoints take it exclusively while

@@ -232,6 +232,10 @@ int st_tx_commit(st_store *s, const st_update *ups, uint32_t n)
         if (r && !first)
             first = r;
     }
+    st_update end;
+    memset(&end, 0, sizeof end);
+    end.kind = ST_UPD_TX_END;
+    (void)st_observe(s, &end);
     pthread_rwlock_unlock(&s->commit_gate);
     return rc ? rc : first;
 }

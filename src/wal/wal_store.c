@@ -39,7 +39,7 @@ int wal_skip_cache(void *arg, int32_t cache_id)
 static int observe(void *arg, const st_update *u)
 {
     wal *w = arg;
-    if (u->in_tx)
+    if (u->in_tx || u->kind == ST_UPD_TX_END)
         return 0;                   /* in its TX record already */
     if (u->kind == ST_UPD_TX) {
         /* wal_append leaves out the updates of in-memory caches */

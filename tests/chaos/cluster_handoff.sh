@@ -20,10 +20,10 @@ BUILD=${EMBER_BUILD:-build}
 chaos_init
 HOLD="$CHAOS_TMP/hold"
 cli() { n=$1; shift; "$BUILD/ember-cli" -h "$(node_ip "$n")" -p "$CHAOS_PORT" "$@"; }
-# primaries N ID: the partitions of cache pm whose primary is the node with
-# consistent id ID, as node N's map says them, one per line.
+# primaries N ID [CACHE]: the partitions of CACHE (pm) whose primary is the
+# node with consistent id ID, as node N's map says them, one per line.
 primaries() {
-    cli "$1" --json cluster pm | node -e '
+    cli "$1" --json cluster "${3:-pm}" | node -e '
         let s = ""; process.stdin.on("data", d => s += d).on("end", () => {
             for (const n of JSON.parse(s).nodes)
                 if (n.consistent_id === process.argv[1]) console.log((n.partitions || []).join("\n"));
@@ -77,7 +77,9 @@ done
 node_start 3 $(cluster_flags 3 1) --consistent-id hC || finish
 members 3 "1 3"
 t=0
-until primaries 1 hC | grep -qx "$p"; do
+# Each cache switches to node 3 once node 3 loaded it: both must have, or
+# the put on pt may still run on node 2 as its primary.
+until primaries 1 hC | grep -qx "$p" && primaries 1 hC pt | grep -qx "$p"; do
     t=$((t + 1))
     [ $t -lt $((CHAOS_WAIT * 10)) ] || { bad "node 3 did not become partition $p's primary"; finish; }
     sleep 0.1
@@ -92,7 +94,7 @@ until [ "$(metric 2 ember_cluster_topology_major) $(metric 2 ember_cluster_topol
     [ $t -lt $((CHAOS_WAIT * 10)) ] || { bad "node 2 did not reach topology $v"; finish; }
     sleep 0.1
 done
-ok "node 3 is partition $p's primary on every node; the put runs on node 2 now"
+ok "node 3 is partition $p's primary in both caches on every node; the puts run on node 2 now"
 rm -f "$HOLD"
 wait $put && ok "the put succeeded ($(cat "$CHAOS_TMP/put.out"))" ||
     bad "the put failed: $(cat "$CHAOS_TMP/put.out")"

@@ -196,13 +196,15 @@ TEST(tx_cl_tx_semantics)
  * rollback that releases them; and an observer told of the transaction
  * once (the log) and of each update with its partition counter (in_tx,
  * what replication streams). */
-typedef struct obs_log { int tx, in_tx, plain; uint64_t last_cntr; } obs_log;
+typedef struct obs_log { int tx, in_tx, end, plain; uint64_t last_cntr; } obs_log;
 
 static int obs_count(void *arg, const st_update *u)
 {
     obs_log *o = arg;
     if (u->kind == ST_UPD_TX)
         o->tx++;
+    else if (u->kind == ST_UPD_TX_END)
+        o->end++;
     else if (u->in_tx) {
         o->in_tx++;
         o->last_cntr = u->cntr;
@@ -248,6 +250,7 @@ TEST(tx_prepare_apply_halves)
     CHECK_EQ(val_of(c, 2), 12);
     CHECK_EQ(o.tx, 1);                  /* logged once, as one unit */
     CHECK_EQ(o.in_tx, 2);               /* each update streamed on its own */
+    CHECK_EQ(o.end, 1);                 /* then the commit's end */
     CHECK_EQ(o.plain, 0);
     CHECK(o.last_cntr > 0);
     CHECK_EQ(tput(b, c, 1, 31), EM_LOCKED);
