@@ -2,7 +2,7 @@
  * of through SQLite's virtual-table loop (issue 18's full-table aggregate).
  *
  * SELECT f(x) [, g(y) ...] FROM t, with f among COUNT, SUM, AVG, TOTAL, MIN
- * and MAX over plain numeric columns (or COUNT(*)) and nothing else - no
+ * and MAX over plain numeric columns (or COUNT(*), COUNT(1)) and nothing else - no
  * WHERE, GROUP BY, DISTINCT, join or table alias - reads every row of t exactly
  * once and keeps one accumulator per result.  Through SQLite the same query
  * costs a virtual-table call to step each row and another to read each
@@ -105,7 +105,10 @@ sq_aggq *sq_agg_parse(const sq_lexed *l)
         if (!fn || !is_punct(l, i + 1, '('))
             return NULL;
         q.f[q.n].fn = fn;
-        if (fn == AGG_COUNT && is_punct(l, i + 2, '*'))
+        /* COUNT(*), and COUNT(1) as JDBC tools write it: a constant is
+         * never NULL, so it counts every row. */
+        if (fn == AGG_COUNT && (is_punct(l, i + 2, '*') ||
+                                (i + 2 < l->ntok && l->t[i + 2].kind == SQ_TK_NUMBER)))
             i += 3;
         else if (name_at(l, i + 2, q.f[q.n].col) && q.f[q.n].col[0])
             i += 3;

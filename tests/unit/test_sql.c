@@ -638,6 +638,8 @@ TEST(sql_direct_aggregates_match_sqlite)
     SAME_AGG(&e, "SELECT sum(d), avg(d), total(d), min(d), max(d), count(d) FROM A", 1);
     SAME_AGG(&e, "select sum(s), min(s), max(y), avg(y), sum(f), min(f), max(f) from PUBLIC.a;", 1);
     SAME_AGG(&e, "SELECT count(\"D\"), sum(ID) AS k, max(id) m FROM a", 1);
+    SAME_AGG(&e, "SELECT COUNT(1), count(0) FROM A", 1);
+    SAME_AGG(&e, "SELECT count(-1) FROM A", 0);         /* an expression: SQLite's */
     /* Not that shape, or not numbers: SQLite answers. */
     SAME_AGG(&e, "SELECT count(DISTINCT y) FROM A", 0);
     SAME_AGG(&e, "SELECT sum(i) FROM A WHERE i > 0", 0);
