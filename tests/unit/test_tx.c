@@ -196,14 +196,16 @@ TEST(tx_cl_tx_semantics)
  * rollback that releases them; and an observer told of the transaction
  * once (the log) and of each update with its partition counter (in_tx,
  * what replication streams). */
-typedef struct obs_log { int tx, in_tx, end, plain; uint64_t last_cntr; } obs_log;
+typedef struct obs_log { int tx, in_tx, end, plain, refuse_tx; uint64_t last_cntr; } obs_log;
 
 static int obs_count(void *arg, const st_update *u)
 {
     obs_log *o = arg;
-    if (u->kind == ST_UPD_TX)
+    if (u->kind == ST_UPD_TX) {
         o->tx++;
-    else if (u->kind == ST_UPD_TX_END)
+        if (o->refuse_tx)
+            return EM_STALE;            /* as cl_repl refuses a moved commit */
+    } else if (u->kind == ST_UPD_TX_END)
         o->end++;
     else if (u->in_tx) {
         o->in_tx++;
@@ -270,6 +272,18 @@ TEST(tx_prepare_apply_halves)
     CHECK_EQ(cl_tx_prepare(a), EM_TXCONFLICT);
     CHECK(!cl_tx_open(a));
     CHECK_EQ(val_of(c, 3), -1);
+    CHECK_EQ(st_entry_locks_held(s), 0);
+    /* a commit the observer refuses applies nothing, and still ends: the
+     * observer hears ST_UPD_TX_END (cl_repl lets go of its topology) */
+    REQUIRE_OK(cl_tx_restart(b, CL_TX_PESSIMISTIC, CL_TX_READ_COMMITTED, 0));
+    CHECK_OK(tput(b, c, 4, 44));
+    memset(&o, 0, sizeof o);
+    o.refuse_tx = 1;
+    CHECK_EQ(cl_tx_commit(b), EM_STALE);
+    CHECK_EQ(val_of(c, 4), -1);
+    CHECK_EQ(o.tx, 1);
+    CHECK_EQ(o.in_tx, 0);
+    CHECK_EQ(o.end, 1);
     CHECK_EQ(st_entry_locks_held(s), 0);
     st_set_observer(s, NULL, NULL);
     cl_tx_free(a);
