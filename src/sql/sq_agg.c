@@ -66,16 +66,10 @@ struct sq_aggrun {
     acc        a[SQ_AGG_MAX];
     bin_floc   floc[SQ_AGG_MAX];   /* per result: where its field sits */
     sq_tycache tc;
-    int        done, sent;
+    int        sent;            /* the one row went out */
 };
 
 /* ---- the shape ---------------------------------------------------------- */
-
-static int is_punct(const sq_lexed *l, uint32_t i, char c)
-{
-    return i < l->ntok && l->t[i].kind == SQ_TK_PUNCT && l->t[i].len == 1 &&
-           l->src[l->t[i].off] == c;
-}
 
 static int name_at(const sq_lexed *l, uint32_t i, char *out)
 {
@@ -102,19 +96,19 @@ sq_aggq *sq_agg_parse(const sq_lexed *l)
         for (uint8_t k = AGG_COUNT; k <= AGG_MAX && !fn; k++)
             if (sq_word_is(l, i, FN[k]))
                 fn = k;
-        if (!fn || !is_punct(l, i + 1, '('))
+        if (!fn || !sq_punct_is(l, i + 1, '('))
             return NULL;
         q.f[q.n].fn = fn;
         /* COUNT(*), and COUNT(1) as JDBC tools write it: a constant is
          * never NULL, so it counts every row. */
-        if (fn == AGG_COUNT && (is_punct(l, i + 2, '*') ||
+        if (fn == AGG_COUNT && (sq_punct_is(l, i + 2, '*') ||
                                 (i + 2 < l->ntok && l->t[i + 2].kind == SQ_TK_NUMBER)))
             i += 3;
         else if (name_at(l, i + 2, q.f[q.n].col) && q.f[q.n].col[0])
             i += 3;
         else
             return NULL;
-        if (!is_punct(l, i, ')'))
+        if (!sq_punct_is(l, i, ')'))
             return NULL;
         q.n++;
         i++;
@@ -123,7 +117,7 @@ sq_aggq *sq_agg_parse(const sq_lexed *l)
             i += 2;
         else if (name_at(l, i, alias))
             i++;
-        if (is_punct(l, i, ','))
+        if (sq_punct_is(l, i, ','))
             i++;
         else if (sq_word_is(l, i, "FROM"))
             break;
@@ -133,13 +127,13 @@ sq_aggq *sq_agg_parse(const sq_lexed *l)
     i++;
     if (!name_at(l, i, q.table))
         return NULL;
-    if (is_punct(l, i + 1, '.')) {
+    if (sq_punct_is(l, i + 1, '.')) {
         memcpy(q.schema, q.table, sizeof q.schema);
         if (!name_at(l, i + 2, q.table))
             return NULL;
         i += 2;
     }
-    for (i++; is_punct(l, i, ';'); i++)
+    for (i++; sq_punct_is(l, i, ';'); i++)
         ;
     if (i != l->ntok)
         return NULL;

@@ -221,7 +221,7 @@ static int emit(const sq_lexed *l, uint32_t from, uint32_t to, size_t *prev, uin
     return rc;
 }
 
-static int is_punct(const sq_lexed *l, uint32_t i, char c)
+int sq_punct_is(const sq_lexed *l, uint32_t i, char c)
 {
     return i < l->ntok && l->t[i].kind == SQ_TK_PUNCT && l->t[i].len == 1 && l->src[l->t[i].off] == c;
 }
@@ -235,7 +235,7 @@ static int insert_set(const sq_lexed *l, uint32_t set, uint32_t end, em_buf *out
     int rc = emit(l, 0, set, &prev, UINT32_MAX, out);
     uint32_t cols[256], ex[256], ee[256], n = 0;
     for (uint32_t i = set + 1; !rc && i < end;) {
-        if (n == 256 || !is_punct(l, i + 1, '=') || (l->t[i].kind != SQ_TK_WORD &&
+        if (n == 256 || !sq_punct_is(l, i + 1, '=') || (l->t[i].kind != SQ_TK_WORD &&
                                                      l->t[i].kind != SQ_TK_QUOTED)) {
             snprintf(msg, msgsz, "Failed to parse query. INSERT ... SET expects column = value, ...");
             return EM_INVAL;
@@ -245,9 +245,9 @@ static int insert_set(const sq_lexed *l, uint32_t set, uint32_t end, em_buf *out
         int depth = 0;
         uint32_t j = i + 2;
         for (; j < end; j++) {
-            if (is_punct(l, j, '(')) depth++;
-            else if (is_punct(l, j, ')')) depth--;
-            else if (!depth && is_punct(l, j, ','))
+            if (sq_punct_is(l, j, '(')) depth++;
+            else if (sq_punct_is(l, j, ')')) depth--;
+            else if (!depth && sq_punct_is(l, j, ','))
                 break;
         }
         if (j == ex[n]) {
@@ -277,10 +277,10 @@ int sq_rewrite(const sq_lexed *l, em_buf *out, char *msg, size_t msgsz)
     size_t prev = 0;                /* end of the last token copied */
     int rc = 0;
     uint32_t end = l->ntok;
-    if (end && is_punct(l, end - 1, ';'))
+    if (end && sq_punct_is(l, end - 1, ';'))
         end--;
     if (sq_word_is(l, 0, "INSERT") && sq_word_is(l, 1, "INTO")) {
-        uint32_t set = is_punct(l, 3, '.') ? 5 : 3;
+        uint32_t set = sq_punct_is(l, 3, '.') ? 5 : 3;
         if (sq_word_is(l, set, "SET"))
             return insert_set(l, set, end, out, msg, msgsz);
     }

@@ -42,6 +42,8 @@ enum { SQ_CLS_QUERY = 1, SQ_CLS_DML, SQ_CLS_DDL };
 int  sq_classify(const sq_lexed *l);
 /* sq_word_is: token i is the unquoted word w (case-insensitive). */
 int  sq_word_is(const sq_lexed *l, uint32_t i, const char *w);
+/* sq_punct_is: token i is the one-character punctuation c. */
+int  sq_punct_is(const sq_lexed *l, uint32_t i, char c);
 /* sq_rewrite appends the SQLite form of a query or DML statement to out
  * (NUL-terminated): unquoted identifiers upper-cased, trailing commas
  * dropped, MINUS -> EXCEPT, MERGE INTO -> INSERT OR REPLACE INTO. */

@@ -590,23 +590,29 @@ static int agg_reply(pe_env *e, const char *sql, int on, em_buf *rep)
     return st;
 }
 
-/* SAME_AGG: sql answers the same both ways; direct says whether the direct
- * path must have answered it. */
-#define SAME_AGG(e, q_, direct) do {                                                   \
-        uint64_t n0_ = atomic_load(&(e)->ps->sql->direct_aggs);                         \
-        em_buf a_ = EM_BUF_INIT, b_ = EM_BUF_INIT;                                      \
-        int sa_ = agg_reply((e), (q_), 1, &a_);                                        \
-        uint64_t n1_ = atomic_load(&(e)->ps->sql->direct_aggs);                         \
-        int sb_ = agg_reply((e), (q_), 0, &b_);                                        \
-        if (sa_ != sb_ || a_.len != b_.len || memcmp(a_.p, b_.p, a_.len))                \
-            test_fail(__FILE__, __LINE__, "%s: direct %d (%zu bytes) vs SQLite %d (%zu bytes)", \
-                      (q_), sa_, a_.len, sb_, b_.len);                                  \
-        if ((n1_ != n0_) != (direct))                                                    \
-            test_fail(__FILE__, __LINE__, "%s: direct path %s", (q_),                   \
-                      (direct) ? "not taken" : "taken");                                 \
-        em_buf_free(&a_);                                                                \
-        em_buf_free(&b_);                                                                \
-    } while (0)
+/* same_agg: q answers the same both ways, byte for byte; direct says
+ * whether the direct path must have answered it (the engine's counter), and
+ * the run with it off must not have gone that way. */
+static void same_agg(pe_env *e, const char *q, int direct, int line)
+{
+    sq_engine *eng = e->ps->sql;
+    em_buf a = EM_BUF_INIT, b = EM_BUF_INIT;
+    uint64_t n0 = sq_engine_direct_aggs(eng);
+    int sa = agg_reply(e, q, 1, &a);
+    uint64_t n1 = sq_engine_direct_aggs(eng);
+    int sb = agg_reply(e, q, 0, &b);
+    uint64_t n2 = sq_engine_direct_aggs(eng);
+    if (sa != sb || a.len != b.len || memcmp(a.p, b.p, a.len))
+        test_fail(__FILE__, line, "%s: direct %d (%zu bytes) vs SQLite %d (%zu bytes)", q, sa,
+                  a.len, sb, b.len);
+    if ((n1 != n0) != direct)
+        test_fail(__FILE__, line, "%s: direct path %s", q, direct ? "not taken" : "taken");
+    if (n2 != n1)
+        test_fail(__FILE__, line, "%s: taken with direct aggregates off", q);
+    em_buf_free(&a);
+    em_buf_free(&b);
+}
+#define SAME_AGG(e, q_, direct) same_agg((e), (q_), (direct), __LINE__)
 
 TEST(sql_direct_aggregates_match_sqlite)
 {
@@ -633,20 +639,24 @@ TEST(sql_direct_aggregates_match_sqlite)
                  f, r);
         EXEC_OK(&e, sql);
     }
-    SAME_AGG(&e, "SELECT count(*), sum(i), avg(i), total(i), min(i), max(i), count(i) FROM A", 1);
-    SAME_AGG(&e, "SELECT SUM(b), AVG(b), MIN(b), MAX(b) FROM A", 1);
-    SAME_AGG(&e, "SELECT sum(d), avg(d), total(d), min(d), max(d), count(d) FROM A", 1);
-    SAME_AGG(&e, "select sum(s), min(s), max(y), avg(y), sum(f), min(f), max(f) from PUBLIC.a;", 1);
-    SAME_AGG(&e, "SELECT count(\"D\"), sum(ID) AS k, max(id) m FROM a", 1);
-    SAME_AGG(&e, "SELECT COUNT(1), count(0) FROM A", 1);
-    SAME_AGG(&e, "SELECT count(-1) FROM A", 0);         /* an expression: SQLite's */
-    /* Not that shape, or not numbers: SQLite answers. */
-    SAME_AGG(&e, "SELECT count(DISTINCT y) FROM A", 0);
-    SAME_AGG(&e, "SELECT sum(i) FROM A WHERE i > 0", 0);
-    SAME_AGG(&e, "SELECT max(name), count(*) FROM A", 0);
-    SAME_AGG(&e, "SELECT sum(i) + 1 FROM A", 0);
-    SAME_AGG(&e, "SELECT sum(x.i) FROM A x", 0);
-    SAME_AGG(&e, "SELECT count(*) FROM A, E", 0);
+    static const struct { const char *q; int direct; } cases[] = {
+        { "SELECT count(*), sum(i), avg(i), total(i), min(i), max(i), count(i) FROM A", 1 },
+        { "SELECT SUM(b), AVG(b), MIN(b), MAX(b) FROM A", 1 },
+        { "SELECT sum(d), avg(d), total(d), min(d), max(d), count(d) FROM A", 1 },
+        { "select sum(s), min(s), max(y), avg(y), sum(f), min(f), max(f) from PUBLIC.a;", 1 },
+        { "SELECT count(\"D\"), sum(ID) AS k, max(id) m FROM a", 1 },
+        { "SELECT COUNT(1), count(0) FROM A", 1 },
+        /* Not that shape, or not numbers: SQLite answers. */
+        { "SELECT count(-1) FROM A", 0 },               /* an expression */
+        { "SELECT count(DISTINCT y) FROM A", 0 },
+        { "SELECT sum(i) FROM A WHERE i > 0", 0 },
+        { "SELECT max(name), count(*) FROM A", 0 },
+        { "SELECT sum(i) + 1 FROM A", 0 },
+        { "SELECT sum(x.i) FROM A x", 0 },
+        { "SELECT count(*) FROM A, E", 0 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+        SAME_AGG(&e, cases[k].q, cases[k].direct);
     /* An integer SUM that overflows: SQLite's error, both ways. */
     EXEC_OK(&e, "INSERT INTO O VALUES (1, 9000000000000000000), (2, 9000000000000000000)");
     SAME_AGG(&e, "SELECT sum(b) FROM O", 0);
