@@ -154,6 +154,11 @@ typedef struct pr_options {
      * before it runs (60 s at most), so a test can move the primary in
      * between.  "" = never. */
     char     write_hold[256];
+    /* tx_hold (tests only): a file name; while it exists, a transaction
+     * this node coordinates waits after it decided COMMIT, before any part
+     * hears it (60 s at most), so a test can move a prepared part's primary
+     * in between.  "" = never. */
+    char     tx_hold[256];
     void    *state_arg;
     /* thin_host / thin_port: where this node serves thin clients, as the
      * cluster-group ops (5100-5102) report it on a single node ("" / 0:
@@ -218,6 +223,7 @@ typedef struct pr_txc_stats {
     uint64_t wakes_sent, wakes_got; /* lock releases told to members whose requests
                                        waited here; told to this node */
     uint64_t deadlocks;             /* cycles of waits across nodes this node broke */
+    uint64_t handed_off;            /* committed writes handed to their new primary */
 } pr_txc_stats;
 void pr_txc_stats_get(pr_server *s, pr_txc_stats *st);
 

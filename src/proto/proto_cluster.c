@@ -1214,12 +1214,11 @@ int pr_op_rid_call(pr_conn *c, pr_rd *r, em_buf *out)
     return rc;
 }
 
-/* write_hold: the test hook pr_options.write_hold (tests only). */
-static void write_hold(const char *file)
+void pr_test_hold(const char *file, const char *what)
 {
     if (access(file, F_OK) != 0)
         return;
-    EM_WARN("write_hold: a write mapped here waits while %s exists", file);
+    EM_WARN("%s waits while %s exists", what, file);
     for (int i = 0; i < 6000 && access(file, F_OK) == 0; i++) {
         struct timespec ts = { 0, 10 * 1000000L };
         nanosleep(&ts, NULL);
@@ -1324,7 +1323,7 @@ route:;
         if ((owner < 0 || owner == t->self) && !named) {
             cl_node_topo_release(t);
             if (!read && c->srv->opt.write_hold[0])
-                write_hold(c->srv->opt.write_hold);
+                pr_test_hold(c->srv->opt.write_hold, "write_hold: a write mapped here");
             break;                  /* run here */
         }
         if (owner < 0 || owner == t->self) {

@@ -70,6 +70,7 @@ struct pr_server {
     _Atomic uint32_t rid_ran;       /* writes run for PR_OP_RID_CALL (exit_after_writes) */
     _Atomic uint32_t tx_crash_seen; /* opt.tx_crash's point reached so far */
     _Atomic uint64_t txc_one, txc_two, txc_rec_commit, txc_rec_rollback, txc_deadlocks;
+    _Atomic uint64_t txc_handed;    /* writes of parts handed to a new primary (proto_txh.c) */
     /* Members whose forwarded requests were told to wait for a lock here
      * (PR_ST_TXC_WAIT): told in turn (CL_NET_MSG_TX_WAKE) when locks are
      * released, so their parked requests run again now rather than at
@@ -516,6 +517,10 @@ int pr_cluster_await_owners(pr_server *s, st_cache *sc, uint32_t timeout_ms);
  * for it to apply here; on failure the reply's message is set and the
  * status returned. */
 int pr_cluster_propose(pr_conn *c, const void *entry, size_t len, const char *what);
+/* pr_test_hold (test hooks write_hold, tx_hold): while file exists, at
+ * most 60 s, the caller waits; the log says "<what> waits while <file>
+ * exists" once. */
+void pr_test_hold(const char *file, const char *what);
 /* pr_cluster_route decides where a decoded cache op runs on a cluster: 0 =
  * here (run it); else it was answered by the member(s) that own its keys
  * (*done = 1) with rc = what the handler returns.  keys = the op's key

@@ -23,7 +23,8 @@
  * (its timeout, a deadlock) answers PR_ST_TXC_GONE with the reason, and
  * the coordinator rolls back the rest.  A part's node that fails once the
  * decision is COMMIT is no failure of the transaction: its backups apply
- * its writes.
+ * its writes.  A part whose partition moved to another primary between
+ * the decision and its commit hands those writes over (proto_txh.c).
  *
  * A part's node remembers the members it told to wait (pr_txc_wait) and
  * tells them when it releases locks (CL_NET_MSG_TX_WAKE): their parked
@@ -732,6 +733,8 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
     for (uint32_t i = 0; pr_txc_crash_armed(c->srv) && i < s->nparts; i++)
         if (cl_meta_uuid_eq(s->parts[i].id, cl_node_id(n)))
             pr_txc_crash_point(c->srv, "decided");  /* with a part of its own */
+    if (c->srv->opt.tx_hold[0])
+        pr_test_hold(c->srv->opt.tx_hold, "tx_hold: a transaction decided here");
     /* Phase two. */
     int first_rc = 0;
     char first_msg[sizeof c->msg] = "";

@@ -12,10 +12,13 @@
  * backups' SHADOW answers, which must not need a worker there.  WAITS (to
  * a part's node: which transaction holds the lock the part waits for?) and
  * WHERE (to a coordinator: on which node does its transaction wait?) are a
- * deadlock probe's steps (proto_txc.c "Deadlocks across nodes"). */
+ * deadlock probe's steps (proto_txc.c "Deadlocks across nodes").  HANDOFF
+ * (proto_txh.c) applies, on a forwarding worker, a committed part's writes
+ * of partitions whose primary moved. */
 enum { TXC_OP = 0, TXC_PREPARE = 1, TXC_COMMIT = 2, TXC_ROLLBACK = 3, TXC_COMMIT1 = 4,
        TXC_STATE = 5, TXC_RECOVER = 6, TXC_SHADOW = 7, TXC_FINISH = 8, TXC_DECISION = 9,
-       TXC_ALIVE = 10, TXC_WAITS = 11, TXC_WHERE = 12, TXC_LAST = TXC_WHERE };
+       TXC_ALIVE = 10, TXC_WAITS = 11, TXC_WHERE = 12, TXC_HANDOFF = 13,
+       TXC_LAST = TXC_HANDOFF };
 /* What a node knows of a transaction (or of one of its parts). */
 enum { TXS_UNKNOWN = 0, TXS_ACTIVE = 1, TXS_PREPARED = 2, TXS_COMMITTED = 3,
        TXS_ROLLED_BACK = 4 };

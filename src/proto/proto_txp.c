@@ -10,9 +10,10 @@
  * owner of their partitions (SHADOW) before it answers: each backup keeps
  * them as a *shadow*, with the keys' entry locks taken on its own node.
  * Committed, the part applies its writes (streamed to the backups like any
- * write, FULL_SYNC acks awaited), tells the shadows (FINISH) and only then
- * releases its locks; so no later write of those keys can reach a backup
- * while it still holds a shadow of them.
+ * write, FULL_SYNC acks awaited), hands those of partitions whose primary
+ * moved since it prepared to the new primary (proto_txh.c), tells the
+ * shadows (FINISH) and only then releases its locks; so no later write of
+ * those keys can reach a backup while it still holds a shadow of them.
  *
  * A primary failing with a prepared part leaves its shadows: each backup
  * that holds one asks the coordinator for its decision (DECISION; an
@@ -64,6 +65,8 @@ void pr_txp_txb_free(txb *b)
 
 void pr_txp_txs_free(txs *h)
 {
+    if (!h)
+        return;                     /* (a FINISH or HANDOFF for no shadow here) */
     cl_tx_free(h->locks);
     em_free(h->parts);
     em_buf_free(&h->data);
@@ -311,7 +314,7 @@ void pr_txp_part_close(pr_conn *c, txb *b, uint8_t outcome)
 
 /* ---- shadows: sending ------------------------------------------------------- */
 
-static int put_write(em_buf *b, const st_update *u)
+int pr_txp_put_write(em_buf *b, const st_update *u)
 {
     int rc = em_buf_put_le32(b, (uint32_t)u->cache_id);
     if (!rc)
@@ -362,6 +365,40 @@ int pr_txp_get_write(const uint8_t **p, size_t *len, st_update *u)
     return 0;
 }
 
+/* shadow_call sends member `to` a SHADOW of b's writes ups[i] with pick[i]
+ * set and records it among b's holders once taken: 0, or a status (not
+ * taken). */
+static int shadow_call(pr_conn *c, txb *b, cl_meta_uuid to, const st_update *ups,
+                       const uint8_t *pick, uint32_t nu)
+{
+    cl_meta_uuid self = cl_node_id(c->srv->opt.cluster);
+    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
+    int rc = pr_txc_env(&env, NULL, b->coord, b->seq, TXC_SHADOW, NULL);
+    if (!rc && (rc = em_buf_put_le64(&env, self.msb)) == 0 &&
+        (rc = em_buf_put_le64(&env, self.lsb)) == 0 &&
+        (rc = put_uuids(&env, b->parts, b->nparts)) == 0)
+        rc = em_buf_put_le32(&env, 0);
+    size_t cnt_at = env.len - 4;
+    uint32_t cnt = 0;
+    for (uint32_t i = 0; !rc && i < nu; i++)
+        if (pick[i] && (rc = pr_txp_put_write(&env, &ups[i])) == 0)
+            cnt++;
+    if (!rc) {
+        em_st32(env.p + cnt_at, cnt);
+        const uint8_t *pay;
+        size_t pn;
+        if (pr_txp_call(c, to, &env, &resp, &pay, &pn) != 0)
+            rc = pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: a backup of its keys "
+                         "did not take its prepared state");
+        /* recorded as each answers: a failure later drops those taken */
+        else if ((rc = ids_reserve(&b->holders, &b->capholders, b->nholders + 1)) == 0)
+            b->holders[b->nholders++] = to;
+    }
+    em_buf_free(&env);
+    em_buf_free(&resp);
+    return rc;
+}
+
 /* send_shadows: b is prepared; every backup owner of a partition it writes
  * gets those writes (SHADOW) and keeps them.  0, or a status (b then rolls
  * back: the backups that took a shadow drop it). */
@@ -378,10 +415,12 @@ static int send_shadows(pr_conn *c, txb *b)
     const st_update *ups;
     uint32_t nu;
     int rc = cl_tx_updates(b->tx, &ups, &nu);
-    if (rc)
+    if (rc || !nu)
         return rc;
-    cl_node *n = c->srv->opt.cluster;
-    cl_topo *t = cl_node_topo_acquire(n);
+    uint8_t *pick = em_malloc(nu);
+    if (!pick)
+        return EM_NOMEM;
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
     cl_meta_uuid hold[TXC_MAX_PARTS];
     uint32_t nh = 0;
     /* who holds what: every owner after the first of each written partition */
@@ -400,49 +439,20 @@ static int send_shadows(pr_conn *c, txb *b)
                 hold[nh++] = t->m[idx[j]].id;
         }
     }
-    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
-    cl_meta_uuid self = cl_node_id(n);
     for (uint32_t h = 0; !rc && h < nh; h++) {
-        if ((rc = pr_txc_env(&env, NULL, b->coord, b->seq, TXC_SHADOW, NULL)) != 0 ||
-            (rc = em_buf_put_le64(&env, self.msb)) != 0 ||
-            (rc = em_buf_put_le64(&env, self.lsb)) != 0 ||
-            (rc = put_uuids(&env, b->parts, b->nparts)) != 0)
-            break;
-        size_t cnt_at = env.len;
-        uint32_t cnt = 0;
-        if ((rc = em_buf_put_le32(&env, 0)) != 0)
-            break;
-        for (uint32_t i = 0; !rc && i < nu; i++) {
+        for (uint32_t i = 0; i < nu; i++) {
             st_cache *sc = st_cache_find(c->srv->st, ups[i].cache_id);
-            if (!sc)
-                continue;
             uint32_t idx[64];
-            uint32_t k = cl_repl_owners(t, st_cache_cfg(sc), ups[i].cache_id, ups[i].partition,
-                                        idx, 64);
-            for (uint32_t j = 1; j < k && !rc; j++)
-                if (cl_meta_uuid_eq(t->m[idx[j]].id, hold[h])) {
-                    rc = put_write(&env, &ups[i]);
-                    cnt++;
-                }
+            uint32_t k = sc ? cl_repl_owners(t, st_cache_cfg(sc), ups[i].cache_id,
+                                             ups[i].partition, idx, 64) : 0;
+            pick[i] = 0;
+            for (uint32_t j = 1; j < k; j++)
+                pick[i] |= cl_meta_uuid_eq(t->m[idx[j]].id, hold[h]);
         }
-        if (rc)
-            break;
-        em_st32(env.p + cnt_at, cnt);
-        const uint8_t *pay;
-        size_t pn;
-        if (pr_txp_call(c, hold[h], &env, &resp, &pay, &pn) != 0) {
-            rc = pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: a backup of its keys "
-                         "did not take its prepared state");
-            break;
-        }
-        /* recorded as each answers: a failure below drops those taken */
-        if ((rc = ids_reserve(&b->holders, &b->capholders, b->nholders + 1)) != 0)
-            break;
-        b->holders[b->nholders++] = hold[h];
+        rc = shadow_call(c, b, hold[h], ups, pick, nu);
     }
     cl_node_topo_release(t);
-    em_buf_free(&env);
-    em_buf_free(&resp);
+    em_free(pick);
     return rc;
 }
 
@@ -452,7 +462,7 @@ static int send_shadows(pr_conn *c, txb *b)
  * cluster failed may still run (cut off, then back): what it says of its
  * parts is not heard - its commits reached no other owner, and its backups
  * resolve its parts as if it had died. */
-static int member_now(pr_conn *c, cl_meta_uuid who)
+int pr_txp_member_now(pr_conn *c, cl_meta_uuid who)
 {
     cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
     int m = pr_txc_is_member(t, who);
@@ -467,7 +477,7 @@ static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8
     if (len < 16)
         return pr_bad_request(c, EM_TRUNCATED);
     cl_meta_uuid prim = { em_ld64(p), em_ld64(p + 8) };
-    if (!member_now(c, prim))
+    if (!pr_txp_member_now(c, prim))
         return pr_fail(c, PR_ST_FAILED, "The transaction's primary is not a member of the cluster");
     p += 16;
     len -= 16;
@@ -530,7 +540,7 @@ static int finish_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uin
     if (len < 17)
         return pr_bad_request(c, EM_TRUNCATED);
     cl_meta_uuid prim = { em_ld64(p), em_ld64(p + 8) };
-    if (!member_now(c, prim))
+    if (!pr_txp_member_now(c, prim))
         return 0;                   /* a failed primary's word: the shadow decides without it */
     uint8_t outcome = p[16] == TXS_COMMITTED ? TXS_COMMITTED : TXS_ROLLED_BACK;
     pthread_mutex_lock(&x->mu);
@@ -564,8 +574,13 @@ int pr_txp_commit_part(pr_conn *c, txb *b, int *applied)
         return pr_tx_fail_commit(c, b->tx, rc);
     if (pr_txc_crash_armed(c->srv) && b->nholders)
         pr_txc_crash_point(c->srv, "applied");
+    /* writes of partitions whose primary moved since it prepared go there
+     * (proto_txh.c) before the shadows end */
+    int hrc = c->srv->opt.cluster ? pr_txp_handoff(c, b, wrc && wrc != EM_TIMEOUT) : 0;
     finish_shadows(c, b, TXS_COMMITTED);
     cl_tx_rollback(b->tx);          /* applied: this releases the locks */
+    if (hrc)
+        return hrc;
     return wrc == EM_TIMEOUT ? pr_fail_repl_timeout(c) : 0;
 }
 
@@ -648,6 +663,20 @@ int pr_txc_check(const uint8_t *p, size_t len)
         return conc != 1 || len >= 16 ? 0 : EM_TRUNCATED;
     case TXC_FINISH:
         return len >= 17 ? 0 : EM_TRUNCATED;
+    case TXC_HANDOFF: {
+        if (len < 29)
+            return EM_TRUNCATED;
+        const uint8_t *q = p + 29;
+        size_t ql = len - 29;
+        uint32_t nw = em_ld32(p + 25);
+        for (uint32_t i = 0; i < nw; i++) {
+            st_update u;
+            int rc = pr_txp_get_write(&q, &ql, &u);
+            if (rc)
+                return rc;
+        }
+        return ql == 0 ? 0 : EM_INVAL;
+    }
     case TXC_SHADOW: {
         if (len < 16 || (l = uuids_len(p + 16, len - 16)) == 0 || len - 16 - l < 4)
             return EM_TRUNCATED;
@@ -724,6 +753,8 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
         return take_shadow(c, coord, seq, rest, nrest);
     case TXC_FINISH:
         return finish_shadow(c, coord, seq, rest, nrest);
+    case TXC_HANDOFF:
+        return pr_txp_take_handoff(c, coord, seq, rest, nrest, out);
     case TXC_STATE:
         return pr_txp_answer_state(c, coord, seq, out);
     case TXC_DECISION:
@@ -955,4 +986,5 @@ void pr_txc_stats_get(pr_server *s, pr_txc_stats *st)
     st->wakes_sent = atomic_load_explicit(&s->rwake_sent, memory_order_relaxed);
     st->wakes_got = atomic_load_explicit(&s->rwake_got, memory_order_relaxed);
     st->deadlocks = atomic_load_explicit(&s->txc_deadlocks, memory_order_relaxed);
+    st->handed_off = atomic_load_explicit(&s->txc_handed, memory_order_relaxed);
 }

@@ -75,6 +75,24 @@ int  pr_txp_get_write(const uint8_t **p, size_t *len, st_update *u);
 int  pr_txp_commit_part(pr_conn *c, txb *b, int *applied);
 void pr_txp_part_close(pr_conn *c, txb *b, uint8_t outcome);
 
+/* pr_txp_member_now: who is a member in this node's topology. */
+int  pr_txp_member_now(pr_conn *c, cl_meta_uuid who);
+/* pr_txp_put_write appends one write as SHADOW and HANDOFF carry it;
+ * pr_txp_get_write (above) reads it back. */
+int  pr_txp_put_write(em_buf *b, const st_update *u);
+/* pr_txp_apply_writes (proto_txr.c): of nw writes at q, those of the
+ * partitions this node is the primary of now, applied as theirs; strict:
+ * EM_AGAIN, nothing applied, while a partition has no live primary. */
+int  pr_txp_apply_writes(pr_conn *c, const uint8_t *q, size_t ql, uint32_t nw, int strict,
+                         uint32_t *napplied);
+/* proto_txh.c: after b applied its commit, its writes of partitions whose
+ * primary is another member now (an affinity switch since it prepared)
+ * go to that primary (HANDOFF); refused: an owner fenced the commit's
+ * stream.  0, or a status.  pr_txp_take_handoff answers HANDOFF. */
+int  pr_txp_handoff(pr_conn *c, txb *b, int refused);
+int  pr_txp_take_handoff(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8_t *p,
+                         size_t len, em_buf *out);
+
 /* proto_txr.c: TXC_STATE's answer, and TXC_RECOVER (shadow 0: a prepared
  * part whose coordinator left; 1: a backup copy whose primary left, its id
  * in p; 2: an open part unheard of for long). */

@@ -130,28 +130,29 @@ static int shadow_owner(pr_conn *c, cl_topo *t, const st_update *u)
     return t->m[idx[0]].state == CL_META_ALIVE ? 0 : -1;
 }
 
-/* apply_shadow writes h's updates of the partitions this node is the
- * primary of now, as one transaction (streamed to their other owners); the
- * rest reach their new primaries' own shadows.  EM_AGAIN while a
- * partition has no live primary yet: nothing written, asked again. */
-static int apply_shadow(pr_conn *c, txs *h)
+/* pr_txp_apply_writes writes the nw writes at q (SHADOW's list) of the
+ * partitions this node is the primary of now, as one transaction (streamed
+ * to their other owners); the rest reach their new primaries' own shadows.
+ * A partition without a live primary yet: strict, EM_AGAIN and nothing
+ * written (asked again); else its writes are left out.  *napplied (may be
+ * NULL): the writes applied. */
+int pr_txp_apply_writes(pr_conn *c, const uint8_t *q, size_t ql, uint32_t nw, int strict,
+                        uint32_t *napplied)
 {
-    st_update *ups = em_malloc((h->nw ? h->nw : 1) * sizeof *ups);
+    st_update *ups = em_malloc((nw ? nw : 1) * sizeof *ups);
     if (!ups)
         return EM_NOMEM;
     uint32_t n = 0;
-    const uint8_t *q = h->data.p;
-    size_t ql = h->data.len;
     cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
     int rc = 0;
-    for (uint32_t i = 0; !rc && i < h->nw; i++) {
+    for (uint32_t i = 0; !rc && i < nw; i++) {
         st_update u;
         if ((rc = pr_txp_get_write(&q, &ql, &u)) != 0)
             break;
         int o = shadow_owner(c, t, &u);
-        if (o < 0)
+        if (o < 0 && strict)
             rc = EM_AGAIN;
-        else if (o)
+        else if (o > 0)
             ups[n++] = u;
     }
     cl_node_topo_release(t);
@@ -163,6 +164,8 @@ static int apply_shadow(pr_conn *c, txs *h)
         if (r)
             (void)cl_repl_finish(r);
     }
+    if (napplied)
+        *napplied = rc ? 0 : n;
     em_free(ups);
     return rc;
 }
@@ -262,7 +265,7 @@ int pr_txp_recover(pr_conn *c, cl_meta_uuid coord, uint64_t seq, int shadow,
         if (b)
             (void)pr_txp_commit_part(c, b, &applied);
         else
-            applied = (arc = apply_shadow(c, h)) == 0;
+            applied = (arc = pr_txp_apply_writes(c, h->data.p, h->data.len, h->nw, 1, NULL)) == 0;
         fin = applied ? TXS_COMMITTED : arc == EM_AGAIN ? 0 : TXS_ROLLED_BACK;
         how = applied ? "committed" : "failed to commit";
     } else if (d == TXS_ROLLED_BACK) {

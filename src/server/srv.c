@@ -222,6 +222,7 @@ static const key_desc keys[] = {
     K("cluster_exit_after_writes", 'u', cluster_exit_after_writes, "tests only: exit after the Nth forwarded write ran here, before its reply (0 = never)"),
     K("cluster_tx_crash", 's', cluster_tx_crash, "tests only: prepared|committing|applied|decided:N - exit at that point of the Nth transaction part or decision here (none)"),
     K("cluster_write_hold", 's', cluster_write_hold, "tests only: a file; while it exists, a write mapped to this node as its key's primary waits before it runs (60 s at most)"),
+    K("cluster_tx_hold", 's', cluster_tx_hold, "tests only: a file; while it exists, a transaction this node coordinates waits after deciding COMMIT, before its parts hear it (60 s at most)"),
 };
 #undef K
 
@@ -792,6 +793,7 @@ int srv_start(srv **out, const srv_config *c)
     po.exit_after_writes = c->cluster_exit_after_writes;
     snprintf(po.tx_crash, sizeof po.tx_crash, "%s", c->cluster_tx_crash);
     snprintf(po.write_hold, sizeof po.write_hold, "%s", c->cluster_write_hold);
+    snprintf(po.tx_hold, sizeof po.tx_hold, "%s", c->cluster_tx_hold);
     po.debug_stats = debug_stats;
     po.sql_query_memory = c->sql_query_memory ? (int64_t)c->sql_query_memory : -1;
     po.node_stats = node_stats;

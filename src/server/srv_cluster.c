@@ -1339,12 +1339,14 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                   "# TYPE ember_tx_lock_wakes counter\n"
                   "ember_tx_lock_wakes{dir=\"sent\"} %llu\nember_tx_lock_wakes{dir=\"received\"} %llu\n"
                   "# TYPE ember_tx_deadlocks_across_nodes counter\n"
-                  "ember_tx_deadlocks_across_nodes %llu\n",
+                  "ember_tx_deadlocks_across_nodes %llu\n"
+                  "# TYPE ember_tx_writes_handed_off counter\nember_tx_writes_handed_off %llu\n",
                   (unsigned long long)ts.parts, (unsigned long long)ts.prepared,
                   (unsigned long long)ts.copies, (unsigned long long)ts.one_phase,
                   (unsigned long long)ts.two_phase, (unsigned long long)ts.recovered_commit,
                   (unsigned long long)ts.recovered_rollback, (unsigned long long)ts.wakes_sent,
-                  (unsigned long long)ts.wakes_got, (unsigned long long)ts.deadlocks);
+                  (unsigned long long)ts.wakes_got, (unsigned long long)ts.deadlocks,
+                  (unsigned long long)ts.handed_off);
     static const char fam[] = "# TYPE ember_cluster_cache_moving_partitions gauge\n";
     int rc = mv.err;
     if (!rc && n > 0 && (size_t)n < sizeof line)  /* cannot fail at this size; never read past line */

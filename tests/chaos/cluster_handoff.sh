@@ -10,6 +10,12 @@
 # client sees it succeed, and every copy holds it.  The same for a put on a
 # TRANSACTIONAL cache (an implicit one-op transaction, refused whole before
 # its commit), held at the same time on node 2's second event loop.
+# And an explicit transaction coordinated by node 1, with a part on node 2
+# (a key of P) and one on node 1: both parts prepared and COMMIT decided,
+# node 1 holds it (--cluster-tx-hold) while P moves.  Node 2's part then
+# commits where it no longer is P's primary: its writes of P are handed to
+# the new primary, which applies them as P's (ember_tx_writes_handed_off);
+# the transaction commits and every copy holds both keys.
 #
 # Nodes have fixed consistent ids, so the affinity of the three is known
 # before node 3 joins: a first cluster of the three ids, stopped, tells
@@ -19,6 +25,7 @@ BUILD=${EMBER_BUILD:-build}
 . tests/chaos/lib.sh
 chaos_init
 HOLD="$CHAOS_TMP/hold"
+TXHOLD="$CHAOS_TMP/txhold"
 cli() { n=$1; shift; "$BUILD/ember-cli" -h "$(node_ip "$n")" -p "$CHAOS_PORT" "$@"; }
 # primaries N ID [CACHE]: the partitions of CACHE (pm) whose primary is the
 # node with consistent id ID, as node N's map says them, one per line.
@@ -47,7 +54,8 @@ primaries 4 hC | sort >"$CHAOS_TMP/c3"
 for i in 4 5 6; do node_kill $i; done
 [ -s "$CHAOS_TMP/c3" ] || { bad "no partition has hC for primary among hA, hB, hC"; finish; }
 
-node_start 1 $(cluster_flags 1) --consistent-id hA || finish
+node_start 1 $(cluster_flags 1) --consistent-id hA --cluster-tx-hold "$TXHOLD" --threads 2 ||
+    finish
 node_start 2 $(cluster_flags 2 1) --consistent-id hB --cluster-write-hold "$HOLD" --threads 2 ||
     finish
 members 2 "1 2"
@@ -58,6 +66,17 @@ primaries 1 hB | sort >"$CHAOS_TMP/b2"
 p=$(comm -12 "$CHAOS_TMP/b2" "$CHAOS_TMP/c3" | head -1)
 [ -n "$p" ] || { bad "no partition moves from node 2 to node 3 as primary"; finish; }
 ok "partition $p: primary node 2 now, node 3 once it joins"
+q=$(primaries 1 hA | sort | comm -23 - "$CHAOS_TMP/c3" | head -1)
+[ -n "$q" ] || { bad "no partition stays with node 1 as primary"; finish; }
+
+# The transaction: keys p (node 2's part) and q (node 1's), decided, held.
+touch "$TXHOLD"
+"$BUILD/ember-txc" put --nodes "$(node_addr 1)" --cache px --keys "$p,$q" --value 7 \
+    --call-ms 120000 >"$CHAOS_TMP/tx.out" 2>&1 &
+txput=$!
+log_wait 1 "tx_hold: a transaction decided here waits" ||
+    { bad "the transaction was not held on node 1: $(cat "$CHAOS_TMP/tx.out")"; finish; }
+ok "a transaction on keys $p (node 2) and $q (node 1) is prepared, decided and held"
 
 # The puts wait on node 2, mapped (one per event loop: a new connection
 # goes to the least loaded); node 3 joins and takes partition p over.
@@ -79,7 +98,8 @@ members 3 "1 3"
 t=0
 # Each cache switches to node 3 once node 3 loaded it: both must have, or
 # the put on pt may still run on node 2 as its primary.
-until primaries 1 hC | grep -qx "$p" && primaries 1 hC pt | grep -qx "$p"; do
+until primaries 1 hC | grep -qx "$p" && primaries 1 hC pt | grep -qx "$p" &&
+      primaries 1 hC px | grep -qx "$p"; do
     t=$((t + 1))
     [ $t -lt $((CHAOS_WAIT * 10)) ] || { bad "node 3 did not become partition $p's primary"; finish; }
     sleep 0.1
@@ -94,8 +114,8 @@ until [ "$(metric 2 ember_cluster_topology_major) $(metric 2 ember_cluster_topol
     [ $t -lt $((CHAOS_WAIT * 10)) ] || { bad "node 2 did not reach topology $v"; finish; }
     sleep 0.1
 done
-ok "node 3 is partition $p's primary in both caches on every node; the puts run on node 2 now"
-rm -f "$HOLD"
+ok "node 3 is partition $p's primary in the three caches on every node; the puts run on node 2 now"
+rm -f "$HOLD" "$TXHOLD"
 wait $put && ok "the put succeeded ($(cat "$CHAOS_TMP/put.out"))" ||
     bad "the put failed: $(cat "$CHAOS_TMP/put.out")"
 wait $putx && ok "the transactional put succeeded ($(cat "$CHAOS_TMP/putx.out"))" ||
@@ -103,6 +123,10 @@ wait $putx && ok "the transactional put succeeded ($(cat "$CHAOS_TMP/putx.out"))
 m=$(metric 2 ember_repl_writes_moved)
 [ "${m:-0}" -ge 2 ] && ok "node 2 refused both as no longer the primary (ember_repl_writes_moved $m)" ||
     bad "node 2 did not refuse both writes (ember_repl_writes_moved ${m:-?})"
+wait $txput && ok "the transaction committed" || bad "the transaction failed: $(cat "$CHAOS_TMP/tx.out")"
+m=$(metric 2 ember_tx_writes_handed_off)
+[ "${m:-0}" -ge 1 ] && ok "node 2 handed its part's write of $p to the new primary (ember_tx_writes_handed_off $m)" ||
+    bad "node 2 handed nothing off (ember_tx_writes_handed_off ${m:-?})"
 for cache in pm pt; do
     for i in 3 1 2; do
         v=$(cli $i get $cache "int:$p" 2>&1)
@@ -110,6 +134,13 @@ for cache in pm pt; do
             bad "$cache: read through node $i: '$v'"
     done
 done
-r=$(cli 1 idle-verify pm pt 2>&1) && ok "idle-verify: $(echo "$r" | tail -1)" ||
+for k in $p $q; do
+    for i in 3 1 2; do
+        v=$(cli $i get px "int:$k" 2>&1)
+        [ "$v" = int:7 ] && ok "px: key $k read through node $i: 7" ||
+            bad "px: key $k read through node $i: '$v'"
+    done
+done
+r=$(cli 1 idle-verify pm pt px 2>&1) && ok "idle-verify: $(echo "$r" | tail -1)" ||
     { bad "idle-verify:"; echo "$r" | head -10; }
 finish

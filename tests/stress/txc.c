@@ -18,6 +18,10 @@
  *          transaction and the total must be the initial one.  Afterwards
  *          (and with `bank-check` alone) every node must read the same
  *          accounts with that total.  Exit 1 on any violation.
+ *   put    one PESSIMISTIC REPEATABLE_READ transaction through the first node
+ *          putting --value at each of the int --keys, committed; exit 0
+ *          once it committed, else 1 with the error (a test that moves a
+ *          primary while the transaction is held runs it).
  *   bench  BENCHMARKS.md M5's TRANSACTIONAL row: --clients connections to
  *          the first node, each putting its own int keys in one-key
  *          PESSIMISTIC REPEATABLE_READ transactions (TX_START, PUT, TX_END)
@@ -1184,6 +1188,40 @@ static int cmd_bench(const bank_opts *o, int plain)
     return 0;
 }
 
+/* cmd_put: the `put` command (see the top). */
+static int cmd_put(const char *keys, int32_t value)
+{
+    sx_conn c;
+    char why[256];
+    int32_t id = 0;
+    int rc = open_node(&c, 0);
+    if (rc) {
+        fprintf(stderr, "put: cannot connect: %s\n", em_strerror(rc));
+        return 1;
+    }
+    if ((rc = create_cache(&c)) == 0)
+        rc = tx_start(&c, 1, 1, 0, &id);
+    for (const char *k = keys; !rc && *k;) {
+        char *end;
+        long v = strtol(k, &end, 10);
+        if (end == k || (*end && *end != ',')) {
+            fprintf(stderr, "put: bad --keys '%s'\n", keys);
+            sx_close(&c);
+            return 2;
+        }
+        rc = put(&c, id, (int32_t)v, value);
+        k = *end ? end + 1 : end;
+    }
+    if (!rc)
+        rc = tx_end(&c, id, 1);
+    if (rc)
+        fprintf(stderr, "put: failed (%d): %s\n", rc, rc > 0 ? err_text(&c, why, sizeof why) : "");
+    else
+        printf("put: committed\n");
+    sx_close(&c);
+    return rc ? 1 : 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: ember-txc test --nodes IP:PORT[,...] [--cache NAME]\n"
@@ -1193,6 +1231,7 @@ static void usage(void)
                     "         [--any-order 1]  (bank: PESSIMISTIC, no timeout, accounts locked in\n"
                     "                          any order: only deadlock detection ends cycles)\n"
                     "         [--call-ms MS]  (a reply's bound, 30000)\n"
+                    "       ember-txc put --nodes IP:PORT --cache NAME --keys K[,K...] --value V\n"
                     "       ember-txc bench --nodes IP:PORT[,...] [--cache NAME] [--backups N]\n"
                     "         [--clients N] [--duration SECONDS] [--plain 1]\n"
                     "         (prints: kind,clients,ops,ops/s,p50 us,p99 us,B/op,allocs/op,errors)\n");
@@ -1206,6 +1245,8 @@ int main(int argc, char **argv)
     }
     bank_opts o = { .accounts = 8, .clients = 6, .check = 1, .duration_s = 5 };
     int plain = 0;
+    const char *keys = NULL;
+    int32_t value = 0;
     for (int i = 2; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) { usage(); return 2; }
@@ -1219,6 +1260,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--backups")) g_backups = atoi(v);
         else if (!strcmp(a, "--plain")) plain = atoi(v);
         else if (!strcmp(a, "--call-ms")) g_call_ms = atoi(v);
+        else if (!strcmp(a, "--keys")) keys = v;
+        else if (!strcmp(a, "--value")) value = atoi(v);
         else { usage(); return 2; }
     }
     if (!g_nnodes || o.accounts < 2 || o.accounts > 256 || o.clients < 1 ||
@@ -1232,6 +1275,8 @@ int main(int argc, char **argv)
         return cmd_bank(&o, 1);
     if (!strcmp(argv[1], "bank-check"))
         return cmd_bank(&o, 0);
+    if (!strcmp(argv[1], "put") && keys)
+        return cmd_put(keys, value);
     if (!strcmp(argv[1], "bench"))
         return cmd_bench(&o, plain);
     usage();

@@ -1,0 +1,182 @@
+/* proto_txh.c - a committed part's writes handed to the new primary of
+ * their partitions (TXC_HANDOFF; the protocol is outlined in proto_txc.c
+ * and proto_txp.c).
+ *
+ * A part prepares only where it is the primary of every partition it
+ * writes (still_primary), and its coordinator decides only on the topology
+ * the transaction was mapped on.  An affinity switch may still land between
+ * the decision and the part's commit (a coordinator held up, a slow link):
+ * the part's node then applies the writes as a backup's, which streams
+ * them to nobody, or streams them as the primary it was and the new primary
+ * refuses them as from a deposed one (fencing).  Either way the new primary
+ * would never have a write of a committed transaction.  Ignite's exchange
+ * waits for prepared transactions before it switches; ember's switch does
+ * not wait for them, so the part hands those writes over instead:
+ *  - it looks up each written partition's primary now (once the stream was
+ *    refused, on the newer topology the refusing owner knew);
+ *  - HANDOFF gives each such primary those writes; it waits to know the
+ *    topology the part knew, applies the ones of partitions it is the
+ *    primary of as their primary (numbered and streamed to every owner,
+ *    this node too) in one unit, drops its shadow of the part if it holds
+ *    one (its locks kept those keys from other writes until then) and
+ *    answers how many it applied.
+ * A write applied twice - streamed to the new primary before the switch,
+ * then handed over - writes the same value again under the same locks.
+ * The transaction fails ("commit failed on one of its nodes") only when a
+ * new primary applies fewer of the writes than it was handed: the topology
+ * changed once more in between.
+ */
+#include "proto/proto_txp.h"
+
+#include <string.h>
+
+#include "cluster/cl_repl.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define HANDOFF_TOPO_MS 2000        /* to learn the topology the other side knew */
+
+static void drop_holder(txb *b, cl_meta_uuid who)
+{
+    for (uint32_t i = 0; i < b->nholders; i++)
+        if (cl_meta_uuid_eq(b->holders[i], who)) {
+            b->holders[i] = b->holders[--b->nholders];
+            return;
+        }
+}
+
+/* handoff_call: HANDOFF of b's writes ups[i] with pick[i] set (want of
+ * them) to `to`. */
+static int handoff_call(pr_conn *c, txb *b, cl_meta_uuid to, uint64_t index,
+                        const st_update *ups, const uint8_t *pick, uint32_t nu, uint32_t want)
+{
+    cl_meta_uuid self = cl_node_id(c->srv->opt.cluster);
+    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
+    int rc = pr_txc_env(&env, NULL, b->coord, b->seq, TXC_HANDOFF, NULL);
+    if (!rc && (rc = pr_txc_put_id(&env, self)) == 0 &&
+        (rc = em_buf_put_u8(&env, TXS_COMMITTED)) == 0 &&
+        (rc = em_buf_put_le64(&env, index)) == 0)
+        rc = em_buf_put_le32(&env, want);
+    for (uint32_t i = 0; !rc && i < nu; i++)
+        if (pick[i])
+            rc = pr_txp_put_write(&env, &ups[i]);
+    const uint8_t *pay = NULL;
+    size_t pn = 0;
+    if (!rc && (pr_txp_call(c, to, &env, &resp, &pay, &pn) != 0 || pn != 4 ||
+                em_ld32(pay) < want))
+        rc = pr_fail(c, PR_ST_FAILED, "the new primary of some of its keys (a topology change "
+                     "since it prepared) did not apply them");
+    em_buf_free(&env);
+    em_buf_free(&resp);
+    return rc;
+}
+
+/* new_primary: the member (index into t->m) that is u's partition's live
+ * primary now when that is not this node; -1 when it is this node, or no
+ * live member is (a primary that failed: its backups' shadows decide). */
+static int new_primary(pr_conn *c, cl_topo *t, const st_update *u)
+{
+    st_cache *sc = st_cache_find(c->srv->st, u->cache_id);
+    uint32_t idx[64];
+    if (!sc || cl_repl_owners(t, st_cache_cfg(sc), u->cache_id, u->partition, idx, 64) < 1 ||
+        (int)idx[0] == t->self || t->m[idx[0]].state != CL_META_ALIVE)
+        return -1;
+    return (int)idx[0];
+}
+
+int pr_txp_handoff(pr_conn *c, txb *b, int refused)
+{
+    const st_update *ups;
+    uint32_t nu;
+    if (cl_tx_updates(b->tx, &ups, &nu) || !nu)
+        return 0;
+    cl_node *n = c->srv->opt.cluster;
+    if (refused) {
+        /* an owner fenced the stream: it knows a topology this node will */
+        cl_topo *t = cl_node_topo_acquire(n);
+        uint64_t idx = cl_topo_index(t);
+        cl_node_topo_release(t);
+        (void)cl_node_topo_wait(n, idx, HANDOFF_TOPO_MS);
+    }
+    /* Two passes over the owners: the first, allocating nothing, finds
+     * whether any write moved (almost never). */
+    cl_topo *t = cl_node_topo_acquire(n);
+    uint32_t moved = 0;
+    for (uint32_t i = 0; i < nu; i++)
+        moved += new_primary(c, t, &ups[i]) >= 0;
+    if (!moved) {
+        cl_node_topo_release(t);
+        return 0;
+    }
+    int32_t *dest = em_malloc(nu * sizeof *dest);
+    uint8_t *pick = em_malloc(nu);
+    cl_meta_uuid to[TXC_MAX_PARTS];
+    uint32_t want[TXC_MAX_PARTS], nt = 0;
+    int rc = dest && pick ? 0 : EM_NOMEM;
+    uint64_t index = cl_topo_index(t);
+    for (uint32_t i = 0; !rc && i < nu; i++) {
+        int m = new_primary(c, t, &ups[i]);
+        dest[i] = -1;
+        if (m < 0)
+            continue;
+        cl_meta_uuid p = t->m[m].id;
+        uint32_t j = 0;
+        while (j < nt && !cl_meta_uuid_eq(to[j], p))
+            j++;
+        if (j == nt) {
+            if (nt == TXC_MAX_PARTS)
+                continue;
+            to[nt] = p;
+            want[nt++] = 0;
+        }
+        dest[i] = (int32_t)j;
+        want[j]++;
+    }
+    cl_node_topo_release(t);
+    for (uint32_t j = 0; !rc && j < nt; j++) {
+        for (uint32_t i = 0; i < nu; i++)
+            pick[i] = dest[i] == (int32_t)j;
+        if ((rc = handoff_call(c, b, to[j], index, ups, pick, nu, want[j])) == 0) {
+            drop_holder(b, to[j]);      /* its shadow ended there */
+            atomic_fetch_add_explicit(&c->srv->txc_handed, want[j], memory_order_relaxed);
+            EM_INFO("transaction %016llx%016llx:%llu: %u write(s) of its part here handed to "
+                    "their new primary %016llx%016llx", (unsigned long long)b->coord.msb,
+                    (unsigned long long)b->coord.lsb, (unsigned long long)b->seq, want[j],
+                    (unsigned long long)to[j].msb, (unsigned long long)to[j].lsb);
+        }
+    }
+    em_free(dest);
+    em_free(pick);
+    return rc;
+}
+
+int pr_txp_take_handoff(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8_t *p,
+                        size_t len, em_buf *out)
+{
+    if (len < 29 || p[16] != TXS_COMMITTED)     /* pr_txc_check read the writes */
+        return pr_bad_request(c, EM_INVAL);
+    cl_meta_uuid prim = { em_ld64(p), em_ld64(p + 8) };
+    uint64_t index = em_ld64(p + 17);
+    uint32_t nw = em_ld32(p + 25);
+    if (!pr_txp_member_now(c, prim))
+        return pr_fail(c, PR_ST_FAILED, "The transaction's primary is not a member of the "
+                       "cluster");
+    if (index)                      /* the topology the part's node knew, at least */
+        (void)cl_node_topo_wait(c->srv->opt.cluster, index - 1, HANDOFF_TOPO_MS);
+    uint32_t applied = 0;
+    int rc = pr_txp_apply_writes(c, p + 29, len - 29, nw, 0, &applied);
+    if (rc)
+        return pr_fail(c, PR_ST_FAILED, "Applying a transaction's handed writes failed: %s",
+                       em_strerror(rc));
+    /* Its shadow here, if any, is done: its keys' locks go. */
+    struct pr_txbs *x = c->srv->txbs;
+    pthread_mutex_lock(&x->mu);
+    txs *h = pr_txp_find_shadow(x, coord, seq, prim);
+    if (h && !h->busy)
+        pr_txp_detach_shadow(x, h, TXS_COMMITTED);
+    else
+        h = NULL;                   /* being recovered: that decides */
+    pthread_mutex_unlock(&x->mu);
+    pr_txp_txs_free(h);
+    return em_buf_put_le32(out, applied);
+}
