@@ -106,14 +106,41 @@ static int build_single(cl_pme *p, cl_topo *t, uint64_t exch, em_buf *out)
     return rc;
 }
 
+/* topo_reach waits, at most ms, until this node's topology is the one
+ * exchange exch is for, or a newer one. */
+static void topo_reach(cl_pme *p, uint64_t exch, uint32_t ms)
+{
+    uint64_t end = em_now_ms() + ms;
+    for (;;) {
+        cl_topo *t = cl_node_topo_acquire(p->node);
+        uint64_t have = exch_of(t), idx = cl_topo_index(t);
+        cl_node_topo_release(t);
+        uint64_t now = em_now_ms();
+        lock(p);
+        int stop = p->stop;
+        unlock(p);
+        if (have >= exch || now >= end || stop)
+            return;
+        (void)cl_node_topo_wait(p->node, idx, (uint32_t)(end - now));
+    }
+}
+
 static void answer_sreq(cl_pme *p, uint64_t exch, cl_meta_uuid to)
 {
+    /* This node may not have applied the change the exchange is for yet (a
+     * follower learns of a commit with the leader's next message).  It
+     * waits for it (release_ms at most): a copy's counter must not move
+     * past what it reports because of a member that left.  Until the
+     * change is applied here, an update a failed primary sent before it
+     * died - late in this node's socket or transport queue - is still the
+     * named primary's and applies; after this report it would leave this
+     * copy one update ahead of the one the exchange may make primary (equal
+     * counters reported), and nothing would bring them together.  Once the
+     * change is applied, the failed member owns nothing here and its late
+     * updates are fenced (cl_plan_fenced: this copy catches up instead). */
+    topo_reach(p, exch, p->cfg.release_ms);
     /* Partition release: requests mapped on the old topology finish first,
      * so the counters reported include every write they made. */
-    /* This node may not have applied the change the exchange is for yet (a
-     * follower learns of a commit with the leader's next message): it does
-     * not wait for it, since what it reports - its partitions' states under
-     * the committed owners, and their counters - does not depend on it. */
     if (cl_node_release_wait(p->node, NULL, p->cfg.release_ms))
         EM_WARN("exchange %llu: requests on an older topology still running after %u ms; "
                 "reporting anyway", (unsigned long long)exch, p->cfg.release_ms);
