@@ -22,19 +22,22 @@
  *    answers how many it applied.
  * A write applied twice - streamed to the new primary before the switch,
  * then handed over - writes the same value again under the same locks.
- * The transaction fails ("commit failed on one of its nodes") only when a
- * new primary applies fewer of the writes than it was handed: the topology
- * changed once more in between.
+ * A new primary that takes fewer of them than it was handed (the topology
+ * moved once more in between) or does not answer is asked again on the
+ * topology of the moment, for about 2 s; after that the part reports the
+ * failure (and logs it as an error): the writes may be missing there.
  */
 #include "proto/proto_txp.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "cluster/cl_repl.h"
 #include "util/log.h"
 #include "util/mem.h"
 
 #define HANDOFF_TOPO_MS 2000        /* to learn the topology the other side knew */
+#define HANDOFF_TRIES 20            /* rounds 100 ms apart */
 
 static void drop_holder(txb *b, cl_meta_uuid who)
 {
@@ -84,38 +87,18 @@ static int new_primary(pr_conn *c, cl_topo *t, const st_update *u)
     return (int)idx[0];
 }
 
-int pr_txp_handoff(pr_conn *c, txb *b, int refused)
+/* hand_round hands the writes not yet handed (done[i] 0) of partitions
+ * whose primary is another member now to that primary, marking those
+ * taken: 0 when none is left, else a status. */
+static int hand_round(pr_conn *c, txb *b, const st_update *ups, uint32_t nu, int32_t *dest,
+                      uint8_t *pick, uint8_t *done)
 {
-    const st_update *ups;
-    uint32_t nu;
-    if (cl_tx_updates(b->tx, &ups, &nu) || !nu)
-        return 0;
-    cl_node *n = c->srv->opt.cluster;
-    if (refused) {
-        /* an owner fenced the stream: it knows a topology this node will */
-        cl_topo *t = cl_node_topo_acquire(n);
-        uint64_t idx = cl_topo_index(t);
-        cl_node_topo_release(t);
-        (void)cl_node_topo_wait(n, idx, HANDOFF_TOPO_MS);
-    }
-    /* Two passes over the owners: the first, allocating nothing, finds
-     * whether any write moved (almost never). */
-    cl_topo *t = cl_node_topo_acquire(n);
-    uint32_t moved = 0;
-    for (uint32_t i = 0; i < nu; i++)
-        moved += new_primary(c, t, &ups[i]) >= 0;
-    if (!moved) {
-        cl_node_topo_release(t);
-        return 0;
-    }
-    int32_t *dest = em_malloc(nu * sizeof *dest);
-    uint8_t *pick = em_malloc(nu);
     cl_meta_uuid to[TXC_MAX_PARTS];
     uint32_t want[TXC_MAX_PARTS], nt = 0;
-    int rc = dest && pick ? 0 : EM_NOMEM;
+    cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
     uint64_t index = cl_topo_index(t);
-    for (uint32_t i = 0; !rc && i < nu; i++) {
-        int m = new_primary(c, t, &ups[i]);
+    for (uint32_t i = 0; i < nu; i++) {
+        int m = done[i] ? -1 : new_primary(c, t, &ups[i]);
         dest[i] = -1;
         if (m < 0)
             continue;
@@ -133,20 +116,70 @@ int pr_txp_handoff(pr_conn *c, txb *b, int refused)
         want[j]++;
     }
     cl_node_topo_release(t);
-    for (uint32_t j = 0; !rc && j < nt; j++) {
+    int rc = 0;
+    for (uint32_t j = 0; j < nt; j++) {
         for (uint32_t i = 0; i < nu; i++)
             pick[i] = dest[i] == (int32_t)j;
-        if ((rc = handoff_call(c, b, to[j], index, ups, pick, nu, want[j])) == 0) {
-            drop_holder(b, to[j]);      /* its shadow ended there */
-            atomic_fetch_add_explicit(&c->srv->txc_handed, want[j], memory_order_relaxed);
-            EM_INFO("transaction %016llx%016llx:%llu: %u write(s) of its part here handed to "
-                    "their new primary %016llx%016llx", (unsigned long long)b->coord.msb,
-                    (unsigned long long)b->coord.lsb, (unsigned long long)b->seq, want[j],
-                    (unsigned long long)to[j].msb, (unsigned long long)to[j].lsb);
+        int r = handoff_call(c, b, to[j], index, ups, pick, nu, want[j]);
+        if (r) {
+            rc = r;
+            continue;
         }
+        for (uint32_t i = 0; i < nu; i++)
+            done[i] |= pick[i];
+        drop_holder(b, to[j]);          /* its shadow ended there */
+        atomic_fetch_add_explicit(&c->srv->txc_handed, want[j], memory_order_relaxed);
+        EM_INFO("transaction %016llx%016llx:%llu: %u write(s) of its part here handed to "
+                "their new primary %016llx%016llx", (unsigned long long)b->coord.msb,
+                (unsigned long long)b->coord.lsb, (unsigned long long)b->seq, want[j],
+                (unsigned long long)to[j].msb, (unsigned long long)to[j].lsb);
     }
+    return rc;
+}
+
+int pr_txp_handoff(pr_conn *c, txb *b, int refused)
+{
+    const st_update *ups;
+    uint32_t nu;
+    if (cl_tx_updates(b->tx, &ups, &nu) || !nu)
+        return 0;
+    cl_node *n = c->srv->opt.cluster;
+    if (refused) {
+        /* an owner fenced the stream: it knows a topology this node will */
+        cl_topo *t = cl_node_topo_acquire(n);
+        uint64_t idx = cl_topo_index(t);
+        cl_node_topo_release(t);
+        (void)cl_node_topo_wait(n, idx, HANDOFF_TOPO_MS);
+    }
+    /* A first pass over the owners, allocating nothing, finds whether any
+     * write moved (almost never). */
+    cl_topo *t = cl_node_topo_acquire(n);
+    uint32_t moved = 0;
+    for (uint32_t i = 0; i < nu; i++)
+        moved += new_primary(c, t, &ups[i]) >= 0;
+    cl_node_topo_release(t);
+    if (!moved)
+        return 0;
+    int32_t *dest = em_malloc(nu * sizeof *dest);
+    uint8_t *pick = em_malloc(nu), *done = em_calloc(nu, 1);
+    int rc = dest && pick && done ? 0 : EM_NOMEM;
+    /* A primary that did not take them (the topology moved again, a link
+     * down): asked again on the topology of the moment, a while. */
+    for (int tries = 0; !rc; tries++) {
+        if ((rc = hand_round(c, b, ups, nu, dest, pick, done)) == 0 || tries == HANDOFF_TRIES)
+            break;
+        rc = 0;
+        struct timespec ts = { 0, 100 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    if (rc)
+        EM_ERROR("transaction %016llx%016llx:%llu: writes of its part here were not taken by "
+                 "their partitions' new primary: %s", (unsigned long long)b->coord.msb,
+                 (unsigned long long)b->coord.lsb, (unsigned long long)b->seq,
+                 rc > 0 ? c->msg : em_strerror(rc));
     em_free(dest);
     em_free(pick);
+    em_free(done);
     return rc;
 }
 
