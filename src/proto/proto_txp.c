@@ -644,6 +644,21 @@ static size_t uuids_len(const uint8_t *p, size_t len)
     return 4 + (size_t)k * 16;
 }
 
+/* writes_check: p[0..len) is exactly a u32 count and that many writes. */
+static int writes_check(const uint8_t *p, size_t len)
+{
+    uint32_t nw = em_ld32(p);          /* len >= 4: the callers checked */
+    p += 4;
+    len -= 4;
+    for (uint32_t i = 0; i < nw; i++) {
+        st_update u;
+        int rc = pr_txp_get_write(&p, &len, &u);
+        if (rc)
+            return rc;
+    }
+    return len == 0 ? 0 : EM_INVAL;
+}
+
 int pr_txc_check(const uint8_t *p, size_t len)
 {
     if (len < TXC_HDR)
@@ -663,36 +678,12 @@ int pr_txc_check(const uint8_t *p, size_t len)
         return conc != 1 || len >= 16 ? 0 : EM_TRUNCATED;
     case TXC_FINISH:
         return len >= 17 ? 0 : EM_TRUNCATED;
-    case TXC_HANDOFF: {
-        if (len < 29)
-            return EM_TRUNCATED;
-        const uint8_t *q = p + 29;
-        size_t ql = len - 29;
-        uint32_t nw = em_ld32(p + 25);
-        for (uint32_t i = 0; i < nw; i++) {
-            st_update u;
-            int rc = pr_txp_get_write(&q, &ql, &u);
-            if (rc)
-                return rc;
-        }
-        return ql == 0 ? 0 : EM_INVAL;
-    }
-    case TXC_SHADOW: {
+    case TXC_HANDOFF:
+        return len < 29 ? EM_TRUNCATED : writes_check(p + 25, len - 25);
+    case TXC_SHADOW:
         if (len < 16 || (l = uuids_len(p + 16, len - 16)) == 0 || len - 16 - l < 4)
             return EM_TRUNCATED;
-        const uint8_t *q = p + 16 + l;
-        size_t ql = len - 16 - l;
-        uint32_t nw = em_ld32(q);
-        q += 4;
-        ql -= 4;
-        for (uint32_t i = 0; i < nw; i++) {
-            st_update u;
-            int rc = pr_txp_get_write(&q, &ql, &u);
-            if (rc)
-                return rc;
-        }
-        return ql == 0 ? 0 : EM_INVAL;
-    }
+        return writes_check(p + 16 + l, len - 16 - l);
     default:
         return 0;
     }
