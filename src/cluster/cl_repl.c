@@ -482,6 +482,9 @@ void cl_repl_primary_only(int on) { tl_primary = on; }
  * the commit was let through as the primary's.  Held, it also keeps the
  * exchange's partition release waiting for the commit's last write. */
 static _Thread_local cl_topo *tl_pin;
+static _Thread_local uint64_t tl_pin_index;   /* cl_repl_tx_index */
+
+uint64_t cl_repl_tx_index(void) { return tl_pin_index; }
 
 static void tx_unpin(void)
 {
@@ -681,6 +684,7 @@ static int observe(void *arg, const st_update *u)
     if (u->kind == ST_UPD_TX) {
         tx_unpin();                 /* none is left over; defensive */
         tl_pin = cl_node_topo_acquire(r->o.node);
+        tl_pin_index = cl_topo_index(tl_pin);
     }
     int data = u->kind == ST_UPD_PUT || u->kind == ST_UPD_REMOVE || u->kind == ST_UPD_CLEAR;
     plan pl = { .t = NULL };

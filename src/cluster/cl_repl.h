@@ -126,6 +126,9 @@ int  cl_repl_finish(cl_repl *r);
  * whose primary is another member by then fails with EM_STALE, nothing
  * applied, and the request maps again. */
 void cl_repl_primary_only(int on);
+/* cl_repl_tx_index (per thread): the metadata log index of the topology
+ * this thread's last one-unit commit (st_tx_commit) planned its owners on. */
+uint64_t cl_repl_tx_index(void);
 
 /* FULL_SYNC without a waiting thread.  cl_repl_finish_defer is
  * cl_repl_finish, except that when the request's acks must be waited for

@@ -379,9 +379,12 @@ int  pr_tx_fail_commit(pr_conn *c, struct cl_tx *tx, int rc);
 /* Transactions across cluster nodes (proto_txc.c). */
 /* Private statuses between members: the part waits for a lock (the
  * coordinator parks the request and asks again); the part is gone (rolled
- * back there: the coordinator rolls back the rest). */
+ * back there: the coordinator rolls back the rest); the part committed but
+ * writes of it may be missing on a partition's new primary (proto_txh.c:
+ * not asked again, the client hears it). */
 #define PR_ST_TXC_WAIT 0x7ffffe01
 #define PR_ST_TXC_GONE 0x7ffffe02
+#define PR_ST_TXC_SHORT 0x7ffffe03
 int  pr_txc_init(pr_server *s);
 /* pr_fail_repl_timeout: a write applied here that not every owner acked in
  * time under FULL_SYNC (proto_cache.c). */

@@ -317,6 +317,13 @@ static int part_call(pr_conn *c, pr_txslot *s, const pr_txpart *p, int kind, em_
     for (uint32_t i = 0; !rc && kind == TXC_PREPARE && i <= s->nparts; i++)
         rc = i == 0 ? em_buf_put_le32(b, s->nparts)
                     : pr_txc_put_id(b, s->parts[i - 1].id);
+    if (!rc && (kind == TXC_COMMIT || kind == TXC_COMMIT1)) {
+        /* the topology this node knows: the part commits on it or a newer
+         * one (a switch this node saw is seen there too: proto_txh.c) */
+        cl_topo *t = cl_node_topo_acquire(n);
+        rc = em_buf_put_le64(b, cl_topo_index(t));
+        cl_node_topo_release(t);
+    }
     if (rc)
         return rc;
     return pr_cluster_tx_run(c, p->id, cl_meta_uuid_eq(p->id, cl_node_id(n)), b->p, b->len, out);
@@ -558,6 +565,8 @@ static int outcome(pr_conn *c, pr_txslot *s, int rc)
         rollback_parts(c, s);
         return PR_ST_FAILED;        /* the part's message stands */
     }
+    if (rc == PR_ST_TXC_SHORT)
+        return PR_ST_FAILED;        /* committed; the part's message says what is short */
     return rc;
 }
 
@@ -745,7 +754,8 @@ int pr_txc_end(pr_conn *c, pr_txslot *s, int commit)
         for (int tries = 0;; tries++) {
             em_buf_reset(scratch);
             rc = part_call(c, s, p, TXC_COMMIT, scratch);
-            if (!rc || rc == EM_NOMEM || rc == PR_ST_TXC_GONE || tries == TXC_COMMIT_TRIES)
+            if (!rc || rc == EM_NOMEM || rc == PR_ST_TXC_GONE || rc == PR_ST_TXC_SHORT ||
+                tries == TXC_COMMIT_TRIES)
                 break;
             if (part_gone(n, p->id)) {
                 rc = 0;             /* its backups commit its part (proto_txp.c) */

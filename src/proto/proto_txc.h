@@ -24,10 +24,12 @@ enum { TXS_UNKNOWN = 0, TXS_ACTIVE = 1, TXS_PREPARED = 2, TXS_COMMITTED = 3,
        TXS_ROLLED_BACK = 4 };
 
 /* Header: op u16, request id 8, coordinator id 16, sequence u64, kind u8,
- * concurrency u8, isolation u8, timeout i64 (ms left, 0 = none). */
+ * concurrency u8, isolation u8, timeout i64 (ms left, 0 = none).  COMMIT
+ * and COMMIT1 then carry u64: the coordinator's topology's log index. */
 #define TXC_HDR (16 + 8 + 3 + 8)
 #define TXC_MAX_PARTS 256           /* members one transaction spans */
 #define TXC_CALL_MS 5000            /* a part's calls to its backups, recovery's questions */
+#define TXC_TOPO_MS 2000            /* to learn a topology another member knew */
 
 /* pr_txc_env starts, in b, a PR_OP_TX_CALL of kind for (coord, seq) with
  * tx's parameters (tx NULL: zeros). */

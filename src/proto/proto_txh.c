@@ -12,20 +12,35 @@
  * would never have a write of a committed transaction.  Ignite's exchange
  * waits for prepared transactions before it switches; ember's switch does
  * not wait for them, so the part hands those writes over instead:
- *  - it looks up each written partition's primary now (once the stream was
- *    refused, on the newer topology the refusing owner knew);
+ *  - the part commits on the topology its coordinator knew when it sent
+ *    COMMIT, or a newer one (COMMIT carries its index; the part's node
+ *    waits for it), so a switch the coordinator saw is seen here;
+ *  - after applying, it looks up each written partition's primary (once an
+ *    owner refused the stream, on a topology newer than the one the commit
+ *    was planned on: the refusing owner knew one);
  *  - HANDOFF gives each such primary those writes; it waits to know the
  *    topology the part knew, applies the ones of partitions it is the
  *    primary of as their primary (numbered and streamed to every owner,
- *    this node too) in one unit, drops its shadow of the part if it holds
- *    one (its locks kept those keys from other writes until then) and
- *    answers how many it applied.
+ *    this node too) in one unit, drops its shadow of the part once all of
+ *    them applied (its locks kept those keys from other writes until then:
+ *    MOVING copies get shadows too, so a copy that loads while the part is
+ *    prepared and becomes the primary holds them) and answers how many it
+ *    applied.  A repeat of a HANDOFF (its caller timed out) gets the first
+ *    one's answer and applies nothing.
  * A write applied twice - streamed to the new primary before the switch,
  * then handed over - writes the same value again under the same locks.
  * A new primary that takes fewer of them than it was handed (the topology
  * moved once more in between) or does not answer is asked again on the
- * topology of the moment, for about 2 s; after that the part reports the
- * failure (and logs it as an error): the writes may be missing there.
+ * topology of the moment, for about 3 s; after that the part answers its
+ * coordinator PR_ST_TXC_SHORT (not asked again: the client hears that the
+ * commit failed on one of its nodes) and logs an error.
+ *
+ * Not covered: a copy that started loading after the part prepared and
+ * became the primary before it committed holds no shadow, so a write a
+ * client made there in between may be overwritten by the handoff; and
+ * under PRIMARY_SYNC or FULL_ASYNC a part's node a few milliseconds behind
+ * the owners (a switch landing after its coordinator sent COMMIT) does not
+ * hear that its stream was fenced, since it waits for no ack.
  */
 #include "proto/proto_txp.h"
 
@@ -33,11 +48,11 @@
 #include <time.h>
 
 #include "cluster/cl_repl.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
 
-#define HANDOFF_TOPO_MS 2000        /* to learn the topology the other side knew */
-#define HANDOFF_TRIES 20            /* rounds 100 ms apart */
+#define HANDOFF_MS 3000             /* rounds 100 ms apart for so long (a call: TXC_CALL_MS) */
 
 static void drop_holder(txb *b, cl_meta_uuid who)
 {
@@ -137,20 +152,15 @@ static int hand_round(pr_conn *c, txb *b, const st_update *ups, uint32_t nu, int
     return rc;
 }
 
-int pr_txp_handoff(pr_conn *c, txb *b, int refused)
+int pr_txp_handoff(pr_conn *c, txb *b, uint64_t newer)
 {
     const st_update *ups;
     uint32_t nu;
     if (cl_tx_updates(b->tx, &ups, &nu) || !nu)
         return 0;
     cl_node *n = c->srv->opt.cluster;
-    if (refused) {
-        /* an owner fenced the stream: it knows a topology this node will */
-        cl_topo *t = cl_node_topo_acquire(n);
-        uint64_t idx = cl_topo_index(t);
-        cl_node_topo_release(t);
-        (void)cl_node_topo_wait(n, idx, HANDOFF_TOPO_MS);
-    }
+    if (newer)          /* an owner fenced the stream: it knew a newer topology */
+        (void)cl_node_topo_wait(n, newer - 1, TXC_TOPO_MS);
     /* A first pass over the owners, allocating nothing, finds whether any
      * write moved (almost never). */
     cl_topo *t = cl_node_topo_acquire(n);
@@ -165,8 +175,9 @@ int pr_txp_handoff(pr_conn *c, txb *b, int refused)
     int rc = dest && pick && done ? 0 : EM_NOMEM;
     /* A primary that did not take them (the topology moved again, a link
      * down): asked again on the topology of the moment, a while. */
-    for (int tries = 0; !rc; tries++) {
-        if ((rc = hand_round(c, b, ups, nu, dest, pick, done)) == 0 || tries == HANDOFF_TRIES)
+    uint64_t end = em_now_ms() + HANDOFF_MS;
+    while (!rc) {
+        if ((rc = hand_round(c, b, ups, nu, dest, pick, done)) == 0 || em_now_ms() >= end)
             break;
         rc = 0;
         struct timespec ts = { 0, 100 * 1000000L };
@@ -183,6 +194,18 @@ int pr_txp_handoff(pr_conn *c, txb *b, int refused)
     return rc;
 }
 
+/* hand_find: the HANDOFF (coord, seq, from) taken here, or NULL (x->mu). */
+static txho *hand_find(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid from)
+{
+    for (uint32_t i = 0; i < TXP_HANDS; i++) {
+        txho *e = &x->hands[i];
+        if (e->used && e->seq == seq && cl_meta_uuid_eq(e->coord, coord) &&
+            cl_meta_uuid_eq(e->from, from))
+            return e;
+    }
+    return NULL;
+}
+
 int pr_txp_take_handoff(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8_t *p,
                         size_t len, em_buf *out)
 {
@@ -194,22 +217,45 @@ int pr_txp_take_handoff(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint
     if (!pr_txp_member_now(c, prim))
         return pr_fail(c, PR_ST_FAILED, "The transaction's primary is not a member of the "
                        "cluster");
-    if (index)                      /* the topology the part's node knew, at least */
-        (void)cl_node_topo_wait(c->srv->opt.cluster, index - 1, HANDOFF_TOPO_MS);
-    uint32_t applied = 0;
-    int rc = pr_txp_apply_writes(c, p + 29, len - 29, nw, 0, &applied);
-    if (rc)
-        return pr_fail(c, PR_ST_FAILED, "Applying a transaction's handed writes failed: %s",
-                       em_strerror(rc));
-    /* Its shadow here, if any, is done: its keys' locks go. */
     struct pr_txbs *x = c->srv->txbs;
     pthread_mutex_lock(&x->mu);
-    txs *h = pr_txp_find_shadow(x, coord, seq, prim);
+    txho *e = hand_find(x, coord, seq, prim);
+    if (e) {
+        int busy = e->busy;
+        uint32_t applied = e->applied;
+        pthread_mutex_unlock(&x->mu);
+        if (busy)
+            return pr_fail(c, PR_ST_FAILED, "The transaction's handed writes are being applied");
+        return em_buf_put_le32(out, applied);   /* a repeat: applied once */
+    }
+    uint32_t slot = x->hand_at;
+    x->hand_at = (x->hand_at + 1) % TXP_HANDS;
+    x->hands[slot] = (txho){ .coord = coord, .from = prim, .seq = seq, .used = 1, .busy = 1 };
+    pthread_mutex_unlock(&x->mu);
+
+    if (index)                      /* the topology the part's node knew, at least */
+        (void)cl_node_topo_wait(c->srv->opt.cluster, index - 1, TXC_TOPO_MS);
+    uint32_t applied = 0;
+    int rc = pr_txp_apply_writes(c, p + 29, len - 29, nw, 0, &applied);
+    pthread_mutex_lock(&x->mu);
+    e = &x->hands[slot];
+    if (e->used && e->seq == seq && cl_meta_uuid_eq(e->coord, coord) &&
+        cl_meta_uuid_eq(e->from, prim)) {
+        e->busy = 0;
+        e->applied = applied;
+        e->used = !rc;              /* failed: nothing applied, the next one tries */
+    }
+    /* Its shadow here, if any, is done once all of them applied: its keys'
+     * locks go (else the part's FINISH ends it). */
+    txs *h = rc || applied < nw ? NULL : pr_txp_find_shadow(x, coord, seq, prim);
     if (h && !h->busy)
         pr_txp_detach_shadow(x, h, TXS_COMMITTED);
     else
         h = NULL;                   /* being recovered: that decides */
     pthread_mutex_unlock(&x->mu);
     pr_txp_txs_free(h);
+    if (rc)
+        return pr_fail(c, PR_ST_FAILED, "Applying a transaction's handed writes failed: %s",
+                       em_strerror(rc));
     return em_buf_put_le32(out, applied);
 }

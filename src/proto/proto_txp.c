@@ -7,8 +7,9 @@
  * A part is a cl_tx on the primary of the keys it holds, created by the
  * first op that reaches it.  Prepared (PREPARE, or COMMIT1 of a part whose
  * writes span several partitions), it sends its writes to every backup
- * owner of their partitions (SHADOW) before it answers: each backup keeps
- * them as a *shadow*, with the keys' entry locks taken on its own node.
+ * owner and MOVING copy of their partitions (SHADOW) before it answers:
+ * each keeps them as a *shadow*, with the keys' entry locks taken on its
+ * own node.
  * Committed, the part applies its writes (streamed to the backups like any
  * write, FULL_SYNC acks awaited), hands those of partitions whose primary
  * moved since it prepared to the new primary (proto_txh.c), tells the
@@ -366,42 +367,63 @@ int pr_txp_get_write(const uint8_t **p, size_t *len, st_update *u)
 }
 
 /* shadow_call sends member `to` a SHADOW of b's writes ups[i] with pick[i]
- * set and records it among b's holders once taken: 0, or a status (not
- * taken). */
+ * set (env, resp: scratch) and records it among b's holders once taken:
+ * 0, or a status (not taken). */
 static int shadow_call(pr_conn *c, txb *b, cl_meta_uuid to, const st_update *ups,
-                       const uint8_t *pick, uint32_t nu)
+                       const uint8_t *pick, uint32_t nu, em_buf *env, em_buf *resp)
 {
     cl_meta_uuid self = cl_node_id(c->srv->opt.cluster);
-    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
-    int rc = pr_txc_env(&env, NULL, b->coord, b->seq, TXC_SHADOW, NULL);
-    if (!rc && (rc = em_buf_put_le64(&env, self.msb)) == 0 &&
-        (rc = em_buf_put_le64(&env, self.lsb)) == 0 &&
-        (rc = put_uuids(&env, b->parts, b->nparts)) == 0)
-        rc = em_buf_put_le32(&env, 0);
-    size_t cnt_at = env.len - 4;
+    int rc = pr_txc_env(env, NULL, b->coord, b->seq, TXC_SHADOW, NULL);
+    if (!rc && (rc = pr_txc_put_id(env, self)) == 0 &&
+        (rc = put_uuids(env, b->parts, b->nparts)) == 0)
+        rc = em_buf_put_le32(env, 0);
+    if (rc)
+        return rc;
+    size_t cnt_at = env->len - 4;
     uint32_t cnt = 0;
     for (uint32_t i = 0; !rc && i < nu; i++)
-        if (pick[i] && (rc = pr_txp_put_write(&env, &ups[i])) == 0)
+        if (pick[i] && (rc = pr_txp_put_write(env, &ups[i])) == 0)
             cnt++;
-    if (!rc) {
-        em_st32(env.p + cnt_at, cnt);
-        const uint8_t *pay;
-        size_t pn;
-        if (pr_txp_call(c, to, &env, &resp, &pay, &pn) != 0)
-            rc = pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: a backup of its keys "
-                         "did not take its prepared state");
-        /* recorded as each answers: a failure later drops those taken */
-        else if ((rc = ids_reserve(&b->holders, &b->capholders, b->nholders + 1)) == 0)
-            b->holders[b->nholders++] = to;
-    }
-    em_buf_free(&env);
-    em_buf_free(&resp);
+    if (rc)
+        return rc;
+    em_st32(env->p + cnt_at, cnt);
+    const uint8_t *pay;
+    size_t pn;
+    if (pr_txp_call(c, to, env, resp, &pay, &pn) != 0)
+        return pr_fail(c, PR_ST_FAILED, "Transaction was rolled back: a backup of its keys "
+                       "did not take its prepared state");
+    /* recorded as each answers: a failure later drops those taken */
+    if ((rc = ids_reserve(&b->holders, &b->capholders, b->nholders + 1)) == 0)
+        b->holders[b->nholders++] = to;
     return rc;
 }
 
-/* send_shadows: b is prepared; every backup owner of a partition it writes
- * gets those writes (SHADOW) and keeps them.  0, or a status (b then rolls
- * back: the backups that took a shadow drop it). */
+/* copies: the members that keep a shadow of write u: its partition's
+ * owners after the primary, and its MOVING copies with a link up (they
+ * get the partition's stream too; one that becomes the primary before
+ * the part commits holds the keys' locks from now, and the writes the
+ * part hands it then: proto_txh.c). */
+static uint32_t copies(pr_conn *c, cl_topo *t, const st_update *u, uint32_t *idx, uint32_t max)
+{
+    st_cache *sc = st_cache_find(c->srv->st, u->cache_id);
+    if (!sc)
+        return 0;
+    const st_cache_config *cfg = st_cache_cfg(sc);
+    uint32_t k = cl_repl_owners(t, cfg, u->cache_id, u->partition, idx, max);
+    if (k < 1)
+        return 0;
+    uint32_t mv[64];
+    uint32_t m = cl_topo_moving(t, u->cache_id, st_cache_parts(sc), u->partition, mv, 64);
+    for (uint32_t i = 0; i < m && k < max; i++)
+        if (cl_node_link_up(c->srv->opt.cluster, t->m[mv[i]].id))
+            idx[k++] = mv[i];
+    memmove(idx, idx + 1, (k - 1) * sizeof *idx);   /* the primary is not one */
+    return k - 1;
+}
+
+/* send_shadows: b is prepared; every backup owner and MOVING copy of a
+ * partition it writes gets those writes (SHADOW) and keeps them.  0, or a
+ * status (b then rolls back: the members that took a shadow drop it). */
 static int send_shadows(pr_conn *c, txb *b)
 {
 #ifdef EM_PLANT_NO_SHADOW
@@ -417,21 +439,17 @@ static int send_shadows(pr_conn *c, txb *b)
     int rc = cl_tx_updates(b->tx, &ups, &nu);
     if (rc || !nu)
         return rc;
-    uint8_t *pick = em_malloc(nu);
+    uint8_t small[64];
+    uint8_t *pick = nu <= sizeof small ? small : em_malloc(nu);
     if (!pick)
         return EM_NOMEM;
     cl_topo *t = cl_node_topo_acquire(c->srv->opt.cluster);
     cl_meta_uuid hold[TXC_MAX_PARTS];
     uint32_t nh = 0;
-    /* who holds what: every owner after the first of each written partition */
     for (uint32_t i = 0; i < nu; i++) {
-        st_cache *sc = st_cache_find(c->srv->st, ups[i].cache_id);
-        if (!sc)
-            continue;
         uint32_t idx[64];
-        uint32_t k = cl_repl_owners(t, st_cache_cfg(sc), ups[i].cache_id, ups[i].partition,
-                                    idx, 64);
-        for (uint32_t j = 1; j < k; j++) {
+        uint32_t k = copies(c, t, &ups[i], idx, 64);
+        for (uint32_t j = 0; j < k; j++) {
             uint32_t h = 0;
             while (h < nh && !cl_meta_uuid_eq(hold[h], t->m[idx[j]].id))
                 h++;
@@ -439,20 +457,22 @@ static int send_shadows(pr_conn *c, txb *b)
                 hold[nh++] = t->m[idx[j]].id;
         }
     }
+    em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
     for (uint32_t h = 0; !rc && h < nh; h++) {
         for (uint32_t i = 0; i < nu; i++) {
-            st_cache *sc = st_cache_find(c->srv->st, ups[i].cache_id);
             uint32_t idx[64];
-            uint32_t k = sc ? cl_repl_owners(t, st_cache_cfg(sc), ups[i].cache_id,
-                                             ups[i].partition, idx, 64) : 0;
+            uint32_t k = copies(c, t, &ups[i], idx, 64);
             pick[i] = 0;
-            for (uint32_t j = 1; j < k; j++)
+            for (uint32_t j = 0; j < k; j++)
                 pick[i] |= cl_meta_uuid_eq(t->m[idx[j]].id, hold[h]);
         }
-        rc = shadow_call(c, b, hold[h], ups, pick, nu);
+        rc = shadow_call(c, b, hold[h], ups, pick, nu, &env, &resp);
     }
     cl_node_topo_release(t);
-    em_free(pick);
+    em_buf_free(&env);
+    em_buf_free(&resp);
+    if (pick != small)
+        em_free(pick);
     return rc;
 }
 
@@ -575,12 +595,19 @@ int pr_txp_commit_part(pr_conn *c, txb *b, int *applied)
     if (pr_txc_crash_armed(c->srv) && b->nholders)
         pr_txc_crash_point(c->srv, "applied");
     /* writes of partitions whose primary moved since it prepared go there
-     * (proto_txh.c) before the shadows end */
-    int hrc = c->srv->opt.cluster ? pr_txp_handoff(c, b, wrc && wrc != EM_TIMEOUT) : 0;
+     * (proto_txh.c) before the shadows end; a stream an owner refused was
+     * fenced on a topology newer than the one the commit was planned on */
+    int hrc = 0;
+    if (c->srv->opt.cluster)
+        hrc = pr_txp_handoff(c, b, wrc && wrc != EM_TIMEOUT ? cl_repl_tx_index() + 1 : 0);
     finish_shadows(c, b, TXS_COMMITTED);
     cl_tx_rollback(b->tx);          /* applied: this releases the locks */
-    if (hrc)
-        return hrc;
+    if (hrc) {                      /* applied here: the coordinator must not ask again */
+        char why[sizeof c->msg];
+        memcpy(why, c->msg, sizeof why);
+        return pr_fail(c, PR_ST_TXC_SHORT, "writes of the transaction may be missing on the "
+                       "new primary of their keys: %s", why);
+    }
     return wrc == EM_TIMEOUT ? pr_fail_repl_timeout(c) : 0;
 }
 
@@ -783,6 +810,10 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
                            "not a member of the cluster");
     }
     }
+    if ((kind == TXC_COMMIT || kind == TXC_COMMIT1) && nrest >= 8 && em_ld64(rest))
+        /* the coordinator's topology at least (PR_OP_TX_CALL's COMMIT
+         * carries its index), so a switch it knew of is known here */
+        (void)cl_node_topo_wait(srv->opt.cluster, em_ld64(rest) - 1, TXC_TOPO_MS);
     pthread_mutex_lock(&x->mu);
     txb *b = pr_txp_find(x, coord, seq);
     int rc = 0;

@@ -41,6 +41,17 @@ typedef struct txs {                /* a shadow: a backup's copy of a prepared p
 
 typedef struct txo { cl_meta_uuid coord; uint64_t seq; uint8_t st; } txo;
 
+/* A HANDOFF taken here (proto_txh.c): a repeat (its caller timed out and
+ * asked again, or a copy left in a queue) gets the first one's answer and
+ * applies nothing. */
+#define TXP_HANDS 256
+typedef struct txho {
+    cl_meta_uuid coord, from;
+    uint64_t     seq;
+    uint32_t     applied;
+    uint8_t      used, busy;
+} txho;
+
 struct pr_txbs {
     pthread_mutex_t mu;
     txb    **b;
@@ -51,6 +62,8 @@ struct pr_txbs {
     uint64_t swept_ms;
     txb     *spare[TXP_SPARE];      /* ended parts, their memory kept */
     uint32_t nspare;
+    txho     hands[TXP_HANDS];
+    uint32_t hand_at;
 };
 
 /* The tables (x->mu held): a part, a backup copy, an ended one's outcome;
@@ -87,9 +100,10 @@ int  pr_txp_apply_writes(pr_conn *c, const uint8_t *q, size_t ql, uint32_t nw, i
                          uint32_t *napplied);
 /* proto_txh.c: after b applied its commit, its writes of partitions whose
  * primary is another member now (an affinity switch since it prepared)
- * go to that primary (HANDOFF); refused: an owner fenced the commit's
- * stream.  0, or a status.  pr_txp_take_handoff answers HANDOFF. */
-int  pr_txp_handoff(pr_conn *c, txb *b, int refused);
+ * go to that primary (HANDOFF); newer != 0: an owner fenced the commit's
+ * stream, so a topology at log index newer or later is waited for first.
+ * 0, or a status.  pr_txp_take_handoff answers HANDOFF. */
+int  pr_txp_handoff(pr_conn *c, txb *b, uint64_t newer);
 int  pr_txp_take_handoff(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8_t *p,
                          size_t len, em_buf *out);
 
