@@ -121,7 +121,8 @@ static void topo_reach(cl_pme *p, uint64_t exch, uint32_t ms)
         unlock(p);
         if (have >= exch || now >= end || stop)
             return;
-        (void)cl_node_topo_wait(p->node, idx, (uint32_t)(end - now));
+        /* in slices: cl_pme_stop does not wake this wait */
+        (void)cl_node_topo_wait(p->node, idx, end - now < 50 ? (uint32_t)(end - now) : 50);
     }
 }
 
