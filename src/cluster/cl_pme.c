@@ -106,40 +106,14 @@ static int build_single(cl_pme *p, cl_topo *t, uint64_t exch, em_buf *out)
     return rc;
 }
 
-/* topo_reach waits, at most ms, until this node's topology is the one
- * exchange exch is for, or a newer one. */
-static void topo_reach(cl_pme *p, uint64_t exch, uint32_t ms)
-{
-    uint64_t end = em_now_ms() + ms;
-    for (;;) {
-        cl_topo *t = cl_node_topo_acquire(p->node);
-        uint64_t have = exch_of(t), idx = cl_topo_index(t);
-        cl_node_topo_release(t);
-        uint64_t now = em_now_ms();
-        lock(p);
-        int stop = p->stop;
-        unlock(p);
-        if (have >= exch || now >= end || stop)
-            return;
-        /* in slices: cl_pme_stop does not wake this wait */
-        (void)cl_node_topo_wait(p->node, idx, end - now < 50 ? (uint32_t)(end - now) : 50);
-    }
-}
-
 static void answer_sreq(cl_pme *p, uint64_t exch, cl_meta_uuid to)
 {
     /* This node may not have applied the change the exchange is for yet (a
-     * follower learns of a commit with the leader's next message).  It
-     * waits for it (release_ms at most): a copy's counter must not move
-     * past what it reports because of a member that left.  Until the
-     * change is applied here, an update a failed primary sent before it
-     * died - late in this node's socket or transport queue - is still the
-     * named primary's and applies; after this report it would leave this
-     * copy one update ahead of the one the exchange may make primary (equal
-     * counters reported), and nothing would bring them together.  Once the
-     * change is applied, the failed member owns nothing here and its late
-     * updates are fenced (cl_plan_fenced: this copy catches up instead). */
-    topo_reach(p, exch, p->cfg.release_ms);
+     * follower learns of a commit with the leader's next message): it does
+     * not wait for it.  What it reports - its partitions' states under the
+     * committed owners, and their counters - does not depend on it, once
+     * the members that left are heard no more (sreq_left, when the request
+     * came). */
     /* Partition release: requests mapped on the old topology finish first,
      * so the counters reported include every write they made. */
     if (cl_node_release_wait(p->node, NULL, p->cfg.release_ms))
@@ -265,13 +239,43 @@ static int take_full(cl_pme *p, const uint8_t *b, size_t n)
     return 0;
 }
 
+/* sreq_left: single request b names the members of exchange exch's
+ * topology.  On a topology older than that here, a member this node knows
+ * and the request does not name left: a replication frame it sent before
+ * it died may still be on its way here, and would apply (it is still the
+ * named primary here) after this node reported its counters - the copy one
+ * update ahead of its report, and the exchange may make another copy with
+ * the reported counter the primary, the two never brought together.  So
+ * replication refuses its frames from now (cl_pme_cfg.left), on this
+ * thread, which also applies them: what came before the request is in the
+ * report, nothing after it. */
+static void sreq_left(cl_pme *p, const uint8_t *b, size_t n)
+{
+    if (!p->cfg.left)
+        return;
+    uint64_t exch = em_ld64(b);
+    uint32_t k = (uint32_t)((n - 12) / 16);
+    cl_topo *t = cl_node_topo_acquire(p->node);
+    if (exch_of(t) < exch)
+        for (uint32_t i = 0; i < t->n; i++) {
+            uint32_t j = 0;
+            while (j < k && !(em_ld64(b + 12 + 16 * j) == t->m[i].id.msb &&
+                              em_ld64(b + 20 + 16 * j) == t->m[i].id.lsb))
+                j++;
+            if (j == k)
+                p->cfg.left(p->cfg.arg, t->m[i].id);
+        }
+    cl_node_topo_release(t);
+}
+
 static int on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *b, size_t n)
 {
     cl_pme *p = arg;
     switch (type) {
     case CL_NET_MSG_PME_SREQ:
-        if (n != 8)
+        if (n < 12 || (n - 12) % 16 || (n - 12) / 16 != em_ld32(b + 8))
             return refuse(p, "single request", "bad length");
+        sreq_left(p, b, n);
         lock(p);
         p->sreq = 1;
         p->sreq_exch = em_ld64(b);
@@ -397,11 +401,19 @@ static void coordinate(cl_pme *p, cl_topo *t)
     unlock(p);
     if (!p->nslots)
         return;
-    uint8_t h[8];
-    em_st64(h, exch);
-    for (uint32_t i = 0; i < t->n; i++)
+    /* The request: the exchange, and the members it is among (a member
+     * that has not applied this topology yet learns who left: sreq_left). */
+    em_buf req = EM_BUF_INIT;
+    int qrc = em_buf_put_le64(&req, exch);
+    if (!qrc)
+        qrc = em_buf_put_le32(&req, t->n);
+    for (uint32_t i = 0; !qrc && i < t->n; i++)
+        if ((qrc = em_buf_put_le64(&req, t->m[i].id.msb)) == 0)
+            qrc = em_buf_put_le64(&req, t->m[i].id.lsb);
+    for (uint32_t i = 0; !qrc && i < t->n; i++)
         if ((int)i != t->self)
-            (void)cl_node_send(p->node, t->m[i].id, CL_NET_MSG_PME_SREQ, h, 8);
+            (void)cl_node_send(p->node, t->m[i].id, CL_NET_MSG_PME_SREQ, req.p, req.len);
+    em_buf_free(&req);
     em_buf own = EM_BUF_INIT;
     (void)cl_node_release_wait(p->node, t, p->cfg.release_ms);
     int rc = build_single(p, t, exch, &own);

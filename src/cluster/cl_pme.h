@@ -60,6 +60,11 @@ typedef struct cl_pme_cfg {
      * (it missed writes only the dead one had sent) must catch up; called
      * on the exchange's thread, once exchange exch is committed. */
     void (*behind)(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part, uint64_t exch);
+    /* left (optional): a single request for an exchange on a topology this
+     * node has not applied yet names the members it has, and this node
+     * knows one it does not (it left); called for each on the transport
+     * thread, before the request is answered. */
+    void (*left)(void *arg, cl_meta_uuid member);
     uint32_t collect_ms;     /* how long the coordinator waits for singles; 0 = 5000 */
     uint32_t release_ms;     /* bound on the partition release wait; 0 = 2000 */
 } cl_pme_cfg;

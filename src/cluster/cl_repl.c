@@ -111,6 +111,8 @@ typedef struct waiter {
     struct waiter *next;
 } waiter;
 
+#define LEFT_MAX 32
+
 struct cl_repl {
     cl_repl_opts    o;
     st_observer_fn  down;           /* the observer before us (the WAL) */
@@ -124,6 +126,12 @@ struct cl_repl {
     cl_repl_await  *awaits;         /* ... and awaits (no thread waits for them) */
     em_buf          ack_out;        /* transport thread: acks of one frame */
     _Atomic uint64_t st[13];        /* by S_*, S_N of them */
+    /* Members an exchange under way says left (cl_repl_member_left), the
+     * last LEFT_MAX of them: their updates are refused from then on. */
+    pthread_mutex_t left_mu;
+    cl_meta_uuid    left[LEFT_MAX];
+    uint32_t        left_at;
+    _Atomic uint32_t nleft;
 };
 enum { S_SENT, S_FRAMES, S_APPLIED, S_ACKS, S_REFUSED, S_WAITS, S_TIMEOUTS, S_RESENT,
        S_NACKS, S_SKIPPED, S_GIVEUP, S_NOTICES, S_MOVED, S_N };
@@ -1093,6 +1101,35 @@ static void stale(cl_repl *r, int32_t cache, uint32_t part, int skipped)
         r->o.on_stale(r->o.on_stale_arg, cache, part, skipped);
 }
 
+void cl_repl_member_left(cl_repl *r, cl_meta_uuid id)
+{
+    pthread_mutex_lock(&r->left_mu);
+    uint32_t n = atomic_load_explicit(&r->nleft, memory_order_relaxed), i = 0;
+    while (i < n && !cl_meta_uuid_eq(r->left[i], id))
+        i++;
+    if (i == n) {
+        r->left[r->left_at] = id;
+        r->left_at = (r->left_at + 1) % LEFT_MAX;
+        if (n < LEFT_MAX)
+            atomic_store_explicit(&r->nleft, n + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&r->left_mu);
+}
+
+/* has_left: the exchange under way said member `from` left. */
+static int has_left(cl_repl *r, cl_meta_uuid from)
+{
+    if (!atomic_load_explicit(&r->nleft, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&r->left_mu);
+    uint32_t n = atomic_load_explicit(&r->nleft, memory_order_relaxed);
+    int found = 0;
+    for (uint32_t i = 0; i < n && !found; i++)
+        found = cl_meta_uuid_eq(r->left[i], from);
+    pthread_mutex_unlock(&r->left_mu);
+    return found;
+}
+
 /* The stream rules, per partition, for an update (ctr, prev) from the
  * sender with slot + 1 = src:
  *  - from the sender of what was applied: a duplicate when ctr <= applied,
@@ -1137,6 +1174,11 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                 status = EM_PROTO;
             else if (!(c = cache_get(r, cache, parts)))
                 status = EM_AGAIN;  /* out of memory: ask again later */
+            else if (has_left(r, from))
+                /* A member that left, whose update was late here: this copy
+                 * reported its counter without it (cl_repl_member_left);
+                 * refused, not applied, nothing to catch up. */
+                status = EM_FENCED;
         }
         int same = c && c->src[part] == src;
         if (!status && same && ctr <= c->applied[part]) {
@@ -1377,6 +1419,7 @@ int cl_repl_start(cl_repl **out, const cl_repl_opts *o)
         r->o.timeout_ms = 10000;
     pthread_mutex_init(&r->reg_mu, NULL);
     pthread_mutex_init(&r->wait_mu, NULL);
+    pthread_mutex_init(&r->left_mu, NULL);
     st_get_observer(o->store, &r->down, &r->down_arg);
     st_set_observer(o->store, observe, r);
     st_set_copy_fn(o->store, copy_fn, r);
@@ -1408,6 +1451,7 @@ void cl_repl_stop(cl_repl *r)
     em_buf_free(&r->ack_out);
     pthread_mutex_destroy(&r->wait_mu);
     pthread_mutex_destroy(&r->reg_mu);
+    pthread_mutex_destroy(&r->left_mu);
     em_free(r);
 }
 

@@ -599,6 +599,15 @@ static int copy_behind(void *arg, int32_t cache, uint32_t part)
 /* The exchange found this node's copy, or another member's, behind a new
  * primary: it catches up (cl_rebal_copy_stale, here or there), and this
  * node, the coordinator, does not promote it primary meanwhile. */
+/* pme_left: cl_pme_cfg.left - replication stops hearing the member. */
+static void pme_left(void *arg, cl_meta_uuid member)
+{
+    srv_cluster *sc = arg;
+    cl_repl *r = atomic_load(&sc->repl);
+    if (r)
+        cl_repl_member_left(r, member);
+}
+
 static void pme_behind(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part,
                        uint64_t exch)
 {
@@ -1037,7 +1046,8 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     }
     if (!rc) {
         cl_pme_cfg pc = { .arg = sc, .groups = pme_groups, .part_info = pme_part_info,
-                          .other = other_frame, .other_arg = sc, .behind = pme_behind };
+                          .other = other_frame, .other_arg = sc, .behind = pme_behind,
+                          .left = pme_left };
         cl_pme *pme = NULL;
         if ((rc = cl_pme_start(&pme, sc->node, &pc)) != 0) {
             EM_ERROR("cluster: cannot start the partition map exchange: %s", em_strerror(rc));
