@@ -239,6 +239,11 @@ static int take_full(cl_pme *p, const uint8_t *b, size_t n)
     return 0;
 }
 
+int cl_pme_sreq_check(const uint8_t *b, size_t n)
+{
+    return n >= 12 && (n - 12) % 16 == 0 && (n - 12) / 16 == em_ld32(b + 8) ? 0 : EM_BADLEN;
+}
+
 /* sreq_left: single request b names the members of exchange exch's
  * topology.  On a topology older than that here, a member this node knows
  * and the request does not name left: a replication frame it sent before
@@ -273,7 +278,7 @@ static int on_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_t *
     cl_pme *p = arg;
     switch (type) {
     case CL_NET_MSG_PME_SREQ:
-        if (n < 12 || (n - 12) % 16 || (n - 12) / 16 != em_ld32(b + 8))
+        if (cl_pme_sreq_check(b, n))
             return refuse(p, "single request", "bad length");
         sreq_left(p, b, n);
         lock(p);

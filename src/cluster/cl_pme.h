@@ -71,6 +71,11 @@ typedef struct cl_pme_cfg {
 
 typedef struct cl_pme cl_pme;
 
+/* A single request (CL_NET_MSG_PME_SREQ): u64 exchange id, u32 k, then the
+ * exchange topology's k member ids (16 bytes each).  cl_pme_sreq_check: 0
+ * when n bytes at b are exactly that. */
+int  cl_pme_sreq_check(const uint8_t *b, size_t n);
+
 int  cl_pme_start(cl_pme **out, cl_node *node, const cl_pme_cfg *cfg);
 void cl_pme_stop(cl_pme *p);
 
