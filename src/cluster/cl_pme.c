@@ -268,7 +268,7 @@ static void sreq_left(cl_pme *p, const uint8_t *b, size_t n)
                               em_ld64(b + 20 + 16 * j) == t->m[i].id.lsb))
                 j++;
             if (j == k)
-                p->cfg.left(p->cfg.arg, t->m[i].id);
+                p->cfg.left(p->cfg.arg, t->m[i].id, exch);
         }
     cl_node_topo_release(t);
 }

@@ -5,8 +5,11 @@
  * the coordinator, runs one exchange:
  *
  *   1. it asks every member for its single message (PME_SREQ: u64 exchange
- *      id); a member first waits until no request mapped on an older
- *      topology is still running (bounded), then answers PME_SINGLE
+ *      id, u32 k, the k member ids of its topology); a member on an older
+ *      topology stops hearing replication from the members it knows and
+ *      the request does not name (cl_pme_cfg.left), and every member
+ *      first waits until no request mapped on an older topology is still
+ *      running (bounded), then answers PME_SINGLE
  *      (u64 exchange id | the single message, compressed: cl_zip.h);
  *   2. it merges them with the committed owner tables and decides
  *      (cl_plan_decide): a new group gets its ideal owners, or keeps the
@@ -64,7 +67,7 @@ typedef struct cl_pme_cfg {
      * node has not applied yet names the members it has, and this node
      * knows one it does not (it left); called for each on the transport
      * thread, before the request is answered. */
-    void (*left)(void *arg, cl_meta_uuid member);
+    void (*left)(void *arg, cl_meta_uuid member, uint64_t exch);
     uint32_t collect_ms;     /* how long the coordinator waits for singles; 0 = 5000 */
     uint32_t release_ms;     /* bound on the partition release wait; 0 = 2000 */
 } cl_pme_cfg;

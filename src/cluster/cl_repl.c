@@ -111,7 +111,7 @@ typedef struct waiter {
     struct waiter *next;
 } waiter;
 
-#define LEFT_MAX 32
+#define LEFT_MAX 256
 
 struct cl_repl {
     cl_repl_opts    o;
@@ -127,10 +127,14 @@ struct cl_repl {
     em_buf          ack_out;        /* transport thread: acks of one frame */
     _Atomic uint64_t st[13];        /* by S_*, S_N of them */
     /* Members an exchange under way says left (cl_repl_member_left), the
-     * last LEFT_MAX of them: their updates are refused from then on. */
+     * last LEFT_MAX of them, until this node's topology reaches left_exch
+     * (then the topology's own rule fences them): their updates are
+     * refused.  Both sides run on the transport thread; the lock is for
+     * the record. */
     pthread_mutex_t left_mu;
     cl_meta_uuid    left[LEFT_MAX];
     uint32_t        left_at;
+    uint64_t        left_exch;
     _Atomic uint32_t nleft;
 };
 enum { S_SENT, S_FRAMES, S_APPLIED, S_ACKS, S_REFUSED, S_WAITS, S_TIMEOUTS, S_RESENT,
@@ -1101,7 +1105,7 @@ static void stale(cl_repl *r, int32_t cache, uint32_t part, int skipped)
         r->o.on_stale(r->o.on_stale_arg, cache, part, skipped);
 }
 
-void cl_repl_member_left(cl_repl *r, cl_meta_uuid id)
+void cl_repl_member_left(cl_repl *r, cl_meta_uuid id, uint64_t exch)
 {
     pthread_mutex_lock(&r->left_mu);
     uint32_t n = atomic_load_explicit(&r->nleft, memory_order_relaxed), i = 0;
@@ -1113,19 +1117,28 @@ void cl_repl_member_left(cl_repl *r, cl_meta_uuid id)
         if (n < LEFT_MAX)
             atomic_store_explicit(&r->nleft, n + 1, memory_order_release);
     }
+    if (exch > r->left_exch)
+        r->left_exch = exch;
     pthread_mutex_unlock(&r->left_mu);
 }
 
-/* has_left: the exchange under way said member `from` left. */
-static int has_left(cl_repl *r, cl_meta_uuid from)
+/* has_left: an exchange under way said member `from` left, and t is older
+ * than that exchange's topology (once t is not, the list is cleared). */
+static int has_left(cl_repl *r, cl_topo *t, cl_meta_uuid from)
 {
     if (!atomic_load_explicit(&r->nleft, memory_order_acquire))
         return 0;
-    pthread_mutex_lock(&r->left_mu);
-    uint32_t n = atomic_load_explicit(&r->nleft, memory_order_relaxed);
     int found = 0;
-    for (uint32_t i = 0; i < n && !found; i++)
-        found = cl_meta_uuid_eq(r->left[i], from);
+    pthread_mutex_lock(&r->left_mu);
+    if ((t->major << 32 | t->minor) >= r->left_exch) {
+        atomic_store_explicit(&r->nleft, 0, memory_order_relaxed);
+        r->left_at = 0;
+        r->left_exch = 0;
+    } else {
+        uint32_t n = atomic_load_explicit(&r->nleft, memory_order_relaxed);
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = cl_meta_uuid_eq(r->left[i], from);
+    }
     pthread_mutex_unlock(&r->left_mu);
     return found;
 }
@@ -1174,7 +1187,7 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
                 status = EM_PROTO;
             else if (!(c = cache_get(r, cache, parts)))
                 status = EM_AGAIN;  /* out of memory: ask again later */
-            else if (has_left(r, from))
+            else if (has_left(r, t, from))
                 /* A member that left, whose update was late here: this copy
                  * reported its counter without it (cl_repl_member_left);
                  * refused, not applied, nothing to catch up. */

@@ -126,13 +126,14 @@ int  cl_repl_finish(cl_repl *r);
  * whose primary is another member by then fails with EM_STALE, nothing
  * applied, and the request maps again. */
 void cl_repl_primary_only(int on);
-/* cl_repl_member_left: member id left the topology, as an exchange under
- * way says before this node applied that (transport thread, before its
- * single message reports the counters): its updates still in flight here
- * are refused from now on.  Otherwise, applied after the report, one would
+/* cl_repl_member_left: member id left the topology, as exchange exch says
+ * before this node applied that (transport thread, before its single
+ * message reports the counters): its updates still in flight here are
+ * refused until this node's topology reaches exch (cl_plan_fenced refuses
+ * them from then on).  Otherwise, applied after the report, one would
  * leave this copy an update ahead of what it reported, and the exchange
  * could make another copy with the reported counter the primary. */
-void cl_repl_member_left(cl_repl *r, cl_meta_uuid id);
+void cl_repl_member_left(cl_repl *r, cl_meta_uuid id, uint64_t exch);
 /* cl_repl_tx_index (per thread): the metadata log index of the topology
  * this thread's last one-unit commit (st_tx_commit) planned its owners on. */
 uint64_t cl_repl_tx_index(void);

@@ -25,15 +25,17 @@
  *    them applied (its locks kept those keys from other writes until then:
  *    MOVING copies get shadows too, so a copy that loads while the part is
  *    prepared and becomes the primary holds them) and answers how many it
- *    applied.  A repeat of a HANDOFF (its caller timed out) gets the first
- *    one's answer and applies nothing.
+ *    applied.  A repeat of a HANDOFF (the same writes from the same part:
+ *    its caller timed out) that applied them all gets the first one's
+ *    answer and applies nothing.
  * A write applied twice - streamed to the new primary before the switch,
  * then handed over - writes the same value again under the same locks.
  * A new primary that takes fewer of them than it was handed (the topology
  * moved once more in between) or does not answer is asked again on the
  * topology of the moment, for about 3 s; after that the part answers its
- * coordinator PR_ST_TXC_SHORT (not asked again: the client hears that the
- * commit failed on one of its nodes) and logs an error.
+ * coordinator PR_ST_TXC_SHORT (its outcome remembers it, so a COMMIT the
+ * coordinator sends again hears it too: the client hears that the commit
+ * failed on one of its nodes) and logs an error.
  *
  * Not covered: a copy that started loading after the part prepared and
  * became the primary before it committed holds no shadow, so a write a
@@ -194,15 +196,29 @@ int pr_txp_handoff(pr_conn *c, txb *b, uint64_t newer)
     return rc;
 }
 
-/* hand_find: the HANDOFF (coord, seq, from) taken here, or NULL (x->mu). */
-static txho *hand_find(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid from)
+/* digest: FNV-1a over a HANDOFF's writes - which writes it carried. */
+static uint64_t digest(const uint8_t *p, size_t n)
 {
-    for (uint32_t i = 0; i < TXP_HANDS; i++) {
-        txho *e = &x->hands[i];
-        if (e->used && e->seq == seq && cl_meta_uuid_eq(e->coord, coord) &&
-            cl_meta_uuid_eq(e->from, from))
-            return e;
-    }
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static int hand_is(const txho *e, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid from,
+                   uint64_t dg)
+{
+    return e->used && e->seq == seq && e->digest == dg && cl_meta_uuid_eq(e->coord, coord) &&
+           cl_meta_uuid_eq(e->from, from);
+}
+
+/* hand_find: the HANDOFF taken here, or NULL (x->mu). */
+static txho *hand_find(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, cl_meta_uuid from,
+                       uint64_t dg)
+{
+    for (uint32_t i = 0; i < TXP_HANDS; i++)
+        if (hand_is(&x->hands[i], coord, seq, from, dg))
+            return &x->hands[i];
     return NULL;
 }
 
@@ -218,8 +234,9 @@ int pr_txp_take_handoff(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint
         return pr_fail(c, PR_ST_FAILED, "The transaction's primary is not a member of the "
                        "cluster");
     struct pr_txbs *x = c->srv->txbs;
+    uint64_t dg = digest(p + 25, len - 25);
     pthread_mutex_lock(&x->mu);
-    txho *e = hand_find(x, coord, seq, prim);
+    txho *e = hand_find(x, coord, seq, prim, dg);
     if (e) {
         int busy = e->busy;
         uint32_t applied = e->applied;
@@ -230,7 +247,8 @@ int pr_txp_take_handoff(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint
     }
     uint32_t slot = x->hand_at;
     x->hand_at = (x->hand_at + 1) % TXP_HANDS;
-    x->hands[slot] = (txho){ .coord = coord, .from = prim, .seq = seq, .used = 1, .busy = 1 };
+    x->hands[slot] = (txho){ .coord = coord, .from = prim, .seq = seq, .digest = dg, .used = 1,
+                             .busy = 1 };
     pthread_mutex_unlock(&x->mu);
 
     if (index)                      /* the topology the part's node knew, at least */
@@ -239,11 +257,12 @@ int pr_txp_take_handoff(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint
     int rc = pr_txp_apply_writes(c, p + 29, len - 29, nw, 0, &applied);
     pthread_mutex_lock(&x->mu);
     e = &x->hands[slot];
-    if (e->used && e->seq == seq && cl_meta_uuid_eq(e->coord, coord) &&
-        cl_meta_uuid_eq(e->from, prim)) {
+    if (hand_is(e, coord, seq, prim, dg)) {
         e->busy = 0;
         e->applied = applied;
-        e->used = !rc;              /* failed: nothing applied, the next one tries */
+        /* kept only whole: after a failure or a part applied (this node is
+         * not the primary of some), the next one tries again */
+        e->used = !rc && applied == nw;
     }
     /* Its shadow here, if any, is done once all of them applied: its keys'
      * locks go (else the part's FINISH ends it). */

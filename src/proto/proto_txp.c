@@ -119,9 +119,18 @@ uint8_t pr_txp_ring_get(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t se
     return TXS_UNKNOWN;
 }
 
-static void ring_put(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, uint8_t st)
+int pr_txp_ring_short(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
 {
-    x->ring[x->ring_at] = (txo){ coord, seq, st };
+    for (uint32_t i = 0; i < TXP_RING; i++)
+        if (x->ring[i].st && x->ring[i].seq == seq && cl_meta_uuid_eq(x->ring[i].coord, coord))
+            return x->ring[i].shrt;
+    return 0;
+}
+
+static void ring_put(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, uint8_t st,
+                     uint8_t shrt)
+{
+    x->ring[x->ring_at] = (txo){ coord, seq, st, shrt };
     x->ring_at = (x->ring_at + 1) % TXP_RING;
 }
 
@@ -134,7 +143,7 @@ void pr_txp_detach(struct pr_txbs *x, txb *b, uint8_t outcome)
             x->b[i] = x->b[--x->nb];
             break;
         }
-    ring_put(x, b->coord, b->seq, outcome);
+    ring_put(x, b->coord, b->seq, outcome, b->shrt);
 }
 
 void pr_txp_detach_shadow(struct pr_txbs *x, txs *h, uint8_t outcome)
@@ -144,7 +153,7 @@ void pr_txp_detach_shadow(struct pr_txbs *x, txs *h, uint8_t outcome)
             x->s[i] = x->s[--x->ns];
             break;
         }
-    ring_put(x, h->coord, h->seq, outcome);
+    ring_put(x, h->coord, h->seq, outcome, 0);
 }
 
 static int grow(void ***a, uint32_t *cap, uint32_t n)
@@ -176,7 +185,7 @@ static int add(struct pr_txbs *x, pr_server *s, cl_meta_uuid coord, uint64_t seq
             x->spare[x->nspare++] = b;
             return rc;
         }
-        b->busy = b->doomed = b->recovering = 0;
+        b->busy = b->doomed = b->recovering = b->shrt = 0;
         b->nparts = b->nholders = 0;
     } else {
         if (!(b = em_calloc(1, sizeof *b)))
@@ -576,6 +585,9 @@ static int finish_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uin
 
 /* ---- a part's commit --------------------------------------------------------- */
 
+#define SHORT_MSG "writes of the transaction may be missing on the new primary of their keys " \
+                  "(a topology change while it committed; see the log of the part's node)"
+
 /* commit_part applies b (busy, taken by this thread), waits for its
  * owners' acks as any write, tells its shadows, then releases its locks:
  * 0, EM_LOCKED (OPTIMISTIC COMMIT1: a lock is held, b goes on), or a
@@ -602,11 +614,11 @@ int pr_txp_commit_part(pr_conn *c, txb *b, int *applied)
         hrc = pr_txp_handoff(c, b, wrc && wrc != EM_TIMEOUT ? cl_repl_tx_index() + 1 : 0);
     finish_shadows(c, b, TXS_COMMITTED);
     cl_tx_rollback(b->tx);          /* applied: this releases the locks */
-    if (hrc) {                      /* applied here: the coordinator must not ask again */
+    if (hrc) {                      /* applied here: a retried COMMIT hears it too */
+        b->shrt = 1;
         char why[sizeof c->msg];
         memcpy(why, c->msg, sizeof why);
-        return pr_fail(c, PR_ST_TXC_SHORT, "writes of the transaction may be missing on the "
-                       "new primary of their keys: %s", why);
+        return pr_fail(c, PR_ST_TXC_SHORT, "%s: %s", SHORT_MSG, why);
     }
     return wrc == EM_TIMEOUT ? pr_fail_repl_timeout(c) : 0;
 }
@@ -827,7 +839,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
         } else if (!pr_txp_ring_get(x, coord, seq)) {
             /* before its first op arrived (that op waited in the queue
              * while its coordinator gave up): the op must not create it */
-            ring_put(x, coord, seq, TXS_ROLLED_BACK);
+            ring_put(x, coord, seq, TXS_ROLLED_BACK, 0);
         }
         pthread_mutex_unlock(&x->mu);
         if (b)
@@ -849,8 +861,10 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
         if (!b) {
             uint8_t st = pr_txp_ring_get(x, coord, seq);
             if (st == TXS_COMMITTED) {
+                int shrt = pr_txp_ring_short(x, coord, seq);
                 pthread_mutex_unlock(&x->mu);
-                return 0;           /* a retry of what committed */
+                /* a retry of what committed */
+                return shrt ? pr_fail(c, PR_ST_TXC_SHORT, "%s", SHORT_MSG) : 0;
             }
             if (st == TXS_ROLLED_BACK) {
                 pthread_mutex_unlock(&x->mu);
@@ -867,9 +881,12 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
     default:                        /* TXC_COMMIT */
         if (!b) {
             uint8_t st = pr_txp_ring_get(x, coord, seq);
+            int shrt = pr_txp_ring_short(x, coord, seq);
             pthread_mutex_unlock(&x->mu);
-            return st == TXS_COMMITTED ? 0 : pr_fail(c, PR_ST_TXC_GONE, "Transaction was rolled "
-                                                     "back on a node it spans before it committed");
+            if (st == TXS_COMMITTED)
+                return shrt ? pr_fail(c, PR_ST_TXC_SHORT, "%s", SHORT_MSG) : 0;
+            return pr_fail(c, PR_ST_TXC_GONE, "Transaction was rolled back on a node it spans "
+                           "before it committed");
         }
         if (b->state != TXS_PREPARED) {
             pthread_mutex_unlock(&x->mu);

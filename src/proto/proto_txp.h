@@ -23,6 +23,7 @@ typedef struct txb {                /* a part */
     uint8_t      busy;              /* a worker runs something of it */
     uint8_t      doomed;            /* rolled back while busy: ends when released */
     uint8_t      recovering;        /* a RECOVER job is queued or running */
+    uint8_t      shrt;              /* committed, writes not taken by a new primary */
     uint64_t     last_ms;           /* its coordinator's last call */
     uint32_t     nparts, nholders, capparts, capholders;
     cl_meta_uuid *parts;            /* every part of the transaction (its primaries) */
@@ -39,15 +40,18 @@ typedef struct txs {                /* a shadow: a backup's copy of a prepared p
     uint8_t      busy, recovering;
 } txs;
 
-typedef struct txo { cl_meta_uuid coord; uint64_t seq; uint8_t st; } txo;
+/* An ended part's or shadow's outcome; shrt: a part that committed but
+ * whose handoff no new primary took (a retried COMMIT hears it again). */
+typedef struct txo { cl_meta_uuid coord; uint64_t seq; uint8_t st, shrt; } txo;
 
-/* A HANDOFF taken here (proto_txh.c): a repeat (its caller timed out and
+/* A HANDOFF taken here (proto_txh.c), by its transaction, sender and the
+ * digest of the writes it carried: a repeat (its caller timed out and
  * asked again, or a copy left in a queue) gets the first one's answer and
- * applies nothing. */
+ * applies nothing.  Only one that applied every write it carried is kept. */
 #define TXP_HANDS 256
 typedef struct txho {
     cl_meta_uuid coord, from;
-    uint64_t     seq;
+    uint64_t     seq, digest;
     uint32_t     applied;
     uint8_t      used, busy;
 } txho;
@@ -72,6 +76,7 @@ txb    *pr_txp_find(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq);
 txs    *pr_txp_find_shadow(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq,
                            cl_meta_uuid prim);
 uint8_t pr_txp_ring_get(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq);
+int     pr_txp_ring_short(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq);
 void    pr_txp_detach(struct pr_txbs *x, txb *b, uint8_t outcome);
 void    pr_txp_detach_shadow(struct pr_txbs *x, txs *h, uint8_t outcome);
 void    pr_txp_txb_free(txb *b);

@@ -600,12 +600,12 @@ static int copy_behind(void *arg, int32_t cache, uint32_t part)
  * primary: it catches up (cl_rebal_copy_stale, here or there), and this
  * node, the coordinator, does not promote it primary meanwhile. */
 /* pme_left: cl_pme_cfg.left - replication stops hearing the member. */
-static void pme_left(void *arg, cl_meta_uuid member)
+static void pme_left(void *arg, cl_meta_uuid member, uint64_t exch)
 {
     srv_cluster *sc = arg;
     cl_repl *r = atomic_load(&sc->repl);
     if (r)
-        cl_repl_member_left(r, member);
+        cl_repl_member_left(r, member, exch);
 }
 
 static void pme_behind(void *arg, cl_meta_uuid member, int32_t grp, uint32_t part,
