@@ -128,7 +128,17 @@ acked_past "$CHAOS_TMP/fo2" $((before + 200)) &&
 # rebalancing has given every partition its 3 copies again: a third kill
 # before that is more failures than the cache has backups.
 wait_metric $lead ember_cluster_voters 3 || bad "the metadata group did not shrink to 3 voters"
+# No MOVING copy means rebalancing is done only once each survivor holds the
+# map of an exchange on the topology after the double kill (its major
+# version): before that exchange decides, no copy is MOVING yet either.
+major=$(metric $lead ember_cluster_topology_major)
 for i in $up; do
+    t=0
+    until e=$(metric $i ember_pme_map_exchange) && [ $(( ${e:-0} >> 32 )) -ge "${major:-1}" ]; do
+        t=$((t + 1))
+        [ $t -lt $((CHAOS_WAIT * 10)) ] || { bad "node $i: no exchange after the double kill"; break; }
+        sleep 0.1
+    done
     wait_metric $i ember_cluster_moving_partitions 0 || bad "node $i: rebalancing did not finish"
 done
 before=$(lines "$CHAOS_TMP/fo2")
