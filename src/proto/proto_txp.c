@@ -111,20 +111,25 @@ txs *pr_txp_find_shadow(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, cl_
     return NULL;
 }
 
-uint8_t pr_txp_ring_get(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
+/* ring_find: the remembered outcome of (coord, seq), or NULL. */
+static const txo *ring_find(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
 {
     for (uint32_t i = 0; i < TXP_RING; i++)
         if (x->ring[i].st && x->ring[i].seq == seq && cl_meta_uuid_eq(x->ring[i].coord, coord))
-            return x->ring[i].st;
-    return TXS_UNKNOWN;
+            return &x->ring[i];
+    return NULL;
+}
+
+uint8_t pr_txp_ring_get(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
+{
+    const txo *o = ring_find(x, coord, seq);
+    return o ? o->st : TXS_UNKNOWN;
 }
 
 int pr_txp_ring_short(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
 {
-    for (uint32_t i = 0; i < TXP_RING; i++)
-        if (x->ring[i].st && x->ring[i].seq == seq && cl_meta_uuid_eq(x->ring[i].coord, coord))
-            return x->ring[i].shrt;
-    return 0;
+    const txo *o = ring_find(x, coord, seq);
+    return o ? o->shrt : 0;
 }
 
 static void ring_put(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, uint8_t st,

@@ -81,14 +81,7 @@ r=$(REBAL_TX=1 REBAL_BATCH=1 REBAL_THROTTLE=200 node tests/chaos/cluster_rebal.j
     r=$("$BUILD/ember-txc" put --nodes "$(node_addr 1)" --cache py --keys "$keys" --value 1 2>&1) ||
     { bad "cache py: $r"; finish; }
 # tx_held N: node 1 logged N transactions held.
-tx_held() {
-    t=0
-    until [ "$(grep -c "tx_hold: a transaction decided here waits" "$(eval echo "\$CHAOS_LOG_1")")" -ge "$1" ]; do
-        t=$((t + 1))
-        [ $t -lt $((CHAOS_WAIT * 10)) ] || return 1
-        sleep 0.1
-    done
-}
+tx_held() { log_wait 1 "tx_hold: a transaction decided here waits" "$1"; }
 
 # The transaction: keys p (node 2's part) and q (node 1's), decided, held.
 touch "$TXHOLD"
@@ -100,19 +93,14 @@ ok "a transaction on keys $p (node 2) and $q (node 1) is prepared, decided and h
 
 # The puts wait on node 2, mapped (one per event loop: a new connection
 # goes to the least loaded); node 3 joins and takes partition p over.
-held() { grep -c "write_hold: a write mapped here waits" "$(eval echo "\$CHAOS_LOG_2")"; }
 touch "$HOLD"
 cli 2 --timeout 120000 put pm "int:$p" string:held >"$CHAOS_TMP/put.out" 2>&1 &
 put=$!
 log_wait 2 "write_hold: a write mapped here waits" || { bad "the put did not wait on node 2"; finish; }
 cli 2 --timeout 120000 put pt "int:$p" string:held >"$CHAOS_TMP/putx.out" 2>&1 &
 putx=$!
-t=0
-until [ "$(held)" -ge 2 ]; do
-    t=$((t + 1))
-    [ $t -lt $((CHAOS_WAIT * 10)) ] || { bad "the transactional put did not wait on node 2"; finish; }
-    sleep 0.1
-done
+log_wait 2 "write_hold: a write mapped here waits" 2 ||
+    { bad "the transactional put did not wait on node 2"; finish; }
 node_start 3 $(cluster_flags 3 1) --consistent-id hC || finish
 members 3 "1 3"
 # The second transaction, while node 3 loads py's partition p.

@@ -222,11 +222,12 @@ wait_metric() {
     return 1
 }
 
-# log_wait I TEXT: until node I's current log has a line with TEXT (CHAOS_WAIT s).
+# log_wait I TEXT [N]: until node I's current log has N lines (1) with TEXT
+# (CHAOS_WAIT s).
 log_wait() {
     t=0
     while [ $t -lt $((CHAOS_WAIT * 10)) ]; do
-        grep -qF "$2" "$(eval echo "\$CHAOS_LOG_$1")" && return 0
+        [ "$(grep -cF "$2" "$(eval echo "\$CHAOS_LOG_$1")" 2>/dev/null)" -ge "${3:-1}" ] 2>/dev/null && return 0
         sleep 0.1; t=$((t + 1))
     done
     return 1
