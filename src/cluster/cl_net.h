@@ -37,7 +37,7 @@
 
 #include "util/buf.h"
 
-#define CL_NET_VERSION    3
+#define CL_NET_VERSION    4
 #define CL_NET_MAX_NAME   255
 #define CL_NET_HDR        6
 #define CL_NET_NONCE      16

@@ -489,8 +489,17 @@ int cl_plan_full_map(cl_topo *t, const cl_plan_group *g, uint32_t ng, const cl_p
 
 /* ---- rebalancing's promotions, and resets ---- */
 
+int cl_plan_report_current(cl_topo *t, const cl_plan_group *g, cl_meta_uuid sup, uint32_t part)
+{
+    uint32_t own[MAX_OWNERS];
+    uint32_t no = cl_topo_owners(t, g->grp, g->parts, 0, 0, part, own, MAX_OWNERS);
+    return no && !cl_topo_primary_dropped(t, g->grp, part) &&
+           cl_meta_uuid_eq(t->m[own[0]].id, sup);
+}
+
 int cl_plan_promote(cl_topo *t, cl_meta_owners_enc *enc, const cl_plan_group *g,
-                    cl_meta_uuid from, uint32_t part, cl_plan_behind_fn behind, void *barg)
+                    cl_meta_uuid from, cl_meta_uuid sup, uint32_t part,
+                    cl_plan_behind_fn behind, void *barg)
 {
     uint32_t own[MAX_OWNERS], mv[MAX_OWNERS], idl[MAX_OWNERS];
     uint32_t no = cl_topo_owners(t, g->grp, g->parts, 0, 0, part, own, MAX_OWNERS);
@@ -499,7 +508,7 @@ int cl_plan_promote(cl_topo *t, cl_meta_owners_enc *enc, const cl_plan_group *g,
     for (uint32_t k = 0; k < nm; k++)
         if (cl_meta_uuid_eq(t->m[mv[k]].id, from))
             at = (int)k;
-    if (no == 0 || cl_topo_part_lost(t, g->grp, part))
+    if (no == 0 || cl_topo_part_lost(t, g->grp, part) || !cl_plan_report_current(t, g, sup, part))
         return 0;
     uint32_t ni = cl_plan_ideal(t, g, part, idl);
     if (at < 0) {

@@ -98,9 +98,18 @@ typedef int (*cl_plan_behind_fn)(void *arg, cl_meta_uuid member, int32_t grp, ui
  * an owner still catching up (behind, optional): then the reporter joins
  * the owners as they are, and the ideal primary's own report switches
  * later) and returns 1; 0 when it is not loading it there (any more) or
- * nothing is left to own. */
+ * nothing is left to own.  sup is the primary the copy loaded (or caught
+ * up) from: a report of a load from another one than the partition's
+ * primary on t, or one made while the primary left and the exchange has not
+ * chosen the next (a copy with a higher counter may hold acknowledged
+ * writes this one's supplier never sent), is not taken - the copy loads
+ * from the new primary and reports again. */
 int cl_plan_promote(cl_topo *t, cl_meta_owners_enc *enc, const cl_plan_group *g,
-                    cl_meta_uuid from, uint32_t part, cl_plan_behind_fn behind, void *barg);
+                    cl_meta_uuid from, cl_meta_uuid sup, uint32_t part,
+                    cl_plan_behind_fn behind, void *barg);
+/* cl_plan_report_current: 1 when sup is the primary of part on t and the
+ * exchange has not still to choose the next one (see cl_plan_promote). */
+int cl_plan_report_current(cl_topo *t, const cl_plan_group *g, cl_meta_uuid sup, uint32_t part);
 
 /* cl_plan_reset_lost: the group's lost partitions on t get their ideal
  * owners, empty (Ignite's resetLostPartitions): appends one OWNERS_SET entry

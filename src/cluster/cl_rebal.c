@@ -102,6 +102,7 @@ typedef struct load {
 
 typedef struct demand {
     cl_meta_uuid from;
+    cl_meta_uuid sup;           /* REBAL_DONE: the member the copy loaded from */
     int32_t grp;
     uint32_t part, seq;
     int has_claim;
@@ -168,7 +169,7 @@ struct cl_rebal {
     uint32_t     nbehind;
     /* Caught-up owners of persistent caches whose report waits for a
      * checkpoint (durable_wait), sent by the pass once it completed. */
-    struct owner_done { int32_t grp; uint32_t part; uint64_t ckpt_need, at_ms; }
+    struct owner_done { int32_t grp; uint32_t part; cl_meta_uuid sup; uint64_t ckpt_need, at_ms; }
                  owner_done[MAX_OWNER_DONE];
     uint32_t     nowner_done;
     _Atomic int  quiet;             /* nothing stale, merging or waiting to report,
@@ -624,22 +625,23 @@ static void links_refresh(cl_rebal *r)
  * coordinator's own copies are filed here: the transport has no link to
  * itself, and a report sent there was dropped, so a copy the coordinator
  * loaded stayed MOVING for good. */
-static void send_report(cl_rebal *r, int32_t grp, uint32_t part, cl_meta_uuid leader)
+static void send_report(cl_rebal *r, int32_t grp, uint32_t part, cl_meta_uuid sup,
+                        cl_meta_uuid leader)
 {
-    uint8_t b[CL_RMSG_PART];
-    cl_rmsg_part_put(b, grp, part);
+    uint8_t b[CL_RMSG_DONE];
+    cl_rmsg_done_put(b, grp, part, sup.msb, sup.lsb);
     cl_meta_uuid self = cl_node_id(r->cfg.node);
     if (!cl_meta_uuid_eq(leader, self))
         queue(r, leader, CL_NET_MSG_REBAL_DONE, b, sizeof b);
     else if (r->ndone < MAX_QUEUE)
-        r->done_q[r->ndone++] = (demand){ .from = self, .grp = grp, .part = part };
+        r->done_q[r->ndone++] = (demand){ .from = self, .sup = sup, .grp = grp, .part = part };
 }
 
 static void send_done(cl_rebal *r, load *l, cl_meta_uuid leader)
 {
     l->reported = 1;
     l->sent_ms = em_now_ms();
-    send_report(r, l->grp, l->part, leader);
+    send_report(r, l->grp, l->part, l->supplier, leader);
 }
 
 /* owner_done_pass (the pass, under mu): the caught-up owners whose report
@@ -653,7 +655,7 @@ static int owner_done_pass(cl_rebal *r, uint64_t done, int have_lid, cl_meta_uui
         struct owner_done *o = &r->owner_done[i];
         int ready = have_lid && done >= o->ckpt_need;
         if (ready)
-            send_report(r, o->grp, o->part, lid);
+            send_report(r, o->grp, o->part, o->sup, lid);
         if (ready || now - o->at_ms >= OWNER_DONE_MS)
             r->owner_done[i--] = r->owner_done[--r->nowner_done];
         else
@@ -944,7 +946,7 @@ static int on_supply(cl_rebal *r, cl_meta_uuid from, const uint8_t *p, size_t n)
                         send_done(r, l, lid);
                     else if (r->nowner_done < MAX_OWNER_DONE)   /* the pass sends it */
                         r->owner_done[r->nowner_done++] = (struct owner_done){
-                            grp, part, l->ckpt_need, em_now_ms() };
+                            grp, part, l->supplier, l->ckpt_need, em_now_ms() };
                     load_drop(r, l);
                 }
             } else if (c && !l->merge) {
@@ -989,12 +991,11 @@ int cl_rebal_on_frame(cl_rebal *r, cl_meta_uuid from, uint16_t type, const uint8
     case CL_NET_MSG_REBAL_DEMAND:
     case CL_NET_MSG_REBAL_DONE: {
         cl_rmsg_demand m = { 0, 0, 0, 0, { 0, 0, 0 } };
-        size_t at = 0;
+        uint64_t sup[2] = { 0, 0 };
         if (type == CL_NET_MSG_REBAL_DEMAND ? cl_rmsg_demand_decode(p, n, &m) != 0
-                                            : n != CL_RMSG_PART ||
-                                                  !cl_rmsg_part_next(p, n, &at, &m.grp, &m.part))
+                                            : cl_rmsg_done_decode(p, n, &m.grp, &m.part, sup) != 0)
             return EM_BADLEN;
-        demand d = { from, m.grp, m.part, m.seq, m.has_claim, m.claim };
+        demand d = { from, { sup[0], sup[1] }, m.grp, m.part, m.seq, m.has_claim, m.claim };
         lock(r);
         if (type == CL_NET_MSG_REBAL_DEMAND && r->ndq < MAX_QUEUE)
             r->dq[r->ndq++] = d;
@@ -1440,8 +1441,10 @@ static void coordinate(cl_rebal *r, demand *q, uint32_t nq)
         if (!c)
             continue;
         cl_plan_group g = cl_plan_group_of(st_cache_cfg(c), q[i].grp, st_cache_parts(c));
+        if (!cl_plan_report_current(t, &g, q[i].sup, q[i].part))
+            continue;       /* loaded from a primary that is one no more: it loads again */
         behind_take(r, q[i].from, q[i].grp, q[i].part);     /* whole, it reported */
-        int got = cl_plan_promote(t, &enc, &g, q[i].from, q[i].part, behind_has, r);
+        int got = cl_plan_promote(t, &enc, &g, q[i].from, q[i].sup, q[i].part, behind_has, r);
         if (got <= 0) {
             rc = got;
             continue;
@@ -1655,10 +1658,12 @@ static void copy_stale(cl_rebal *r, int32_t grp, uint32_t part, int skipped,
 {
     lock(r);
     load *l = skipped ? NULL : load_find(r, grp, part);
-    if (l) {
+    if (l && l->state != L_LOADED) {
         unlock(r);                  /* loading or catching up: it will be whole */
         return;
     }
+    /* A loaded copy (reporting, or made an owner any moment) loads no more:
+     * what it missed comes from no snapshot, so it catches up (stale_begin). */
     uint32_t i = 0;
     while (i < r->nstale && !(r->stale[i].grp == grp && r->stale[i].part == part))
         i++;

@@ -15,8 +15,9 @@
  *   to seq 1 + prefetch - 1)        ...  REBAL_SUPPLY(seq k, last)
  *   Batches are the cache's rebalanceBatchSize (512 KiB) of entries, and a
  *   supplier pauses its rebalanceThrottle (0 ms) between two of a stream.
- *   REBAL_DONE(grp, part) -> the coordinator, which commits the copy as
- *   an owner (OWNERS_SET, cl_plan_promote); when every ideal owner of the
+ *   REBAL_DONE(grp, part, supplier) -> the coordinator, which commits the
+ *   copy as an owner (OWNERS_SET, cl_plan_promote) if its supplier is still
+ *   the partition's primary there; when every ideal owner of the
  *   partition owns it, the partition switches to its ideal order and the
  *   others drop it.  The row applies only over the row it was decided on
  *   (CL_META_OWN_EXPECT), and never while an exchange decides (the node's
@@ -43,7 +44,7 @@
  *                 yet: ask again) | u32 n | u64 the supplier's partition counter at
  *                 its snapshot | n x { u32 klen | key | u32 vlen
  *                 | value | i64 expire_at_ms }
- *   REBAL_DONE    i32 grp | u32 part
+ *   REBAL_DONE    i32 grp | u32 part | u64 msb | u64 lsb (the supplier)
  *   REBAL_STALE   i32 grp | u32 part (coordinator -> a backup owner the
  *                 exchange found behind the new primary: catch up)
  */

@@ -112,6 +112,24 @@ void cl_rmsg_part_put(uint8_t *e, int32_t cache, uint32_t part)
     em_st32(e + 4, part);
 }
 
+int cl_rmsg_done_decode(const uint8_t *p, size_t n, int32_t *cache, uint32_t *part,
+                        uint64_t sup[2])
+{
+    size_t at = 0;
+    if (n != CL_RMSG_DONE || !cl_rmsg_part_next(p, n, &at, cache, part))
+        return EM_BADLEN;
+    sup[0] = em_ld64(p + at);
+    sup[1] = em_ld64(p + at + 8);
+    return 0;
+}
+
+void cl_rmsg_done_put(uint8_t *e, int32_t cache, uint32_t part, uint64_t msb, uint64_t lsb)
+{
+    cl_rmsg_part_put(e, cache, part);
+    em_st64(e + CL_RMSG_PART, msb);
+    em_st64(e + CL_RMSG_PART + 8, lsb);
+}
+
 int cl_rmsg_demand_decode(const uint8_t *p, size_t n, cl_rmsg_demand *d)
 {
     if (n != CL_RMSG_DEMAND && n != CL_RMSG_DEMAND + CL_RMSG_CLAIM)

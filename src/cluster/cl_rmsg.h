@@ -12,7 +12,9 @@
  *   [ u64 origin | u64 seq | u16 op ]   when flags has CL_RMSG_UPD_RID
  *   record (len bytes: a WAL update record, wal_encode_update)
  * REPL_ACK: entries of i32 cache | u32 part | u64 ctr | u64 from | i32 status
- * REPL_FENCED, REBAL_STALE, REBAL_DONE: entries of i32 cache | u32 part
+ * REPL_FENCED, REBAL_STALE: entries of i32 cache | u32 part
+ * REBAL_DONE: i32 cache | u32 part | u64 msb | u64 lsb (the member the
+ *   copy loaded from)
  * REBAL_DEMAND: i32 group | u32 part | u32 seq [ u64 last | u32 k | u64 digest ]
  * REBAL_SUPPLY: i32 group | u32 part | u32 seq | u8 flags | u32 n |
  *   u64 the supplier's counter, then n entries (u32 klen | key | u32 vlen |
@@ -36,6 +38,7 @@
 #define CL_RMSG_MAX_REC      (64u << 20)  /* one update record, at most */
 #define CL_RMSG_ACK          28u
 #define CL_RMSG_PART         8u
+#define CL_RMSG_DONE         24u
 #define CL_RMSG_DEMAND       12u
 #define CL_RMSG_CLAIM        20u
 #define CL_RMSG_SUP_HDR      25u
@@ -81,6 +84,11 @@ int  cl_rmsg_ack_next(const uint8_t *p, size_t n, size_t *at, cl_rmsg_ack *a);
 void cl_rmsg_ack_put(uint8_t *e, const cl_rmsg_ack *a);
 int  cl_rmsg_part_next(const uint8_t *p, size_t n, size_t *at, int32_t *cache, uint32_t *part);
 void cl_rmsg_part_put(uint8_t *e, int32_t cache, uint32_t part);
+/* cl_rmsg_done_decode: a REBAL_DONE payload (exactly CL_RMSG_DONE bytes);
+ * 0 or EM_BADLEN.  sup[0], sup[1]: the supplier's id (msb, lsb). */
+int  cl_rmsg_done_decode(const uint8_t *p, size_t n, int32_t *cache, uint32_t *part,
+                         uint64_t sup[2]);
+void cl_rmsg_done_put(uint8_t *e, int32_t cache, uint32_t part, uint64_t msb, uint64_t lsb);
 
 typedef struct cl_rmsg_demand {
     int32_t       grp;

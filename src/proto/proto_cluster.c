@@ -339,6 +339,9 @@ static int target_of(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8
     if (!n)
         return EM_AGAIN;
     *target = (int)idx[0];
+    if (c->owner_probe && (int)idx[0] == t->self &&
+        (cl_topo_primary_dropped(t, id, part) || copy_behind(c->srv, id, part)))
+        c->probe_unsure = 1;        /* see owner_probe */
     if (read && g->read_from_backup)
         for (uint32_t i = 1; i < n; i++)
             if ((int)idx[i] == t->self && !copy_behind(c->srv, id, part))
@@ -1106,10 +1109,10 @@ static int owner_probe(pr_conn *c, const uint8_t *body, size_t len)
     em_buf *resp = &c->rid_resp;
     em_buf_reset(resp);
     c->owner_probe = 1;
-    c->probe_ok = 0;
+    c->probe_ok = c->probe_unsure = 0;
     int rc = pr_exec_request(c, body, len, resp);
     int ok = c->probe_ok;
-    c->owner_probe = c->probe_ok = 0;
+    c->owner_probe = c->probe_ok = c->probe_unsure = 0;
     c->req_body = ob;
     c->req_len = ol;
     if (rc == EM_NOMEM)
@@ -1155,7 +1158,13 @@ int pr_op_rid_call(pr_conn *c, pr_rd *r, em_buf *out)
              * been refused by another owner (a primary deposed while it
              * ran).  Only the key's primary here, whose copy every other
              * one follows, may say it took effect; elsewhere the forwarder
-             * maps it again. */
+             * maps it again.  Not a primary the exchange has still to
+             * confirm (the last one left: a copy with a higher counter may
+             * be chosen) nor one catching up (it reports counter 0 to the
+             * exchange): a copy lacking this write could be made primary,
+             * and this one would then merge from it and drop the write it
+             * had just acknowledged.  The forwarder asks again once the
+             * exchange decided, or the copy caught up. */
             {
                 int prc = owner_probe(c, body, len);
                 return prc ? prc : applied_reply(c, res.op, out);
@@ -1489,6 +1498,11 @@ int pr_cluster_owner_check(pr_conn *c, int op, st_cache *sc, const uint8_t *kp,
         return rc == EM_NOMEM || rc == PR_ST_FAILED ? rc
                                                     : pr_fail(c, PR_ST_FAILED, "Invalid key: %s",
                                                               em_strerror(rc));
+    if (owner == self && c->owner_probe && c->probe_unsure) {
+        c->stale = 1;
+        return pr_fail(c, PR_ST_FAILED, "The owner of this key is changing (topology change "
+                       "in progress); retry");
+    }
     if (owner == self || (owner == -1 && !c->owner_probe))
         return 0;               /* a probe needs this node named the owner */
     c->stale = 1;

@@ -105,6 +105,7 @@ struct pr_conn {
     int        lost_refused;        /* routing refused a key of a lost partition */
     int        owner_probe;         /* PR_OP_RID_CALL: decode and check ownership only */
     int        probe_ok;            /* ... and the op got past its checks: owned here */
+    int        probe_unsure;        /* ... by a primary that may yet be outranked */
     pr_conn   *sub;                 /* runs this node's part of a split batch */
     em_buf     fwd_resp;            /* a forwarded request's answer (reused) */
     struct pr_afwd *afwd;           /* a forward in flight without a wait (proto_cluster.c) */

@@ -78,6 +78,23 @@ static void parts(const uint8_t *p, size_t n)
     }
 }
 
+/* done: a REBAL_DONE decodes only at its exact size, and encodes back. */
+static void done(const uint8_t *p, size_t n)
+{
+    int32_t cache;
+    uint32_t part;
+    uint64_t sup[2];
+    uint8_t e[CL_RMSG_DONE];
+    if (cl_rmsg_done_decode(p, n, &cache, &part, sup) != 0) {
+        if (n == CL_RMSG_DONE)
+            abort();
+        return;
+    }
+    cl_rmsg_done_put(e, cache, part, sup[0], sup[1]);
+    if (n != CL_RMSG_DONE || memcmp(e, p, CL_RMSG_DONE) != 0)
+        abort();
+}
+
 static void demand(const uint8_t *p, size_t n)
 {
     cl_rmsg_demand d;
@@ -133,8 +150,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case CL_NET_MSG_REPL_UPDATE: updates(f.payload, f.len); break;
         case CL_NET_MSG_REPL_ACK: acks(f.payload, f.len); break;
         case CL_NET_MSG_REPL_FENCED:
-        case CL_NET_MSG_REBAL_STALE:
-        case CL_NET_MSG_REBAL_DONE: parts(f.payload, f.len); break;
+        case CL_NET_MSG_REBAL_STALE: parts(f.payload, f.len); break;
+        case CL_NET_MSG_REBAL_DONE: done(f.payload, f.len); break;
         case CL_NET_MSG_REBAL_DEMAND: demand(f.payload, f.len); break;
         case CL_NET_MSG_REBAL_SUPPLY: supply(f.payload, f.len, &b); break;
         default: break;

@@ -100,7 +100,7 @@ typedef struct member {
 
 typedef struct wrec { uint16_t need, got; uint8_t live, acked; } wrec;
 
-typedef struct task { uint8_t m, g, p; uint64_t v; } task;
+typedef struct task { uint8_t m, g, p; uint64_t v; uint8_t sup; } task;   /* sup: reports */
 
 typedef struct sim {
     sim_base    b;
@@ -376,7 +376,7 @@ static void ack_check(sim *s, unsigned g, unsigned p, unsigned w)
 static void catch_up_later(sim *s, unsigned k, unsigned g, unsigned p)
 {
     if (s->nup < MAXQ)
-        s->up[s->nup++] = (task){ (uint8_t)k, (uint8_t)g, (uint8_t)p, 0 };
+        s->up[s->nup++] = (task){ (uint8_t)k, (uint8_t)g, (uint8_t)p, 0, 0 };
 }
 
 /* notify_fenced: the refusal of f reached its sender, which tells the other
@@ -570,7 +570,7 @@ static void ex_commit(sim *s)
                 s->ncb = 0;
             if (s->ncb < MAXQ)
                 s->cb[s->ncb++] = (task){ (uint8_t)k, grp == s->grp[0].grp ? 0 : 1,
-                                          (uint8_t)em_ld32(s->ex_behind.p + at + 8), s->ex_id };
+                                          (uint8_t)em_ld32(s->ex_behind.p + at + 8), s->ex_id, 0 };
             note(s, "m%d behind on g%u p%u", k, grp == s->grp[0].grp ? 0 : 1,
                  em_ld32(s->ex_behind.p + at + 8));
         }
@@ -630,25 +630,26 @@ static void load_step(sim *s, unsigned k, unsigned g, unsigned p, const uint32_t
             note(s, "m%u merges g%u p%u from m%u, the new primary", k, g, p, own[0]);
         }
         if (s->nrep < MAXQ)
-            s->rep[s->nrep++] = (task){ (uint8_t)k, (uint8_t)g, (uint8_t)p, version(s) };
+            s->rep[s->nrep++] = (task){ (uint8_t)k, (uint8_t)g, (uint8_t)p, version(s),
+                                        m->supplier[g][p] };
         break;
     }
 }
 
 /* promote_start: the coordinator takes the reports in and a snapshot to
  * decide on (its entry commits some steps later, other commits may come
- * first).  A report sent on an older topology version is not taken: the
- * coordinator files a report within one pass of the transport, while a
- * version change takes a commit (the loaded copy reports again every
- * DONE_EVERY_MS until it owns the partition). */
+ * first).  A report may have been sent on an older topology version than
+ * the snapshot (it waited in the coordinator's queue through an exchange,
+ * or was sent before the copy applied the change): cl_plan_promote takes
+ * it only when the copy loaded from the partition's primary on the
+ * snapshot. */
 static void promote_start(sim *s)
 {
     s->pr_t = s->cur;
     cl_topo_hold(s->pr_t);
     s->npr = 0;
     for (unsigned i = 0; i < s->nrep; i++)
-        if (s->rep[i].v == version(s))
-            s->pr[s->npr++] = s->rep[i];
+        s->pr[s->npr++] = s->rep[i];
     s->nrep = 0;
 }
 
@@ -676,7 +677,7 @@ static void promote_commit(sim *s)
             if (s->cb[j].m == s->pr[i].m && s->cb[j].g == s->pr[i].g && s->cb[j].p == s->pr[i].p)
                 s->cb[j--] = s->cb[--s->ncb];
         int got = cl_plan_promote(s->pr_t, &enc, &s->grp[s->pr[i].g], s->m[s->pr[i].m].id,
-                                  s->pr[i].p, cb_has, s);
+                                  s->m[s->pr[i].sup].id, s->pr[i].p, cb_has, s);
         if (got < 0)
             rc = got;
         else if (got) {
@@ -707,7 +708,8 @@ static void catch_up(sim *s, unsigned i)
     take(&s->m[t.m].c[t.g][t.p], &s->m[own[0]].c[t.g][t.p]);
     note(s, "m%u caught up on g%u p%u from m%u", t.m, t.g, t.p, own[0]);
     if (s->nrep < MAXQ)         /* the ideal order may wait for it (cl_plan_promote) */
-        s->rep[s->nrep++] = (task){ (uint8_t)t.m, (uint8_t)t.g, (uint8_t)t.p, version(s) };
+        s->rep[s->nrep++] = (task){ (uint8_t)t.m, (uint8_t)t.g, (uint8_t)t.p, version(s),
+                                    (uint8_t)own[0] };
 }
 
 /* ---- one step ---- */

@@ -156,3 +156,85 @@ TEST(cl_topo_baseline_placement)
     cl_topo_release(t);
     cl_meta_fsm_free(&x.f);
 }
+
+/* owners: commits partition p's row of group 1 - or, with all, every
+ * partition's (a group's first entry has them all) - members ks[0..n) in
+ * order, the last nm of them MOVING. */
+static int owners(fx *x, uint32_t p, const unsigned *ks, uint32_t n, uint32_t nm, int all)
+{
+    cl_topo *t = cl_topo_build(&x->f, x->id[0], NULL);
+    if (!t)
+        return -1;
+    uint64_t ord[4];
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t m = 0; m < t->n; m++)
+            if (cl_meta_uuid_eq(t->m[m].id, x->id[ks[i]]))
+                ord[i] = t->m[m].order;
+    em_buf e = EM_BUF_INIT;
+    cl_meta_owners_enc enc;
+    int rc = cl_meta_enc_owners_begin(&enc, &e, cl_topo_last_exchange(t)) ||
+             cl_meta_enc_owners_group(&enc, 1, PARTS);
+    for (uint32_t q = all ? 0 : p; q <= (all ? PARTS - 1 : p) && !rc; q++)
+        rc = cl_meta_enc_owners_part(&enc, q, 0, ord, n, nm);
+    rc = rc || cl_meta_enc_owners_end(&enc) || apply(x, &e);
+    em_buf_free(&e);
+    cl_topo_release(t);
+    return rc;
+}
+
+/* A loaded copy's report is taken only when it loaded from the partition's
+ * primary, and not while that primary has left and the exchange has still
+ * to choose the next (the copy may lack writes a surviving owner has). */
+TEST(cl_plan_promote_takes_reports_from_the_primary_only)
+{
+    static fx x;
+    memset(&x, 0, sizeof x);
+    cl_meta_fsm_init(&x.f);
+    for (unsigned k = 0; k < 3; k++)
+        CHECK(join(&x, k) == 0);
+    cl_plan_group g = { .grp = 1, .parts = PARTS, .backups = 2 };
+    em_buf e = EM_BUF_INIT;
+    REQUIRE(cl_meta_enc_cache_start(&e, 1, "c", 1) == 0 && apply(&x, &e) == 0);
+    em_buf_free(&e);
+    const unsigned row[] = { 0, 2, 1 };         /* n0 primary, n2 backup, n1 MOVING */
+    REQUIRE(owners(&x, 7, row, 3, 1, 1) == 0);
+    cl_topo *t = cl_topo_build(&x.f, x.id[0], NULL);
+    REQUIRE(t);
+    e = (em_buf)EM_BUF_INIT;
+    cl_meta_owners_enc enc;
+    CHECK(cl_plan_report_current(t, &g, x.id[0], 7) == 1);
+    CHECK(cl_plan_report_current(t, &g, x.id[2], 7) == 0);
+    CHECK(cl_meta_enc_owners_begin(&enc, &e, cl_topo_last_exchange(t)) == 0);
+    CHECK(cl_plan_promote(t, &enc, &g, x.id[1], x.id[2], 7, NULL, NULL) == 0);
+    CHECK(cl_plan_promote(t, &enc, &g, x.id[1], x.id[0], 7, NULL, NULL) == 1);
+    cl_topo_release(t);
+    em_buf_free(&e);
+
+    /* The primary leaves: n2 heads the row until the exchange decides, and
+     * a report from n2 (or from n0, before) is not taken meanwhile. */
+    CHECK(fail(&x, 0) == 0);
+    t = cl_topo_build(&x.f, x.id[1], NULL);
+    REQUIRE(t);
+    CHECK(cl_topo_primary_dropped(t, 1, 7) == 1);
+    CHECK(cl_plan_report_current(t, &g, x.id[2], 7) == 0);
+    e = (em_buf)EM_BUF_INIT;
+    CHECK(cl_meta_enc_owners_begin(&enc, &e, cl_topo_last_exchange(t)) == 0);
+    CHECK(cl_plan_promote(t, &enc, &g, x.id[1], x.id[2], 7, NULL, NULL) == 0);
+    CHECK(cl_plan_promote(t, &enc, &g, x.id[1], x.id[0], 7, NULL, NULL) == 0);
+    cl_topo_release(t);
+    em_buf_free(&e);
+
+    /* The exchange's row, n2 primary: its reports are taken again. */
+    const unsigned row2[] = { 2, 1 };
+    REQUIRE(owners(&x, 7, row2, 2, 1, 0) == 0);
+    t = cl_topo_build(&x.f, x.id[1], NULL);
+    REQUIRE(t);
+    CHECK(cl_topo_primary_dropped(t, 1, 7) == 0);
+    CHECK(cl_plan_report_current(t, &g, x.id[2], 7) == 1);
+    e = (em_buf)EM_BUF_INIT;
+    CHECK(cl_meta_enc_owners_begin(&enc, &e, cl_topo_last_exchange(t)) == 0);
+    CHECK(cl_plan_promote(t, &enc, &g, x.id[1], x.id[2], 7, NULL, NULL) == 1);
+    cl_topo_release(t);
+    em_buf_free(&e);
+    cl_meta_fsm_free(&x.f);
+}
