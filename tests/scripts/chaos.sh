@@ -28,10 +28,9 @@ for s in tests/chaos/*.sh; do
              "make asan run it)"
         continue ;;
     esac
-    if [ "$(basename "$s")" = cluster_failover.sh ] && [ -n "${EM_SANITIZER:-}" ]; then
-        echo "== cluster_failover: not under EM_SANITIZER (an open finding: 1 of 898 runs under" \
-             "ASan and TSan, two at a time, lost one acknowledged key at the coordinator's kill;" \
-             "make test runs it)"
+    if [ "$(basename "$s")" = cluster_failover.sh ] && [ "${EM_SANITIZER:-}" = tsan ]; then
+        echo "== cluster_failover: not under EM_SANITIZER=tsan (CI time: over a minute there;" \
+             "make test and make asan run it, README 'Fault injection' has its TSan runs)"
         continue
     fi
     echo "== $(basename "$s" .sh)"
