@@ -288,6 +288,11 @@ static void on_applied(void *arg, const cl_meta_entry *e, const cl_meta_effect *
         n->cfg.on_entry(n->cfg.arg, e);
     else if (!e && n->cfg.on_restore)
         cl_meta_read(n->meta, restore_cb, n);
+    /* And the topology before the index: a proposer (or cl_node_sync) that
+     * waited for this index maps requests on a topology that has it - a
+     * reset-lost returned, then refused as lost on the topology before it. */
+    if (!e || e->type != CL_META_E_TYPE_PUT)
+        republish(n);
     pthread_mutex_lock(&n->mu);
     if (eff->index > n->applied)
         n->applied = eff->index;
@@ -306,8 +311,6 @@ static void on_applied(void *arg, const cl_meta_entry *e, const cl_meta_effect *
         if (rid)
             (void)cl_meta_remove(n->meta, rid, on_remove_done, NULL);
     }
-    if (!e || e->type != CL_META_E_TYPE_PUT)
-        republish(n);
     leave_cb(n);
 }
 

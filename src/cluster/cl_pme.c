@@ -662,15 +662,34 @@ int cl_pme_reset_lost(cl_pme *p, int32_t grp, uint32_t *reset)
         em_free(g);
         return EM_NOCACHE;
     }
-    cl_node_decide_lock(p->node);
-    cl_topo *t = cl_node_topo_acquire(p->node);
-    em_buf e = EM_BUF_INIT;
-    int rc = cl_plan_reset_lost(t, gr, &e, reset);
-    cl_node_topo_release(t);
-    if (!rc && *reset)
-        rc = cl_node_propose_wait(p->node, e.p, e.len, PROPOSE_MS);
-    cl_node_decide_unlock(p->node);
-    em_buf_free(&e);
+    /* The partitions to reset are the ones lost on the leader's state: a
+     * node that has not applied every exchange the leader has would leave
+     * out those it does not know lost yet, and the reset would return with
+     * them still refused everywhere.  A leader change while the entry
+     * commits (an election on a loaded machine) is tried again: the entry
+     * may have committed, and the next pass then finds fewer, or none, to
+     * reset (the count is the larger of the two). */
+    uint64_t end = em_now_ms() + PROPOSE_MS;
+    int rc;
+    for (;;) {
+        uint64_t now = em_now_ms();
+        uint32_t left = now < end ? (uint32_t)(end - now) : 0, n = 0;
+        if ((rc = cl_node_sync(p->node, left)) != 0)
+            break;
+        cl_node_decide_lock(p->node);
+        cl_topo *t = cl_node_topo_acquire(p->node);
+        em_buf e = EM_BUF_INIT;
+        rc = cl_plan_reset_lost(t, gr, &e, &n);
+        cl_node_topo_release(t);
+        if (!rc && n)
+            rc = cl_node_propose_wait(p->node, e.p, e.len, left);
+        cl_node_decide_unlock(p->node);
+        em_buf_free(&e);
+        if (n > *reset)
+            *reset = n;
+        if ((rc != EM_LOSTLEADER && rc != EM_NOTLEADER) || em_now_ms() + 100 >= end)
+            break;
+    }
     em_free(g);
     if (!rc && *reset)
         EM_INFO("exchange: %u lost partitions of group %d reset", *reset, grp);
