@@ -23,7 +23,7 @@
 #include "util/err.h"
 #include "util/mem.h"
 
-enum { OP_PROPOSE = 1, OP_ADD, OP_REMOVE };
+enum { OP_PROPOSE = 1, OP_BARRIER, OP_ADD, OP_REMOVE };
 
 /* One proposal in libraft at a time.  libraft 0.15 crashes (a NULL deref in
  * the log's reference table: appendLeaderCb truncates the log after the
@@ -45,6 +45,8 @@ struct meta_op {
     void              *arg;
     struct raft_buffer buf;     /* OP_PROPOSE: raft_malloc'd copy */
     struct raft_apply  req;
+    struct raft_barrier bar;    /* OP_BARRIER */
+    meta_op           *also;    /* OP_BARRIER: later ones this one answers */
     cl_meta_change     ch;      /* OP_ADD / OP_REMOVE */
 };
 
@@ -178,6 +180,11 @@ static void timer_cb(uv_timer_t *t)
 
 static void op_finish(meta_op *op, int status, const cl_meta_effect *eff)
 {
+    for (meta_op *a = op->also, *next; a; a = next) {
+        next = a->also;
+        a->cb(a->arg, status, eff);
+        em_free(a);
+    }
     op->cb(op->arg, status, eff);
     em_free(op);
 }
@@ -185,17 +192,14 @@ static void op_finish(meta_op *op, int status, const cl_meta_effect *eff)
 static void pump_proposals(cl_meta *m);
 static void maybe_close(cl_meta *m);
 
-static void apply_cb(struct raft_apply *req, int status, void *result)
+/* prop_done ends a proposal or barrier libraft took (status: libraft's). */
+static void prop_done(cl_meta *m, meta_op *op, int status, const cl_meta_effect *eff)
 {
-    meta_op *op = req->data;
-    cl_meta *m = op->m;
     m->props_inflight--;
-    if (status == 0) {
-        const cl_meta_effect *eff = result;
+    if (status == 0)
         op_finish(op, eff->status, eff);
-    } else {
+    else
         op_finish(op, cl_meta_raft_err(status), NULL);
-    }
     if (m->shutting) {
         maybe_close(m);
     } else if (status != 0) {
@@ -216,6 +220,22 @@ static void apply_cb(struct raft_apply *req, int status, void *result)
     }
 }
 
+static void apply_cb(struct raft_apply *req, int status, void *result)
+{
+    meta_op *op = req->data;
+    prop_done(op->m, op, status, result);
+}
+
+/* A barrier's callback runs once it committed and this server applied every
+ * entry before it: the leader proved it still leads, and its state is the
+ * group's as of that index. */
+static void op_barrier_cb(struct raft_barrier *req, int status)
+{
+    meta_op *op = req->data;
+    cl_meta_effect eff = { .index = req->index };
+    prop_done(op->m, op, status, &eff);
+}
+
 /* pump_proposals hands waiting proposals to libraft, CL_META_APPLY_WINDOW
  * at a time (see the top of the file for why the window is 1). */
 static void pump_proposals(cl_meta *m)
@@ -225,8 +245,25 @@ static void pump_proposals(cl_meta *m)
         m->prop_head = op->next;
         if (!m->prop_head)
             m->prop_tail = &m->prop_head;
-        op->req.data = op;
-        int rv = raft_apply(&m->raft, &op->req, &op->buf, 1, apply_cb);
+        int rv;
+        if (op->kind == OP_BARRIER) {
+            /* Barriers waiting together are answered by one: each asks for
+             * everything committed before it was posted.  So a flood of
+             * syncs costs one log entry per commit round trip. */
+            for (meta_op **t = &op->also; m->prop_head && m->prop_head->kind == OP_BARRIER;
+                 t = &(*t)->also) {
+                *t = m->prop_head;
+                m->prop_head = (*t)->next;
+                (*t)->also = NULL;
+            }
+            if (!m->prop_head)
+                m->prop_tail = &m->prop_head;
+            op->bar.data = op;
+            rv = raft_barrier(&m->raft, &op->bar, op_barrier_cb);
+        } else {
+            op->req.data = op;
+            rv = raft_apply(&m->raft, &op->req, &op->buf, 1, apply_cb);
+        }
         if (rv) {
             raft_free(op->buf.base);    /* not taken by libraft on failure */
             op_finish(op, cl_meta_raft_err(rv), NULL);
@@ -289,7 +326,7 @@ static void op_run(cl_meta *m, meta_op *op)
         op_fail(op, EM_CLOSED);
         return;
     }
-    if (op->kind == OP_PROPOSE) {
+    if (op->kind == OP_PROPOSE || op->kind == OP_BARRIER) {
         if (raft_state(&m->raft) != RAFT_LEADER) {
             op_fail(op, EM_NOTLEADER);
             return;
@@ -621,6 +658,20 @@ int cl_meta_propose(cl_meta *m, const void *entry, size_t len,
         raft_free(op->buf.base);
         em_free(op);
     }
+    return rc;
+}
+
+int cl_meta_barrier(cl_meta *m, cl_meta_done_cb cb, void *arg)
+{
+    meta_op *op = em_calloc(1, sizeof *op);
+    if (!op)
+        return EM_NOMEM;
+    op->kind = OP_BARRIER;
+    op->cb = cb;
+    op->arg = arg;
+    int rc = post(m, op);
+    if (rc)
+        em_free(op);
     return rc;
 }
 

@@ -85,6 +85,12 @@ void cl_meta_stop(cl_meta *m);
 int  cl_meta_propose(cl_meta *m, const void *entry, size_t len,
                      cl_meta_done_cb cb, void *arg);
 
+/* cl_meta_barrier appends a no-op entry and completes, as a proposal does,
+ * once it committed and this server applied everything before it (eff has
+ * only its index).  It proves leadership: a deposed leader that has not
+ * heard of its successor answers EM_LOSTLEADER, not stale state. */
+int  cl_meta_barrier(cl_meta *m, cl_meta_done_cb cb, void *arg);
+
 /* cl_meta_read calls fn with the applied state under a read lock (any
  * thread; fn must not block or keep pointers into the state). */
 void cl_meta_read(cl_meta *m, void (*fn)(void *arg, const cl_meta_fsm *s), void *arg);

@@ -594,26 +594,48 @@ typedef struct relay {
     uint64_t     req;
 } relay;
 
+static void relay_answer(relay *r, int st, uint64_t index)
+{
+    uint8_t b[20];
+    em_st64(b, r->req);
+    em_st32(b + 8, (uint32_t)st);
+    em_st64(b + 12, index);
+    if (cl_meta_uuid_eq(r->to, r->n->id))
+        pend_finish(r->n, r->n->id, r->req, st, index);
+    else
+        (void)cl_net_send(r->n->net, r->to.msb, r->to.lsb, CL_NET_MSG_META_RESP, b, sizeof b);
+}
+
 static void relay_done(void *arg, int status, const cl_meta_effect *eff)
 {
     relay *r = arg;
-    uint8_t b[20];
-    int st = status ? status : (eff ? eff->status : 0);
-    if (!enter(r->n)) {
-        em_free(r);
-        return;
+    if (enter(r->n)) {
+        relay_answer(r, status ? status : (eff ? eff->status : 0), eff ? eff->index : 0);
+        leave_cb(r->n);
     }
-    em_st64(b, r->req);
-    em_st32(b + 8, (uint32_t)st);
-    em_st64(b + 12, eff ? eff->index : 0);
-    if (cl_meta_uuid_eq(r->to, r->n->id))
-        pend_finish(r->n, r->n->id, r->req, st, eff ? eff->index : 0);
-    else
-        (void)cl_net_send(r->n->net, r->to.msb, r->to.lsb, CL_NET_MSG_META_RESP, b, sizeof b);
-    leave_cb(r->n);
     em_free(r);
 }
 
+/* A sync's barrier committed: every entry before it has been through
+ * on_applied here (same thread), so the answer is the last index that
+ * did - what the asker's own replica counts - not the barrier's, which no
+ * subscriber ever sees. */
+static void relay_sync_done(void *arg, int status, const cl_meta_effect *eff)
+{
+    relay *r = arg;
+    (void)eff;
+    if (enter(r->n)) {
+        pthread_mutex_lock(&r->n->mu);
+        uint64_t applied = r->n->applied;
+        pthread_mutex_unlock(&r->n->mu);
+        relay_answer(r, status, status ? 0 : applied);
+        leave_cb(r->n);
+    }
+    em_free(r);
+}
+
+/* propose_for proposes entry for `to` (this node or a peer) and answers it
+ * when it applied; an empty entry is a sync, proposed as a barrier. */
 static int propose_for(cl_node *n, cl_meta_uuid to, uint64_t req, const uint8_t *entry,
                        size_t len)
 {
@@ -621,7 +643,8 @@ static int propose_for(cl_node *n, cl_meta_uuid to, uint64_t req, const uint8_t 
     if (!r)
         return EM_NOMEM;
     *r = (relay){ n, to, req };
-    int rc = cl_meta_propose(n->meta, entry, len, relay_done, r);
+    int rc = len ? cl_meta_propose(n->meta, entry, len, relay_done, r)
+                 : cl_meta_barrier(n->meta, relay_sync_done, r);
     if (rc)
         em_free(r);
     return rc;
@@ -697,11 +720,17 @@ static int propose_until(cl_node *n, const void *entry, size_t len, uint64_t end
     }
 }
 
+/* A sync is a barrier at the leader, even when that is this node: a leader
+ * deposed without knowing it yet (a pause, a partition) would otherwise
+ * answer from a state the group has moved past. */
 int cl_node_sync(cl_node *n, uint32_t timeout_ms)
 {
-    if (cl_node_is_leader(n))
-        return 0;
-    return propose_until(n, NULL, 0, em_now_ms() + timeout_ms);
+    uint64_t end = em_now_ms() + timeout_ms;
+    int rc;
+    do      /* a barrier lost with its leader is harmless to ask again */
+        rc = propose_until(n, NULL, 0, end);
+    while (rc == EM_LOSTLEADER && em_now_ms() < end);
+    return rc;
 }
 
 int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_ms)
@@ -719,8 +748,7 @@ int cl_node_propose(cl_node *n, const void *entry, size_t len, uint32_t timeout_
     uint64_t end = em_now_ms() + timeout_ms;
     int rc = 0;
     if (cl_node_is_leader(n)) {
-        rc = len ? propose_for(n, n->id, p.req, entry, len) : 0;
-        p.done = !len;
+        rc = propose_for(n, n->id, p.req, entry, len);
     } else {
         cl_meta_uuid lid;
         em_buf b = EM_BUF_INIT;
@@ -1044,20 +1072,11 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
         }
         break;
     case CL_NET_MSG_META:
-        if (len == 8 && cl_node_is_leader(n)) {
-            /* A sync: everything applied here, which includes every entry
-             * whose proposal completed, is what the asker waits for. */
-            cl_meta_info info;
-            cl_meta_get_info(n->meta, &info);
-            uint8_t b[20];
-            em_st64(b, em_ld64(p));
-            em_st32(b + 8, 0);
-            em_st64(b + 12, info.last_applied);
-            (void)cl_net_link_send(l, CL_NET_MSG_META_RESP, b, sizeof b);
-        } else if (len >= 8) {
+        if (len >= 8) {
+            /* 8 bytes: a sync (cl_node_sync), answered after a barrier. */
             uint64_t req = em_ld64(p);
-            int rc = len > 8 && cl_node_is_leader(n) ? propose_for(n, from, req, p + 8, len - 8)
-                                                     : EM_NOTLEADER;
+            int rc = cl_node_is_leader(n) ? propose_for(n, from, req, p + 8, len - 8)
+                                          : EM_NOTLEADER;
             if (rc) {
                 uint8_t b[20];
                 em_st64(b, req);

@@ -283,8 +283,9 @@ int cl_node_post(cl_node *n, void (*fn)(void *arg, int cancelled), void *arg);
  * 0, EM_NOMEM, EM_TOOBIG, EM_CLOSED (stopping). */
 int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, size_t len);
 
-/* cl_node_sync waits until this node has applied every entry the leader
- * had applied when asked (so every proposal that completed anywhere):
+/* cl_node_sync waits until this node has applied every entry committed
+ * before it asked (so every proposal that completed anywhere): the leader
+ * answers after a barrier entry commits, which a deposed leader cannot do.
  * 0, EM_TIMEOUT, EM_NOTLEADER. */
 int cl_node_sync(cl_node *n, uint32_t timeout_ms);
 

@@ -28,12 +28,6 @@ for s in tests/chaos/*.sh; do
              "make asan run it)"
         continue ;;
     esac
-    if [ "$(basename "$s")" = cluster_pme.sh ] && [ "${EM_SANITIZER:-}" = tsan ]; then
-        echo "== cluster_pme: not under EM_SANITIZER=tsan (an open finding: after reset-lost a" \
-             "node whose metadata thread lags far behind - about 1 TSan run in 8 beside a load -" \
-             "may refuse the reset partitions for a moment; make test and make asan run it)"
-        continue
-    fi
     if [ "$(basename "$s")" = cluster_failover.sh ] && [ "${EM_SANITIZER:-}" = tsan ]; then
         echo "== cluster_failover: not under EM_SANITIZER=tsan (CI time: over a minute there;" \
              "make test and make asan run it, README 'Fault injection' has its TSan runs)"

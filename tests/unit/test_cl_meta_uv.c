@@ -129,28 +129,30 @@ static void peek_fn(void *arg, const cl_meta_fsm *s)
         }                                                                     \
     } while (0)
 
-TEST(cl_meta_uv_three_nodes)
+#define MUST(c) do {                                                          \
+        if (!(c)) {                                                           \
+            test_fail(__FILE__, __LINE__, "%s", #c);                          \
+            goto out;                                                         \
+        }                                                                     \
+    } while (0)
+
+/* form_group starts N instances (node 1 bootstraps a one-voter group, the
+ * others wait to be added), has the leader add the other two and waits for
+ * three voters.  0 or a test failure already reported. */
+static int form_group(cl_meta **m, char dirs[N][64], char addrs[N][32], counter *cnt)
 {
-    char dirs[N][64];
-    char addrs[N][32];
-    cl_meta *m[N] = { NULL };
-    counter cnt[N];
-    done add[N], prop, refused;
-    memset(cnt, 0, sizeof cnt);
+    done add[N];
     memset(add, 0, sizeof add);
-    memset(&prop, 0, sizeof prop);
-    memset(&refused, 0, sizeof refused);
-    em_buf b = EM_BUF_INIT;
     for (unsigned i = 0; i < N; i++) {
-        snprintf(dirs[i], sizeof dirs[i], "/tmp/cl_meta_uv_XXXXXX");
-        REQUIRE(mkdtemp(dirs[i]) != NULL);
+        snprintf(dirs[i], 64, "/tmp/cl_meta_uv_XXXXXX");
+        MUST(mkdtemp(dirs[i]) != NULL);
     }
     for (unsigned i = 0; i < N; i++) {
         int rc = -1;
         for (int attempt = 0; attempt < 5 && rc != 0; attempt++) {
             int port = free_port();
-            REQUIRE(port > 0);
-            snprintf(addrs[i], sizeof addrs[i], "127.0.0.1:%d", port);
+            MUST(port > 0);
+            snprintf(addrs[i], 32, "127.0.0.1:%d", port);
             cl_meta_cfg cfg = {
                 .raft_id = i + 1, .raft_addr = addrs[i], .dir = dirs[i],
                 .bootstrap = i == 0, .election_ms = 500, .heartbeat_ms = 50,
@@ -158,8 +160,9 @@ TEST(cl_meta_uv_three_nodes)
             };
             rc = cl_meta_start(&m[i], &cfg);
         }
-        REQUIRE_OK(rc);
-        REQUIRE_OK(cl_meta_subscribe(m[i], count_cb, &cnt[i]));
+        MUST(rc == 0);
+        if (cnt)
+            MUST(cl_meta_subscribe(m[i], count_cb, &cnt[i]) == 0);
     }
     /* Node 1 bootstrapped a one-voter group: it elects itself. */
     WAIT_FOR(find_leader(m, 1) == 0);
@@ -169,14 +172,43 @@ TEST(cl_meta_uv_three_nodes)
     CHECK(in.role != CL_META_ROLE_LEADER);
     CHECK_EQ(in.voters, 0);
     /* Both adds queue at once; they run one after the other. */
-    REQUIRE_OK(cl_meta_add(m[0], 2, addrs[1], done_cb, &add[1]));
-    REQUIRE_OK(cl_meta_add(m[0], 3, addrs[2], done_cb, &add[2]));
+    MUST(cl_meta_add(m[0], 2, addrs[1], done_cb, &add[1]) == 0);
+    MUST(cl_meta_add(m[0], 3, addrs[2], done_cb, &add[2]) == 0);
     WAIT_FOR(atomic_load(&add[1].fired) && atomic_load(&add[2].fired));
     CHECK_EQ(atomic_load(&add[1].status), 0);
     CHECK_EQ(atomic_load(&add[2].status), 0);
     int l;
     WAIT_FOR((l = find_leader(m, N)) >= 0 &&
              (cl_meta_get_info(m[l], &in), in.voters == 3 && in.standbys == 0));
+    return 0;
+out:
+    return -1;
+}
+
+static void end_group(cl_meta **m, char dirs[N][64])
+{
+    for (unsigned i = 0; i < N; i++)
+        cl_meta_stop(m[i]);
+    /* After stop, nothing is accepted and nothing leaks (the runner checks). */
+    for (unsigned i = 0; i < N; i++)
+        nftw(dirs[i], rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+TEST(cl_meta_uv_three_nodes)
+{
+    char dirs[N][64] = { "" };
+    char addrs[N][32];
+    cl_meta *m[N] = { NULL };
+    counter cnt[N];
+    done prop, refused;
+    memset(cnt, 0, sizeof cnt);
+    memset(&prop, 0, sizeof prop);
+    memset(&refused, 0, sizeof refused);
+    em_buf b = EM_BUF_INIT;
+    int l;
+    cl_meta_info in;
+    if (form_group(m, dirs, addrs, cnt))
+        goto out;
 
     cl_meta_node_info ni;
     memset(&ni, 0, sizeof ni);
@@ -225,12 +257,64 @@ TEST(cl_meta_uv_three_nodes)
         m[gone] = NULL;
     }
 out:
-    for (unsigned i = 0; i < N; i++)
-        cl_meta_stop(m[i]);
-    /* After stop, nothing is accepted and nothing leaks (the runner checks). */
-    for (unsigned i = 0; i < N; i++)
-        nftw(dirs[i], rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    end_group(m, dirs);
     em_buf_free(&b);
+}
+
+/* A barrier (cl_node_sync's proof of leadership) completes on a leader with
+ * its majority, after everything before it applied; barriers posted
+ * together share one entry; a follower refuses; and a leader that lost its
+ * majority never answers one as done. */
+TEST(cl_meta_uv_barrier_needs_a_majority)
+{
+    char dirs[N][64] = { "" };
+    char addrs[N][32];
+    cl_meta *m[N] = { NULL };
+    counter cnt[N];
+    done bar[4], refused, alone;
+    memset(cnt, 0, sizeof cnt);
+    memset(bar, 0, sizeof bar);
+    memset(&refused, 0, sizeof refused);
+    memset(&alone, 0, sizeof alone);
+    int l = -1;
+    cl_meta_info in;
+    if (form_group(m, dirs, addrs, cnt))
+        goto out;
+    for (int attempt = 0;; attempt++) {
+        WAIT_FOR((l = find_leader(m, N)) >= 0);
+        memset(bar, 0, sizeof bar);
+        for (unsigned i = 0; i < 4; i++)
+            REQUIRE_OK(cl_meta_barrier(m[l], done_cb, &bar[i]));
+        WAIT_FOR(atomic_load(&bar[0].fired) && atomic_load(&bar[1].fired) &&
+                 atomic_load(&bar[2].fired) && atomic_load(&bar[3].fired));
+        int st = atomic_load(&bar[3].status);
+        if (st == 0 || attempt >= 5 || (st != EM_NOTLEADER && st != EM_LOSTLEADER))
+            break;
+    }
+    for (unsigned i = 0; i < 4; i++)
+        CHECK_EQ(atomic_load(&bar[i].status), 0);
+    cl_meta_get_info(m[l], &in);
+    CHECK(in.last_applied >= 1);
+    {
+        unsigned f = l == 0 ? 1 : 0;
+        REQUIRE_OK(cl_meta_barrier(m[f], done_cb, &refused));
+        WAIT_FOR(atomic_load(&refused.fired));
+        CHECK_EQ(atomic_load(&refused.status), EM_NOTLEADER);
+    }
+    /* Both followers gone: the leader may still think it leads for an
+     * election timeout or so, but its barrier cannot commit. */
+    for (unsigned i = 0; i < N; i++)
+        if ((int)i != l) {
+            cl_meta_stop(m[i]);
+            m[i] = NULL;
+        }
+    REQUIRE_OK(cl_meta_barrier(m[l], done_cb, &alone));
+    WAIT_FOR(atomic_load(&alone.fired) ||
+             (cl_meta_get_info(m[l], &in), in.role != CL_META_ROLE_LEADER));
+    if (atomic_load(&alone.fired))
+        CHECK(atomic_load(&alone.status) != 0);
+out:
+    end_group(m, dirs);
 }
 
 TEST(cl_meta_uv_bad_dir_and_restart)

@@ -176,7 +176,7 @@ TEST(sqlrun_replies_in_order_from_the_sql_thread)
     REQUIRE_OK(pr_feed(e.c, b.p, b.len, &e.out, SIZE_MAX / 2, &used));
     CHECK(e.out.len > 0 && !pr_conn_parked(e.c));
     const char *slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
-                       "WHERE x < 2000000) SELECT count(*) FROM c";
+                       "WHERE x < 200000) SELECT count(*) FROM c";
     for (int64_t rid = 6; rid <= 7; rid++) {
         em_buf_reset(&b);
         em_buf_reset(&e.out);

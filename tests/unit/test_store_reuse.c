@@ -36,7 +36,7 @@ TEST(store_reuse_create_destroy_loop_bounded)
     uint8_t kb[5], vb[5];
     char name[32];
     int64_t base = 0, one = 0;
-    enum { CYCLES = 10000 };
+    enum { CYCLES = 2000 };
     for (int i = 0; i < CYCLES; i++) {
         st_cache *c;
         snprintf(name, sizeof name, "loop-%d", i);
