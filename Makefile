@@ -12,6 +12,13 @@
 #   make bench-net  network grid vs redis and memcached (tools/bench-net.sh)
 #   make fuzz       each libFuzzer target for FUZZ_SECONDS
 
+# Compile on every CPU unless the caller chose a job count: a serial build
+# of the four build trees CI makes (normal, ASan, TSan, fuzz) took minutes of
+# its half hour.  The suites themselves run one after another in recipes.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc)
+endif
+
 CC      ?= gcc
 BUILD   ?= build
 OPT     ?= -O2
