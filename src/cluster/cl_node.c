@@ -1586,6 +1586,13 @@ int cl_node_start(cl_node **out, const cl_node_cfg *cfg)
         goto fail;
     atomic_store(&n->ready, 1);
     republish(n);                 /* whatever applied before ready was set */
+    /* And its index: a snapshot restored at start, or entries applied
+     * before ready, never came through on_applied, and a sync answered
+     * with this count must not go below them. */
+    pthread_mutex_lock(&n->mu);
+    if (n->topo && cl_topo_index(n->topo) > n->applied)
+        n->applied = cl_topo_index(n->topo);
+    pthread_mutex_unlock(&n->mu);
     *out = n;
     return 0;
 fail:

@@ -286,7 +286,10 @@ int cl_node_answer(cl_node *n, cl_node_call_id id, int status, const void *p, si
 /* cl_node_sync waits until this node has applied every entry committed
  * before it asked (so every proposal that completed anywhere): the leader
  * answers after a barrier entry commits, which a deposed leader cannot do.
- * 0, EM_TIMEOUT, EM_NOTLEADER. */
+ * Each costs a log entry (syncs waiting together share one), so it is for
+ * misses - a cache or type not known here - not for every request.
+ * 0, EM_TIMEOUT, EM_NOTLEADER (no leader known), EM_LOSTLEADER (lost at
+ * the deadline), EM_CLOSED, EM_NOMEM; EM_BUSY on the transport thread. */
 int cl_node_sync(cl_node *n, uint32_t timeout_ms);
 
 /* cl_node_cache_crc: the CRC-32C of cache id's configuration as the

@@ -374,7 +374,7 @@ int sq_exec(sq_sess *s, const sq_query *q, int64_t id, sq_cursor **out)
         /* A name not known here: a table of a cache configured with query
          * entities not read yet or, on a cluster, a table or column
          * another node made a moment ago (then any parse error: catching
-         * up costs nothing when nothing changed). */
+         * up is one metadata round trip, shared with other syncs). */
         if (src == SQLITE_ERROR && (s->rem || !strncmp(sqlite3_errmsg(d->db), "no such table", 13))) {
             uint64_t ep = atomic_load(&s->eng->epoch);
             if (s->rem)

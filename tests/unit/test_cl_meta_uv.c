@@ -265,41 +265,78 @@ out:
  * its majority, after everything before it applied; barriers posted
  * together share one entry; a follower refuses; and a leader that lost its
  * majority never answers one as done. */
+/* A barrier's completion: whether the proposal posted before it had
+ * completed by then, and the last entry this server's subscriber saw. */
+typedef struct after {
+    done           d;
+    done          *before;
+    counter       *seen;
+    _Atomic int    before_done;
+    _Atomic uint64_t seen_index;
+} after;
+
+static void after_cb(void *arg, int status, const cl_meta_effect *eff)
+{
+    after *a = arg;
+    atomic_store(&a->before_done, atomic_load(&a->before->fired));
+    atomic_store(&a->seen_index, atomic_load(&a->seen->last_index));
+    done_cb(&a->d, status, eff);
+}
+
 TEST(cl_meta_uv_barrier_needs_a_majority)
 {
     char dirs[N][64] = { "" };
     char addrs[N][32];
     cl_meta *m[N] = { NULL };
     counter cnt[N];
-    done bar[4], refused, alone;
+    after bar[4];
+    done prop, refused, alone;
     memset(cnt, 0, sizeof cnt);
-    memset(bar, 0, sizeof bar);
     memset(&refused, 0, sizeof refused);
     memset(&alone, 0, sizeof alone);
+    em_buf b = EM_BUF_INIT;
     int l = -1;
     cl_meta_info in;
+    static const uint8_t cfg[] = "cfg";
+    MUST(cl_meta_enc_cache_start(&b, 99, cfg, sizeof cfg) == 0);
     if (form_group(m, dirs, addrs, cnt))
         goto out;
+    /* A proposal, then four barriers at once: each completes after the
+     * proposal applied here, with status 0. */
     for (int attempt = 0;; attempt++) {
         WAIT_FOR((l = find_leader(m, N)) >= 0);
         memset(bar, 0, sizeof bar);
-        for (unsigned i = 0; i < 4; i++)
-            REQUIRE_OK(cl_meta_barrier(m[l], done_cb, &bar[i]));
-        WAIT_FOR(atomic_load(&bar[0].fired) && atomic_load(&bar[1].fired) &&
-                 atomic_load(&bar[2].fired) && atomic_load(&bar[3].fired));
-        int st = atomic_load(&bar[3].status);
-        if (st == 0 || attempt >= 5 || (st != EM_NOTLEADER && st != EM_LOSTLEADER))
+        memset(&prop, 0, sizeof prop);
+        MUST(cl_meta_propose(m[l], b.p, b.len, done_cb, &prop) == 0);
+        for (unsigned i = 0; i < 4; i++) {
+            bar[i].before = &prop;
+            bar[i].seen = &cnt[l];
+            MUST(cl_meta_barrier(m[l], after_cb, &bar[i]) == 0);
+        }
+        WAIT_FOR(atomic_load(&prop.fired) && atomic_load(&bar[0].d.fired) &&
+                 atomic_load(&bar[1].d.fired) && atomic_load(&bar[2].d.fired) &&
+                 atomic_load(&bar[3].d.fired));
+        int st = atomic_load(&bar[3].d.status);
+        if ((st == 0 && atomic_load(&prop.status) == 0) || attempt >= 5 ||
+            (st != EM_NOTLEADER && st != EM_LOSTLEADER))
             break;
     }
-    for (unsigned i = 0; i < 4; i++)
-        CHECK_EQ(atomic_load(&bar[i].status), 0);
-    cl_meta_get_info(m[l], &in);
-    CHECK(in.last_applied >= 1);
+    CHECK_EQ(atomic_load(&prop.status), 0);
+    uint64_t entry = atomic_load(&cnt[l].last_index);
+    CHECK(entry >= 1);
+    for (unsigned i = 0; i < 4; i++) {
+        CHECK_EQ(atomic_load(&bar[i].d.status), 0);
+        CHECK_EQ(atomic_load(&bar[i].before_done), 1);
+        CHECK_EQ(atomic_load(&bar[i].seen_index), entry);
+    }
+    /* A follower refuses one. */
+    WAIT_FOR((l = find_leader(m, N)) >= 0);
     {
         unsigned f = l == 0 ? 1 : 0;
-        REQUIRE_OK(cl_meta_barrier(m[f], done_cb, &refused));
+        MUST(cl_meta_barrier(m[f], done_cb, &refused) == 0);
         WAIT_FOR(atomic_load(&refused.fired));
-        CHECK_EQ(atomic_load(&refused.status), EM_NOTLEADER);
+        if (find_leader(m, N) == l)         /* not if leadership moved meanwhile */
+            CHECK_EQ(atomic_load(&refused.status), EM_NOTLEADER);
     }
     /* Both followers gone: the leader may still think it leads for an
      * election timeout or so, but its barrier cannot commit. */
@@ -308,13 +345,14 @@ TEST(cl_meta_uv_barrier_needs_a_majority)
             cl_meta_stop(m[i]);
             m[i] = NULL;
         }
-    REQUIRE_OK(cl_meta_barrier(m[l], done_cb, &alone));
+    MUST(cl_meta_barrier(m[l], done_cb, &alone) == 0);
     WAIT_FOR(atomic_load(&alone.fired) ||
              (cl_meta_get_info(m[l], &in), in.role != CL_META_ROLE_LEADER));
     if (atomic_load(&alone.fired))
         CHECK(atomic_load(&alone.status) != 0);
 out:
-    end_group(m, dirs);
+    end_group(m, dirs);     /* every callback has run when it returns */
+    em_buf_free(&b);
 }
 
 TEST(cl_meta_uv_bad_dir_and_restart)
