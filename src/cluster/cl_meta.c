@@ -639,10 +639,21 @@ static int post(cl_meta *m, meta_op *op)
     return 0;
 }
 
+static meta_op *op_new(int kind, cl_meta_done_cb cb, void *arg)
+{
+    meta_op *op = em_calloc(1, sizeof *op);
+    if (op) {
+        op->kind = kind;
+        op->cb = cb;
+        op->arg = arg;
+    }
+    return op;
+}
+
 int cl_meta_propose(cl_meta *m, const void *entry, size_t len,
                     cl_meta_done_cb cb, void *arg)
 {
-    meta_op *op = em_calloc(1, sizeof *op);
+    meta_op *op = op_new(OP_PROPOSE, cb, arg);
     if (!op)
         return EM_NOMEM;
     op->buf = cl_meta_raft_buf(entry, len);
@@ -650,9 +661,6 @@ int cl_meta_propose(cl_meta *m, const void *entry, size_t len,
         em_free(op);
         return EM_NOMEM;
     }
-    op->kind = OP_PROPOSE;
-    op->cb = cb;
-    op->arg = arg;
     int rc = post(m, op);
     if (rc) {
         raft_free(op->buf.base);
@@ -663,12 +671,9 @@ int cl_meta_propose(cl_meta *m, const void *entry, size_t len,
 
 int cl_meta_barrier(cl_meta *m, cl_meta_done_cb cb, void *arg)
 {
-    meta_op *op = em_calloc(1, sizeof *op);
+    meta_op *op = op_new(OP_BARRIER, cb, arg);
     if (!op)
         return EM_NOMEM;
-    op->kind = OP_BARRIER;
-    op->cb = cb;
-    op->arg = arg;
     int rc = post(m, op);
     if (rc)
         em_free(op);
@@ -680,12 +685,9 @@ static int post_change(cl_meta *m, int kind, uint64_t id, const char *addr,
 {
     if (id == 0 || (addr && strlen(addr) > CL_META_MAX_ADDR))
         return EM_INVAL;
-    meta_op *op = em_calloc(1, sizeof *op);
+    meta_op *op = op_new(kind == CL_META_CHANGE_ADD ? OP_ADD : OP_REMOVE, cb, arg);
     if (!op)
         return EM_NOMEM;
-    op->kind = kind == CL_META_CHANGE_ADD ? OP_ADD : OP_REMOVE;
-    op->cb = cb;
-    op->arg = arg;
     op->ch.kind = kind;
     op->ch.id = id;
     if (addr)
