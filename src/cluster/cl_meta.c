@@ -236,28 +236,30 @@ static void op_barrier_cb(struct raft_barrier *req, int status)
     prop_done(op->m, op, status, &eff);
 }
 
+/* prop_pop takes the first waiting proposal (there is one). */
+static meta_op *prop_pop(cl_meta *m)
+{
+    meta_op *op = m->prop_head;
+    m->prop_head = op->next;
+    if (!m->prop_head)
+        m->prop_tail = &m->prop_head;
+    return op;
+}
+
 /* pump_proposals hands waiting proposals to libraft, CL_META_APPLY_WINDOW
  * at a time (see the top of the file for why the window is 1). */
 static void pump_proposals(cl_meta *m)
 {
     while (m->props_inflight < CL_META_APPLY_WINDOW && m->prop_head) {
-        meta_op *op = m->prop_head;
-        m->prop_head = op->next;
-        if (!m->prop_head)
-            m->prop_tail = &m->prop_head;
+        meta_op *op = prop_pop(m);
         int rv;
         if (op->kind == OP_BARRIER) {
             /* Barriers waiting together are answered by one: each asks for
              * everything committed before it was posted.  So a flood of
              * syncs costs one log entry per commit round trip. */
             for (meta_op **t = &op->also; m->prop_head && m->prop_head->kind == OP_BARRIER;
-                 t = &(*t)->also) {
-                *t = m->prop_head;
-                m->prop_head = (*t)->next;
-                (*t)->also = NULL;
-            }
-            if (!m->prop_head)
-                m->prop_tail = &m->prop_head;
+                 t = &(*t)->also)
+                *t = prop_pop(m);   /* its own also is NULL: queued ops have none */
             op->bar.data = op;
             rv = raft_barrier(&m->raft, &op->bar, op_barrier_cb);
         } else {

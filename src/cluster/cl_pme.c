@@ -676,6 +676,8 @@ int cl_pme_reset_lost(cl_pme *p, int32_t grp, uint32_t *reset)
         uint32_t left = now < end ? (uint32_t)(end - now) : 0, n = 0;
         if ((rc = cl_node_sync(p->node, left)) != 0)
             break;
+        now = em_now_ms();          /* the proposal gets what the sync left */
+        left = now < end ? (uint32_t)(end - now) : 0;
         cl_node_decide_lock(p->node);
         cl_topo *t = cl_node_topo_acquire(p->node);
         em_buf e = EM_BUF_INIT;
