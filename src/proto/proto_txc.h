@@ -19,9 +19,11 @@ enum { TXC_OP = 0, TXC_PREPARE = 1, TXC_COMMIT = 2, TXC_ROLLBACK = 3, TXC_COMMIT
        TXC_STATE = 5, TXC_RECOVER = 6, TXC_SHADOW = 7, TXC_FINISH = 8, TXC_DECISION = 9,
        TXC_ALIVE = 10, TXC_WAITS = 11, TXC_WHERE = 12, TXC_HANDOFF = 13,
        TXC_LAST = TXC_HANDOFF };
-/* What a node knows of a transaction (or of one of its parts). */
+/* What a node knows of a transaction (or of one of its parts).  TXS_HOLDS
+ * is only a STATE answer's entry: after a copy's PREPARED, one member its
+ * primary sent a copy to (proto_txr.c). */
 enum { TXS_UNKNOWN = 0, TXS_ACTIVE = 1, TXS_PREPARED = 2, TXS_COMMITTED = 3,
-       TXS_ROLLED_BACK = 4 };
+       TXS_ROLLED_BACK = 4, TXS_HOLDS = 5 };
 
 /* Header: op u16, request id 8, coordinator id 16, sequence u64, kind u8,
  * concurrency u8, isolation u8, timeout i64 (ms left, 0 = none).  COMMIT

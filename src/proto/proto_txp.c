@@ -70,6 +70,7 @@ void pr_txp_txs_free(txs *h)
         return;                     /* (a FINISH or HANDOFF for no shadow here) */
     cl_tx_free(h->locks);
     em_free(h->parts);
+    em_free(h->holders);
     em_buf_free(&h->data);
     em_free(h);
 }
@@ -111,11 +112,16 @@ txs *pr_txp_find_shadow(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, cl_
     return NULL;
 }
 
-/* ring_find: the remembered outcome of (coord, seq), or NULL. */
+static const cl_meta_uuid own_part = { 0, 0 };
+
+/* ring_find: the remembered outcome of this node's part of (coord, seq),
+ * or NULL (a copy's outcome is not the part's: a part missing here may
+ * not answer a PREPARE with the COMMITTED of a copy it held). */
 static const txo *ring_find(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
 {
     for (uint32_t i = 0; i < TXP_RING; i++)
-        if (x->ring[i].st && x->ring[i].seq == seq && cl_meta_uuid_eq(x->ring[i].coord, coord))
+        if (x->ring[i].st && x->ring[i].seq == seq && cl_meta_uuid_eq(x->ring[i].coord, coord) &&
+            cl_meta_uuid_eq(x->ring[i].prim, own_part))
             return &x->ring[i];
     return NULL;
 }
@@ -132,10 +138,10 @@ int pr_txp_ring_short(const struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq)
     return o ? o->shrt : 0;
 }
 
-static void ring_put(struct pr_txbs *x, cl_meta_uuid coord, uint64_t seq, uint8_t st,
-                     uint8_t shrt)
+static void ring_put(struct pr_txbs *x, cl_meta_uuid coord, cl_meta_uuid prim, uint64_t seq,
+                     uint8_t st, uint8_t shrt)
 {
-    x->ring[x->ring_at] = (txo){ coord, seq, st, shrt };
+    x->ring[x->ring_at] = (txo){ coord, prim, seq, st, shrt };
     x->ring_at = (x->ring_at + 1) % TXP_RING;
 }
 
@@ -148,7 +154,7 @@ void pr_txp_detach(struct pr_txbs *x, txb *b, uint8_t outcome)
             x->b[i] = x->b[--x->nb];
             break;
         }
-    ring_put(x, b->coord, b->seq, outcome, b->shrt);
+    ring_put(x, b->coord, own_part, b->seq, outcome, b->shrt);
 }
 
 void pr_txp_detach_shadow(struct pr_txbs *x, txs *h, uint8_t outcome)
@@ -158,7 +164,7 @@ void pr_txp_detach_shadow(struct pr_txbs *x, txs *h, uint8_t outcome)
             x->s[i] = x->s[--x->ns];
             break;
         }
-    ring_put(x, h->coord, h->seq, outcome, 0);
+    ring_put(x, h->coord, h->primary, h->seq, outcome, 0);
 }
 
 static int grow(void ***a, uint32_t *cap, uint32_t n)
@@ -381,15 +387,20 @@ int pr_txp_get_write(const uint8_t **p, size_t *len, st_update *u)
 }
 
 /* shadow_call sends member `to` a SHADOW of b's writes ups[i] with pick[i]
- * set (env, resp: scratch) and records it among b's holders once taken:
- * 0, or a status (not taken). */
-static int shadow_call(pr_conn *c, txb *b, cl_meta_uuid to, const st_update *ups,
-                       const uint8_t *pick, uint32_t nu, em_buf *env, em_buf *resp)
+ * set, naming every member of hold[0..nh) that gets one (env, resp:
+ * scratch), and records it among b's holders once taken: 0, or a status
+ * (not taken).  The copies go out one at a time: a primary dying between
+ * two leaves some taken and some not, and the list is how a copy's
+ * recovery tells a part that finished preparing from one that did not
+ * (proto_txr.c). */
+static int shadow_call(pr_conn *c, txb *b, cl_meta_uuid to, const cl_meta_uuid *hold,
+                       uint32_t nh, const st_update *ups, const uint8_t *pick, uint32_t nu,
+                       em_buf *env, em_buf *resp)
 {
     cl_meta_uuid self = cl_node_id(c->srv->opt.cluster);
     int rc = pr_txc_env(env, NULL, b->coord, b->seq, TXC_SHADOW, NULL);
     if (!rc && (rc = pr_txc_put_id(env, self)) == 0 &&
-        (rc = put_uuids(env, b->parts, b->nparts)) == 0)
+        (rc = put_uuids(env, b->parts, b->nparts)) == 0 && (rc = put_uuids(env, hold, nh)) == 0)
         rc = em_buf_put_le32(env, 0);
     if (rc)
         return rc;
@@ -480,7 +491,9 @@ static int send_shadows(pr_conn *c, txb *b)
             for (uint32_t j = 0; j < k; j++)
                 pick[i] |= cl_meta_uuid_eq(t->m[idx[j]].id, hold[h]);
         }
-        rc = shadow_call(c, b, hold[h], ups, pick, nu, &env, &resp);
+        rc = shadow_call(c, b, hold[h], hold, nh, ups, pick, nu, &env, &resp);
+        if (!rc && h == 0 && nh > 1 && pr_txc_crash_armed(c->srv))
+            pr_txc_crash_point(c->srv, "shadowed");     /* one copy taken, not the rest */
     }
     cl_node_topo_release(t);
     em_buf_free(&env);
@@ -522,6 +535,8 @@ static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8
     h->seq = seq;
     h->primary = prim;
     int rc = get_uuids(&p, &len, &h->parts, &h->capparts, &h->nparts);
+    if (!rc)
+        rc = get_uuids(&p, &len, &h->holders, &h->capholders, &h->nholders);
     if (!rc && len < 4)
         rc = EM_TRUNCATED;
     if (!rc) {
@@ -551,6 +566,11 @@ static int take_shadow(pr_conn *c, cl_meta_uuid coord, uint64_t seq, const uint8
         rc = cl_tx_prepare(h->locks);
     pthread_mutex_lock(&x->mu);
     txs *old = rc ? NULL : pr_txp_find_shadow(x, coord, seq, prim);
+    /* Again, as it goes in: a copy that waited for its locks while its
+     * primary was failed must not appear after a recovery asked this node
+     * and heard it had none. */
+    if (!rc && !old && !pr_txp_member_now(c, prim))
+        rc = pr_fail(c, PR_ST_FAILED, "The transaction's primary is not a member of the cluster");
     if (!rc && !old) {
         if (x->nb + x->ns >= TXP_MAX)
             rc = pr_fail(c, PR_ST_FAILED, "Too many prepared transactions on a backup");
@@ -724,10 +744,13 @@ int pr_txc_check(const uint8_t *p, size_t len)
         return len >= 17 ? 0 : EM_TRUNCATED;
     case TXC_HANDOFF:
         return len < 29 ? EM_TRUNCATED : writes_check(p + 25, len - 25);
-    case TXC_SHADOW:
-        if (len < 16 || (l = uuids_len(p + 16, len - 16)) == 0 || len - 16 - l < 4)
+    case TXC_SHADOW: {
+        size_t l2;
+        if (len < 16 || (l = uuids_len(p + 16, len - 16)) == 0 ||
+            (l2 = uuids_len(p + 16 + l, len - 16 - l)) == 0 || len - 16 - l - l2 < 4)
             return EM_TRUNCATED;
-        return writes_check(p + 16 + l, len - 16 - l);
+        return writes_check(p + 16 + l + l2, len - 16 - l - l2);
+    }
     default:
         return 0;
     }
@@ -844,7 +867,7 @@ int pr_op_tx_call(pr_conn *c, pr_rd *r, em_buf *out)
         } else if (!pr_txp_ring_get(x, coord, seq)) {
             /* before its first op arrived (that op waited in the queue
              * while its coordinator gave up): the op must not create it */
-            ring_put(x, coord, seq, TXS_ROLLED_BACK, 0);
+            ring_put(x, coord, own_part, seq, TXS_ROLLED_BACK, 0);
         }
         pthread_mutex_unlock(&x->mu);
         if (b)

@@ -34,15 +34,17 @@ typedef struct txs {                /* a shadow: a backup's copy of a prepared p
     cl_meta_uuid coord, primary;
     uint64_t     seq;
     cl_tx       *locks;             /* holds the keys' locks here */
-    uint32_t     nparts, nw, capparts;
+    uint32_t     nparts, nw, capparts, nholders, capholders;
     cl_meta_uuid *parts;
+    cl_meta_uuid *holders;          /* every member its primary sent a copy to */
     em_buf       data;              /* the writes, as SHADOW carries them */
     uint8_t      busy, recovering;
 } txs;
 
-/* An ended part's or shadow's outcome; shrt: a part that committed but
- * whose handoff no new primary took (a retried COMMIT hears it again). */
-typedef struct txo { cl_meta_uuid coord; uint64_t seq; uint8_t st, shrt; } txo;
+/* An ended part's or shadow's outcome; prim: a shadow's primary (zero for
+ * this node's own part); shrt: a part that committed but whose handoff no
+ * new primary took (a retried COMMIT hears it again). */
+typedef struct txo { cl_meta_uuid coord, prim; uint64_t seq; uint8_t st, shrt; } txo;
 
 /* A HANDOFF taken here (proto_txh.c), by its transaction, sender and the
  * digest of the writes it carried: a repeat (its caller timed out and

@@ -18,30 +18,44 @@
 /* ---- what this node knows (STATE) ----------------------------------------- */
 
 typedef struct known { cl_meta_uuid who; uint8_t st; } known;
+#define KNOWN_MAX 128               /* entries of one STATE answer */
 
 /* knowledge appends what this node knows of (coord, seq): its own part's
- * state (or outcome), and a PREPARED for each shadow it holds. */
+ * state (or outcome); for each copy it holds, its primary's PREPARED and
+ * a HOLDS for each member that primary sent a copy to; and the outcome of
+ * each copy it held and resolved, under its primary. */
 static int knowledge(pr_server *s, cl_meta_uuid coord, uint64_t seq, known *k, uint32_t cap)
 {
     struct pr_txbs *x = s->txbs;
     uint32_t n = 0;
-    cl_meta_uuid self = cl_node_id(s->opt.cluster);
+    cl_meta_uuid self = cl_node_id(s->opt.cluster), none = { 0, 0 };
     pthread_mutex_lock(&x->mu);
     txb *b = pr_txp_find(x, coord, seq);
     uint8_t st = b ? b->state : pr_txp_ring_get(x, coord, seq);
     if (st && n < cap)
         k[n++] = (known){ self, st };
-    for (uint32_t i = 0; i < x->ns && n < cap; i++)
-        if (x->s[i]->seq == seq && cl_meta_uuid_eq(x->s[i]->coord, coord))
-            k[n++] = (known){ x->s[i]->primary, TXS_PREPARED };
+    for (uint32_t i = 0; i < x->ns && n < cap; i++) {
+        const txs *h = x->s[i];
+        if (h->seq != seq || !cl_meta_uuid_eq(h->coord, coord))
+            continue;
+        k[n++] = (known){ h->primary, TXS_PREPARED };
+        for (uint32_t j = 0; j < h->nholders && n < cap; j++)
+            k[n++] = (known){ h->holders[j], TXS_HOLDS };
+    }
+    for (uint32_t i = 0; i < TXP_RING && n < cap; i++) {
+        const txo *o = &x->ring[i];
+        if (o->st && o->seq == seq && cl_meta_uuid_eq(o->coord, coord) &&
+            !cl_meta_uuid_eq(o->prim, none))
+            k[n++] = (known){ o->prim, o->st };
+    }
     pthread_mutex_unlock(&x->mu);
     return (int)n;
 }
 
 int pr_txp_answer_state(pr_conn *c, cl_meta_uuid coord, uint64_t seq, em_buf *out)
 {
-    known k[64];
-    int n = knowledge(c->srv, coord, seq, k, 64);
+    known k[KNOWN_MAX];
+    int n = knowledge(c->srv, coord, seq, k, KNOWN_MAX);
     int rc = em_buf_put_le32(out, (uint32_t)n);
     for (int i = 0; !rc && i < n; i++)
         if ((rc = em_buf_put_le64(out, k[i].who.msb)) == 0 &&
@@ -50,50 +64,76 @@ int pr_txp_answer_state(pr_conn *c, cl_meta_uuid coord, uint64_t seq, em_buf *ou
     return rc;
 }
 
-/* decide_by_members: the rule without a coordinator (the file's comment):
- * TXS_COMMITTED, TXS_ROLLED_BACK, or TXS_UNKNOWN (ask again later). */
+/* member_bit: m's bit among the members mem[0..nm) (at most 64), or 0. */
+static uint64_t member_bit(const cl_meta_uuid *mem, uint32_t nm, cl_meta_uuid who)
+{
+    for (uint32_t i = 0; i < nm; i++)
+        if (cl_meta_uuid_eq(mem[i], who))
+            return 1ull << i;
+    return 0;
+}
+
+/* decide_by_members: the rule without a coordinator (proto_txp.c's
+ * comment): TXS_COMMITTED, TXS_ROLLED_BACK, or TXS_UNKNOWN (ask again
+ * later).  A part counts as prepared when it says so itself, or when every
+ * member its copies went to (as each copy lists them) holds one: a primary
+ * that died between two copies finished no prepare, and the one copy taken
+ * proves nothing of the others. */
 static int decide_by_members(pr_conn *c, cl_meta_uuid coord, uint64_t seq,
                              const cl_meta_uuid *parts, uint32_t np)
 {
     cl_node *n = c->srv->opt.cluster;
-    uint8_t ev[TXC_MAX_PARTS] = { 0 };
-    int commit = 0, abort_ = 0, silent = 0;
-    known k[64];
-    int nk = knowledge(c->srv, coord, seq, k, 64);
+    uint8_t own[TXC_MAX_PARTS] = { 0 };
+    uint64_t held[TXC_MAX_PARTS] = { 0 }, has[TXC_MAX_PARTS] = { 0 }, silent = 0;
+    int commit = 0, abort_ = 0;
+    known k[KNOWN_MAX];
     em_buf env = EM_BUF_INIT, resp = EM_BUF_INIT;
     cl_topo *t = cl_node_topo_acquire(n);
-    uint32_t nm = t->n;
+    uint32_t nm = t->n < 64 ? t->n : 64;
     cl_meta_uuid mem[64];
-    for (uint32_t i = 0; i < nm && i < 64; i++)
+    for (uint32_t i = 0; i < nm; i++)
         mem[i] = t->m[i].id;
     int self = t->self;
     cl_node_topo_release(t);
-    for (int m = -1; m < (int)nm && m < 64; m++) {
-        if (m >= 0) {
-            if (m == self)
-                continue;
+    if (self < 0)
+        return TXS_UNKNOWN;         /* failed itself: its word counts for nothing now */
+    for (int m = 0; m < (int)nm; m++) {
+        int nk;
+        if (m == self)
+            nk = knowledge(c->srv, coord, seq, k, KNOWN_MAX);
+        else {
             const uint8_t *pay;
             size_t pn;
             if (pr_txc_env(&env, NULL, coord, seq, TXC_STATE, NULL) ||
                 pr_txp_call(c, mem[m], &env, &resp, &pay, &pn) || pn < 4) {
-                silent = 1;
+                silent |= 1ull << m;
                 continue;
             }
             uint32_t cnt = em_ld32(pay);
             nk = 0;
-            for (uint32_t i = 0; i < cnt && i < 64 && pn >= 4 + 17 * (size_t)(i + 1); i++) {
+            for (uint32_t i = 0; i < cnt && i < KNOWN_MAX && pn >= 4 + 17 * (size_t)(i + 1); i++) {
                 const uint8_t *e = pay + 4 + 17 * i;
                 k[nk++] = (known){ { em_ld64(e), em_ld64(e + 8) }, e[16] };
             }
         }
+        int copy_of = -1;           /* the part whose copy the HOLDS that follow list */
         for (int i = 0; i < nk; i++) {
             if (k[i].st == TXS_COMMITTED)
                 commit = 1;
+            if (k[i].st == TXS_HOLDS) {
+                if (copy_of >= 0)
+                    held[copy_of] |= member_bit(mem, nm, k[i].who);
+                continue;
+            }
+            copy_of = -1;
             for (uint32_t p = 0; p < np; p++)
                 if (cl_meta_uuid_eq(parts[p], k[i].who)) {
-                    if (k[i].st == TXS_PREPARED)
-                        ev[p] = 1;
-                    else if (k[i].st == TXS_ACTIVE || k[i].st == TXS_ROLLED_BACK)
+                    if (k[i].st == TXS_PREPARED && cl_meta_uuid_eq(k[i].who, mem[m]))
+                        own[p] = 1;
+                    else if (k[i].st == TXS_PREPARED) {
+                        has[p] |= 1ull << m;
+                        copy_of = (int)p;
+                    } else if (k[i].st == TXS_ACTIVE || k[i].st == TXS_ROLLED_BACK)
                         abort_ = 1;
                 }
         }
@@ -106,7 +146,7 @@ static int decide_by_members(pr_conn *c, cl_meta_uuid coord, uint64_t seq,
         return TXS_ROLLED_BACK;
     int all = 1;
     for (uint32_t p = 0; p < np; p++)
-        all &= ev[p];
+        all &= own[p] || (has[p] && !(held[p] & ~has[p]));
     if (all)
         return TXS_COMMITTED;
     return silent ? TXS_UNKNOWN : TXS_ROLLED_BACK;
@@ -258,6 +298,13 @@ int pr_txp_recover(pr_conn *c, cl_meta_uuid coord, uint64_t seq, int shadow,
     }
     if (d == TXS_UNKNOWN)
         d = decide_by_members(c, coord, seq, ps, np);
+    else if (d == TXS_COMMITTED && h)
+        /* A part that commits in one phase is decided before it prepares:
+         * its copies may be incomplete (its primary died between two).
+         * Its own evidence decides then - and a part that finished
+         * preparing has every copy, so this never undoes a decision the
+         * part acted on (it applies nothing before its last copy). */
+        d = decide_by_members(c, coord, seq, &prim, 1);
     uint8_t fin = 0;
     const char *how = "";
     if (d == TXS_COMMITTED) {

@@ -12,7 +12,7 @@
 # move to the other nodes; the survivors must keep the total); then, on
 # fresh clusters, a node dying at each point of two-phase commit
 # (--cluster-tx-crash: a part prepared, a part told to commit, a part
-# applied, a coordinator decided): the survivors resolve what it left (its backups' copies of its
+# applied, a coordinator decided, a part between its backup copies): the survivors resolve what it left (its backups' copies of its
 # part, its parts without their coordinator) and every node reads the same
 # balances with the initial total.
 cd "$(dirname "$0")/../.."
@@ -160,4 +160,7 @@ case $CASES$SAN in all|*applied*) crash_case applied 7 "its primary left; commit
 # (a coordinator's own part that only read has no copy, and its other parts
 # roll back: either outcome keeps the total)
 case $CASES in all|*decided*) crash_case decided 10 "its coordinator left; [a-z ]* its part" ;; esac
+# A part's primary dying between its copies (one backup took its copy, the
+# other none): the copy taken is no proof the part prepared.
+case $CASES$SAN in all|*shadowed*) crash_case shadowed 16 "its primary left; [a-z ]* its backup copy" ;; esac
 finish
