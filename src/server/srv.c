@@ -220,7 +220,7 @@ static const key_desc keys[] = {
     K("baseline_auto_adjust_timeout", 't', baseline_auto_adjust_timeout_ms, "see baseline_auto_adjust (0 ms)"),
     K("cluster_fault", 's', cluster_fault, "tests only: drop=P,dup=P,delay=P (percent of replication frames) (none)"),
     K("cluster_exit_after_writes", 'u', cluster_exit_after_writes, "tests only: exit after the Nth forwarded write ran here, before its reply (0 = never)"),
-    K("cluster_tx_crash", 's', cluster_tx_crash, "tests only: prepared|committing|applied|decided:N - exit at that point of the Nth transaction part or decision here (none)"),
+    K("cluster_tx_crash", 's', cluster_tx_crash, "tests only: prepared|committing|applied|decided|shadowed:N - exit at that point of the Nth transaction part or decision here (none)"),
     K("cluster_write_hold", 's', cluster_write_hold, "tests only: a file; while it exists, a write mapped to this node as its key's primary waits before it runs (60 s at most)"),
     K("cluster_tx_hold", 's', cluster_tx_hold, "tests only: a file; while it exists, a transaction this node coordinates waits after deciding COMMIT, before its parts hear it (60 s at most)"),
 };
