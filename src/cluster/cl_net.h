@@ -67,6 +67,8 @@
     X(REPL_UPDATE,  48)         \
     X(REPL_ACK,     49)         \
     X(REPL_FENCED,  54)         \
+    X(REPL_TAKEOVER, 55)        \
+    X(REPL_TAKEN,   56)         \
     X(REBAL_DEMAND, 50)         \
     X(REBAL_SUPPLY, 51)         \
     X(REBAL_DONE,   52)         \

@@ -1128,6 +1128,8 @@ static void on_frame(void *arg, cl_net_link *l, uint16_t type, const uint8_t *p,
     case CL_NET_MSG_REPL_UPDATE:
     case CL_NET_MSG_REPL_ACK:
     case CL_NET_MSG_REPL_FENCED:
+    case CL_NET_MSG_REPL_TAKEOVER:
+    case CL_NET_MSG_REPL_TAKEN:
         if (n->cfg.on_repl)
             n->cfg.on_repl(n->cfg.arg, l, from, type, p, len);
         break;

@@ -28,6 +28,7 @@
 #include "cluster/cl_plan.h"
 #include "cluster/cl_pset.h"
 #include "cluster/cl_rmsg.h"
+#include "cluster/cl_take.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/hash.h"
@@ -1163,7 +1164,8 @@ static void serve(cl_rebal *r, const demand *d)
                 ok |= cl_meta_uuid_eq(t->m[mv[i]].id, d->from);
             for (uint32_t i = 1; i < no; i++)
                 ok |= cl_meta_uuid_eq(t->m[own[i]].id, d->from);
-            ok = ok && no >= 1 && (int)own[0] == t->self;
+            ok = ok && no >= 1 && (int)own[0] == t->self &&
+                 !cl_take_held(r->cfg.take, t, d->grp, d->part);
         }
         cl_node_topo_release(t);
         /* A claim this node's log can answer: the updates after it only.

@@ -77,6 +77,10 @@ typedef struct cl_rebal_cfg {
      * incomplete (cl_pset.h). */
     struct cl_hist *hist;
     const char *pset_path;
+    /* take (optional): a partition held here (its primary moved here, the
+     * old one has not answered: cl_take.h) supplies nothing yet - the old
+     * primary's last writes may still be on their way. */
+    struct cl_take *take;
 } cl_rebal_cfg;
 
 int  cl_rebal_start(cl_rebal **out, const cl_rebal_cfg *cfg);

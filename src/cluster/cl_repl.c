@@ -29,6 +29,7 @@
 #include "cluster/cl_plan.h"
 #include "cluster/cl_rid.h"
 #include "cluster/cl_rmsg.h"
+#include "cluster/cl_take.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/mem.h"
@@ -421,6 +422,21 @@ void cl_repl_flush(cl_repl *r)
     await_tick(r);
 }
 
+int cl_repl_send_after(cl_repl *r, cl_meta_uuid to, uint16_t type, const void *p, size_t n)
+{
+    int slot = peer_slot(r, to, 0);
+    if (slot < 0)                   /* nothing ever streamed to it */
+        return cl_node_send(r->o.node, to, type, p, n);
+    peer *pe = r->peers[slot];
+    if (pthread_mutex_trylock(&pe->mu) != 0)
+        return EM_BUSY;
+    peer_send(r, pe);
+    prune(r, pe, em_now_ms());
+    int rc = pe->head == pe->out.len ? cl_node_send(r->o.node, to, type, p, n) : EM_BUSY;
+    pthread_mutex_unlock(&pe->mu);
+    return rc;
+}
+
 /* ---- owners --------------------------------------------------------------- */
 
 uint32_t cl_repl_owners(cl_topo *t, const st_cache_config *cfg, int32_t cache_id,
@@ -537,8 +553,11 @@ static int plan_owners(cl_repl *r, const st_update *u, plan *pl, int check)
     uint32_t *idx = pl->idx;
     uint32_t k = t->n > 1 && t->self >= 0
                      ? cl_repl_owners(t, pl->cfg, u->cache_id, u->partition, idx, MAX_OWNERS) : 0;
-    if (k >= 1 && (int)idx[0] != t->self && tl_primary && !u->in_tx && !u->evict &&
+    /* Held (cl_take.h): the primary here, but the one before has not
+     * answered yet - refused as if the primary were elsewhere. */
+    if (k >= 1 && tl_primary && !u->in_tx && !u->evict &&
         (u->kind == ST_UPD_PUT || u->kind == ST_UPD_REMOVE) &&
+        ((int)idx[0] != t->self || cl_take_holds(r->o.take, u->cache_id, u->partition)) &&
         !cl_topo_part_lost(t, u->cache_id, u->partition)) {     /* lost: written anywhere */
         cl_node_topo_release(t);
         count(r, S_MOVED, 1);
@@ -1198,7 +1217,10 @@ static void on_update(cl_repl *r, cl_net_link *l, cl_meta_uuid from, const uint8
             (void)ack_put(r, cache, part, 0, c->applied[part], 0);   /* a duplicate */
             continue;
         }
-        if (!status && (fenced(t, st_cache_cfg(sc), cache, part, epoch, from) ||
+        /* (a primary this node takes the partition over from is not
+         * fenced until it answered: its writes may have been read there) */
+        if (!status && ((fenced(t, st_cache_cfg(sc), cache, part, epoch, from) &&
+                         !cl_take_from(r->o.take, cache, part, from)) ||
                         epoch < c->epoch[part])) {
             /* From a deposed primary: other owners may have applied it (and
              * the new primary with them) - this copy catches up. */

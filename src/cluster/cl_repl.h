@@ -94,6 +94,10 @@ typedef struct cl_repl_opts {
     /* hist (optional): the history log every update of a persistent cache
      * applied here goes into (cl_hist.h). */
     struct cl_hist *hist;
+    /* take (optional): partitions whose primary moved here and are held
+     * until the old primary answers (cl_take.h): no write runs here as
+     * their primary, and the old primary's updates are not fenced. */
+    struct cl_take *take;
 } cl_repl_opts;
 
 /* cl_repl_start chains the observer in front of the store's current one and
@@ -186,6 +190,12 @@ void cl_repl_await_drain(cl_repl *r);
  * busy (the transport's tick calls it, for updates made outside requests;
  * a busy stream's writer sends it). */
 void cl_repl_flush(cl_repl *r);
+
+/* cl_repl_send_after sends frame (type, p, n) to `to` behind every update
+ * queued for it, once all it was sent is settled (acked or refused): 0,
+ * EM_BUSY (its stream is busy or unsettled: try again later), or the send's
+ * error.  Any thread; the stream lock is only tried. */
+int  cl_repl_send_after(cl_repl *r, cl_meta_uuid to, uint16_t type, const void *p, size_t n);
 
 /* cl_repl_copy: which copy of partition part of cache c this node holds now
  * (ST_COPY_PRIMARY, ST_COPY_BACKUP, ST_COPY_NONE); primary when alone. */

@@ -135,6 +135,10 @@ typedef struct pr_options {
     /* repl: the cluster's replication (cluster/cl_repl.h), set with
      * pr_server_set_repl; NULL = no copies on other nodes.  Borrowed. */
     struct cl_repl *repl;
+    /* take: partitions whose primary moved here, held until the old
+     * primary answers (cluster/cl_take.h); set with pr_server_set_take.
+     * Borrowed. */
+    struct cl_take *take;
     /* exit_after_writes (tests only): the process exits at once after the
      * Nth write it ran for a PR_OP_RID_CALL took effect - replicated, its
      * reply not sent - so a test can fail a primary at the worst moment.
@@ -333,6 +337,7 @@ int  pr_fwd_take_ack_wait(pr_server *s, pr_fwd_ack *info);
  * waiting a bounded time for a cache start the metadata group has not
  * applied here yet (NULL if none). */
 void pr_server_set_repl(pr_server *s, struct cl_repl *r);
+void pr_server_set_take(pr_server *s, struct cl_take *k);
 /* pr_server_set_rids: the window of recent request ids (cluster/cl_rid.h)
  * this member answers retried writes from, and the origin it names the
  * writes it forwards with (before requests run; NULL = none).  Borrowed. */

@@ -30,6 +30,7 @@
 #include "util/log.h"
 #include "cluster/cl_repl.h"
 #include "cluster/cl_rid.h"
+#include "cluster/cl_take.h"
 #include "util/mem.h"
 
 #define PROPOSE_TIMEOUT_MS 30000
@@ -338,6 +339,8 @@ static int target_of(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8
     uint32_t n = cl_repl_owners(t, g, id, part, idx, 64);
     if (!n)
         return EM_AGAIN;
+    if ((int)idx[0] == t->self && cl_take_held(c->srv->opt.take, t, id, part))
+        return EM_AGAIN;            /* the old primary has not answered (cl_take.h) */
     *target = (int)idx[0];
     if (c->owner_probe && (int)idx[0] == t->self &&
         (cl_topo_primary_dropped(t, id, part) || copy_behind(c->srv, id, part)))
@@ -1543,6 +1546,11 @@ int pr_exec_on(pr_conn *c, const uint8_t *body, size_t len, em_buf *resp)
 void pr_server_set_repl(pr_server *s, struct cl_repl *r)
 {
     s->opt.repl = r;
+}
+
+void pr_server_set_take(pr_server *s, struct cl_take *k)
+{
+    s->opt.take = k;
 }
 
 struct st_store *pr_server_store(pr_server *s) { return s->st; }

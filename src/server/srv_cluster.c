@@ -21,6 +21,7 @@
 #include "cluster/cl_rebal.h"
 #include "cluster/cl_repl.h"
 #include "cluster/cl_rid.h"
+#include "cluster/cl_take.h"
 #include "net/tls.h"
 #include "proto/proto.h"
 #include "server/metrics.h"
@@ -72,6 +73,7 @@ struct srv_cluster {
     _Atomic(cl_pme *) pme;
     _Atomic(cl_rebal *) rebal;
     cl_repl *_Atomic repl;
+    cl_take *_Atomic take;          /* set before the others start, freed after they stop */
     net_tls_ctx *tls;               /* cluster_tls: the transport's peer context */
     pthread_t workers[FWD_WORKERS];
     int       nworkers;
@@ -162,6 +164,7 @@ static void on_topology(void *arg, const cl_topo *t)
     cl_rebal *rb = atomic_load(&sc->rebal);
     if (rb)
         cl_rebal_kick(rb);
+    cl_take_topology(atomic_load(&sc->take));  /* first: who holds what, before waiters wake */
     cl_repl *r = atomic_load(&sc->repl);
     if (r)
         cl_repl_topology(r);
@@ -535,14 +538,27 @@ static void on_repl(void *arg, cl_net_link *l, cl_meta_uuid from, uint16_t type,
                     const uint8_t *p, size_t n)
 {
     srv_cluster *sc = arg;
+    if (type == CL_NET_MSG_REPL_TAKEOVER || type == CL_NET_MSG_REPL_TAKEN) {
+        cl_take_on_frame(atomic_load(&sc->take), from, type, p, n);
+        return;
+    }
     cl_repl *r = atomic_load(&sc->repl);
     if (r)
         cl_repl_on_frame(r, l, from, type, p, n);
 }
 
+/* take_send_after: cl_take's answer, behind the stream to that member. */
+static int take_send_after(void *arg, cl_meta_uuid to, uint16_t type, const void *p, size_t n)
+{
+    srv_cluster *sc = arg;
+    cl_repl *r = atomic_load(&sc->repl);
+    return r ? cl_repl_send_after(r, to, type, p, n) : EM_BUSY;
+}
+
 static void on_tick(void *arg)
 {
     srv_cluster *sc = arg;
+    cl_take_tick(atomic_load(&sc->take));
     cl_repl *r = atomic_load(&sc->repl);
     if (r)
         cl_repl_flush(r);
@@ -990,9 +1006,22 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     int rc = sc->nworkers ? cl_node_start(&sc->node, &nc) : EM_NOMEM;
     if (!rc && !cl_node_group_created(sc->node))
         atomic_store(&sc->seeding, 0);
+    if (!rc) {
+        cl_take_cfg tc = { .node = sc->node, .store = pr_server_store(ps),
+                           .send_after = take_send_after, .arg = sc };
+        cl_take *tk = NULL;
+        if ((rc = cl_take_new(&tk, &tc)) != 0) {
+            cl_node_stop(sc->node, 0);
+            sc->node = NULL;
+        } else {
+            atomic_store(&sc->take, tk);
+            pr_server_set_take(ps, tk);
+        }
+    }
     cl_rebal *rb = NULL;
     if (!rc) {
-        cl_rebal_cfg rbc = { .node = sc->node, .store = pr_server_store(ps) };
+        cl_rebal_cfg rbc = { .node = sc->node, .store = pr_server_store(ps),
+                             .take = atomic_load(&sc->take) };
         char pset[600];
         if (pe && pe->wal) {
             rbc.ckpts = ckpts;
@@ -1026,7 +1055,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
             .on_apply = cl_rebal_on_apply, .on_apply_arg = rb,
             .on_stale = cl_rebal_copy_stale, .on_stale_arg = rb,
             .on_fenced = cl_rebal_copy_fenced, .on_fenced_arg = rb,
-            .hist = pe ? pe->hist : NULL,
+            .hist = pe ? pe->hist : NULL, .take = atomic_load(&sc->take),
         };
         cl_repl *r = NULL;
         if ((rc = cl_rids_new(&sc->rids)) == 0) {
@@ -1069,6 +1098,8 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
         workers_stop(sc);
         pool_free(sc);
         cl_rids_free(sc->rids);
+        pr_server_set_take(ps, NULL);
+        cl_take_free(atomic_exchange(&sc->take, NULL));
         EM_ERROR("%s", err[0] ? err : em_strerror(rc));
         if (sc->tmpdir[0])
             nftw(sc->tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
@@ -1125,6 +1156,8 @@ void srv_cluster_stop(srv_cluster *sc)
     cl_rids_free(sc->rids);
     atomic_store(&sc->rebal, NULL);
     cl_rebal_stop(rb);
+    pr_server_set_take(sc->ps, NULL);
+    cl_take_free(atomic_exchange(&sc->take, NULL));
     pool_free(sc);
     pthread_cond_destroy(&sc->q_cv);
     pthread_mutex_destroy(&sc->q_mu);
@@ -1291,6 +1324,22 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       (unsigned long long)rs.nacks, (unsigned long long)rs.skipped,
                       (unsigned long long)rs.given_up, (unsigned long long)rs.fence_notices,
                       (unsigned long long)rs.moved);
+    }
+    cl_take *tk = atomic_load(&sc->take);
+    if (tk) {
+        cl_take_stats ts;
+        cl_take_stats_get(tk, &ts);
+        n += snprintf(line + n, sizeof line - (size_t)n,
+                      "# TYPE ember_cluster_takeover_held counter\n"
+                      "ember_cluster_takeover_held %llu\n"
+                      "# TYPE ember_cluster_takeover_taken counter\n"
+                      "ember_cluster_takeover_taken %llu\n"
+                      "# TYPE ember_cluster_takeover_answered counter\n"
+                      "ember_cluster_takeover_answered %llu\n"
+                      "# TYPE ember_cluster_takeover_holding gauge\n"
+                      "ember_cluster_takeover_holding %u\n",
+                      (unsigned long long)ts.held, (unsigned long long)ts.taken,
+                      (unsigned long long)ts.answered, ts.holding);
     }
     if (sc->rids) {
         cl_rids_stats ws;

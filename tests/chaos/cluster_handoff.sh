@@ -10,7 +10,8 @@
 # client sees it succeed, and every copy holds it.  The same for a put on a
 # TRANSACTIONAL cache (an implicit one-op transaction, refused whole before
 # its commit), held at the same time on node 2's second event loop.
-# And an explicit transaction coordinated by node 1, with a part on node 2
+# Node 3 serves P only once node 2 answered that it applied the switch
+# (cl_take.h).  And an explicit transaction coordinated by node 1, with a part on node 2
 # (a key of P) and one on node 1: both parts prepared and COMMIT decided,
 # node 1 holds it (--cluster-tx-hold) while P moves.  Node 2's part then
 # commits where it no longer is P's primary: its writes of P are handed to
@@ -132,6 +133,12 @@ until [ "$(metric 2 ember_cluster_topology_major) $(metric 2 ember_cluster_topol
     sleep 0.1
 done
 ok "node 3 is partition $p's primary in the four caches on every node; the puts run on node 2 now"
+# Node 3 served its new partitions only once node 2, the primary before,
+# answered that it applied the switch and streamed its last writes.
+m=$(metric 3 ember_cluster_takeover_taken)
+[ "${m:-0}" -ge 1 ] && [ "$(metric 2 ember_cluster_takeover_answered)" -ge 1 ] &&
+    ok "node 3 held what it took over until node 2 answered (ember_cluster_takeover_taken $m)" ||
+    bad "node 3 took over without node 2's answer (ember_cluster_takeover_taken ${m:-?})"
 # A put of py's key p on node 3, its primary now: it waits for the lock
 # node 3's backup copy of the held transaction holds.
 cli 3 --timeout 120000 put py "int:$p" string:later >"$CHAOS_TMP/later.out" 2>&1 &
