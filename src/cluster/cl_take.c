@@ -292,14 +292,14 @@ static void try_answer(cl_take *k, uint32_t wait_ms)
             continue;               /* not there yet: its topology comes */
         uint8_t b[8];
         em_st64(b, q[i].ask);
-        if (k->cfg.send_after(k->cfg.arg, q[i].id, CL_NET_MSG_REPL_TAKEN, b, sizeof b) ==
-            EM_BUSY)
+        int rc = k->cfg.send_after(k->cfg.arg, q[i].id, CL_NET_MSG_REPL_TAKEN, b, sizeof b);
+        if (rc == EM_BUSY)
             continue;
         pthread_mutex_lock(&k->mu);
         int pi = peer_find(k, q[i].id);
         if (pi >= 0 && k->peers[pi].ask == q[i].ask)
             k->peers[pi].ask = 0;   /* (lost with its link: the peer asks again) */
-        k->st_answered++;
+        k->st_answered += rc == 0;  /* answers sent, not attempts */
         pthread_mutex_unlock(&k->mu);
     }
 }
