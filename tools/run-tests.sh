@@ -109,31 +109,42 @@ else
     not_run "$BUILD/unit-tests not built"
 fi
 
-for src in tests/fuzz/fuzz_*.c; do
-    [ -e "$src" ] || continue
-    t=$(basename "$src" .c)
-    c=tests/fuzz/corpus/$t
-    if [ ! -x "$REPLAY/replay/$t" ]; then
-        echo "== fuzz-corpus $t"
-        not_run "$REPLAY/replay/$t not built (make replay)"
-    elif [ ! -d "$c" ] || [ -z "$(ls -A "$c")" ]; then
-        echo "== fuzz-corpus $t"
-        not_run "no corpus: $c is missing or empty"
-    else
-        suite "fuzz-corpus $t" "$REPLAY/replay/$t" "$c"
+# replays: each fuzz target over its corpus, then the replay's own canary.
+replays() {
+    for src in tests/fuzz/fuzz_*.c; do
+        [ -e "$src" ] || continue
+        t=$(basename "$src" .c)
+        c=tests/fuzz/corpus/$t
+        if [ ! -x "$REPLAY/replay/$t" ]; then
+            echo "== fuzz-corpus $t"
+            not_run "$REPLAY/replay/$t not built (make replay)"
+        elif [ ! -d "$c" ] || [ -z "$(ls -A "$c")" ]; then
+            echo "== fuzz-corpus $t"
+            not_run "no corpus: $c is missing or empty"
+        else
+            suite "fuzz-corpus $t" "$REPLAY/replay/$t" "$c"
+        fi
+    done
+    for c in tests/fuzz/corpus/*; do
+        [ -d "$c" ] && [ ! -e "tests/fuzz/$(basename "$c").c" ] &&
+            { echo "== fuzz-corpus $(basename "$c")"; not_run "$c has no target tests/fuzz/$(basename "$c").c"; }
+    done
+    if ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
+        if [ -x "$REPLAY/replay-canary" ]; then
+            suite replay-canary replay_canary "$REPLAY/replay-canary"
+        else
+            echo "== replay-canary"
+            not_run "$REPLAY/replay-canary not built (make replay)"
+        fi
     fi
-done
-for c in tests/fuzz/corpus/*; do
-    [ -d "$c" ] && [ ! -e "tests/fuzz/$(basename "$c").c" ] &&
-        { echo "== fuzz-corpus $(basename "$c")"; not_run "$c has no target tests/fuzz/$(basename "$c").c"; }
-done
-if ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
-    if [ -x "$REPLAY/replay-canary" ]; then
-        suite replay-canary replay_canary "$REPLAY/replay-canary"
-    else
-        echo "== replay-canary"
-        not_run "$REPLAY/replay-canary not built (make replay)"
-    fi
+}
+
+# The corpus replays are ASan builds (REPLAY_BUILD) in every run: under
+# EM_SANITIZER they would replay the very same binaries a second time.
+if [ -n "$EM_SANITIZER" ] && [ "$REPLAY" = build/asan ]; then
+    echo "== fuzz-corpus, replay-canary: not under EM_SANITIZER=$EM_SANITIZER (the same ASan replays make test runs)"
+else
+    replays
 fi
 
 if ls tests/integration/*.c >/dev/null 2>&1; then
@@ -197,7 +208,10 @@ for s in tests/scripts/*.sh; do
     fi
 done
 
-if [ -e tools/run-tests-check.sh ]; then
+if [ -n "$EM_SANITIZER" ]; then
+    # It runs a copy of this script on stub suites: nothing of the build.
+    echo "== runner: not under EM_SANITIZER=$EM_SANITIZER (it tests this script; make test runs it)"
+elif [ -e tools/run-tests-check.sh ]; then
     if [ -x tools/run-tests-check.sh ]; then
         suite runner tools/run-tests-check.sh
     else

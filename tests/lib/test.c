@@ -65,43 +65,108 @@ static int selected(const char *name, int argc, char **argv)
     return 0;
 }
 
+/* A test that ran in a child: its pid, start time and captured output. */
+typedef struct child { pid_t pid; int i; FILE *out; struct timespec t0; } child;
+
+static long ms_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (long)(t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* report prints one finished test: its captured output, then its line. */
+static void report(int i, int bad, long ms, FILE *out)
+{
+    if (out) {
+        char buf[4096];
+        size_t k;
+        rewind(out);
+        while ((k = fread(buf, 1, sizeof buf, out)) > 0)
+            fwrite(buf, 1, k, stdout);
+        fclose(out);
+    }
+    printf("%s %s (%ld ms)\n", bad ? "FAIL" : "ok  ", tests[i].name, ms);
+    /* The suite runner hides ok lines; a slow test stays visible so CI
+     * time has a name to it. */
+    if (ms >= SLOW_MS)
+        printf("  slow: %s %ld.%ld s\n", tests[i].name, ms / 1000, ms % 1000 / 100);
+}
+
+/* reap waits for one running child and reports it; 1 if it failed. */
+static int reap(child *run, int *nrun)
+{
+    int st = 0;
+    pid_t pid = waitpid(-1, &st, 0);
+    for (int k = 0; k < *nrun; k++) {
+        if (run[k].pid != pid)
+            continue;
+        int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        fflush(run[k].out);
+        if (WIFSIGNALED(st))
+            fprintf(run[k].out, "    killed by signal %d%s\n", WTERMSIG(st),
+                    WTERMSIG(st) == SIGALRM ? " (timeout)" : "");
+        report(run[k].i, bad, ms_since(&run[k].t0), run[k].out);
+        run[k] = run[--*nrun];
+        return bad;
+    }
+    return 0;                       /* not one of ours (cannot happen) */
+}
+
+/* Tests run in forked children, EM_TEST_JOBS (default 3) at a time: most
+ * of the suite's time is spent waiting (timers, peers, fsync), not on the
+ * CPU, so a few at once cut its wall time without crowding two cores.  A
+ * child's output goes to a file and is printed, whole, once it ends. */
 int test_main(int argc, char **argv)
 {
     int nofork = getenv("EM_TEST_NOFORK") != NULL;
     int timeout = getenv("EM_TEST_TIMEOUT") ? atoi(getenv("EM_TEST_TIMEOUT")) : 120;
+    int jobs = getenv("EM_TEST_JOBS") ? atoi(getenv("EM_TEST_JOBS")) : 3;
+    if (jobs < 1 || jobs > 16)
+        jobs = 1;
     int passed = 0, failed = 0;
+    child run[16];
+    int nrun = 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
-    for (int i = 0; i < ntests; i++) {
-        if (!selected(tests[i].name, argc, argv))
+    for (int i = 0; i <= ntests; i++) {
+        if (i < ntests && !selected(tests[i].name, argc, argv))
             continue;
-        int bad;
-        struct timespec t0, t1;
+        /* Room for the next test (or, past the last, every child done). */
+        while (nrun > 0 && (nrun >= jobs || i == ntests)) {
+            if (reap(run, &nrun)) failed++; else passed++;
+        }
+        if (i == ntests)
+            break;
+        struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         if (nofork) {
-            bad = run_one(i);
-        } else {
-            fflush(NULL);
-            pid_t pid = fork();
-            if (pid == 0) {
-                alarm((unsigned)timeout);
-                _exit(run_one(i) ? 1 : 0);
-            }
-            int st = 0;
-            waitpid(pid, &st, 0);
-            bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-            if (WIFSIGNALED(st))
-                fprintf(stderr, "    killed by signal %d%s\n", WTERMSIG(st),
-                        WTERMSIG(st) == SIGALRM ? " (timeout)" : "");
+            int bad = run_one(i);
+            report(i, bad, ms_since(&t0), NULL);
+            if (bad) failed++; else passed++;
+            continue;
         }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        long ms = (long)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-        printf("%s %s (%ld ms)\n", bad ? "FAIL" : "ok  ", tests[i].name, ms);
-        /* The suite runner hides ok lines; a slow test stays visible so CI
-         * time has a name to it. */
-        if (ms >= SLOW_MS)
-            printf("  slow: %s %ld.%ld s\n", tests[i].name, ms / 1000, ms % 1000 / 100);
-        if (bad) failed++; else passed++;
+        FILE *out = tmpfile();
+        if (!out) {
+            perror("tmpfile");
+            return 1;
+        }
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(fileno(out), 1);
+            dup2(fileno(out), 2);
+            alarm((unsigned)timeout);
+            int bad = run_one(i);
+            fflush(NULL);
+            _exit(bad ? 1 : 0);
+        }
+        if (pid < 0) {
+            perror("fork");
+            fclose(out);
+            return 1;
+        }
+        run[nrun++] = (child){ pid, i, out, t0 };
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
