@@ -21,6 +21,7 @@
 
 #include "cluster/cl_meta_raft.h"
 #include "util/err.h"
+#include "util/log.h"
 #include "util/mem.h"
 
 enum { OP_PROPOSE = 1, OP_BARRIER, OP_ADD, OP_REMOVE };
@@ -282,6 +283,17 @@ static void change_done(cl_meta_change *c, int status)
     meta_op *op = c->data;
     cl_meta *m = op->m;
     m->chg_cur = NULL;
+    /* Rare (a join or a member gone) and, when one hangs or fails, the only
+     * trace of why a node never became a member. */
+    if (c->kind != CL_META_CHANGE_ROLES) {
+        const char *what = c->kind == CL_META_CHANGE_ADD ? "adding" : "removing";
+        if (status)
+            EM_WARN("metadata group: %s server %llu failed after %u steps: %s", what,
+                    (unsigned long long)c->id, c->steps, em_strerror(status));
+        else
+            EM_INFO("metadata group: %s server %llu done in %u steps", what,
+                    (unsigned long long)c->id, c->steps);
+    }
     publish_info(m);            /* before the callback, so it sees the roles */
     op_finish(op, status, NULL);
     if (m->shutting)

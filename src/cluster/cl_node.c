@@ -851,8 +851,13 @@ static void join_added(void *arg, int status, const cl_meta_effect *eff)
     }
     /* Already in the configuration (a retried JOIN_REQ: EM_INVAL for a
      * duplicate id) is as good as added. */
-    if (status == 0 || status == EM_INVAL)
+    if (status == 0 || status == EM_INVAL) {
         (void)cl_meta_propose(j->n->meta, j->entry, j->len, join_proposed, NULL);
+    } else {
+        /* Its next JOIN_REQ (a second later) tries again. */
+        EM_WARN("cluster: a joining node's metadata group change failed: %s; "
+                "tried again on its next request", em_strerror(status));
+    }
     joins_done(j->n, j->key);
     leave_cb(j->n);
     em_free(j);
@@ -905,6 +910,10 @@ static void leader_join(cl_node *n, const uint8_t *p, size_t len)
     pthread_mutex_unlock(&n->mu);
     if (busy)
         return;
+    char who[37];
+    cl_meta_uuid_str(e.u.join.id, who);
+    EM_INFO("cluster: node %s asks to join%s: adding it to the metadata group", who,
+            q.have_same ? " (a restart: its old process is failed)" : "");
     if (q.have_same) {
         /* The same consistent id again: a restart.  The old process is gone
          * (or about to be): fail it so affinity never sees two of it. */

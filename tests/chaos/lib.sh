@@ -255,7 +255,18 @@ maps_agree() {
 # members_are I...: until each node I sees 3 members and holds its lease.
 members_are() {
     for i in "$@"; do
-        wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_lease 1 || return 1
+        wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_lease 1 || {
+            dump_metrics "$@"
+            return 1
+        }
+    done
+}
+
+# dump_metrics I...: each node's metrics into $CHAOS_TMP/nI.metrics, kept
+# with the logs (CHAOS_KEEP=1) for a cluster that did not come back.
+dump_metrics() {
+    for i in "$@"; do
+        curl -s --max-time 5 "http://$(node_ip "$i"):8080/metrics" >"$CHAOS_TMP/n$i.metrics" 2>&1
     done
 }
 
