@@ -266,11 +266,6 @@ static void republish(cl_node *n)
 
 /* ---- metadata subscriber (metadata thread) --------------------------------- */
 
-static void on_remove_done(void *arg, int status, const cl_meta_effect *eff)
-{
-    (void)arg; (void)status; (void)eff;   /* a member already gone is fine */
-}
-
 static void restore_cb(void *arg, const cl_meta_fsm *s)
 {
     cl_node *n = arg;
@@ -298,19 +293,8 @@ static void on_applied(void *arg, const cl_meta_entry *e, const cl_meta_effect *
         n->applied = eff->index;
     pthread_cond_broadcast(&n->cv);
     pthread_mutex_unlock(&n->mu);
-    if (e && eff->status == 0 && (e->type == CL_META_E_NODE_LEAVE || e->type == CL_META_E_NODE_FAIL)
-        && cl_node_is_leader(n)) {
-        /* A member that left leaves the Raft configuration too, or it would
-         * keep counting toward the quorum. */
-        uint64_t rid = 0;
-        pthread_mutex_lock(&n->mu);
-        for (uint32_t i = 0; i < n->nw; i++)
-            if (cl_meta_uuid_eq(n->w[i].id, e->u.node))
-                rid = n->w[i].raft_id;
-        pthread_mutex_unlock(&n->mu);
-        if (rid)
-            (void)cl_meta_remove(n->meta, rid, on_remove_done, NULL);
-    }
+    /* A member that left leaves the Raft configuration too: cl_meta's
+     * leader removes the server of every LEFT member, tick after tick. */
     leave_cb(n);
 }
 
@@ -855,8 +839,9 @@ static void join_added(void *arg, int status, const cl_meta_effect *eff)
         (void)cl_meta_propose(j->n->meta, j->entry, j->len, join_proposed, NULL);
     } else {
         /* Its next JOIN_REQ (a second later) tries again. */
-        EM_WARN("cluster: a joining node's metadata group change failed: %s; "
-                "tried again on its next request", em_strerror(status));
+        EM_WARN("cluster: a joining node's metadata group change failed: %s%s; "
+                "tried again on its next request", em_strerror(status),
+                status == EM_BUSY ? " (or its address is still its old process's)" : "");
     }
     joins_done(j->n, j->key);
     leave_cb(j->n);

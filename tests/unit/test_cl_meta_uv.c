@@ -615,3 +615,81 @@ out:
     }
     em_buf_free(&b);
 }
+
+/* propose_ok proposes the entry in b on whichever instance leads, again
+ * while leadership moves: 0 once applied. */
+static int propose_ok(cl_meta **m, unsigned n, em_buf *b)
+{
+    static done d;              /* static: a late callback after a timeout */
+    for (int attempt = 0; attempt < 10; attempt++) {
+        int l;
+        WAIT_FOR((l = find_leader(m, n)) >= 0);
+        memset(&d, 0, sizeof d);
+        if (cl_meta_propose(m[l], b->p, b->len, done_cb, &d) != 0)
+            continue;
+        WAIT_FOR(atomic_load(&d.fired));
+        int st = atomic_load(&d.status);
+        if (st == 0)
+            return 0;
+        if (st != EM_NOTLEADER && st != EM_LOSTLEADER)
+            return st;
+    }
+out:
+    return EM_TIMEOUT;
+}
+
+/* A member that failed leaves the Raft configuration without anyone asking:
+ * the leader removes the server of every LEFT member.  (It was asked once,
+ * by the node layer when the FAIL applied; a refusal then left the dead
+ * server in, and a node restarted on its address could never join.) */
+TEST(cl_meta_uv_failed_member_leaves_the_configuration)
+{
+    char dirs[N][64] = { "" }, addrs[N][32];
+    cl_meta *m[N] = { NULL };
+    em_buf b = EM_BUF_INIT;
+    char cid[N][16];
+    if (form3(m, dirs, addrs) != 0) {
+        test_fail(__FILE__, __LINE__, "group did not form");
+        goto out;
+    }
+    /* Each server a member (raft ids 1..3). */
+    for (unsigned i = 0; i < N; i++) {
+        cl_meta_node_info ni;
+        memset(&ni, 0, sizeof ni);
+        snprintf(cid[i], sizeof cid[i], "node-%u", i + 1);
+        ni.id = (cl_meta_uuid){ 0x100 + i, 0x200 + i };
+        ni.raft_id = i + 1;
+        ni.cid = (cl_meta_bytes){ (const uint8_t *)cid[i], (uint32_t)strlen(cid[i]) };
+        ni.raft_addr = (cl_meta_bytes){ (const uint8_t *)addrs[i], (uint32_t)strlen(addrs[i]) };
+        em_buf_reset(&b);
+        REQUIRE_OK(cl_meta_enc_join(&b, &ni));
+        REQUIRE_OK(propose_ok(m, N, &b));
+    }
+    /* A follower's process dies; the group fails its member. */
+    int l = find_leader(m, N);
+    REQUIRE(l >= 0);
+    unsigned dead = (unsigned)(l + 1) % N;
+    cl_meta_stop(m[dead]);
+    m[dead] = NULL;
+    cl_meta *rest[2];
+    unsigned k = 0;
+    for (unsigned i = 0; i < N; i++)
+        if (m[i])
+            rest[k++] = m[i];
+    em_buf_reset(&b);
+    REQUIRE_OK(cl_meta_enc_fail(&b, (cl_meta_uuid){ 0x100 + dead, 0x200 + dead }));
+    REQUIRE_OK(propose_ok(rest, 2, &b));
+    /* Its server leaves: two servers, both voting (the target for two). */
+    cl_meta_info in;
+    WAIT_FOR((l = find_leader(rest, 2)) >= 0 &&
+             (cl_meta_get_info(rest[l], &in), in.voters + in.standbys + in.spares == 2));
+    for (unsigned v = 0; v < in.voters && v < 8; v++)
+        CHECK(in.voter_ids[v] != dead + 1);
+out:
+    for (unsigned i = 0; i < N; i++) {
+        cl_meta_stop(m[i]);
+        if (dirs[i][0])
+            nftw(dirs[i], rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    }
+    em_buf_free(&b);
+}
