@@ -82,6 +82,7 @@ struct cl_meta {
     raft_term                barrier_term;   /* the term it was written in */
     int                      barrier_busy;
     int                      transfer_tried, transferring;
+    int                      prune_soon;     /* a member left: prune_gone next pass */
 
     pthread_mutex_t info_mu;
     cl_meta_info    info;
@@ -142,8 +143,20 @@ void cl_meta_get_info(cl_meta *m, cl_meta_info *out)
 
 static void info_sub(void *arg, const cl_meta_entry *e, const cl_meta_effect *eff)
 {
-    (void)e;
-    publish_info_at(arg, eff->index);
+    cl_meta *m = arg;
+    publish_info_at(m, eff->index);
+    /* A member left: its server leaves the configuration at once, not a
+     * tick later - members stopped one after the other (each leave needs a
+     * majority) must not outrun the removals.  Not from inside libraft's
+     * apply: on the next pass of the loop. */
+    if (e && eff->status == 0 &&
+        (e->type == CL_META_E_NODE_LEAVE || e->type == CL_META_E_NODE_FAIL)) {
+        m->prune_soon = 1;
+        pthread_mutex_lock(&m->mu);
+        if (!m->closing)
+            uv_async_send(&m->async);
+        pthread_mutex_unlock(&m->mu);
+    }
 }
 
 static void barrier_cb(struct raft_barrier *req, int status)
@@ -307,10 +320,12 @@ static void change_done(cl_meta_change *c, int status)
     log_change(c, status);
     publish_info(m);            /* before the callback, so it sees the roles */
     op_finish(op, status, NULL);
-    if (m->shutting)
+    if (m->shutting) {
         maybe_close(m);
-    else
+    } else {
         run_changes(m);
+        prune_gone(m);          /* the next one, if any, without a tick's wait */
+    }
 }
 
 /* run_changes starts queued membership changes until one is in flight. */
@@ -406,7 +421,8 @@ static void prune_done(void *arg, int status, const cl_meta_effect *eff)
  * then (another change in progress) or a leader change right after left
  * the dead server in for good, and the restarted node never joined again
  * (cluster_nemesis under ASan, 3 of about 50 runs).  So the leader looks
- * again on every tick until none is left. */
+ * when a LEAVE or FAIL applies, when a change ends, and on every tick,
+ * until none is left. */
 static void prune_gone(cl_meta *m)
 {
     struct raft *r = &m->raft;
@@ -534,6 +550,10 @@ static void async_cb(uv_async_t *a)
         meta_op *op = list;
         list = op->next;
         op_run(m, op);          /* EM_CLOSED once shutting */
+    }
+    if (m->prune_soon) {
+        m->prune_soon = 0;
+        prune_gone(m);
     }
 }
 
