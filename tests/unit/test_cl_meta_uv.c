@@ -191,7 +191,8 @@ static void end_group(cl_meta **m, char dirs[N][64])
         cl_meta_stop(m[i]);
     /* After stop, nothing is accepted and nothing leaks (the runner checks). */
     for (unsigned i = 0; i < N; i++)
-        nftw(dirs[i], rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+        if (dirs[i][0])
+            nftw(dirs[i], rm_cb, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 TEST(cl_meta_uv_three_nodes)
@@ -569,51 +570,15 @@ out:
     return EM_TIMEOUT;
 }
 
-TEST(cl_meta_uv_leader_stop_hands_over)
+/* stop_one stops m[which] (NULL after) and puts the other two in rest. */
+static void stop_one(cl_meta **m, unsigned which, cl_meta *rest[2])
 {
-    char dirs[N][64] = { "" }, addrs[N][32];
-    cl_meta *m[N] = { NULL };
-    em_buf b = EM_BUF_INIT;
-    if (form3(m, dirs, addrs) != 0) {
-        test_fail(__FILE__, __LINE__, "group did not form");
-        goto out;
-    }
-    int l = find_leader(m, N);
-    REQUIRE(l >= 0);
-    cl_meta_stop(m[l]);
-    m[l] = NULL;
-    /* The two left are a majority of three voters: one leads, both apply. */
-    cl_meta *rest[2];
+    cl_meta_stop(m[which]);
+    m[which] = NULL;
     unsigned k = 0;
     for (unsigned i = 0; i < N; i++)
         if (m[i])
             rest[k++] = m[i];
-    int nl;
-    WAIT_FOR((nl = find_leader(rest, 2)) >= 0);
-    REQUIRE_OK(cl_meta_enc_cache_start(&b, 5, "x", 1));
-    done prop;
-    for (int attempt = 0;; attempt++) {
-        WAIT_FOR((nl = find_leader(rest, 2)) >= 0);
-        memset(&prop, 0, sizeof prop);
-        REQUIRE_OK(cl_meta_propose(rest[nl], b.p, b.len, done_cb, &prop));
-        WAIT_FOR(atomic_load(&prop.fired));
-        int st = atomic_load(&prop.status);
-        if (st == 0 || attempt >= 5 || (st != EM_NOTLEADER && st != EM_LOSTLEADER))
-            break;
-    }
-    CHECK_EQ(atomic_load(&prop.status), 0);
-    /* Both survivors hold the cache. */
-    for (unsigned i = 0; i < 2; i++) {
-        int has = 0;
-        WAIT_FOR((cl_meta_read(rest[i], has5_fn, &has), has));
-    }
-out:
-    for (unsigned i = 0; i < N; i++) {
-        cl_meta_stop(m[i]);
-        if (dirs[i][0])
-            nftw(dirs[i], rm_cb, 8, FTW_DEPTH | FTW_PHYS);
-    }
-    em_buf_free(&b);
 }
 
 /* propose_ok proposes the entry in b on whichever instance leads, again
@@ -636,6 +601,32 @@ static int propose_ok(cl_meta **m, unsigned n, em_buf *b)
     }
 out:
     return EM_TIMEOUT;
+}
+
+TEST(cl_meta_uv_leader_stop_hands_over)
+{
+    char dirs[N][64] = { "" }, addrs[N][32];
+    cl_meta *m[N] = { NULL };
+    em_buf b = EM_BUF_INIT;
+    if (form3(m, dirs, addrs) != 0) {
+        test_fail(__FILE__, __LINE__, "group did not form");
+        goto out;
+    }
+    int l = find_leader(m, N);
+    REQUIRE(l >= 0);
+    /* The two left are a majority of three voters: one leads, both apply. */
+    cl_meta *rest[2];
+    stop_one(m, (unsigned)l, rest);
+    REQUIRE_OK(cl_meta_enc_cache_start(&b, 5, "x", 1));
+    CHECK_EQ(propose_ok(rest, 2, &b), 0);
+    /* Both survivors hold the cache. */
+    for (unsigned i = 0; i < 2; i++) {
+        int has = 0;
+        WAIT_FOR((cl_meta_read(rest[i], has5_fn, &has), has));
+    }
+out:
+    end_group(m, dirs);
+    em_buf_free(&b);
 }
 
 /* A member that failed leaves the Raft configuration without anyone asking:
@@ -669,27 +660,18 @@ TEST(cl_meta_uv_failed_member_leaves_the_configuration)
     int l = find_leader(m, N);
     REQUIRE(l >= 0);
     unsigned dead = (unsigned)(l + 1) % N;
-    cl_meta_stop(m[dead]);
-    m[dead] = NULL;
     cl_meta *rest[2];
-    unsigned k = 0;
-    for (unsigned i = 0; i < N; i++)
-        if (m[i])
-            rest[k++] = m[i];
+    stop_one(m, dead, rest);
     em_buf_reset(&b);
     REQUIRE_OK(cl_meta_enc_fail(&b, (cl_meta_uuid){ 0x100 + dead, 0x200 + dead }));
     REQUIRE_OK(propose_ok(rest, 2, &b));
-    /* Its server leaves: two servers, both voting (the target for two). */
+    /* Its server leaves the configuration: two servers are left. */
     cl_meta_info in;
     WAIT_FOR((l = find_leader(rest, 2)) >= 0 &&
              (cl_meta_get_info(rest[l], &in), in.voters + in.standbys + in.spares == 2));
     for (unsigned v = 0; v < in.voters && v < 8; v++)
         CHECK(in.voter_ids[v] != dead + 1);
 out:
-    for (unsigned i = 0; i < N; i++) {
-        cl_meta_stop(m[i]);
-        if (dirs[i][0])
-            nftw(dirs[i], rm_cb, 8, FTW_DEPTH | FTW_PHYS);
-    }
+    end_group(m, dirs);
     em_buf_free(&b);
 }
