@@ -4,6 +4,7 @@
 #include "util/err.h"
 #include "util/mem.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -97,7 +98,13 @@ static void report(int i, int bad, long ms, FILE *out)
 static int reap(child *run, int *nrun)
 {
     int st = 0;
-    pid_t pid = waitpid(-1, &st, 0);
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, 0)) < 0 && errno == EINTR)
+        ;
+    if (pid < 0) {
+        perror("waitpid");          /* children reaped elsewhere: no results */
+        exit(1);
+    }
     for (int k = 0; k < *nrun; k++) {
         if (run[k].pid != pid)
             continue;
