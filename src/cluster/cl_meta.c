@@ -141,6 +141,19 @@ void cl_meta_get_info(cl_meta *m, cl_meta_info *out)
     pthread_mutex_unlock(&m->info_mu);
 }
 
+/* prune_later: prune_gone on the loop's next pass, outside the libraft
+ * callback this is called from (one that fires while a leader steps down
+ * runs before its leader state is gone: a change started there would use
+ * what is being torn down). */
+static void prune_later(cl_meta *m)
+{
+    m->prune_soon = 1;
+    pthread_mutex_lock(&m->mu);
+    if (!m->closing)
+        uv_async_send(&m->async);
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void info_sub(void *arg, const cl_meta_entry *e, const cl_meta_effect *eff)
 {
     cl_meta *m = arg;
@@ -150,13 +163,8 @@ static void info_sub(void *arg, const cl_meta_entry *e, const cl_meta_effect *ef
      * majority) must not outrun the removals.  Not from inside libraft's
      * apply: on the next pass of the loop. */
     if (e && eff->status == 0 &&
-        (e->type == CL_META_E_NODE_LEAVE || e->type == CL_META_E_NODE_FAIL)) {
-        m->prune_soon = 1;
-        pthread_mutex_lock(&m->mu);
-        if (!m->closing)
-            uv_async_send(&m->async);
-        pthread_mutex_unlock(&m->mu);
-    }
+        (e->type == CL_META_E_NODE_LEAVE || e->type == CL_META_E_NODE_FAIL))
+        prune_later(m);
 }
 
 static void barrier_cb(struct raft_barrier *req, int status)
@@ -324,7 +332,7 @@ static void change_done(cl_meta_change *c, int status)
         maybe_close(m);
     } else {
         run_changes(m);
-        prune_gone(m);          /* the next one, if any, without a tick's wait */
+        prune_later(m);         /* the next one, if any, without a tick's wait */
     }
 }
 
