@@ -176,6 +176,12 @@ node_term() {
     st=$?
     chaos_forget "$pid"
     eval "CHAOS_PID_$1="
+    # An abort or sanitizer report at stop: its last lines go to the output,
+    # which is all CI keeps of a run.
+    if [ $st -ne 0 ]; then
+        echo "   node $1 exited $st; the end of its log:"
+        tail -n 15 "$(eval echo "\$CHAOS_LOG_$1")" | sed 's/^/     /'
+    fi
     return $st
 }
 

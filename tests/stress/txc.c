@@ -1189,33 +1189,64 @@ static int cmd_bench(const bank_opts *o, int plain)
 }
 
 /* cmd_put: the `put` command (see the top). */
+/* keys_ok: keys is a comma-separated list of integers. */
+static int keys_ok(const char *keys)
+{
+    for (const char *k = keys; *k;) {
+        char *end;
+        (void)strtol(k, &end, 10);
+        if (end == k || (*end && *end != ','))
+            return 0;
+        k = *end ? end + 1 : end;
+    }
+    return 1;
+}
+
+/* put_once runs one transaction putting value at every key in keys (checked
+ * by keys_ok): 0 or the first failure's code (why holds a server's text). */
+static int put_once(sx_conn *c, const char *keys, int32_t value, char *why, size_t cap)
+{
+    int32_t id = 0;
+    int rc = tx_start(c, 1, 1, 0, &id);
+    for (const char *k = keys; !rc && *k;) {
+        char *end;
+        long v = strtol(k, &end, 10);
+        rc = put(c, id, (int32_t)v, value);
+        k = *end ? end + 1 : end;
+    }
+    if (!rc)
+        rc = tx_end(c, id, 1);
+    why[0] = 0;
+    if (rc > 0)
+        err_text(c, why, cap);
+    return rc;
+}
+
+/* cmd_put: one transaction, run again (up to 5 times) when the server
+ * rolled it back because the topology changed while it prepared - what
+ * Ignite's clients are told to retry, and what a join under way causes. */
 static int cmd_put(const char *keys, int32_t value)
 {
     sx_conn c;
     char why[256];
-    int32_t id = 0;
+    if (!keys_ok(keys)) {
+        fprintf(stderr, "put: bad --keys '%s'\n", keys);
+        return 2;
+    }
     int rc = open_node(&c, 0);
     if (rc) {
         fprintf(stderr, "put: cannot connect: %s\n", em_strerror(rc));
         return 1;
     }
     if ((rc = create_cache(&c)) == 0)
-        rc = tx_start(&c, 1, 1, 0, &id);
-    for (const char *k = keys; !rc && *k;) {
-        char *end;
-        long v = strtol(k, &end, 10);
-        if (end == k || (*end && *end != ',')) {
-            fprintf(stderr, "put: bad --keys '%s'\n", keys);
-            sx_close(&c);
-            return 2;
+        for (int attempt = 0;; attempt++) {
+            rc = put_once(&c, keys, value, why, sizeof why);
+            if (rc <= 0 || attempt == 4 || !strstr(why, "topology changed"))
+                break;
+            fprintf(stderr, "put: retried: %s\n", why);
         }
-        rc = put(&c, id, (int32_t)v, value);
-        k = *end ? end + 1 : end;
-    }
-    if (!rc)
-        rc = tx_end(&c, id, 1);
     if (rc)
-        fprintf(stderr, "put: failed (%d): %s\n", rc, rc > 0 ? err_text(&c, why, sizeof why) : "");
+        fprintf(stderr, "put: failed (%d): %s\n", rc, rc > 0 ? why : "");
     else
         printf("put: committed\n");
     sx_close(&c);
