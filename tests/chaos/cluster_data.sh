@@ -55,7 +55,7 @@ owners=$(cut -d' ' -f2 "$CHAOS_TMP/parts.1" | sort -u | grep -c .)
 # unread past a bound (backpressure), never answered with an error.
 for m in 100 0; do
     "$BUILD/ember-bench" load --host "$(node_ip 1)" --port "$CHAOS_PORT" --cache parts \
-        --connections 2 --pipeline 2048 --keys 3000 --mix $m --duration 1 --warmup 0 \
+        --connections 2 --pipeline 2048 --keys 3000 --mix $m --ops 8192 --warmup 0 \
         --key-type int --csv --label deep >"$CHAOS_TMP/deep.csv" 2>&1 || bad "deep pipeline load"
     e=$(awk -F, '$1 == "label" { for (i = 1; i <= NF; i++) c[$i] = i } $1 == "deep" { print $c["errors"] " " $c["ops"] }' \
         "$CHAOS_TMP/deep.csv")
@@ -83,7 +83,7 @@ AW="$(node_ip 1):$CHAOS_PORT,$(node_ip 2):$CHAOS_PORT,$(node_ip 3):$CHAOS_PORT"
     bad "partition-aware prefill"
 f0=$(fwd_sum)
 "$BUILD/ember-bench" load --hosts "$AW" --partition-aware --ignite-version 1.4.0 --cache parts \
-    --connections 3 --keys 3000 --key-type int --mix 50 --duration 1 --warmup 0 --no-prefill \
+    --connections 3 --keys 3000 --key-type int --mix 50 --ops 3000 --warmup 0 --no-prefill \
     --csv --label aware >"$CHAOS_TMP/aware.csv" 2>&1 || bad "partition-aware load"
 f1=$(fwd_sum)
 e=$(awk -F, '$1 == "label" { for (i = 1; i <= NF; i++) c[$i] = i } $1 == "aware" { print $c["errors"] " " $c["ops"] }' \
