@@ -294,7 +294,7 @@ static void on_applied(void *arg, const cl_meta_entry *e, const cl_meta_effect *
     pthread_cond_broadcast(&n->cv);
     pthread_mutex_unlock(&n->mu);
     /* A member that left leaves the Raft configuration too: cl_meta's
-     * leader removes the server of every LEFT member, tick after tick. */
+     * leader removes the server of every LEFT member (prune_gone). */
     leave_cb(n);
 }
 

@@ -94,7 +94,8 @@ static void report(int i, int bad, long ms, FILE *out)
         printf("  slow: %s %ld.%ld s\n", tests[i].name, ms / 1000, ms % 1000 / 100);
 }
 
-/* reap waits for one running child and reports it; 1 if it failed. */
+/* reap waits for one running child and reports it: 1 if it failed, 0 if
+ * it passed, -1 for a child not in run (counted neither way). */
 static int reap(child *run, int *nrun)
 {
     int st = 0;
@@ -117,7 +118,7 @@ static int reap(child *run, int *nrun)
         run[k] = run[--*nrun];
         return bad;
     }
-    return 0;                       /* not one of ours (cannot happen) */
+    return -1;                      /* not one of ours (cannot happen) */
 }
 
 /* Tests run in forked children, EM_TEST_JOBS (default 3) at a time: most
@@ -129,8 +130,10 @@ int test_main(int argc, char **argv)
     int nofork = getenv("EM_TEST_NOFORK") != NULL;
     int timeout = getenv("EM_TEST_TIMEOUT") ? atoi(getenv("EM_TEST_TIMEOUT")) : 120;
     int jobs = getenv("EM_TEST_JOBS") ? atoi(getenv("EM_TEST_JOBS")) : 3;
-    if (jobs < 1 || jobs > 16)
+    if (jobs < 1)
         jobs = 1;
+    if (jobs > 16)
+        jobs = 16;                  /* the size of run[] */
     int passed = 0, failed = 0;
     child run[16];
     int nrun = 0;
@@ -141,7 +144,9 @@ int test_main(int argc, char **argv)
             continue;
         /* Room for the next test (or, past the last, every child done). */
         while (nrun > 0 && (nrun >= jobs || i == ntests)) {
-            if (reap(run, &nrun)) failed++; else passed++;
+            int r = reap(run, &nrun);
+            failed += r == 1;
+            passed += r == 0;
         }
         if (i == ntests)
             break;

@@ -1188,17 +1188,24 @@ static int cmd_bench(const bank_opts *o, int plain)
     return 0;
 }
 
-/* cmd_put: the `put` command (see the top). */
+/* next_key parses the key at k in a comma-separated list: the position
+ * after it (past its comma), or NULL when k holds no integer key. */
+static const char *next_key(const char *k, long *v)
+{
+    char *end;
+    *v = strtol(k, &end, 10);
+    if (end == k || (*end && *end != ','))
+        return NULL;
+    return *end ? end + 1 : end;
+}
+
 /* keys_ok: keys is a comma-separated list of integers. */
 static int keys_ok(const char *keys)
 {
-    for (const char *k = keys; *k;) {
-        char *end;
-        (void)strtol(k, &end, 10);
-        if (end == k || (*end && *end != ','))
+    long v;
+    for (const char *k = keys; k && *k;)
+        if (!(k = next_key(k, &v)))
             return 0;
-        k = *end ? end + 1 : end;
-    }
     return 1;
 }
 
@@ -1207,12 +1214,11 @@ static int keys_ok(const char *keys)
 static int put_once(sx_conn *c, const char *keys, int32_t value, char *why, size_t cap)
 {
     int32_t id = 0;
+    long v;
     int rc = tx_start(c, 1, 1, 0, &id);
     for (const char *k = keys; !rc && *k;) {
-        char *end;
-        long v = strtol(k, &end, 10);
+        k = next_key(k, &v);
         rc = put(c, id, (int32_t)v, value);
-        k = *end ? end + 1 : end;
     }
     if (!rc)
         rc = tx_end(c, id, 1);
@@ -1222,7 +1228,7 @@ static int put_once(sx_conn *c, const char *keys, int32_t value, char *why, size
     return rc;
 }
 
-/* cmd_put: one transaction, run again (up to 5 times) when the server
+/* cmd_put, the `put` command (see the top): one transaction, run again (up to 5 times) when the server
  * rolled it back because the topology changed while it prepared - what
  * Ignite's clients are told to retry, and what a join under way causes. */
 static int cmd_put(const char *keys, int32_t value)
