@@ -266,11 +266,24 @@ static void pool_free(cl_net *n)
     pthread_mutex_destroy(&n->pool_mu);
 }
 
+/* later_kick: l's frames go out at the end of the loop's pass (cb_pass_end)
+ * instead of now, so everything the pass appends to one link - the frames
+ * other threads posted, an owner's acks, answers - leaves in one send. */
+static void later_kick(cl_net_link *l)
+{
+    if (!l->in_data && !l->kick_later) {
+        l->kick_later = 1;
+        l->net->kicks++;
+    }
+}
+
 static void do_send(void *arg, int cancelled)
 {
     post_send *m = arg;
     if (!cancelled) {
         cl_net_link *l = find_up(m->net, m->msb, m->lsb);
+        if (l)
+            later_kick(l);
         if (!l || cl_net_link_send(l, m->type, m->payload, m->len) != 0)
             count(m->net, S_NOLINK);
     }
@@ -288,10 +301,8 @@ int cl_net_send(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
         /* Sent at the end of the pass (cb_pass_end), not here: a failed
          * write closes the link, and its close must not run inside the
          * caller (which may hold a stream's lock, or another link). */
-        if (l && !l->in_data && !l->kick_later) {
-            l->kick_later = 1;
-            n->kicks++;
-        }
+        if (l)
+            later_kick(l);
         if (!l || cl_net_link_send(l, type, payload, len) != 0)
             count(n, S_NOLINK);
         return 0;
