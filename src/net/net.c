@@ -33,6 +33,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "util/clock.h"
@@ -85,7 +86,21 @@ struct net_conn {
     uint8_t   tls_hs;               /* TLS handshake still running */
     uint8_t   outgoing;             /* opened by net_connect */
     void     *ctx;                  /* net_connect's ctx */
+    struct net_xout *xo;            /* shared output (net_conn_share), else NULL */
 };
+
+/* Shared output: another thread writes whole frames to the socket itself
+ * (net_conn_send_any) while the loop owns everything else.  mu covers the
+ * socket's write side - the loop's flush and the other thread's send - and
+ * `closing`.  `unsent`: the loop's last flush left part of its output
+ * unsent, so another thread's frames queue in buf behind it.  `mid`: a
+ * frame of another thread's went out in part and buf starts with its rest,
+ * which must reach the socket before anything of the loop's. */
+typedef struct net_xout {
+    pthread_mutex_t mu;
+    em_buf   buf;
+    uint8_t  unsent, mid;
+} net_xout;
 
 struct net_loop {
     net_server *srv;
@@ -160,7 +175,14 @@ static void conn_close(net_conn *c)
     if (c->closing)
         return;
     net_loop *l = c->loop;
-    c->closing = 1;
+    if (c->xo) {
+        /* No other thread is inside a send once this is set. */
+        pthread_mutex_lock(&c->xo->mu);
+        c->closing = 1;
+        pthread_mutex_unlock(&c->xo->mu);
+    } else {
+        c->closing = 1;
+    }
     if (c->parked) {
         c->parked = 0;
         l->nparked--;
@@ -204,6 +226,11 @@ static void free_dead(net_loop *l)
         l->dead = c->next;
         em_buf_free(&c->in);
         em_buf_free(&c->out);
+        if (c->xo) {
+            em_buf_free(&c->xo->buf);
+            pthread_mutex_destroy(&c->xo->mu);
+            em_free(c->xo);
+        }
         em_free(c);
     }
 }
@@ -249,13 +276,11 @@ static ssize_t conn_recv(net_conn *c, void *p, size_t n)
     return -1;
 }
 
-/* flush sends queued output; returns 0, or negative when the connection must
- * be closed.  One send() for everything queued (the kernel takes it whole
- * unless the socket buffer is full). */
-static int flush(net_conn *c)
+/* flush_out sends queued output; returns 0, or negative when the
+ * connection must be closed.  One send() for everything queued (the kernel
+ * takes it whole unless the socket buffer is full). */
+static int flush_out(net_conn *c)
 {
-    if (c->tls_hs)
-        return 0;                   /* queued until the handshake is done */
     while (c->out_off < c->out.len) {
         ssize_t w = conn_send(c, c->out.p + c->out_off, c->out.len - c->out_off);
         if (w > 0) {
@@ -283,6 +308,41 @@ static int flush(net_conn *c)
         c->out_off = 0;
     }
     return 0;
+}
+
+/* flush: flush_out, on a shared connection under its lock and after what
+ * other threads left queued. */
+static int flush(net_conn *c)
+{
+    if (c->tls_hs)
+        return 0;                   /* queued until the handshake is done */
+    net_xout *x = c->xo;
+    if (!x)
+        return flush_out(c);
+    pthread_mutex_lock(&x->mu);
+    int rc = 0;
+    if (x->buf.len && x->mid) {
+        /* buf goes first: the loop's output was all sent when that frame
+         * went out in part (unsent clear), so out holds only what the loop
+         * appended since, none of it on the socket yet (out_off 0). */
+        rc = em_buf_append(&x->buf, c->out.p + c->out_off, c->out.len - c->out_off);
+        if (!rc) {
+            em_buf t = c->out;
+            c->out = x->buf;
+            c->out_off = 0;
+            x->buf = t;
+            x->buf.len = 0;
+        }
+    } else if (x->buf.len) {
+        rc = em_buf_append(&c->out, x->buf.p, x->buf.len);
+    }
+    x->buf.len = 0;
+    x->mid = 0;
+    if (!rc)
+        rc = flush_out(c);
+    x->unsent = c->out_off < c->out.len;
+    pthread_mutex_unlock(&x->mu);
+    return rc;
 }
 
 /* deliver gives p[0..n) to the layer above.  Returns bytes consumed or a
@@ -1246,3 +1306,59 @@ int net_conn_kick(net_conn *c)
 }
 
 void net_conn_close(net_conn *c) { conn_close(c); }
+
+int net_conn_share(net_conn *c)
+{
+    if (c->xo)
+        return 0;
+    if (c->tls || c->tls_hs)
+        return EM_INVAL;            /* the TLS session is the loop's alone */
+    net_xout *x = em_calloc(1, sizeof *x);
+    if (!x)
+        return EM_NOMEM;
+    pthread_mutex_init(&x->mu, NULL);
+    c->xo = x;
+    return 0;
+}
+
+int net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size_t bn,
+                      int *kick)
+{
+    net_xout *x = c->xo;
+    size_t done = 0, total = an + bn;
+    int rc = 0;
+    *kick = 0;
+    pthread_mutex_lock(&x->mu);
+    if (c->closing) {
+        rc = EM_CLOSED;
+    } else if (!x->unsent && !x->buf.len) {
+        struct iovec v[2] = { { (void *)a, an }, { (void *)b, bn } };
+        struct msghdr m = { .msg_iov = v, .msg_iovlen = bn ? 2 : 1 };
+        ssize_t w;
+        do
+            w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (w < 0 && errno == EINTR);
+        if (w >= 0)
+            done = (size_t)w;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK)
+            rc = EM_CLOSED;         /* the loop sees the error and closes it */
+    }
+    if (!rc && done < total) {
+        /* The loop sends the rest, before anything queued after it. */
+        int was_empty = x->buf.len == 0;
+        if (x->buf.len + total - done > c->loop->srv->lim.out_hard_cap)
+            rc = EM_TOOBIG;
+        if (!rc && done < an)
+            rc = em_buf_append(&x->buf, (const uint8_t *)a + done, an - done);
+        if (!rc && bn)
+            rc = em_buf_append(&x->buf, (const uint8_t *)b + (done > an ? done - an : 0),
+                               done > an ? bn - (done - an) : bn);
+        if (!rc && done)
+            x->mid = 1;
+        else if (rc && done)
+            shutdown(c->fd, SHUT_RDWR);     /* half a frame sent: the loop closes it */
+        *kick = !rc && was_empty;
+    }
+    pthread_mutex_unlock(&x->mu);
+    return rc;
+}

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -317,4 +319,125 @@ TEST(net_peek_staged_reads_echo_exactly)
     for (int i = 0; i < N; i++)
         close(fd[i]);
     net_server_stop(s);
+}
+
+/* Shared output (net_conn_share): two other threads write frames straight
+ * to a connection while its loop writes its own replies, and the client
+ * reads nothing until they are done, so the socket fills and their sends go
+ * partial and queue, and the loop must send the rest first.  Every frame
+ * arrives whole, each thread's in order, and every echo too. */
+static _Atomic(net_conn *) shared_conn;
+
+static void *t_open_share(void *arg, net_conn *c)
+{
+    (void)arg;
+    if (net_conn_share(c) == 0)
+        atomic_store(&shared_conn, c);
+    return &dummy_state;
+}
+
+static void kick_posted(void *arg, int cancelled)
+{
+    if (!cancelled)
+        (void)net_conn_kick(arg);
+}
+
+enum { SH_FRAMES = 200, SH_MAX = 60000 };
+static net_server *sh_srv;
+static _Atomic uint32_t sh_kicks;
+
+/* sh_len: frame i of thread t's payload length (a tag, a sequence, fill). */
+static uint32_t sh_len(int t, uint32_t i) { return 5 + (i * 7919u + (uint32_t)t * 17u) % SH_MAX; }
+static uint8_t sh_fill(int t, uint32_t i) { return (uint8_t)('a' + (i + (uint32_t)t) % 26); }
+
+static void *sh_writer(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    net_conn *c = atomic_load(&shared_conn);
+    static uint8_t pbuf[2][4 + SH_MAX + 5];
+    uint8_t *p = pbuf[t];
+    for (uint32_t i = 0; i < SH_FRAMES; i++) {
+        uint32_t n = sh_len(t, i);
+        em_st32(p, n);
+        p[4] = (uint8_t)('A' + t);
+        em_st32(p + 5, i);
+        memset(p + 9, sh_fill(t, i), n - 5);
+        int kick = 0;
+        /* The header and the payload as the two parts of one frame. */
+        if (net_conn_send_any(c, p, 4, p + 4, n, &kick) != 0)
+            return (void *)1;
+        if (kick)
+            atomic_fetch_add(&sh_kicks, 1);
+        if (kick && net_post(sh_srv, net_conn_worker(c), kick_posted, c) != 0)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+TEST(net_shared_output_frames_stay_whole)
+{
+    net_options o;
+    memset(&o, 0, sizeof o);
+    o.host = "127.0.0.1";
+    o.threads = 1;
+    o.limits.out_soft_cap = 1u << 20;
+    o.cb.on_open = t_open_share;
+    o.cb.on_data = t_data;
+    o.cb.on_close = t_close;
+    atomic_store(&shared_conn, NULL);
+    atomic_store(&sh_kicks, 0);
+    REQUIRE_OK(net_server_start(&sh_srv, &o));
+    int fd = dial(net_server_port(sh_srv));
+    REQUIRE(fd >= 0);
+    send_frame(fd, "Estart");
+    uint8_t first[10];
+    REQUIRE(read_n(fd, first, 10, 10000) == 10);    /* the echo: on_open ran */
+    REQUIRE(atomic_load(&shared_conn) != NULL);
+    /* Echo requests before and while the writers run (some 12 MB). */
+    for (int i = 0; i < 25; i++)
+        send_frame(fd, "qecho-request");
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++)
+        REQUIRE(pthread_create(&th[t], NULL, sh_writer, (void *)(intptr_t)t) == 0);
+    for (int i = 0; i < 25; i++)
+        send_frame(fd, "qecho-request");
+    void *rv[2];
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], &rv[t]);
+    CHECK(rv[0] == NULL && rv[1] == NULL);
+    uint32_t next[2] = { 0, 0 }, echoes = 0;
+    static uint8_t b[SH_MAX + 5];
+    int bad = 0;
+    while (!bad && (next[0] < SH_FRAMES || next[1] < SH_FRAMES || echoes < 50)) {
+        uint8_t h[4];
+        if (read_n(fd, h, 4, 20000) != 4) {
+            bad = 1;
+            break;
+        }
+        uint32_t n = em_ld32(h);
+        if (n > sizeof b || read_n(fd, b, n, 20000) != n) {
+            bad = 2;
+            break;
+        }
+        if (n == 13 && memcmp(b, "qecho-request", 13) == 0) {
+            echoes++;
+        } else if (n >= 5 && (b[0] == 'A' || b[0] == 'B')) {
+            int t = b[0] - 'A';
+            uint32_t i = em_ld32(b + 1);
+            bad = i != next[t] || n != sh_len(t, i) ? 3 : 0;
+            for (uint32_t k = 9; !bad && k < n; k++)
+                bad = b[k] != sh_fill(t, i) ? 4 : 0;
+            next[t]++;
+        } else {
+            bad = 5;
+        }
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(next[0], SH_FRAMES);
+    CHECK_EQ(next[1], SH_FRAMES);
+    CHECK_EQ(echoes, 50);
+    /* The case under test happened: a send went partial and queued. */
+    CHECK(atomic_load(&sh_kicks) > 0);
+    close(fd);
+    net_server_stop(sh_srv);
 }
