@@ -295,12 +295,9 @@ static void do_send(void *arg, int cancelled)
         cl_net_link *l = find_up(m->net, m->msb, m->lsb);
         if (l)
             later_kick(l);
-        if (m->type == 0)
-            ;                       /* a kick: send_direct left bytes queued */
-        else if (!l || cl_net_link_send(l, m->type, m->payload, m->len) != 0)
+        if (!l || cl_net_link_send(l, m->type, m->payload, m->len) != 0)
             count(m->net, S_NOLINK);
-        if (m->type)
-            atomic_fetch_sub_explicit(&m->net->posted, 1, memory_order_release);
+        atomic_fetch_sub_explicit(&m->net->posted, 1, memory_order_release);
     }
     block_put(m->net, m);
 }
@@ -346,12 +343,12 @@ static int send_direct(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
     uint8_t hdr[CL_NET_HDR];
     em_st32(hdr, (uint32_t)(len + 2));
     em_st16(hdr + 4, type);
-    int rc = EM_AGAIN, kick = 0;
+    int rc = EM_AGAIN;
     pthread_rwlock_rdlock(&n->dmu);
     for (uint32_t i = 0; i < n->ndirect; i++) {
         if (n->direct[i].msb != msb || n->direct[i].lsb != lsb)
             continue;
-        rc = net_conn_send_any(n->direct[i].l->conn, hdr, sizeof hdr, payload, len, &kick);
+        rc = net_conn_send_any(n->direct[i].l->conn, hdr, sizeof hdr, payload, len);
         break;
     }
     pthread_rwlock_unlock(&n->dmu);
@@ -362,14 +359,6 @@ static int send_direct(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
         return 0;
     }
     count(n, S_OUT);
-    if (kick) {
-        post_send *m = block_get(n, 0);
-        if (!m)
-            return EM_NOMEM;
-        *m = (post_send){ .net = n, .cap = m->cap, .msb = msb, .lsb = lsb, .type = 0 };
-        if (net_post(n->srv, 0, do_send, m) != 0)
-            block_put(n, m);
-    }
     return 0;
 }
 

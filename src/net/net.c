@@ -159,7 +159,7 @@ static _Thread_local net_loop *tl_loop;
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int set_interest(net_conn *c, uint32_t ev)
+static int set_interest_now(net_conn *c, uint32_t ev)
 {
     if (ev == c->events)
         return 0;
@@ -168,6 +168,18 @@ static int set_interest(net_conn *c, uint32_t ev)
         return -errno;
     c->events = ev;
     return 0;
+}
+
+/* set_interest: the epoll interest of c; on a shared connection another
+ * thread may have added EPOLLOUT (net_conn_send_any), hence the lock. */
+static int set_interest(net_conn *c, uint32_t ev)
+{
+    if (!c->xo)
+        return set_interest_now(c, ev);
+    pthread_mutex_lock(&c->xo->mu);
+    int rc = set_interest_now(c, ev);
+    pthread_mutex_unlock(&c->xo->mu);
+    return rc;
 }
 
 static void conn_close(net_conn *c)
@@ -247,7 +259,13 @@ static int update_interest(net_conn *c)
     c->paused = queued > c->loop->srv->lim.out_soft_cap ||
                 (c->parked && c->in.len >= PARKED_IN_MAX);
     uint32_t ev = (c->paused ? 0 : EPOLLIN | EPOLLRDHUP) | (queued ? EPOLLOUT : 0);
-    return set_interest(c, ev);
+    if (!c->xo)
+        return set_interest_now(c, ev);
+    /* What other threads queued keeps EPOLLOUT too. */
+    pthread_mutex_lock(&c->xo->mu);
+    int rc = set_interest_now(c, ev | (c->xo->buf.len ? EPOLLOUT : 0));
+    pthread_mutex_unlock(&c->xo->mu);
+    return rc;
 }
 
 /* conn_send / conn_recv: send(2) / recv(2), or the TLS layer with the same
@@ -1321,13 +1339,23 @@ int net_conn_share(net_conn *c)
     return 0;
 }
 
-int net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size_t bn,
-                      int *kick)
+int net_conn_out_idle(net_conn *c)
+{
+    if (c->out.len != c->out_off)
+        return 0;
+    if (!c->xo)
+        return 1;
+    pthread_mutex_lock(&c->xo->mu);
+    int idle = !c->xo->buf.len && !c->xo->unsent;
+    pthread_mutex_unlock(&c->xo->mu);
+    return idle;
+}
+
+int net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size_t bn)
 {
     net_xout *x = c->xo;
     size_t done = 0, total = an + bn;
     int rc = 0;
-    *kick = 0;
     pthread_mutex_lock(&x->mu);
     if (c->closing) {
         rc = EM_CLOSED;
@@ -1344,8 +1372,8 @@ int net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size
             rc = EM_CLOSED;         /* the loop sees the error and closes it */
     }
     if (!rc && done < total) {
-        /* The loop sends the rest, before anything queued after it. */
-        int was_empty = x->buf.len == 0;
+        /* The loop sends the rest, before anything queued after it, once
+         * the socket takes more: EPOLLOUT wakes it (pump, flush). */
         if (x->buf.len + total - done > c->loop->srv->lim.out_hard_cap)
             rc = EM_TOOBIG;
         if (!rc && done < an)
@@ -1357,7 +1385,8 @@ int net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size
             x->mid = 1;
         else if (rc && done)
             shutdown(c->fd, SHUT_RDWR);     /* half a frame sent: the loop closes it */
-        *kick = !rc && was_empty;
+        if (!rc && !(c->events & EPOLLOUT) && set_interest_now(c, c->events | EPOLLOUT) != 0)
+            shutdown(c->fd, SHUT_RDWR);     /* cannot wake the loop for it: it closes */
     }
     pthread_mutex_unlock(&x->mu);
     return rc;

@@ -163,21 +163,23 @@ int     net_conn_kick(net_conn *c);
 void    net_conn_park(net_conn *c);
 int     net_wake_parked(net_server *s);
 
-/* Shared output, for a peer link whose frames other threads write straight
+/* Shared output, for a connection whose frames other threads write straight
  * to its socket (one syscall, no hand-off to the loop).  net_conn_share
  * (owner thread; plaintext connections only: 0, EM_INVAL, EM_NOMEM) turns
- * it on for good.  net_conn_send_any (any thread) writes a[0..an) then
- * b[0..bn) as one whole: sent now when nothing of the loop's is left
- * half-sent, else (or for what the socket did not take) queued for the
- * loop's next flush, and *kick is set when the caller must make the loop
- * flush (net_conn_kick from a posted call).  The caller keeps c alive
- * across the call (it must not overlap on_close).  0, EM_CLOSED (closing,
- * or the socket failed: the loop closes it), EM_TOOBIG (over the hard cap
- * of queued output), EM_NOMEM.  Bytes sent this way are not counted by
- * the loop's write timers. */
+ * it on for good; the loop's own sends then take a lock.
+ * net_conn_send_any (any thread) writes a[0..an) then b[0..bn) as one
+ * whole: sent now when nothing of the loop's is left half-sent, else (or
+ * for what the socket did not take) queued, and the loop, woken by
+ * EPOLLOUT, sends it next.  It may overtake output the loop appended and
+ * has not flushed yet.  The caller keeps c alive across the call (it must
+ * not overlap on_close).  0, EM_CLOSED (closing, or the socket failed: the
+ * loop closes it), EM_TOOBIG (over the hard cap of queued output),
+ * EM_NOMEM.  Bytes sent this way are not counted by the loop's write
+ * timers.  net_conn_out_idle (owner thread): 1 when none of c's output
+ * waits to be sent. */
 int     net_conn_share(net_conn *c);
-int     net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size_t bn,
-                          int *kick);
+int     net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size_t bn);
+int     net_conn_out_idle(net_conn *c);
 
 /* net_conn_close closes c from its loop's thread (on_close runs now). */
 void    net_conn_close(net_conn *c);

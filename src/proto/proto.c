@@ -184,6 +184,16 @@ static void txm_wake(void *arg)
     pr_txc_wake_waiters(s);
 }
 
+void pr_server_set_direct(pr_server *s, int (*send)(void *arg, void *io, const void *p, size_t n),
+                          int (*idle)(void *arg, void *io), void *arg)
+{
+    s->direct_send = send;
+    s->out_idle = idle;
+    s->direct_arg = arg;
+}
+
+void pr_conn_set_io(pr_conn *c, void *io) { c->io = io; }
+
 void pr_server_set_tx_wake(pr_server *s, void (*fn)(void *arg), void *arg)
 {
     s->tx_wake = fn;
@@ -966,6 +976,8 @@ int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap)
     em_buf_reset(&q);
     c->pq2 = q;
     pr_tx_sync_waiting(c);
+    if (c->npq)
+        pr_ackw_behind(c);
     return rc < 0 ? rc : 0;
 }
 
@@ -1087,6 +1099,11 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
     size_t pos = 0, pf_end = 0;
     int rc = 0;
     int pf = c->ready && !c->srv->opt.cluster;
+    /* A held reply that settled (and went out from the settling thread)
+     * lets the frames behind it run before these. */
+    if (c->fwd_busy == PR_OUT_ACKS && pr_ackw_settled(c) &&
+        (rc = pr_conn_resume(c, out, out_cap)) < 0)
+        return rc;
     if (c->pf_from == p)
         pf_end = (size_t)(c->pf_to - p);    /* pr_pf_add walked these this pass */
     c->pf_from = c->pf_to = NULL;
@@ -1121,5 +1138,7 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
     }
     *consumed = pos;
     pr_tx_sync_waiting(c);
+    if (c->npq || pos < n)
+        pr_ackw_behind(c);
     return rc < 0 ? rc : 0;
 }

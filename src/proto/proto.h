@@ -337,6 +337,19 @@ int  pr_fwd_take_ack_wait(pr_server *s, pr_fwd_ack *info);
  * waiting a bounded time for a cache start the metadata group has not
  * applied here yet (NULL if none). */
 void pr_server_set_repl(pr_server *s, struct cl_repl *r);
+/* pr_server_set_direct: how a FULL_SYNC reply held on a client's loop may
+ * be sent by the thread that receives its last ack instead of waking the
+ * loop for it (proto_ackw.c): send writes p[0..n) to connection io from
+ * any thread (0, or an error: the loop is woken to send it), idle tells on
+ * io's loop whether none of its output waits.  pr_conn_set_io names c's
+ * connection; a connection without one never takes this way.
+ * pr_ackw_pass_end, on a client's loop at the end of each pass before the
+ * replication streams leave: the replies held during the pass whose
+ * connections sent everything before them may now go this way. */
+void pr_server_set_direct(pr_server *s, int (*send)(void *arg, void *io, const void *p, size_t n),
+                          int (*idle)(void *arg, void *io), void *arg);
+void pr_conn_set_io(pr_conn *c, void *io);
+void pr_ackw_pass_end(void);
 void pr_server_set_take(pr_server *s, struct cl_take *k);
 /* pr_server_set_rids: the window of recent request ids (cluster/cl_rid.h)
  * this member answers retried writes from, and the origin it names the

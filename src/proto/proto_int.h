@@ -81,6 +81,11 @@ struct pr_server {
     _Atomic uint64_t rwake_sent, rwake_got;
     void (*tx_wake)(void *arg);     /* pr_server_set_tx_wake's */
     void *tx_wake_arg;
+    /* pr_server_set_direct's: a settled FULL_SYNC reply sent by the thread
+     * that settled it (proto_ackw.c) */
+    int  (*direct_send)(void *arg, void *io, const void *p, size_t n);
+    int  (*out_idle)(void *arg, void *io);
+    void *direct_arg;
 };
 
 typedef struct pr_cursor {
@@ -122,6 +127,7 @@ struct pr_conn {
     int        ack_effect;
     uint64_t   ack_rid_origin, ack_rid_seq;
     struct pr_ackw *ackw;           /* a client's reply held for its acks */
+    void      *io;                  /* pr_conn_set_io's: the connection below */
     em_buf     rid_env, rid_resp;   /* a PR_OP_RID_CALL sent, a write's reply (reused) */
     int64_t    fanout_sum;          /* GET_SIZE: the other members' counts */
     uint8_t    route_idem;          /* the request routed now may run twice harmlessly */
@@ -478,6 +484,12 @@ int  pr_cache_repl_finish(pr_conn *c, uint16_t op);
 int  pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *out, size_t at);
 int  pr_ackw_poll(pr_conn *c, em_buf *out, int *rc);
 void pr_ackw_free(pr_conn *c);
+/* pr_ackw_settled: c's held reply has settled (pr_ackw_poll would take
+ * it).  pr_ackw_behind: frames of c wait behind its held reply (queued, or
+ * left unread), so its settling must wake the loop even when the settling
+ * thread sent the reply itself. */
+int  pr_ackw_settled(const pr_conn *c);
+void pr_ackw_behind(pr_conn *c);
 int pr_op_scan(pr_conn *c, pr_rd *r, em_buf *out);              /* 2000 */
 int pr_op_scan_page(pr_conn *c, pr_rd *r, em_buf *out);         /* 2001 */
 int pr_op_resource_close(pr_conn *c, pr_rd *r, em_buf *out);    /* 0 */

@@ -451,7 +451,23 @@ static void *on_open(void *arg, net_conn *nc)
         net_conn_peer(nc, peer, sizeof peer);
         pr_conn_set_peer(sc->pc, peer);
     }
+    /* In a cluster, a FULL_SYNC reply may leave from the thread that got
+     * its last ack (proto_ackw.c); plaintext connections only. */
+    if (s->cluster && !s->tls && net_conn_share(nc) == 0)
+        pr_conn_set_io(sc->pc, nc);
     return sc;
+}
+
+static int direct_send(void *arg, void *io, const void *p, size_t n)
+{
+    (void)arg;
+    return net_conn_send_any(io, p, n, NULL, 0);
+}
+
+static int out_idle(void *arg, void *io)
+{
+    (void)arg;
+    return net_conn_out_idle(io);
 }
 
 static void on_tls_fail(void *arg, net_conn *nc, const char *why)
@@ -905,6 +921,7 @@ int srv_start(srv **out, const srv_config *c)
             (rc = pr_server_set_cluster(s->ps, srv_cluster_node(s->cluster))) != 0)
             goto fail;
         srv_cluster_set_meta(s->cluster, s->meta);
+        pr_server_set_direct(s->ps, direct_send, out_idle, s);
     }
     net_options no;
     memset(&no, 0, sizeof no);
