@@ -1374,13 +1374,16 @@ int net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size
     if (!rc && done < total) {
         /* The loop sends the rest, before anything queued after it, once
          * the socket takes more: EPOLLOUT wakes it (pump, flush). */
-        if (x->buf.len + total - done > c->loop->srv->lim.out_hard_cap)
+        size_t was = x->buf.len;
+        if (was + total - done > c->loop->srv->lim.out_hard_cap)
             rc = EM_TOOBIG;
         if (!rc && done < an)
             rc = em_buf_append(&x->buf, (const uint8_t *)a + done, an - done);
         if (!rc && bn)
             rc = em_buf_append(&x->buf, (const uint8_t *)b + (done > an ? done - an : 0),
                                done > an ? bn - (done - an) : bn);
+        if (rc)
+            x->buf.len = was;               /* no part of the frame stays queued */
         if (!rc && done)
             x->mid = 1;
         else if (rc && done)
