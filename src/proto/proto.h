@@ -350,6 +350,8 @@ void pr_server_set_direct(pr_server *s, int (*send)(void *arg, void *io, const v
                           int (*idle)(void *arg, void *io), void *arg);
 void pr_conn_set_io(pr_conn *c, void *io);
 void pr_ackw_pass_end(void);
+/* pr_server_replies_direct: how many held replies the settling thread sent. */
+uint64_t pr_server_replies_direct(pr_server *s);
 void pr_server_set_take(pr_server *s, struct cl_take *k);
 /* pr_server_set_rids: the window of recent request ids (cluster/cl_rid.h)
  * this member answers retried writes from, and the origin it names the

@@ -122,9 +122,16 @@ static void ackw_done(void *arg, int rc)
     a->sent = !rc && atomic_load(&a->direct) && !atomic_load(&a->behind) &&
               srv->direct_send(srv->direct_arg, a->io, a->reply.p, a->reply.len) == 0;
     int sent = a->sent;
+    if (sent)
+        atomic_fetch_add_explicit(&srv->replies_direct, 1, memory_order_relaxed);
     atomic_store(&a->settled, 1);
     if ((!sent || atomic_load(&a->behind)) && srv->tx_wake)
         srv->tx_wake(srv->tx_wake_arg);     /* the loops resume parked connections */
+}
+
+uint64_t pr_server_replies_direct(pr_server *s)
+{
+    return atomic_load_explicit(&s->replies_direct, memory_order_relaxed);
 }
 
 int pr_ackw_settled(const pr_conn *c)

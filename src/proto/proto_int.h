@@ -86,6 +86,7 @@ struct pr_server {
     int  (*direct_send)(void *arg, void *io, const void *p, size_t n);
     int  (*out_idle)(void *arg, void *io);
     void *direct_arg;
+    _Atomic uint64_t replies_direct; /* replies so sent */
 };
 
 typedef struct pr_cursor {

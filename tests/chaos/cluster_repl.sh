@@ -39,6 +39,13 @@ run_js expiry "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
 # backups (the counting allocator's totals over each node's threads).
 run_js alloc 3000 64 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
 run_js alloc 3000 1024 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
+# Those one-at-a-time puts whose near node was their primary held their
+# replies on its loop; such a reply leaves from the thread that settles it
+# (proto_ackw.c), not through a wake-up of the loop.
+direct=0
+for i in 1 2 3; do direct=$((direct + $(metric $i ember_repl_replies_direct || echo 0))); done
+[ "$direct" -gt 0 ] && ok "held FULL_SYNC replies sent by the thread that got the last ack: $direct" ||
+    bad "no held FULL_SYNC reply was sent by the settling thread"
 
 # Scans over the cluster: every partition once, from its primary.
 if out=$(node tests/chaos/cluster_scan.js "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)" 2>&1); then
