@@ -341,8 +341,7 @@ static int send_direct(cl_net *n, uint64_t msb, uint64_t lsb, uint16_t type,
         len + 2 > (n->o.max_frame ? n->o.max_frame : CL_NET_MAX_FRAME_DEFAULT))
         return EM_AGAIN;
     uint8_t hdr[CL_NET_HDR];
-    em_st32(hdr, (uint32_t)(len + 2));
-    em_st16(hdr + 4, type);
+    cl_net_frame_hdr(hdr, type, len);
     int rc = EM_AGAIN;
     pthread_rwlock_rdlock(&n->dmu);
     for (uint32_t i = 0; i < n->ndirect; i++) {

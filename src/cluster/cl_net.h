@@ -105,6 +105,9 @@ int cl_net_frame_parse(const uint8_t *p, size_t n, size_t max_frame, cl_net_fram
  * appended, so a payload is encoded straight into the output buffer. */
 int  cl_net_frame_begin(em_buf *b, uint16_t type, size_t *at);
 void cl_net_frame_end(em_buf *b, size_t at);
+/* cl_net_frame_hdr writes the header of a frame with len payload bytes
+ * (a payload sent from its own buffer). */
+void cl_net_frame_hdr(uint8_t h[CL_NET_HDR], uint16_t type, size_t len);
 
 /* cl_net_hello: the HELLO fields.  The strings point into the frame when
  * decoded (valid as long as its input). */

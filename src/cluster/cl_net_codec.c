@@ -46,14 +46,19 @@ int cl_net_frame_parse(const uint8_t *p, size_t n, size_t max_frame, cl_net_fram
     return 0;
 }
 
+void cl_net_frame_hdr(uint8_t h[CL_NET_HDR], uint16_t type, size_t len)
+{
+    em_st32(h, (uint32_t)(len + 2));
+    em_st16(h + 4, type);
+}
+
 int cl_net_frame_begin(em_buf *b, uint16_t type, size_t *at)
 {
     int rc = em_buf_reserve(b, CL_NET_HDR);
     if (rc)
         return rc;
     *at = b->len;
-    em_st32(b->p + b->len, 0);
-    em_st16(b->p + b->len + 4, type);
+    cl_net_frame_hdr(b->p + b->len, type, 0);   /* the length: cl_net_frame_end */
     b->len += CL_NET_HDR;
     return 0;
 }

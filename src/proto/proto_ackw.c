@@ -115,10 +115,10 @@ static void ackw_done(void *arg, int rc)
     struct pr_ackw *a = arg;
     pr_server *srv = a->srv;        /* once settled is seen, a may be freed */
     a->rc = rc;
-    /* (a->conn is closing at worst: its close cancels the await under the
-     * lock this runs under, and the send then fails) */
-    /* With frames behind it the loop must run anyway: it sends the reply
-     * too, with what follows (a pipelining client). */
+    /* a->conn is closing at worst (its close cancels the await under the
+     * lock this runs under, and the send then fails).  With frames behind
+     * the reply the loop must run anyway: it sends the reply too, with
+     * what follows (a pipelining client). */
     a->sent = !rc && atomic_load(&a->direct) && !atomic_load(&a->behind) &&
               srv->direct_send(srv->direct_arg, a->io, a->reply.p, a->reply.len) == 0;
     int sent = a->sent;
