@@ -227,7 +227,7 @@ static void prop_done(cl_meta *m, meta_op *op, int status, const cl_meta_effect 
     else
         op_finish(op, cl_meta_raft_err(status), NULL);
     if (m->shutting) {
-        maybe_close(m);
+        /* the drain timer closes (never from inside libraft: see maybe_close) */
     } else if (status != 0) {
         /* libraft fails its pending requests while it steps down, before
          * its leader state is gone: a raft_apply from inside that callback
@@ -328,9 +328,7 @@ static void change_done(cl_meta_change *c, int status)
     log_change(c, status);
     publish_info(m);            /* before the callback, so it sees the roles */
     op_finish(op, status, NULL);
-    if (m->shutting) {
-        maybe_close(m);
-    } else {
+    if (!m->shutting) {             /* else the drain timer closes (maybe_close) */
         run_changes(m);
         prune_later(m);         /* the next one, if any, without a tick's wait */
     }
@@ -463,9 +461,14 @@ static void meta_raft_closed(struct raft *r)
 /* maybe_close calls raft_close once nothing is in flight - our proposals and
  * changes, a snapshot, appends not yet stored - or once the drain deadline
  * passed (a leader without a majority never finishes).  Besides the append
- * crash above, libraft 0.15's raft_uv can close a segment writer twice when
- * closed during a snapshot (libuv's uv_poll_stop assertion, seen under TSan),
- * so closing while idle matters. */
+ * crash above, libraft 0.15's raft_uv closes a segment writer twice when
+ * raft_close runs inside the callbacks of a finished disk write (libuv's
+ * uv_poll_stop assertion, an abort at shutdown seen under TSan): a leader's
+ * proposal and membership change complete there, when its own write commits
+ * them, and the write's handler then finalizes the segment the close
+ * already did.  So maybe_close runs only from the drain timer and from
+ * begin_shutdown (the loop's own callbacks), never from libraft's; closing
+ * while idle matters too. */
 static unsigned other_voters(const struct raft *r)
 {
     unsigned n = 0;
@@ -476,12 +479,11 @@ static unsigned other_voters(const struct raft *r)
 }
 
 /* transfer_cb: libraft's answer to raft_transfer (a voter took over, or an
- * election timeout passed); either way, close. */
+ * election timeout passed); either way, the drain timer's next run closes. */
 static void transfer_cb(struct raft_transfer *req)
 {
     cl_meta *m = req->data;
     m->transferring = 0;
-    maybe_close(m);
 }
 
 static void maybe_close(cl_meta *m)
