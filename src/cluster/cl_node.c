@@ -352,8 +352,10 @@ static void call_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
         q->status = status;
         if (!status && len && em_buf_append(q->resp, p, len))
             q->status = EM_NOMEM;
+        /* before done: a poll that sees the call over sees what it did */
+        int quiet = q->answered && q->answered(q, q->status);
         q->done = 1;
-        hook = q->async;
+        hook = q->async && !quiet;
         /* Only this caller: many calls wait at once under load. */
         if (q->cv)
             pthread_cond_signal(q->cv);
@@ -482,11 +484,13 @@ void cl_node_set_answer_hook(cl_node *n, void (*fn)(void *arg), void *arg)
 }
 
 int cl_node_call_start(cl_node *n, cl_node_acall *a, cl_meta_uuid to, const void *p,
-                       size_t len, em_buf *resp, uint32_t timeout_ms)
+                       size_t len, em_buf *resp, uint32_t timeout_ms,
+                       int (*answered)(cl_node_acall *a, int status))
 {
     if (tl_transport)
         return EM_BUSY;
     memset(a, 0, sizeof *a);
+    a->answered = answered;
     a->resp = resp;
     a->to = to;
     a->remote = 1;

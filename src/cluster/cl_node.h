@@ -248,6 +248,10 @@ typedef struct cl_node_acall {
     pthread_cond_t *cv;
     uint64_t end_ms;             /* asynchronous calls: when poll says EM_TIMEOUT */
     uint8_t  async;              /* completing it runs the node's answer hook */
+    /* cl_node_call_start's `answered`: runs under the node's lock when the
+     * member's answer completes the call (status, resp filled), before a
+     * poll can see the call over; nonzero: nobody needs the answer hook. */
+    int    (*answered)(struct cl_node_acall *a, int status);
     struct cl_node_acall *next;
 } cl_node_acall;
 
@@ -261,9 +265,11 @@ void cl_node_set_answer_hook(cl_node *n, void (*fn)(void *arg), void *arg);
  * returns at once: 0 (in flight; the answer will be appended to resp),
  * EM_NOLINK (no link to `to` is up now: nothing sent, where cl_node_call
  * would wait for one), EM_TOOBIG, EM_BUSY (a transport callback), or a
- * send error (nothing left in flight). */
+ * send error (nothing left in flight).  answered (may be NULL): see
+ * cl_node_acall; it must not call into the node (its lock is held). */
 int cl_node_call_start(cl_node *n, cl_node_acall *a, cl_meta_uuid to, const void *p,
-                       size_t len, em_buf *resp, uint32_t timeout_ms);
+                       size_t len, em_buf *resp, uint32_t timeout_ms,
+                       int (*answered)(cl_node_acall *a, int status));
 /* cl_node_call_poll: 0 while the call is in flight; 1 once it is over,
  * with *rc its result as cl_node_call's (EM_TIMEOUT once timeout_ms passed
  * unanswered). */

@@ -184,8 +184,8 @@ static void txm_wake(void *arg)
     pr_txc_wake_waiters(s);
 }
 
-void pr_server_set_direct(pr_server *s, int (*send)(void *arg, void *io, const void *p, size_t n),
-                          int (*idle)(void *arg, void *io), void *arg)
+void pr_server_set_direct(pr_server *s, pr_direct_fn send, int (*idle)(void *arg, void *io),
+                          void *arg)
 {
     s->direct_send = send;
     s->out_idle = idle;
@@ -533,6 +533,11 @@ static int put_header(pr_conn *c, em_buf *out, int64_t rid, uint64_t topo, int s
     if (status && pr_put_str(out, msg))
         return EM_NOMEM;
     return 0;
+}
+
+int pr_reply_header(pr_conn *c, em_buf *out, int64_t rid, uint64_t topo)
+{
+    return put_header(c, out, rid, topo, 0, NULL);
 }
 
 static int unsupported(pr_conn *c, int op, const char *what)
@@ -910,6 +915,8 @@ static int queue_frame(pr_conn *c, em_buf *q, const uint8_t *body, size_t len)
 static int run_or_queue(pr_conn *c, em_buf *q, const uint8_t *body, size_t len, em_buf *out)
 {
     int rc = PR_PARK;
+    if (pr_afwd_skip(c, body, len))
+        return 0;                   /* its reply went out from the answering thread */
     int waits = c->fwd_busy && !(c->fwd_busy == PR_OUT_READY && pr_afwd_frame(c, body, len));
     if (!c->job_busy && !waits && !queued_tx(q->p, q->len, pr_tx_frame_id(body, len))) {
         size_t at = out->len;
@@ -978,6 +985,8 @@ int pr_conn_resume(pr_conn *c, em_buf *out, size_t out_cap)
     pr_tx_sync_waiting(c);
     if (c->npq)
         pr_ackw_behind(c);
+    if (c->npq > 1)
+        pr_afwd_behind(c);          /* (the first waiting frame is its own) */
     return rc < 0 ? rc : 0;
 }
 
@@ -1101,7 +1110,7 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
     int pf = c->ready && !c->srv->opt.cluster;
     /* A held reply that settled (and went out from the settling thread)
      * lets the frames behind it run before these. */
-    if (c->fwd_busy == PR_OUT_ACKS && pr_ackw_settled(c) &&
+    if (((c->fwd_busy == PR_OUT_ACKS && pr_ackw_settled(c)) || pr_afwd_settled(c)) &&
         (rc = pr_conn_resume(c, out, out_cap)) < 0)
         return rc;
     if (c->pf_from == p)
@@ -1140,5 +1149,7 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
     pr_tx_sync_waiting(c);
     if (c->npq || pos < n)
         pr_ackw_behind(c);
+    if (c->npq > 1 || pos < n)
+        pr_afwd_behind(c);          /* (the first waiting frame is its own) */
     return rc < 0 ? rc : 0;
 }

@@ -337,21 +337,28 @@ int  pr_fwd_take_ack_wait(pr_server *s, pr_fwd_ack *info);
  * waiting a bounded time for a cache start the metadata group has not
  * applied here yet (NULL if none). */
 void pr_server_set_repl(pr_server *s, struct cl_repl *r);
-/* pr_server_set_direct: how a FULL_SYNC reply held on a client's loop may
- * be sent by the thread that receives its last ack instead of waking the
- * loop for it (proto_ackw.c): send writes p[0..n) to connection io from
- * any thread (0, or an error: the loop is woken to send it), idle tells on
- * io's loop whether none of its output waits.  pr_conn_set_io names c's
- * connection; a connection without one never takes this way.
- * pr_ackw_pass_end, on a client's loop at the end of each pass before the
- * replication streams leave: the replies held during the pass whose
- * connections sent everything before them may now go this way. */
-void pr_server_set_direct(pr_server *s, int (*send)(void *arg, void *io, const void *p, size_t n),
-                          int (*idle)(void *arg, void *io), void *arg);
+/* pr_server_set_direct: how a reply a client's loop holds - a FULL_SYNC
+ * write's waiting for acks (proto_ackw.c), a forwarded request's waiting
+ * for the owner's answer (proto_cluster.c) - may be sent by the thread that
+ * completes it instead of waking the loop for it: send writes a[0..an) and
+ * then b[0..bn) as one frame to connection io from any thread (0, or an
+ * error: the loop is woken to send it), idle tells on io's loop whether
+ * none of its output waits.  pr_conn_set_io names c's connection; a
+ * connection without one never takes this way.  pr_ackw_pass_end, on a
+ * client's loop at the end of each pass before the replication streams
+ * leave: the replies held during the pass whose connections sent
+ * everything before them may now go this way. */
+typedef int (*pr_direct_fn)(void *arg, void *io, const void *a, size_t an, const void *b,
+                            size_t bn);
+void pr_server_set_direct(pr_server *s, pr_direct_fn send, int (*idle)(void *arg, void *io),
+                          void *arg);
 void pr_conn_set_io(pr_conn *c, void *io);
 void pr_ackw_pass_end(void);
-/* pr_server_replies_direct: how many held replies the settling thread sent. */
+/* pr_server_replies_direct: how many held FULL_SYNC replies the settling
+ * thread sent; pr_server_fwd_replies_direct: how many forwarded requests'
+ * replies the thread that got the owner's answer sent. */
 uint64_t pr_server_replies_direct(pr_server *s);
+uint64_t pr_server_fwd_replies_direct(pr_server *s);
 void pr_server_set_take(pr_server *s, struct cl_take *k);
 /* pr_server_set_rids: the window of recent request ids (cluster/cl_rid.h)
  * this member answers retried writes from, and the origin it names the

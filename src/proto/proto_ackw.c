@@ -120,7 +120,7 @@ static void ackw_done(void *arg, int rc)
      * the reply the loop must run anyway: it sends the reply too, with
      * what follows (a pipelining client). */
     a->sent = !rc && atomic_load(&a->direct) && !atomic_load(&a->behind) &&
-              srv->direct_send(srv->direct_arg, a->io, a->reply.p, a->reply.len) == 0;
+              srv->direct_send(srv->direct_arg, a->io, a->reply.p, a->reply.len, NULL, 0) == 0;
     int sent = a->sent;
     if (sent)
         atomic_fetch_add_explicit(&srv->replies_direct, 1, memory_order_relaxed);
@@ -151,6 +151,7 @@ void pr_ackw_behind(pr_conn *c)
 
 void pr_ackw_pass_end(void)
 {
+    pr_afwd_pass_end();
     while (tl_pass) {
         struct pr_ackw *a = tl_pass;
         tl_pass = a->pass_next;

@@ -366,20 +366,46 @@ static int target_of(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8
  * map again, wait for a cache, wait for a lock - goes on from there as it
  * would have.  Only requests whose second run is harmless go this way:
  * reads, idempotent writes and named writes (the second run keeps the
- * name, so the owner that ran it answers from its window). */
+ * name, so the owner that ran it answers from its window).
+ *
+ * A successful answer needs none of that: the reply is the header the
+ * loop built when it parked the request and the owner's payload.  Once
+ * the loop's pass has sent everything the connection answered before
+ * (pr_afwd_pass_end), and while no frame waits behind the request
+ * (`behind`, checked against `settled` both ways as proto_ackw.c's held
+ * replies do), the transport thread that receives the answer sends the
+ * reply itself (afwd_answered_direct, under the node's lock, before the
+ * call shows as over) and does not wake the loop: the wake-up and the
+ * second run were a forwarded put's largest cost on the near node.  The
+ * frame is then dropped unrun when the connection next resumes
+ * (pr_afwd_skip). */
 static int call_rc(pr_conn *c, int rc);
 
 struct pr_afwd {
-    cl_node_acall call;
+    cl_node_acall call;             /* first: the answer callback's pointer */
     em_buf   resp;                  /* the owner's answer */
     em_buf   env;                   /* a named write's envelope as sent */
+    em_buf   hdr;                   /* the success reply's header, as if answered */
     uint64_t rid;                   /* the client's request id */
+    uint64_t topo;                  /* the topology version hdr reports (0: none) */
     cl_meta_uuid to;                /* the member asked */
+    pr_server *srv;
+    void    *io;                    /* the connection's (pr_conn_set_io) */
     int      op;
     int      rc;                    /* the call's result, once over */
     uint8_t  have;                  /* over: the frame's next run takes it */
     uint8_t  named;
+    uint8_t  sent;                  /* the answering thread sent the reply
+                                     * (written under the node's lock) */
+    uint8_t  in_pass;               /* on this loop's tl_afwd_pass list */
+    _Atomic int direct;             /* the answering thread may send it */
+    _Atomic int behind;             /* frames of the connection wait behind it */
+    _Atomic int settled;            /* answered (afwd_answered_direct ran) */
+    struct pr_afwd *pass_next;
 };
+
+/* The forwards this loop thread parked during its pass (pr_afwd_pass_end). */
+static _Thread_local struct pr_afwd *tl_afwd_pass;
 
 /* frame_rid: the client's request id, also at bytes 2..10 of an envelope */
 static uint64_t frame_rid(const uint8_t *body) { return em_ld64(body + 2); }
@@ -388,6 +414,67 @@ static int afwd_mine(const pr_conn *c)
 {
     const struct pr_afwd *a = c->afwd;
     return a && a->have && a->op == c->req_op && a->rid == frame_rid(c->req_body);
+}
+
+/* answer_ok: the payload of a successful 1.7.0 reply frame b, or 0. */
+static int answer_ok(const em_buf *b, const uint8_t **p, size_t *n)
+{
+    if (b->len < 14)
+        return 0;
+    uint16_t flags = em_ld16(b->p + 12);
+    size_t at = 14 + ((flags & 2) ? 12 : 0);
+    if ((flags & 1) || b->len < at)
+        return 0;
+    *p = b->p + at;
+    *n = b->len - at;
+    return 1;
+}
+
+/* afwd_answered_direct (cl_node_acall's answered, on the transport thread
+ * under the node's lock): the reply, when it may go from here. */
+static int afwd_answered_direct(cl_node_acall *call, int status)
+{
+    struct pr_afwd *a = (struct pr_afwd *)call;
+    pr_server *srv = a->srv;
+    const uint8_t *pay;
+    size_t n;
+    /* a's connection is closing at worst: its close cancels the call
+     * under the lock this runs under, and the send then fails */
+    a->sent = !status && atomic_load(&a->direct) && !atomic_load(&a->behind) &&
+              answer_ok(&a->resp, &pay, &n) && a->hdr.len - 4 + n <= INT32_MAX;
+    if (a->sent) {
+        em_st32(a->hdr.p, (uint32_t)(a->hdr.len - 4 + n));
+        a->sent = srv->direct_send(srv->direct_arg, a->io, a->hdr.p, a->hdr.len, pay, n) == 0;
+    }
+    if (a->sent)
+        atomic_fetch_add_explicit(&srv->fwd_direct, 1, memory_order_relaxed);
+    atomic_store(&a->settled, 1);
+    return a->sent && !atomic_load(&a->behind);
+}
+
+uint64_t pr_server_fwd_replies_direct(pr_server *s)
+{
+    return atomic_load_explicit(&s->fwd_direct, memory_order_relaxed);
+}
+
+/* afwd_direct_prep: the success reply's header and the flags, before the
+ * call can be answered; 1 when the reply may go the direct way. */
+static int afwd_direct_prep(pr_conn *c, struct pr_afwd *a)
+{
+    atomic_store_explicit(&a->direct, 0, memory_order_relaxed);
+    atomic_store_explicit(&a->behind, 0, memory_order_relaxed);
+    atomic_store_explicit(&a->settled, 0, memory_order_relaxed);
+    a->sent = 0;
+    if (!c->io || !c->srv->direct_send)
+        return 0;
+    uint64_t tv = atomic_load_explicit(&c->srv->topo_ver, memory_order_relaxed);
+    a->topo = tv != c->topo_seen && c->ver >= PR_VER(1, 4, 0) ? tv : 0;
+    em_buf_reset(&a->hdr);
+    if (pr_reply_header(c, &a->hdr, (int64_t)frame_rid(c->req_body), a->topo))
+        return 0;
+    a->srv = c->srv;
+    a->io = c->io;
+    return 1;
 }
 
 /* afwd_start sends c->req_body (the envelope when named) to `to` without a
@@ -403,8 +490,10 @@ static int afwd_start(pr_conn *c, cl_meta_uuid to, int named, size_t frame_len)
         return EM_NOMEM;
     struct pr_afwd *a = c->afwd;
     em_buf_reset(&a->resp);
+    int direct = afwd_direct_prep(c, a);
     int rc = cl_node_call_start(c->srv->opt.cluster, &a->call, to, c->req_body, c->req_len,
-                                &a->resp, FORWARD_TIMEOUT_MS);
+                                &a->resp, FORWARD_TIMEOUT_MS,
+                                direct ? afwd_answered_direct : NULL);
     if (rc)
         return rc;
     if (c->stats)
@@ -419,9 +508,74 @@ static int afwd_start(pr_conn *c, cl_meta_uuid to, int named, size_t frame_len)
         c->rid_env = t;
     }
     c->fwd_busy = PR_OUT_FWD;
+    if (direct && !a->in_pass) {
+        a->in_pass = 1;
+        a->pass_next = tl_afwd_pass;
+        tl_afwd_pass = a;
+    }
     return 0;
 }
 
+void pr_afwd_pass_end(void)
+{
+    while (tl_afwd_pass) {
+        struct pr_afwd *a = tl_afwd_pass;
+        tl_afwd_pass = a->pass_next;
+        a->in_pass = 0;
+        if (a->srv->out_idle(a->srv->direct_arg, a->io))
+            atomic_store(&a->direct, 1);
+    }
+}
+
+static void afwd_pass_unlink(struct pr_afwd *a)
+{
+    for (struct pr_afwd **p = &tl_afwd_pass; *p; p = &(*p)->pass_next)
+        if (*p == a) {
+            *p = a->pass_next;
+            break;
+        }
+    a->in_pass = 0;
+}
+
+int pr_afwd_settled(const pr_conn *c)
+{
+    return c->afwd && c->fwd_busy == PR_OUT_FWD &&
+           atomic_load_explicit(&c->afwd->settled, memory_order_acquire);
+}
+
+void pr_afwd_behind(pr_conn *c)
+{
+    struct pr_afwd *a = c->afwd;
+    if (c->fwd_busy != PR_OUT_FWD || !a || atomic_load_explicit(&a->behind, memory_order_relaxed))
+        return;
+    atomic_store(&a->behind, 1);
+    if (atomic_load(&a->settled) && c->srv->tx_wake)
+        c->srv->tx_wake(c->srv->tx_wake_arg);   /* answered meanwhile: resume it */
+}
+
+int pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len)
+{
+    struct pr_afwd *a = c->afwd;
+    if (c->fwd_busy != PR_OUT_READY || !a || !a->sent || !pr_afwd_frame(c, body, len))
+        return 0;
+    /* what the frame's second run would have left behind it */
+    if (a->named) {                 /* the envelope's buffer back, as afwd_named */
+        em_buf t = c->rid_env;
+        c->rid_env = a->env;
+        a->env = t;
+    }
+    em_buf t = c->fwd_resp;         /* and the answer's, as afwd_take: both stay grown */
+    c->fwd_resp = a->resp;
+    a->resp = t;
+    a->have = a->named = a->sent = 0;
+    c->fwd_busy = 0;
+    c->last_status = 0;
+    if (a->topo)
+        c->topo_seen = a->topo;
+    if (c->stats)
+        pr_stats_req(c->stats, a->op, 0, PR_STATS_UNTIMED);
+    return 1;
+}
 /* afwd_named: the request's earlier run forwarded it named: its envelope
  * is c->rid_env again, and 1. */
 static int afwd_named(pr_conn *c)
@@ -473,7 +627,7 @@ void pr_afwd_end(pr_conn *c, const uint8_t *body)
 {
     struct pr_afwd *a = c->afwd;
     if (a->have && a->rid == frame_rid(body)) {
-        a->have = a->named = 0;     /* it ended before taking the answer */
+        a->have = a->named = a->sent = 0;  /* it ended before taking the answer */
         if (c->fwd_busy == PR_OUT_READY)
             c->fwd_busy = 0;
     }
@@ -486,8 +640,11 @@ void pr_afwd_free(pr_conn *c)
         return;
     if (c->fwd_busy == PR_OUT_FWD)
         cl_node_call_cancel(c->srv->opt.cluster, &a->call);
+    if (a->in_pass)
+        afwd_pass_unlink(a);
     em_buf_free(&a->resp);
     em_buf_free(&a->env);
+    em_buf_free(&a->hdr);
     em_free(a);
     c->afwd = NULL;
 }

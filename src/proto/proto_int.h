@@ -82,11 +82,13 @@ struct pr_server {
     void (*tx_wake)(void *arg);     /* pr_server_set_tx_wake's */
     void *tx_wake_arg;
     /* pr_server_set_direct's: a settled FULL_SYNC reply sent by the thread
-     * that settled it (proto_ackw.c) */
-    int  (*direct_send)(void *arg, void *io, const void *p, size_t n);
+     * that settled it (proto_ackw.c), a forward's by the thread that got
+     * its answer (proto_cluster.c) */
+    pr_direct_fn direct_send;
     int  (*out_idle)(void *arg, void *io);
     void *direct_arg;
-    _Atomic uint64_t replies_direct; /* replies so sent */
+    _Atomic uint64_t replies_direct; /* FULL_SYNC replies so sent */
+    _Atomic uint64_t fwd_direct;     /* forwards' replies so sent */
 };
 
 typedef struct pr_cursor {
@@ -466,6 +468,18 @@ int  pr_afwd_poll(pr_conn *c);
 int  pr_afwd_frame(const pr_conn *c, const uint8_t *body, size_t len);
 void pr_afwd_end(pr_conn *c, const uint8_t *body);
 void pr_afwd_free(pr_conn *c);
+/* The reply a forward's answering thread sent itself (proto_cluster.c):
+ * pr_afwd_settled, the forward was answered (resume the connection);
+ * pr_afwd_behind, frames wait behind it (queued, or left unread), so the
+ * answer must wake the loop; pr_afwd_skip, on the frame's second run: 1
+ * when its reply went out that way (the frame is done, unrun);
+ * pr_afwd_pass_end, at the end of a loop pass (pr_ackw_pass_end).
+ * pr_reply_header appends a success reply's header (length 0) for c. */
+int  pr_afwd_settled(const pr_conn *c);
+void pr_afwd_behind(pr_conn *c);
+int  pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len);
+void pr_afwd_pass_end(void);
+int  pr_reply_header(pr_conn *c, em_buf *out, int64_t rid, uint64_t topo);
 
 /* FULL_SYNC replies without a waiting thread (proto_ackw.c).
  * pr_cache_repl_finish ends a cache op's replication: cl_repl_finish, or,

@@ -458,10 +458,10 @@ static void *on_open(void *arg, net_conn *nc)
     return sc;
 }
 
-static int direct_send(void *arg, void *io, const void *p, size_t n)
+static int direct_send(void *arg, void *io, const void *a, size_t an, const void *b, size_t bn)
 {
     (void)arg;
-    return net_conn_send_any(io, p, n, NULL, 0);
+    return net_conn_send_any(io, a, an, b, bn);
 }
 
 static int out_idle(void *arg, void *io)

@@ -1320,14 +1320,17 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       "# TYPE ember_repl_writes_moved counter\n"
                       "ember_repl_writes_moved %llu\n"
                       "# TYPE ember_repl_replies_direct counter\n"
-                      "ember_repl_replies_direct %llu\n",
+                      "ember_repl_replies_direct %llu\n"
+                      "# TYPE ember_cluster_fwd_replies_direct counter\n"
+                      "ember_cluster_fwd_replies_direct %llu\n",
                       (unsigned long long)rs.sent_updates, (unsigned long long)rs.sent_frames,
                       (unsigned long long)rs.applied, (unsigned long long)rs.refused,
                       (unsigned long long)rs.timeouts, (unsigned long long)rs.resent,
                       (unsigned long long)rs.nacks, (unsigned long long)rs.skipped,
                       (unsigned long long)rs.given_up, (unsigned long long)rs.fence_notices,
                       (unsigned long long)rs.moved,
-                      (unsigned long long)pr_server_replies_direct(sc->ps));
+                      (unsigned long long)pr_server_replies_direct(sc->ps),
+                      (unsigned long long)pr_server_fwd_replies_direct(sc->ps));
     }
     cl_take *tk = atomic_load(&sc->take);
     if (tk) {

@@ -46,6 +46,13 @@ direct=0
 for i in 1 2 3; do direct=$((direct + $(metric $i ember_repl_replies_direct || echo 0))); done
 [ "$direct" -gt 0 ] && ok "held FULL_SYNC replies sent by the thread that got the last ack: $direct" ||
     bad "no held FULL_SYNC reply was sent by the settling thread"
+# and those forwarded to their primary got their replies from the thread
+# that received the primary's answer (proto_cluster.c), not from a second
+# run of the request on a woken loop.
+fwd=0
+for i in 1 2 3; do fwd=$((fwd + $(metric $i ember_cluster_fwd_replies_direct || echo 0))); done
+[ "$fwd" -gt 0 ] && ok "forwarded requests answered by the thread that got the owner's answer: $fwd" ||
+    bad "no forwarded request's reply was sent by the thread that got the answer"
 
 # Scans over the cluster: every partition once, from its primary.
 if out=$(node tests/chaos/cluster_scan.js "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)" 2>&1); then

@@ -248,27 +248,27 @@ TEST(cl_node_call_without_a_wait)
     cl_node_acall a;
     em_buf_reset(&resp);
     atomic_store(&g_answers, 0);
-    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "hello", 5, &resp, WAIT_MS));
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "hello", 5, &resp, WAIT_MS, NULL));
     CHECK_OK(poll_until(ts[0].n, &a));
     CHECK(resp.len == 8 && memcmp(resp.p, "re:hello", 8) == 0);
     CHECK(atomic_load(&g_answers) >= 1);
 
     cl_meta_uuid nobody = { 12345, 67890 };
-    CHECK(cl_node_call_start(ts[0].n, &a, nobody, "x", 1, &resp, WAIT_MS) == EM_NOLINK);
+    CHECK(cl_node_call_start(ts[0].n, &a, nobody, "x", 1, &resp, WAIT_MS, NULL) == EM_NOLINK);
 
     /* Cancelled at once: its answer, when it comes, touches nothing. */
     em_buf gone = EM_BUF_INIT;
     cl_node_acall c;
-    REQUIRE_OK(cl_node_call_start(ts[0].n, &c, other, "bye", 3, &gone, WAIT_MS));
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &c, other, "bye", 3, &gone, WAIT_MS, NULL));
     cl_node_call_cancel(ts[0].n, &c);
     memset(&c, 0xa5, sizeof c);     /* the caller may reuse it at once */
     em_buf_reset(&resp);
-    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "again", 5, &resp, WAIT_MS));
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "again", 5, &resp, WAIT_MS, NULL));
     CHECK_OK(poll_until(ts[0].n, &a));
     CHECK(resp.len == 8 && memcmp(resp.p, "re:again", 8) == 0);
 
     /* Never answered, then the member vanishes: the link's loss ends it. */
-    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "slow", 4, &resp, WAIT_MS));
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "slow", 4, &resp, WAIT_MS, NULL));
     int rc = 0;
     CHECK(!cl_node_call_poll(ts[0].n, &a, &rc));
     stop(&ts[1], 0);
