@@ -356,6 +356,11 @@ static void call_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
         int quiet = q->answered && q->answered(q, q->status);
         q->done = 1;
         hook = q->async && !quiet;
+        /* Nobody is woken to poll it soon: out of the list now, so calls
+         * over but unpolled do not lengthen every later answer's search
+         * (a poll reads done from the caller's storage). */
+        if (quiet)
+            pend_unlink(n, q);
         /* Only this caller: many calls wait at once under load. */
         if (q->cv)
             pthread_cond_signal(q->cv);

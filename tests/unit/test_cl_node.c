@@ -219,6 +219,18 @@ static void answered(void *arg)
     atomic_fetch_add(&g_answers, 1);
 }
 
+/* A call's own answered callback: it sees the answer before any poll,
+ * and tells the node nobody needs waking for it. */
+static em_buf *g_seen_resp;
+static _Atomic int g_seen;
+static int quiet_answered(cl_node_acall *a, int status)
+{
+    (void)a;
+    if (!status && g_seen_resp->len == 10 && memcmp(g_seen_resp->p, "re:direct", 9) == 0)
+        atomic_store(&g_seen, 1);
+    return 1;
+}
+
 /* poll_until: the call's result once it is over (bounded). */
 static int poll_until(cl_node *n, cl_node_acall *a)
 {
@@ -266,6 +278,19 @@ TEST(cl_node_call_without_a_wait)
     REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "again", 5, &resp, WAIT_MS, NULL));
     CHECK_OK(poll_until(ts[0].n, &a));
     CHECK(resp.len == 8 && memcmp(resp.p, "re:again", 8) == 0);
+
+    /* Its own callback took the answer: no answer hook ran for it, and a
+     * poll still reports it over, with the answer. */
+    em_buf_reset(&resp);
+    g_seen_resp = &resp;
+    atomic_store(&g_seen, 0);
+    atomic_store(&g_answers, 0);
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "direct!", 7, &resp, WAIT_MS,
+                                  quiet_answered));
+    CHECK_OK(poll_until(ts[0].n, &a));
+    CHECK(atomic_load(&g_seen) == 1);
+    CHECK(resp.len == 10 && memcmp(resp.p, "re:direct!", 10) == 0);
+    CHECK(atomic_load(&g_answers) == 0);
 
     /* Never answered, then the member vanishes: the link's loss ends it. */
     REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "slow", 4, &resp, WAIT_MS, NULL));
