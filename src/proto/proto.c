@@ -137,7 +137,13 @@ pr_conn *pr_conn_new(pr_server *s)
 
 void pr_conn_free(pr_conn *c)
 {
-    if (!c || pr_sqlx_release(c))
+    if (!c)
+        return;
+    /* The lists of this pass's held replies and forwards are the loop
+     * thread's: c leaves them here, also when an SQL thread frees it. */
+    pr_afwd_unpass(c);
+    pr_ackw_unpass(c);
+    if (pr_sqlx_release(c))
         return;                     /* an SQL thread frees it when its job ends */
     pr_cursors_close(c);
     pr_txs_close(c);

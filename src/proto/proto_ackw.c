@@ -173,6 +173,12 @@ static void pass_unlink(struct pr_ackw *a)
     a->in_pass = 0;
 }
 
+void pr_ackw_unpass(pr_conn *c)
+{
+    if (c->ackw && c->ackw->in_pass)
+        pass_unlink(c->ackw);
+}
+
 /* ackw_deliver appends what the settled write answers: its reply, the
  * error its acks made of it, or - an op that may run twice whose primary
  * moved - its run again, with the wait (as the blocking path reroutes it). */

@@ -537,6 +537,12 @@ static void afwd_pass_unlink(struct pr_afwd *a)
     a->in_pass = 0;
 }
 
+void pr_afwd_unpass(pr_conn *c)
+{
+    if (c->afwd && c->afwd->in_pass)
+        afwd_pass_unlink(c->afwd);
+}
+
 int pr_afwd_settled(const pr_conn *c)
 {
     return c->afwd && c->fwd_busy == PR_OUT_FWD &&

@@ -476,6 +476,10 @@ void pr_afwd_free(pr_conn *c);
  * pr_afwd_pass_end, at the end of a loop pass (pr_ackw_pass_end).
  * pr_reply_header appends a success reply's header (length 0) for c. */
 int  pr_afwd_settled(const pr_conn *c);
+/* pr_afwd_unpass, pr_ackw_unpass: c leaves this thread's pass lists
+ * (pr_conn_free, on the loop's thread, even when an SQL thread frees c). */
+void pr_afwd_unpass(pr_conn *c);
+void pr_ackw_unpass(pr_conn *c);
 void pr_afwd_behind(pr_conn *c);
 int  pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len);
 void pr_afwd_pass_end(void);

@@ -209,7 +209,10 @@ void pr_txs_close(pr_conn *c)
 
 void pr_tx_sync_waiting(pr_conn *c)
 {
-    int w = c->npq && !c->job_busy;     /* not frames behind an SQL request */
+    /* not frames behind an SQL request, nor a forward's own parked frame
+     * (its answer resumes it, not a released lock; after a reply the
+     * answering thread sent, it stays until the client's next frame) */
+    int w = c->npq && !c->job_busy && !(c->fwd_busy == PR_OUT_FWD && c->npq == 1);
     if (w && !c->waiting) {
         c->waiting = 1;
         cl_txm_wait(c->srv->txm);
