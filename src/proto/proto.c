@@ -833,11 +833,12 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
      * sample_mask + 1 of each connection is timed, its first included, so
      * even a few requests show in the latency histogram. */
     pr_stats *st = c->stats;
-    uint64_t t0 = 0;
-    if (st && --c->stats_left == 0) {
+    uint64_t t0 = st && c->afwd ? pr_afwd_t0(c, body, len) : 0;
+    if (!t0 && st && --c->stats_left == 0) {
         c->stats_left = st->sample_mask + 1;
         t0 = em_now_ns();           /* never 0 here: a monotonic clock since boot */
     }
+    c->req_t0 = t0;
     rc = dispatch(c, op, &r, out);
     trim_scratch(c);
     if (c->afwd && rc != PR_PARK)

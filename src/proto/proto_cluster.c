@@ -388,6 +388,8 @@ struct pr_afwd {
     em_buf   hdr;                   /* the success reply's header, as if answered */
     uint64_t rid;                   /* the client's request id */
     uint64_t topo;                  /* the topology version hdr reports (0: none) */
+    uint64_t t0;                    /* the first run's start, when timed (else 0) */
+    uint64_t t_sent;                /* when the answering thread sent the reply (timed) */
     cl_meta_uuid to;                /* the member asked */
     pr_server *srv;
     void    *io;                    /* the connection's (pr_conn_set_io) */
@@ -446,8 +448,11 @@ static int afwd_answered_direct(cl_node_acall *call, int status)
         em_st32(a->hdr.p, (uint32_t)(a->hdr.len - 4 + n));
         a->sent = srv->direct_send(srv->direct_arg, a->io, a->hdr.p, a->hdr.len, pay, n) == 0;
     }
-    if (a->sent)
+    if (a->sent) {
+        if (a->t0)
+            a->t_sent = em_now_ns();
         atomic_fetch_add_explicit(&srv->fwd_direct, 1, memory_order_relaxed);
+    }
     atomic_store(&a->settled, 1);
     return a->sent && !atomic_load(&a->behind);
 }
@@ -465,6 +470,7 @@ static int afwd_direct_prep(pr_conn *c, struct pr_afwd *a)
     atomic_store_explicit(&a->behind, 0, memory_order_relaxed);
     atomic_store_explicit(&a->settled, 0, memory_order_relaxed);
     a->sent = 0;
+    a->t0 = c->req_t0;              /* before the call: the answer reads it */
     if (!c->io || !c->srv->direct_send)
         return 0;
     uint64_t tv = atomic_load_explicit(&c->srv->topo_ver, memory_order_relaxed);
@@ -579,8 +585,13 @@ int pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len)
     if (a->topo)
         c->topo_seen = a->topo;
     if (c->stats)
-        pr_stats_req(c->stats, a->op, 0, PR_STATS_UNTIMED);
+        pr_stats_req(c->stats, a->op, 0, a->t0 ? a->t_sent - a->t0 : PR_STATS_UNTIMED);
     return 1;
+}
+
+uint64_t pr_afwd_t0(const pr_conn *c, const uint8_t *body, size_t len)
+{
+    return c->fwd_busy == PR_OUT_READY && pr_afwd_frame(c, body, len) ? c->afwd->t0 : 0;
 }
 /* afwd_named: the request's earlier run forwarded it named: its envelope
  * is c->rid_env again, and 1. */

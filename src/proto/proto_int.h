@@ -143,6 +143,7 @@ struct pr_conn {
     char       msg[512];            /* error message of the current request */
     pr_stats  *stats;               /* the worker's counters, or NULL */
     uint32_t   stats_left;          /* requests until the next timed one */
+    uint64_t   req_t0;              /* the running request's start, when timed (else 0) */
     uint32_t   pf_vlen;             /* last value GET read or PUT wrote: how much
                                        of each entry the batch prefetch fetches */
     const uint8_t *pf_from, *pf_to; /* bytes pr_pf_add prefetched this pass */
@@ -482,6 +483,9 @@ void pr_afwd_unpass(pr_conn *c);
 void pr_ackw_unpass(pr_conn *c);
 void pr_afwd_behind(pr_conn *c);
 int  pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len);
+/* pr_afwd_t0: for the second run of an answered forward whose first run
+ * was timed, that run's start (the latency is the whole forward's); else 0. */
+uint64_t pr_afwd_t0(const pr_conn *c, const uint8_t *body, size_t len);
 void pr_afwd_pass_end(void);
 int  pr_reply_header(pr_conn *c, em_buf *out, int64_t rid, uint64_t topo);
 
