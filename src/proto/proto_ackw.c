@@ -286,9 +286,7 @@ int pr_conn_take_ack_wait(pr_conn *c, pr_fwd_ack *info)
 
 void pr_conn_set_ack_defer(pr_conn *c, int on) { c->ack_defer = (uint8_t)on; }
 
-/* frame_split: a 1.7.0 reply frame's status (0 = success), and its
- * payload or, for a failure, its message's bytes. */
-static int frame_split(const em_buf *b, int32_t *status, const uint8_t **p, size_t *n)
+int pr_frame_split(const em_buf *b, int32_t *status, const uint8_t **p, size_t *n)
 {
     if (b->len < 14)
         return EM_PROTO;
@@ -322,7 +320,7 @@ int pr_fwd_ack_result(pr_server *s, const pr_fwd_ack *info, int rc, em_buf *fram
     const uint8_t *p;
     size_t n;
     int32_t st;
-    if (!rc && frame_split(frame, &st, &p, &n) == 0) {
+    if (!rc && pr_frame_split(frame, &st, &p, &n) == 0) {
         /* acked: the reply as built - a failure too (a batch that wrote
          * some of its keys), whose status and message its id records */
         if (w)

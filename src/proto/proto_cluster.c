@@ -418,20 +418,6 @@ static int afwd_mine(const pr_conn *c)
     return a && a->have && a->op == c->req_op && a->rid == frame_rid(c->req_body);
 }
 
-/* answer_ok: the payload of a successful 1.7.0 reply frame b, or 0. */
-static int answer_ok(const em_buf *b, const uint8_t **p, size_t *n)
-{
-    if (b->len < 14)
-        return 0;
-    uint16_t flags = em_ld16(b->p + 12);
-    size_t at = 14 + ((flags & 2) ? 12 : 0);
-    if ((flags & 1) || b->len < at)
-        return 0;
-    *p = b->p + at;
-    *n = b->len - at;
-    return 1;
-}
-
 /* afwd_answered_direct (cl_node_acall's answered, on the transport thread
  * under the node's lock): the reply, when it may go from here. */
 static int afwd_answered_direct(cl_node_acall *call, int status)
@@ -440,10 +426,12 @@ static int afwd_answered_direct(cl_node_acall *call, int status)
     pr_server *srv = a->srv;
     const uint8_t *pay;
     size_t n;
+    int32_t st;
     /* a's connection is closing at worst: its close cancels the call
      * under the lock this runs under, and the send then fails */
     a->sent = !status && atomic_load(&a->direct) && !atomic_load(&a->behind) &&
-              answer_ok(&a->resp, &pay, &n) && a->hdr.len - 4 + n <= INT32_MAX;
+              pr_frame_split(&a->resp, &st, &pay, &n) == 0 && st == 0 &&
+              a->hdr.len - 4 + n <= INT32_MAX;
     if (a->sent) {
         em_st32(a->hdr.p, (uint32_t)(a->hdr.len - 4 + n));
         a->sent = srv->direct_send(srv->direct_arg, a->io, a->hdr.p, a->hdr.len, pay, n) == 0;

@@ -477,17 +477,21 @@ void pr_afwd_free(pr_conn *c);
  * pr_afwd_pass_end, at the end of a loop pass (pr_ackw_pass_end).
  * pr_reply_header appends a success reply's header (length 0) for c. */
 int  pr_afwd_settled(const pr_conn *c);
+void pr_afwd_behind(pr_conn *c);
+int  pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len);
+void pr_afwd_pass_end(void);
+int  pr_reply_header(pr_conn *c, em_buf *out, int64_t rid, uint64_t topo);
+/* pr_afwd_t0: for the second run of an answered forward whose first run
+ * was timed, that run's start (the latency is the whole forward's); else 0. */
+uint64_t pr_afwd_t0(const pr_conn *c, const uint8_t *body, size_t len);
 /* pr_afwd_unpass, pr_ackw_unpass: c leaves this thread's pass lists
  * (pr_conn_free, on the loop's thread, even when an SQL thread frees c). */
 void pr_afwd_unpass(pr_conn *c);
 void pr_ackw_unpass(pr_conn *c);
-void pr_afwd_behind(pr_conn *c);
-int  pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len);
-/* pr_afwd_t0: for the second run of an answered forward whose first run
- * was timed, that run's start (the latency is the whole forward's); else 0. */
-uint64_t pr_afwd_t0(const pr_conn *c, const uint8_t *body, size_t len);
-void pr_afwd_pass_end(void);
-int  pr_reply_header(pr_conn *c, em_buf *out, int64_t rid, uint64_t topo);
+/* pr_frame_split (proto_ackw.c): a 1.7.0 reply frame's status (0 =
+ * success), and its payload or, for a failure, its message's bytes; any
+ * thread (it reads b only). */
+int  pr_frame_split(const em_buf *b, int32_t *status, const uint8_t **p, size_t *n);
 
 /* FULL_SYNC replies without a waiting thread (proto_ackw.c).
  * pr_cache_repl_finish ends a cache op's replication: cl_repl_finish, or,
