@@ -116,10 +116,11 @@ if [ "$CASES" = all ]; then
     for i in 1 2 3; do node_kill $i; done
 fi
 
-# crash_case POINT BASE RECOVERY: nodes BASE..BASE+2, the last one exits at
-# the 5th time it reaches POINT; a survivor must log RECOVERY.
+# crash_case POINT BASE RECOVERY [BACKUPS]: nodes BASE..BASE+2, the last one
+# exits at the 5th time it reaches POINT; a survivor must log RECOVERY.
+# BACKUPS (default 1) is the bank cache's.
 crash_case() {
-    p=$1; b=$2; want=$3; last=$((b + 2))
+    p=$1; b=$2; want=$3; last=$((b + 2)); bk=${4:-1}
     node_start $b $(cluster_flags $b) || finish
     node_start $((b + 1)) $(cluster_flags $((b + 1)) $b) || finish
     node_start $last $(cluster_flags $last $b) --cluster-tx-crash "$p:5" || finish
@@ -128,8 +129,8 @@ crash_case() {
             { bad "$p: node $i did not join"; finish; }
     done
     all=$(nodes_list $b $((b + 1)) $last)
-    txc bank --nodes "$all" --cache "crash$p" --accounts 16 --clients 4 --duration "$SECS" \
-        --check 0 || bad "$p: bank"
+    txc bank --nodes "$all" --cache "crash$p" --backups "$bk" --accounts 16 --clients 4 \
+        --duration "$SECS" --check 0 || bad "$p: bank"
     cp "$CHAOS_TMP/last.out" "$CHAOS_TMP/crash$p.out"
     grep -q "tx_crash: exiting at '$p'" "$(eval echo "\$CHAOS_LOG_$last")" &&
         ok "$p: node $last exited at that point" || { bad "$p: node $last never reached it"; return; }
@@ -161,6 +162,9 @@ case $CASES$SAN in all|*applied*) crash_case applied 7 "its primary left; commit
 # roll back: either outcome keeps the total)
 case $CASES in all|*decided*) crash_case decided 10 "its coordinator left; [a-z ]* its part" ;; esac
 # A part's primary dying between its copies (one backup took its copy, the
-# other none): the copy taken is no proof the part prepared.
-case $CASES$SAN in all|*shadowed*) crash_case shadowed 16 "its primary left; [a-z ]* its backup copy" ;; esac
+# other none): the copy taken is no proof the part prepared.  Two backups,
+# so that every part has copies on both other nodes: with one, a part has
+# two only when its keys' backups differ, and a layout where none of the
+# dying node's parts do (the node ids pick it) never reaches the point.
+case $CASES$SAN in all|*shadowed*) crash_case shadowed 16 "its primary left; [a-z ]* its backup copy" 2 ;; esac
 finish
