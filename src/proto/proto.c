@@ -1117,7 +1117,7 @@ int pr_feed(pr_conn *c, const uint8_t *p, size_t n, em_buf *out, size_t out_cap,
     int pf = c->ready && !c->srv->opt.cluster;
     /* A held reply that settled (and went out from the settling thread)
      * lets the frames behind it run before these. */
-    if (((c->fwd_busy == PR_OUT_ACKS && pr_ackw_settled(c)) || pr_afwd_settled(c)) &&
+    if ((pr_ackw_settled(c) || pr_afwd_settled(c)) &&
         (rc = pr_conn_resume(c, out, out_cap)) < 0)
         return rc;
     if (c->pf_from == p)

@@ -344,16 +344,16 @@ void pr_server_set_repl(pr_server *s, struct cl_repl *r);
  * then b[0..bn) as one frame to connection io from any thread (0, or an
  * error: the loop is woken to send it), idle tells on io's loop whether
  * none of its output waits.  pr_conn_set_io names c's connection; a
- * connection without one never takes this way.  pr_ackw_pass_end, on a
+ * connection without one never takes this way.  pr_hold_pass_end, on a
  * client's loop at the end of each pass before the replication streams
  * leave: the replies held during the pass whose connections sent
- * everything before them may now go this way. */
+ * everything before them may now go this way (proto_hold.c). */
 typedef int (*pr_direct_fn)(void *arg, void *io, const void *a, size_t an, const void *b,
                             size_t bn);
 void pr_server_set_direct(pr_server *s, pr_direct_fn send, int (*idle)(void *arg, void *io),
                           void *arg);
 void pr_conn_set_io(pr_conn *c, void *io);
-void pr_ackw_pass_end(void);
+void pr_hold_pass_end(void);
 /* pr_server_replies_direct: how many held FULL_SYNC replies the settling
  * thread sent; pr_server_fwd_replies_direct: how many forwarded requests'
  * replies the thread that got the owner's answer sent. */

@@ -12,14 +12,11 @@
  *  - on a client's loop (ackw_hold), the reply is held in the connection,
  *    which parks with every later frame waiting behind it; the await's done
  *    (under cl_repl's lock: it records and wakes the loops) lets
- *    pr_conn_resume send it (ackw_poll).  Once the loop's pass has sent
- *    everything the connection answered before it (pr_ackw_pass_end, just
- *    before the pass's streams leave, so before any ack can come back), a
+ *    pr_conn_resume send it (ackw_poll).  When it may (proto_hold.c), a
  *    successful reply is instead sent by the settling thread itself, and
- *    the loop is woken only when frames wait behind it (`behind`, checked
- *    against `settled` both ways, so one side always sees the other): the
- *    transport's wake-up of the loop per acked write was, with the
- *    stream's hand-off, what a replicated put cost over Redis's;
+ *    the loop is woken only when frames wait behind it: the transport's
+ *    wake-up of the loop per acked write was, with the stream's hand-off,
+ *    what a replicated put cost over Redis's;
  *  - on a forwarding worker (server/srv_cluster.c), the worker moves on; the
  *    thread that settles the await (the transport's, receiving the last
  *    ack) answers the forwarder (pr_fwd_ack_result builds what to answer).
@@ -42,22 +39,12 @@
 struct pr_ackw {
     cl_repl_await aw;
     pr_server *srv;
-    pr_conn  *conn;
-    void     *io;                   /* conn's connection (pr_conn_set_io) */
+    pr_hold  hold;
     em_buf   reply;                 /* the reply frame, built as if acked */
     em_buf   frame;                 /* its request, to run again */
-    _Atomic int settled;
-    _Atomic int direct;             /* the settling thread may send the reply */
-    _Atomic int behind;             /* frames of conn wait behind the reply */
     int      sent;                  /* the settling thread sent it (read after settled) */
     int      rc;                    /* the await's result, once settled */
-    int      in_pass;               /* on this loop's tl_pass list */
-    struct pr_ackw *pass_next;
 };
-
-/* The replies this loop thread held during its pass (pr_ackw_pass_end). */
-static _Thread_local struct pr_ackw *tl_pass;
-
 
 int pr_cache_repl_finish(pr_conn *c, uint16_t op)
 {
@@ -115,17 +102,15 @@ static void ackw_done(void *arg, int rc)
     struct pr_ackw *a = arg;
     pr_server *srv = a->srv;        /* once settled is seen, a may be freed */
     a->rc = rc;
-    /* a->conn is closing at worst (its close cancels the await under the
+    /* a's connection is closing at worst (its close cancels the await under the
      * lock this runs under, and the send then fails).  With frames behind
      * the reply the loop must run anyway: it sends the reply too, with
      * what follows (a pipelining client). */
-    a->sent = !rc && atomic_load(&a->direct) && !atomic_load(&a->behind) &&
-              srv->direct_send(srv->direct_arg, a->io, a->reply.p, a->reply.len, NULL, 0) == 0;
-    int sent = a->sent;
-    if (sent)
+    a->sent = !rc && pr_hold_may_send(&a->hold) &&
+              srv->direct_send(srv->direct_arg, a->hold.io, a->reply.p, a->reply.len, NULL, 0) == 0;
+    if (a->sent)
         atomic_fetch_add_explicit(&srv->replies_direct, 1, memory_order_relaxed);
-    atomic_store(&a->settled, 1);
-    if ((!sent || atomic_load(&a->behind)) && srv->tx_wake)
+    if (pr_hold_settle(&a->hold, a->sent) && srv->tx_wake)
         srv->tx_wake(srv->tx_wake_arg);     /* the loops resume parked connections */
 }
 
@@ -136,47 +121,19 @@ uint64_t pr_server_replies_direct(pr_server *s)
 
 int pr_ackw_settled(const pr_conn *c)
 {
-    return c->ackw && atomic_load_explicit(&c->ackw->settled, memory_order_acquire);
+    return c->ackw && pr_hold_settled(c, &c->ackw->hold);
 }
 
 void pr_ackw_behind(pr_conn *c)
 {
-    struct pr_ackw *a = c->ackw;
-    if (c->fwd_busy != PR_OUT_ACKS || !a || atomic_load_explicit(&a->behind, memory_order_relaxed))
-        return;
-    atomic_store(&a->behind, 1);
-    if (atomic_load(&a->settled) && c->srv->tx_wake)
-        c->srv->tx_wake(c->srv->tx_wake_arg);   /* settled meanwhile: resume it */
-}
-
-void pr_ackw_pass_end(void)
-{
-    pr_afwd_pass_end();
-    while (tl_pass) {
-        struct pr_ackw *a = tl_pass;
-        tl_pass = a->pass_next;
-        a->in_pass = 0;
-        pr_conn *c = a->conn;
-        if (c->fwd_busy == PR_OUT_ACKS && c->ackw == a &&
-            c->srv->out_idle(c->srv->direct_arg, a->io))
-            atomic_store(&a->direct, 1);
-    }
-}
-
-static void pass_unlink(struct pr_ackw *a)
-{
-    for (struct pr_ackw **p = &tl_pass; *p; p = &(*p)->pass_next)
-        if (*p == a) {
-            *p = a->pass_next;
-            break;
-        }
-    a->in_pass = 0;
+    if (c->ackw)
+        pr_hold_behind(c, &c->ackw->hold);
 }
 
 void pr_ackw_unpass(pr_conn *c)
 {
-    if (c->ackw && c->ackw->in_pass)
-        pass_unlink(c->ackw);
+    if (c->ackw)
+        pr_hold_unpass(&c->ackw->hold);
 }
 
 /* ackw_deliver appends what the settled write answers: its reply, the
@@ -210,8 +167,6 @@ int pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *ou
             return EM_NOMEM;
         }
         c->ackw->srv = c->srv;
-        c->ackw->conn = c;
-        c->ackw->io = c->io;
         c->ackw->aw.done = ackw_done;
         c->ackw->aw.arg = c->ackw;
         c->ackw->aw.under_lock = 1;
@@ -225,27 +180,20 @@ int pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *ou
         return EM_NOMEM;
     }
     out->len = at;
-    atomic_store_explicit(&a->settled, 0, memory_order_relaxed);
-    atomic_store_explicit(&a->direct, 0, memory_order_relaxed);
-    atomic_store_explicit(&a->behind, 0, memory_order_relaxed);
+    pr_hold_start(&a->hold, c, PR_OUT_ACKS);
     a->sent = 0;
     if (cl_repl_await_start(c->srv->opt.repl, &a->aw, &rc))
         return ackw_deliver(c, rc, out);    /* the acks were in already */
     c->fwd_busy = PR_OUT_ACKS;      /* later frames wait behind it */
-    if (a->io && c->srv->direct_send && !a->in_pass) {
-        a->in_pass = 1;
-        a->pass_next = tl_pass;
-        tl_pass = a;
-    }
     return 0;
 }
 
 int pr_ackw_poll(pr_conn *c, em_buf *out, int *rc)
 {
     struct pr_ackw *a = c->ackw;
-    if (!a || !atomic_load_explicit(&a->settled, memory_order_acquire))
+    if (!a || !atomic_load_explicit(&a->hold.settled, memory_order_acquire))
         return 0;
-    atomic_store_explicit(&a->settled, 0, memory_order_relaxed);
+    atomic_store_explicit(&a->hold.settled, 0, memory_order_relaxed);
     c->fwd_busy = 0;
     *rc = a->sent ? 0 : ackw_deliver(c, a->rc, out);
     return 1;
@@ -260,8 +208,7 @@ void pr_ackw_free(pr_conn *c)
      * returned (it runs under cl_repl's lock). */
     if (c->fwd_busy == PR_OUT_ACKS && c->srv->opt.repl)
         (void)cl_repl_await_cancel(c->srv->opt.repl, &a->aw);
-    if (a->in_pass)
-        pass_unlink(a);
+    pr_hold_unpass(&a->hold);
     em_buf_free(&a->reply);
     em_buf_free(&a->frame);
     em_free(a);

@@ -369,13 +369,10 @@ static int target_of(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8
  * name, so the owner that ran it answers from its window).
  *
  * A successful answer needs none of that: the reply is the header the
- * loop built when it parked the request and the owner's payload.  Once
- * the loop's pass has sent everything the connection answered before
- * (pr_afwd_pass_end), and while no frame waits behind the request
- * (`behind`, checked against `settled` both ways as proto_ackw.c's held
- * replies do), the transport thread that receives the answer sends the
- * reply itself (afwd_answered_direct, under the node's lock, before the
- * call shows as over) and does not wake the loop: the wake-up and the
+ * loop built when it parked the request and the owner's payload.  When it
+ * may (proto_hold.c), the transport thread that receives the answer sends
+ * the reply itself (afwd_answered_direct, under the node's lock, before
+ * the call shows as over) and does not wake the loop: the wake-up and the
  * second run were a forwarded put's largest cost on the near node.  The
  * frame is then dropped unrun when the connection next resumes
  * (pr_afwd_skip). */
@@ -391,23 +388,14 @@ struct pr_afwd {
     uint64_t t0;                    /* the first run's start, when timed (else 0) */
     uint64_t t_sent;                /* when the answering thread sent the reply (timed) */
     cl_meta_uuid to;                /* the member asked */
-    pr_server *srv;
-    void    *io;                    /* the connection's (pr_conn_set_io) */
+    pr_hold  hold;
     int      op;
     int      rc;                    /* the call's result, once over */
     uint8_t  have;                  /* over: the frame's next run takes it */
     uint8_t  named;
     uint8_t  sent;                  /* the answering thread sent the reply
                                      * (written under the node's lock) */
-    uint8_t  in_pass;               /* on this loop's tl_afwd_pass list */
-    _Atomic int direct;             /* the answering thread may send it */
-    _Atomic int behind;             /* frames of the connection wait behind it */
-    _Atomic int settled;            /* answered (afwd_answered_direct ran) */
-    struct pr_afwd *pass_next;
 };
-
-/* The forwards this loop thread parked during its pass (pr_afwd_pass_end). */
-static _Thread_local struct pr_afwd *tl_afwd_pass;
 
 /* frame_rid: the client's request id, also at bytes 2..10 of an envelope */
 static uint64_t frame_rid(const uint8_t *body) { return em_ld64(body + 2); }
@@ -423,26 +411,25 @@ static int afwd_mine(const pr_conn *c)
 static int afwd_answered_direct(cl_node_acall *call, int status)
 {
     struct pr_afwd *a = (struct pr_afwd *)call;
-    pr_server *srv = a->srv;
+    pr_server *srv = a->hold.srv;
     const uint8_t *pay;
     size_t n;
     int32_t st;
     /* a's connection is closing at worst: its close cancels the call
      * under the lock this runs under, and the send then fails */
-    a->sent = !status && atomic_load(&a->direct) && !atomic_load(&a->behind) &&
+    a->sent = !status && pr_hold_may_send(&a->hold) &&
               pr_frame_split(&a->resp, &st, &pay, &n) == 0 && st == 0 &&
               a->hdr.len - 4 + n <= INT32_MAX;
     if (a->sent) {
         em_st32(a->hdr.p, (uint32_t)(a->hdr.len - 4 + n));
-        a->sent = srv->direct_send(srv->direct_arg, a->io, a->hdr.p, a->hdr.len, pay, n) == 0;
+        a->sent = srv->direct_send(srv->direct_arg, a->hold.io, a->hdr.p, a->hdr.len, pay, n) == 0;
     }
     if (a->sent) {
         if (a->t0)
             a->t_sent = em_now_ns();
         atomic_fetch_add_explicit(&srv->fwd_direct, 1, memory_order_relaxed);
     }
-    atomic_store(&a->settled, 1);
-    return a->sent && !atomic_load(&a->behind);
+    return !pr_hold_settle(&a->hold, a->sent);
 }
 
 uint64_t pr_server_fwd_replies_direct(pr_server *s)
@@ -454,9 +441,7 @@ uint64_t pr_server_fwd_replies_direct(pr_server *s)
  * call can be answered; 1 when the reply may go the direct way. */
 static int afwd_direct_prep(pr_conn *c, struct pr_afwd *a)
 {
-    atomic_store_explicit(&a->direct, 0, memory_order_relaxed);
-    atomic_store_explicit(&a->behind, 0, memory_order_relaxed);
-    atomic_store_explicit(&a->settled, 0, memory_order_relaxed);
+    pr_hold_start(&a->hold, c, PR_OUT_FWD);
     a->sent = 0;
     a->t0 = c->req_t0;              /* before the call: the answer reads it */
     if (!c->io || !c->srv->direct_send)
@@ -464,11 +449,7 @@ static int afwd_direct_prep(pr_conn *c, struct pr_afwd *a)
     uint64_t tv = atomic_load_explicit(&c->srv->topo_ver, memory_order_relaxed);
     a->topo = tv != c->topo_seen && c->ver >= PR_VER(1, 4, 0) ? tv : 0;
     em_buf_reset(&a->hdr);
-    if (pr_reply_header(c, &a->hdr, (int64_t)frame_rid(c->req_body), a->topo))
-        return 0;
-    a->srv = c->srv;
-    a->io = c->io;
-    return 1;
+    return pr_reply_header(c, &a->hdr, (int64_t)frame_rid(c->req_body), a->topo) == 0;
 }
 
 /* afwd_start sends c->req_body (the envelope when named) to `to` without a
@@ -502,55 +483,24 @@ static int afwd_start(pr_conn *c, cl_meta_uuid to, int named, size_t frame_len)
         c->rid_env = t;
     }
     c->fwd_busy = PR_OUT_FWD;
-    if (direct && !a->in_pass) {
-        a->in_pass = 1;
-        a->pass_next = tl_afwd_pass;
-        tl_afwd_pass = a;
-    }
     return 0;
-}
-
-void pr_afwd_pass_end(void)
-{
-    while (tl_afwd_pass) {
-        struct pr_afwd *a = tl_afwd_pass;
-        tl_afwd_pass = a->pass_next;
-        a->in_pass = 0;
-        if (a->srv->out_idle(a->srv->direct_arg, a->io))
-            atomic_store(&a->direct, 1);
-    }
-}
-
-static void afwd_pass_unlink(struct pr_afwd *a)
-{
-    for (struct pr_afwd **p = &tl_afwd_pass; *p; p = &(*p)->pass_next)
-        if (*p == a) {
-            *p = a->pass_next;
-            break;
-        }
-    a->in_pass = 0;
 }
 
 void pr_afwd_unpass(pr_conn *c)
 {
-    if (c->afwd && c->afwd->in_pass)
-        afwd_pass_unlink(c->afwd);
+    if (c->afwd)
+        pr_hold_unpass(&c->afwd->hold);
 }
 
 int pr_afwd_settled(const pr_conn *c)
 {
-    return c->afwd && c->fwd_busy == PR_OUT_FWD &&
-           atomic_load_explicit(&c->afwd->settled, memory_order_acquire);
+    return c->afwd && pr_hold_settled(c, &c->afwd->hold);
 }
 
 void pr_afwd_behind(pr_conn *c)
 {
-    struct pr_afwd *a = c->afwd;
-    if (c->fwd_busy != PR_OUT_FWD || !a || atomic_load_explicit(&a->behind, memory_order_relaxed))
-        return;
-    atomic_store(&a->behind, 1);
-    if (atomic_load(&a->settled) && c->srv->tx_wake)
-        c->srv->tx_wake(c->srv->tx_wake_arg);   /* answered meanwhile: resume it */
+    if (c->afwd)
+        pr_hold_behind(c, &c->afwd->hold);
 }
 
 int pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len)
@@ -645,8 +595,7 @@ void pr_afwd_free(pr_conn *c)
         return;
     if (c->fwd_busy == PR_OUT_FWD)
         cl_node_call_cancel(c->srv->opt.cluster, &a->call);
-    if (a->in_pass)
-        afwd_pass_unlink(a);
+    pr_hold_unpass(&a->hold);
     em_buf_free(&a->resp);
     em_buf_free(&a->env);
     em_buf_free(&a->hdr);

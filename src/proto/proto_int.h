@@ -474,20 +474,46 @@ void pr_afwd_free(pr_conn *c);
  * pr_afwd_behind, frames wait behind it (queued, or left unread), so the
  * answer must wake the loop; pr_afwd_skip, on the frame's second run: 1
  * when its reply went out that way (the frame is done, unrun);
- * pr_afwd_pass_end, at the end of a loop pass (pr_ackw_pass_end).
  * pr_reply_header appends a success reply's header (length 0) for c. */
 int  pr_afwd_settled(const pr_conn *c);
 void pr_afwd_behind(pr_conn *c);
 int  pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len);
-void pr_afwd_pass_end(void);
 int  pr_reply_header(pr_conn *c, em_buf *out, int64_t rid, uint64_t topo);
 /* pr_afwd_t0: for the second run of an answered forward whose first run
  * was timed, that run's start (the latency is the whole forward's); else 0. */
 uint64_t pr_afwd_t0(const pr_conn *c, const uint8_t *body, size_t len);
-/* pr_afwd_unpass, pr_ackw_unpass: c leaves this thread's pass lists
+/* pr_afwd_unpass, pr_ackw_unpass: c leaves this thread's pass list
  * (pr_conn_free, on the loop's thread, even when an SQL thread frees c). */
 void pr_afwd_unpass(pr_conn *c);
 void pr_ackw_unpass(pr_conn *c);
+
+/* A reply a client's loop holds that the thread completing its wait may
+ * send (proto_hold.c: why, and how no wake-up is lost).  pr_hold_start, on
+ * the loop before the wait can complete: c's reply is held while
+ * c->fwd_busy is busy; it may go direct once this pass ends
+ * (pr_hold_pass_end, net.h's on_pass_end).  pr_hold_unpass: h leaves the
+ * pass list (before h is freed).  On the completing thread:
+ * pr_hold_may_send, whether it may send the reply; pr_hold_settle after,
+ * 1 when the loop must be woken (not sent, or frames behind it).  On the
+ * loop: pr_hold_settled, it completed (resume c); pr_hold_behind, frames
+ * of c wait behind it. */
+typedef struct pr_hold {
+    pr_server  *srv;
+    pr_conn    *conn;
+    void       *io;                 /* c's connection (pr_conn_set_io) */
+    int         busy;               /* c->fwd_busy while it is held */
+    uint8_t     in_pass;            /* on this loop thread's pass list */
+    _Atomic int direct;             /* the completing thread may send it */
+    _Atomic int behind;             /* frames of c wait behind it */
+    _Atomic int settled;            /* its wait completed */
+    struct pr_hold *pass_next;
+} pr_hold;
+void pr_hold_start(pr_hold *h, pr_conn *c, int busy);
+void pr_hold_unpass(pr_hold *h);
+int  pr_hold_may_send(pr_hold *h);
+int  pr_hold_settle(pr_hold *h, int sent);
+int  pr_hold_settled(const pr_conn *c, pr_hold *h);
+void pr_hold_behind(pr_conn *c, pr_hold *h);
 /* pr_frame_split (proto_ackw.c): a 1.7.0 reply frame's status (0 =
  * success), and its payload or, for a failure, its message's bytes; any
  * thread (it reads b only). */

@@ -1125,7 +1125,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
 void srv_cluster_pass_end(void *arg)
 {
     (void)arg;
-    pr_ackw_pass_end();             /* before the streams leave: no ack is back yet */
+    pr_hold_pass_end();             /* before the streams leave: no ack is back yet */
     cl_repl_pass_end();
 }
 
