@@ -195,6 +195,8 @@ int pr_ackw_poll(pr_conn *c, em_buf *out, int *rc)
         return 0;
     atomic_store_explicit(&a->hold.settled, 0, memory_order_relaxed);
     c->fwd_busy = 0;
+    if (a->sent && c->stats)        /* (what the server counts went through out) */
+        pr_stats_bytes(c->stats, 0, a->reply.len);
     *rc = a->sent ? 0 : ackw_deliver(c, a->rc, out);
     return 1;
 }

@@ -522,8 +522,10 @@ int pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len)
     c->last_status = 0;
     if (a->topo)
         c->topo_seen = a->topo;
-    if (c->stats)
+    if (c->stats) {
         pr_stats_req(c->stats, a->op, 0, a->t0 ? a->t_sent - a->t0 : PR_STATS_UNTIMED);
+        pr_stats_bytes(c->stats, 0, (size_t)em_ld32(a->hdr.p) + 4);  /* the frame sent */
+    }
     return 1;
 }
 

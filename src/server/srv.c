@@ -581,7 +581,10 @@ static int on_resume(void *arg, net_conn *nc, void *state, em_buf *out, size_t o
 {
     (void)arg;
     srv_conn *sc = state;
+    size_t before = out->len;
     int rc = pr_conn_resume(sc->pc, out, out_cap);
+    if (sc->count)                  /* the replies of the frames that waited */
+        srv_metrics_bytes(sc->mb, 0, out->len - before);
     if (pr_conn_parked(sc->pc))
         net_conn_park(nc);
     return rc;

@@ -53,6 +53,16 @@ fwd=0
 for i in 1 2 3; do fwd=$((fwd + $(metric $i ember_cluster_fwd_replies_direct || echo 0))); done
 [ "$fwd" -gt 0 ] && ok "forwarded requests answered by the thread that got the owner's answer: $fwd" ||
     bad "no forwarded request's reply was sent by the thread that got the answer"
+# Replies those threads sent count in the bytes a node sent its clients:
+# every reply is at least 14 bytes (length, request id, status or flags),
+# and before they did, most of these puts' replies went uncounted.
+for i in 1 2 3; do
+    m=$(curl -s --max-time 5 "http://$(node_ip $i):8080/metrics")
+    sent=$(echo "$m" | awk '$1 == "ember_sent_bytes_total" { print $2 }')
+    reqs=$(echo "$m" | awk '$1 ~ /^ember_requests_total/ { n += $2 } END { print n + 0 }')
+    [ "${sent:-0}" -ge $((14 * reqs)) ] && ok "node $i sent $sent bytes of replies to $reqs requests" ||
+        bad "node $i counts ${sent:-0} bytes sent for $reqs requests: replies went uncounted"
+done
 # Their latency is the whole forward's, from decoding to the reply sent (not
 # left out, as when the answering thread's replies went untimed): two puts
 # in three that node 1 took were forwarded, each a round trip to their
