@@ -872,7 +872,8 @@ static int request(pr_conn *c, const uint8_t *body, size_t len, em_buf *out)
     em_st32(out->p + start, (uint32_t)(out->len - start - 4));
     if (topo)
         c->topo_seen = topo;
-    if (st)
+    /* (a reply held for its acks is counted once they settle: pr_ackw_hold) */
+    if (st && !c->ack_deferred)
         pr_stats_req(st, op, rc < 0 ? PR_ST_FAILED : rc, t0 ? em_now_ns() - t0 : PR_STATS_UNTIMED);
     return 0;
 }

@@ -34,6 +34,7 @@
 
 #include "cluster/cl_repl.h"
 #include "cluster/cl_rid.h"
+#include "util/clock.h"
 #include "util/mem.h"
 
 struct pr_ackw {
@@ -44,6 +45,9 @@ struct pr_ackw {
     em_buf   frame;                 /* its request, to run again */
     int      sent;                  /* the settling thread sent it (read after settled) */
     int      rc;                    /* the await's result, once settled */
+    int      op, status;            /* the request's, for its count */
+    uint64_t t0;                    /* its start, when timed (else 0) */
+    uint64_t t_sent;                /* when the settling thread sent it (timed) */
 };
 
 int pr_cache_repl_finish(pr_conn *c, uint16_t op)
@@ -108,8 +112,11 @@ static void ackw_done(void *arg, int rc)
      * what follows (a pipelining client). */
     a->sent = !rc && pr_hold_may_send(&a->hold) &&
               srv->direct_send(srv->direct_arg, a->hold.io, a->reply.p, a->reply.len, NULL, 0) == 0;
-    if (a->sent)
+    if (a->sent) {
+        if (a->t0)
+            a->t_sent = em_now_ns();
         atomic_fetch_add_explicit(&srv->replies_direct, 1, memory_order_relaxed);
+    }
     if (pr_hold_settle(&a->hold, a->sent) && srv->tx_wake)
         srv->tx_wake(srv->tx_wake_arg);     /* the loops resume parked connections */
 }
@@ -136,9 +143,20 @@ void pr_ackw_unpass(pr_conn *c)
         pr_hold_unpass(&c->ackw->hold);
 }
 
+/* ackw_count counts the held request (pr_ackw_hold), timed whole: from its
+ * decoding to its reply, sent at t_end, with the acks' verdict rc. */
+static void ackw_count(pr_conn *c, int rc, uint64_t t_end)
+{
+    struct pr_ackw *a = c->ackw;
+    if (c->stats)
+        pr_stats_req(c->stats, a->op, rc ? PR_ST_FAILED : a->status,
+                     a->t0 ? t_end - a->t0 : PR_STATS_UNTIMED);
+}
+
 /* ackw_deliver appends what the settled write answers: its reply, the
  * error its acks made of it, or - an op that may run twice whose primary
- * moved - its run again, with the wait (as the blocking path reroutes it). */
+ * moved - its run again, with the wait (as the blocking path reroutes it;
+ * that run is counted as it runs). */
 static int ackw_deliver(pr_conn *c, int rc, em_buf *out)
 {
     struct pr_ackw *a = c->ackw;
@@ -148,6 +166,7 @@ static int ackw_deliver(pr_conn *c, int rc, em_buf *out)
             return r2;
         /* (an ATOMIC write neither waits for a lock nor goes to SQL) */
     }
+    ackw_count(c, rc, a->t0 ? em_now_ns() : 0);
     char buf[160];
     if (rc && fail_frame(&a->reply, c->ver, ack_msg(rc, buf, sizeof buf)))
         return EM_NOMEM;
@@ -182,6 +201,9 @@ int pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *ou
     out->len = at;
     pr_hold_start(&a->hold, c, PR_OUT_ACKS);
     a->sent = 0;
+    a->op = c->req_op;              /* request() left its count to the acks */
+    a->status = c->last_status;
+    a->t0 = c->req_t0;
     if (cl_repl_await_start(c->srv->opt.repl, &a->aw, &rc))
         return ackw_deliver(c, rc, out);    /* the acks were in already */
     c->fwd_busy = PR_OUT_ACKS;      /* later frames wait behind it */
@@ -195,8 +217,10 @@ int pr_ackw_poll(pr_conn *c, em_buf *out, int *rc)
         return 0;
     atomic_store_explicit(&a->hold.settled, 0, memory_order_relaxed);
     c->fwd_busy = 0;
-    if (a->sent && c->stats)        /* (what the server counts went through out) */
+    if (a->sent && c->stats) {      /* (what the server counts went through out) */
+        ackw_count(c, 0, a->t_sent);
         pr_stats_bytes(c->stats, 0, a->reply.len);
+    }
     *rc = a->sent ? 0 : ackw_deliver(c, a->rc, out);
     return 1;
 }

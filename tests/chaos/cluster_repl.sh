@@ -37,6 +37,14 @@ run_js() {
 run_js expiry "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
 # 0 B/op: a replicated overwrite allocates nothing on near, primary and
 # backups (the counting allocator's totals over each node's threads).
+# put_hist: node 1's CACHE_PUT latency histogram: "le count" per bucket,
+# then "sum S" and "count N".
+put_hist() {
+    curl -s --max-time 5 "http://$(node_ip 1):8080/metrics" |
+        sed -n -e 's/^ember_request_duration_seconds_bucket{op="CACHE_PUT",le="\([^"]*\)"} \([0-9]*\)$/\1 \2/p' \
+            -e 's/^ember_request_duration_seconds_\(sum\|count\){op="CACHE_PUT"} \([0-9.e+-]*\)$/\1 \2/p'
+}
+put_hist >"$CHAOS_TMP/hist.before"
 run_js alloc 3000 64 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
 run_js alloc 3000 1024 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
 # Those one-at-a-time puts whose near node was their primary held their
@@ -73,6 +81,26 @@ cnt=$(metric 1 'ember_request_duration_seconds_count{op="CACHE_PUT"}')
 us=$(awk -v s="${mean:-0}" -v n="${cnt:-0}" 'BEGIN { printf "%d", (n > 0 ? s / n * 1e6 : 0) }')
 [ "$us" -ge 50 ] && ok "node 1's timed puts, forwarded ones included: mean $us us over $cnt" ||
     bad "node 1's timed puts average $us us over ${cnt:-0}: forwarded puts are not timed whole"
+
+# Each of those puts waited for a round trip: to its primary, or (node 1
+# its primary) for its backups' acks, and a held reply's time runs to the
+# acks, not to the hold.  So few of node 1's timed puts in those runs took
+# under a quarter of their mean; timed to the hold, the third of them
+# whose primary was node 1 did.
+put_hist >"$CHAOS_TMP/hist.after"
+read -r pf pc pm <<EOF
+$(awk 'FILENAME == ARGV[1] { b[$1] = $2; next }
+       { d = $2 - b[$1] }
+       $1 == "sum" { sum = d; next }
+       $1 == "count" { cnt = d; next }
+       $1 != "+Inf" { le[++n] = $1; c[n] = d }
+       END { m = cnt > 0 ? sum / cnt : 0; f = 0
+             for (i = 1; i <= n; i++) if (le[i] + 0 <= m / 4) f = c[i]
+             printf "%d %d %d\n", f, cnt, m * 1e6 }' "$CHAOS_TMP/hist.before" "$CHAOS_TMP/hist.after")
+EOF
+[ "${pc:-0}" -gt 0 ] && [ $((pf * 10)) -le "$pc" ] &&
+    ok "node 1's replicated puts: $pf of $pc timed under a quarter of their mean ($pm us)" ||
+    bad "node 1's replicated puts: ${pf:-?} of ${pc:-0} timed under a quarter of their mean (${pm:-?} us): held replies timed to the hold"
 
 # Scans over the cluster: every partition once, from its primary.
 if out=$(node tests/chaos/cluster_scan.js "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)" 2>&1); then
