@@ -204,12 +204,14 @@ int  pr_server_set_cluster(pr_server *s, struct cl_node *node);
 
 /* The partition map exchange's view of this node's caches (cl_pme_cfg):
  * pr_cluster_groups lists the started PARTITIONED and REPLICATED caches the
- * metadata group has started too, as groups (up to cap into out; returns
- * how many there are);
+ * metadata group of node has started too, as groups (up to cap into out;
+ * returns how many there are; node is passed, not read from s: the
+ * exchange runs before pr_server_set_cluster names it);
  * pr_cluster_part_info reads one partition's counter and size. */
 struct cl_plan_group;
 struct cl_pme;
-uint32_t pr_cluster_groups(pr_server *s, struct cl_plan_group *out, uint32_t cap);
+uint32_t pr_cluster_groups(pr_server *s, struct cl_node *node, struct cl_plan_group *out,
+                           uint32_t cap);
 int      pr_cluster_part_info(pr_server *s, int32_t grp, uint32_t part, uint64_t *cntr,
                               uint64_t *size);
 /* pr_txc_sweep (on a cluster, called often; rate-limited inside): the

@@ -1846,9 +1846,9 @@ static void group_one(void *arg, st_cache *sc)
     g->n++;
 }
 
-uint32_t pr_cluster_groups(pr_server *s, cl_plan_group *out, uint32_t cap)
+uint32_t pr_cluster_groups(pr_server *s, cl_node *node, cl_plan_group *out, uint32_t cap)
 {
-    groups_ctx g = { out, cap, 0, s->opt.cluster };
+    groups_ctx g = { out, cap, 0, node };
     st_cache_each(s->st, group_one, &g);
     return g.n;
 }

@@ -588,7 +588,8 @@ static int other_frame(void *arg, cl_meta_uuid from, uint16_t type, const uint8_
 /* The exchange's view of this node's caches. */
 static uint32_t pme_groups(void *arg, cl_plan_group *out, uint32_t cap)
 {
-    return pr_cluster_groups(((srv_cluster *)arg)->ps, out, cap);
+    srv_cluster *sc = arg;
+    return pr_cluster_groups(sc->ps, sc->node, out, cap);
 }
 
 /* A copy found stale reports counter 0 and MOVING (CL_PLAN_BEHIND): the
