@@ -44,8 +44,8 @@ put_hist() {
         sed -n -e 's/^ember_request_duration_seconds_bucket{op="CACHE_PUT",le="\([^"]*\)"} \([0-9]*\)$/\1 \2/p' \
             -e 's/^ember_request_duration_seconds_\(sum\|count\){op="CACHE_PUT"} \([0-9.e+-]*\)$/\1 \2/p'
 }
-put_hist >"$CHAOS_TMP/hist.before"
 run_js alloc 3000 64 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
+put_hist >"$CHAOS_TMP/hist.before"  # (the cache is on every owner by now)
 run_js alloc 3000 1024 "$(node_addr 1)" "$(node_addr 2)" "$(node_addr 3)"
 # Those one-at-a-time puts whose near node was their primary held their
 # replies on its loop; such a reply leaves from the thread that settles it
@@ -84,9 +84,10 @@ us=$(awk -v s="${mean:-0}" -v n="${cnt:-0}" 'BEGIN { printf "%d", (n > 0 ? s / n
 
 # Each of those puts waited for a round trip: to its primary, or (node 1
 # its primary) for its backups' acks, and a held reply's time runs to the
-# acks, not to the hold.  So few of node 1's timed puts in those runs took
-# under a quarter of their mean; timed to the hold, the third of them
-# whose primary was node 1 did.
+# acks, not to the hold.  So few of node 1's timed puts in the second run
+# took under a quarter of their mean; timed to the hold, the third of them
+# whose primary was node 1 did.  (Not the first run: puts made while the
+# new cache's exchange still runs wait only for the owners it has so far.)
 put_hist >"$CHAOS_TMP/hist.after"
 read -r pf pc pm <<EOF
 $(awk 'FILENAME == ARGV[1] { b[$1] = $2; next }
