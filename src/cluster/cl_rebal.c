@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cluster/cl_hist.h"
 #include "cluster/cl_keyset.h"
@@ -190,6 +191,7 @@ struct cl_rebal {
     int          partial_all;       /* the set overflowed: the file says "every partition" */
     int          pset_warned;
     char         pset_path[1024];
+    char         hold[256];     /* cfg.hold, copied */
     em_buf       out;               /* rebalancing thread: a SUPPLY being built */
     /* Groups seen with MOVING copies (rebalancing thread, under mu): the
      * coordinator logs one line when one has none left (finished). */
@@ -592,12 +594,13 @@ static void send_demand(cl_rebal *r, load *l)
 
 /* demand_when_up: send_demand once this node has a link to the supplier;
  * without one (a joined node's mesh is still forming) the frame would be
- * dropped and wait out RETRY_MS, so the load asks again 100 ms later.
- * r->up is the rebalancer thread's view of the links (refreshed before it
+ * dropped and wait out RETRY_MS, so the load asks again 100 ms later (as
+ * it does while cfg.hold's file exists).  r->up is the rebalancer thread's view of the links (refreshed before it
  * takes mu: cl_node_link_up takes the node's lock). */
 static void demand_when_up(cl_rebal *r, load *l)
 {
-    for (uint32_t i = 0; i < r->nup; i++)
+    int held = r->hold[0] && access(r->hold, F_OK) == 0;   /* tests: cfg.hold */
+    for (uint32_t i = 0; i < r->nup && !held; i++)
         if (cl_meta_uuid_eq(r->up[i], l->supplier)) {
             send_demand(r, l);
             return;
@@ -1577,6 +1580,9 @@ int cl_rebal_start(cl_rebal **out, const cl_rebal_cfg *cfg)
     r->cfg.pset_path = NULL;
     if (cfg->pset_path && strlen(cfg->pset_path) < sizeof r->pset_path)
         strcpy(r->pset_path, cfg->pset_path);
+    r->cfg.hold = NULL;
+    if (cfg->hold && strlen(cfg->hold) < sizeof r->hold)
+        strcpy(r->hold, cfg->hold);
     if (hist_on(r))
         partial_open(r);
     r->loads = em_calloc(MAX_LOADS, sizeof *r->loads);

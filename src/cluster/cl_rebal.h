@@ -81,6 +81,10 @@ typedef struct cl_rebal_cfg {
      * old one has not answered: cl_take.h) supplies nothing yet - the old
      * primary's last writes may still be on their way. */
     struct cl_take *take;
+    /* hold (tests only, optional): a file name; while the file exists, a
+     * load asks its supplier for nothing (its partition stays MOVING with
+     * its entries left to load, for a test to see). */
+    const char *hold;
 } cl_rebal_cfg;
 
 int  cl_rebal_start(cl_rebal **out, const cl_rebal_cfg *cfg);

@@ -1022,7 +1022,8 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
     cl_rebal *rb = NULL;
     if (!rc) {
         cl_rebal_cfg rbc = { .node = sc->node, .store = pr_server_store(ps),
-                             .take = atomic_load(&sc->take) };
+                             .take = atomic_load(&sc->take),
+                             .hold = c->cluster_rebal_hold };
         char pset[600];
         if (pe && pe->wal) {
             rbc.ckpts = ckpts;

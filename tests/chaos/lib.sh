@@ -137,12 +137,12 @@ node_listening() {
     bad "node $i did not listen within ${CHAOS_WAIT}s"; cat "$log"; return 1
 }
 
-# start_three: nodes 1-3, node 1 bootstrapping, the others through it; ends
-# the scenario unless all three joined.
+# start_three [FLAGS...]: nodes 1-3 (each with FLAGS), node 1 bootstrapping,
+# the others through it; ends the scenario unless all three joined.
 start_three() {
-    node_start 1 $(cluster_flags 1) || finish
-    node_start 2 $(cluster_flags 2 1) || finish
-    node_start 3 $(cluster_flags 3 1) || finish
+    node_start 1 $(cluster_flags 1) "$@" || finish
+    node_start 2 $(cluster_flags 2 1) "$@" || finish
+    node_start 3 $(cluster_flags 3 1) "$@" || finish
     for i in 1 2 3; do
         wait_metric "$i" ember_cluster_members 3 && wait_metric "$i" ember_cluster_joined 1 ||
             { bad "node $i did not join"; finish; }
