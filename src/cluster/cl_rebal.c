@@ -595,8 +595,9 @@ static void send_demand(cl_rebal *r, load *l)
 /* demand_when_up: send_demand once this node has a link to the supplier;
  * without one (a joined node's mesh is still forming) the frame would be
  * dropped and wait out RETRY_MS, so the load asks again 100 ms later (as
- * it does while cfg.hold's file exists).  r->up is the rebalancer thread's view of the links (refreshed before it
- * takes mu: cl_node_link_up takes the node's lock). */
+ * it does while cfg.hold's file exists).  r->up is the rebalancer thread's
+ * view of the links (refreshed before it takes mu: cl_node_link_up takes
+ * the node's lock). */
 static void demand_when_up(cl_rebal *r, load *l)
 {
     int held = r->hold[0] && access(r->hold, F_OK) == 0;   /* tests: cfg.hold */

@@ -34,20 +34,16 @@
 
 #include "cluster/cl_repl.h"
 #include "cluster/cl_rid.h"
-#include "util/clock.h"
 #include "util/mem.h"
 
 struct pr_ackw {
     cl_repl_await aw;
-    pr_server *srv;
     pr_hold  hold;
     em_buf   reply;                 /* the reply frame, built as if acked */
     em_buf   frame;                 /* its request, to run again */
     int      sent;                  /* the settling thread sent it (read after settled) */
     int      rc;                    /* the await's result, once settled */
     int      op, status;            /* the request's, for its count */
-    uint64_t t0;                    /* its start, when timed (else 0) */
-    uint64_t t_sent;                /* when the settling thread sent it (timed) */
 };
 
 int pr_cache_repl_finish(pr_conn *c, uint16_t op)
@@ -104,7 +100,7 @@ static int fail_frame(em_buf *b, int ver, const char *msg)
 static void ackw_done(void *arg, int rc)
 {
     struct pr_ackw *a = arg;
-    pr_server *srv = a->srv;        /* once settled is seen, a may be freed */
+    pr_server *srv = a->hold.srv;   /* once settled is seen, a may be freed */
     a->rc = rc;
     /* a's connection is closing at worst (its close cancels the await under the
      * lock this runs under, and the send then fails).  With frames behind
@@ -112,11 +108,8 @@ static void ackw_done(void *arg, int rc)
      * what follows (a pipelining client). */
     a->sent = !rc && pr_hold_may_send(&a->hold) &&
               srv->direct_send(srv->direct_arg, a->hold.io, a->reply.p, a->reply.len, NULL, 0) == 0;
-    if (a->sent) {
-        if (a->t0)
-            a->t_sent = em_now_ns();
+    if (a->sent)
         atomic_fetch_add_explicit(&srv->replies_direct, 1, memory_order_relaxed);
-    }
     if (pr_hold_settle(&a->hold, a->sent) && srv->tx_wake)
         srv->tx_wake(srv->tx_wake_arg);     /* the loops resume parked connections */
 }
@@ -144,13 +137,13 @@ void pr_ackw_unpass(pr_conn *c)
 }
 
 /* ackw_count counts the held request (pr_ackw_hold), timed whole: from its
- * decoding to its reply, sent at t_end, with the acks' verdict rc. */
-static void ackw_count(pr_conn *c, int rc, uint64_t t_end)
+ * decoding to its reply (sent: by the settling thread), with the acks'
+ * verdict rc. */
+static void ackw_count(pr_conn *c, int rc, int sent)
 {
     struct pr_ackw *a = c->ackw;
     if (c->stats)
-        pr_stats_req(c->stats, a->op, rc ? PR_ST_FAILED : a->status,
-                     a->t0 ? t_end - a->t0 : PR_STATS_UNTIMED);
+        pr_stats_req(c->stats, a->op, rc ? PR_ST_FAILED : a->status, pr_hold_ns(&a->hold, sent));
 }
 
 /* ackw_deliver appends what the settled write answers: its reply, the
@@ -166,7 +159,7 @@ static int ackw_deliver(pr_conn *c, int rc, em_buf *out)
             return r2;
         /* (an ATOMIC write neither waits for a lock nor goes to SQL) */
     }
-    ackw_count(c, rc, a->t0 ? em_now_ns() : 0);
+    ackw_count(c, rc, 0);
     char buf[160];
     if (rc && fail_frame(&a->reply, c->ver, ack_msg(rc, buf, sizeof buf)))
         return EM_NOMEM;
@@ -185,7 +178,6 @@ int pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *ou
             cl_repl_begin();        /* the kept ticket: nothing can wait for it */
             return EM_NOMEM;
         }
-        c->ackw->srv = c->srv;
         c->ackw->aw.done = ackw_done;
         c->ackw->aw.arg = c->ackw;
         c->ackw->aw.under_lock = 1;
@@ -203,7 +195,6 @@ int pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *ou
     a->sent = 0;
     a->op = c->req_op;              /* request() left its count to the acks */
     a->status = c->last_status;
-    a->t0 = c->req_t0;
     if (cl_repl_await_start(c->srv->opt.repl, &a->aw, &rc))
         return ackw_deliver(c, rc, out);    /* the acks were in already */
     c->fwd_busy = PR_OUT_ACKS;      /* later frames wait behind it */
@@ -213,12 +204,11 @@ int pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *ou
 int pr_ackw_poll(pr_conn *c, em_buf *out, int *rc)
 {
     struct pr_ackw *a = c->ackw;
-    if (!a || !atomic_load_explicit(&a->hold.settled, memory_order_acquire))
+    if (!a || !pr_hold_take(&a->hold))
         return 0;
-    atomic_store_explicit(&a->hold.settled, 0, memory_order_relaxed);
     c->fwd_busy = 0;
     if (a->sent && c->stats) {      /* (what the server counts went through out) */
-        ackw_count(c, 0, a->t_sent);
+        ackw_count(c, 0, 1);
         pr_stats_bytes(c->stats, 0, a->reply.len);
     }
     *rc = a->sent ? 0 : ackw_deliver(c, a->rc, out);

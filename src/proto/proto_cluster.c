@@ -385,8 +385,6 @@ struct pr_afwd {
     em_buf   hdr;                   /* the success reply's header, as if answered */
     uint64_t rid;                   /* the client's request id */
     uint64_t topo;                  /* the topology version hdr reports (0: none) */
-    uint64_t t0;                    /* the first run's start, when timed (else 0) */
-    uint64_t t_sent;                /* when the answering thread sent the reply (timed) */
     cl_meta_uuid to;                /* the member asked */
     pr_hold  hold;
     int      op;
@@ -424,11 +422,8 @@ static int afwd_answered_direct(cl_node_acall *call, int status)
         em_st32(a->hdr.p, (uint32_t)(a->hdr.len - 4 + n));
         a->sent = srv->direct_send(srv->direct_arg, a->hold.io, a->hdr.p, a->hdr.len, pay, n) == 0;
     }
-    if (a->sent) {
-        if (a->t0)
-            a->t_sent = em_now_ns();
+    if (a->sent)
         atomic_fetch_add_explicit(&srv->fwd_direct, 1, memory_order_relaxed);
-    }
     return !pr_hold_settle(&a->hold, a->sent);
 }
 
@@ -441,9 +436,8 @@ uint64_t pr_server_fwd_replies_direct(pr_server *s)
  * call can be answered; 1 when the reply may go the direct way. */
 static int afwd_direct_prep(pr_conn *c, struct pr_afwd *a)
 {
-    pr_hold_start(&a->hold, c, PR_OUT_FWD);
+    pr_hold_start(&a->hold, c, PR_OUT_FWD);   /* (the first run's start too) */
     a->sent = 0;
-    a->t0 = c->req_t0;              /* before the call: the answer reads it */
     if (!c->io || !c->srv->direct_send)
         return 0;
     uint64_t tv = atomic_load_explicit(&c->srv->topo_ver, memory_order_relaxed);
@@ -523,7 +517,7 @@ int pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len)
     if (a->topo)
         c->topo_seen = a->topo;
     if (c->stats) {
-        pr_stats_req(c->stats, a->op, 0, a->t0 ? a->t_sent - a->t0 : PR_STATS_UNTIMED);
+        pr_stats_req(c->stats, a->op, 0, pr_hold_ns(&a->hold, 1));
         pr_stats_bytes(c->stats, 0, (size_t)em_ld32(a->hdr.p) + 4);  /* the frame sent */
     }
     return 1;
@@ -531,7 +525,7 @@ int pr_afwd_skip(pr_conn *c, const uint8_t *body, size_t len)
 
 uint64_t pr_afwd_t0(const pr_conn *c, const uint8_t *body, size_t len)
 {
-    return c->fwd_busy == PR_OUT_READY && pr_afwd_frame(c, body, len) ? c->afwd->t0 : 0;
+    return c->fwd_busy == PR_OUT_READY && pr_afwd_frame(c, body, len) ? c->afwd->hold.t0 : 0;
 }
 /* afwd_named: the request's earlier run forwarded it named: its envelope
  * is c->rid_env again, and 1. */

@@ -24,6 +24,8 @@
 
 #include <stdatomic.h>
 
+#include "util/clock.h"
+
 /* The holds this loop thread started during its pass. */
 static _Thread_local pr_hold *tl_pass;
 
@@ -36,6 +38,7 @@ void pr_hold_start(pr_hold *h, pr_conn *c, int busy)
     h->conn = c;
     h->io = c->io;
     h->busy = busy;
+    h->t0 = c->req_t0;              /* before the wait: its end reads it */
     if (!c->io || !c->srv->direct_send || h->in_pass)
         return;
     h->in_pass = 1;
@@ -74,6 +77,8 @@ int pr_hold_may_send(pr_hold *h)
 
 int pr_hold_settle(pr_hold *h, int sent)
 {
+    if (sent && h->t0)
+        h->t_sent = em_now_ns();    /* published by settled */
     atomic_store(&h->settled, 1);
     return !sent || atomic_load(&h->behind);
 }
@@ -81,6 +86,21 @@ int pr_hold_settle(pr_hold *h, int sent)
 int pr_hold_settled(const pr_conn *c, pr_hold *h)
 {
     return c->fwd_busy == h->busy && atomic_load_explicit(&h->settled, memory_order_acquire);
+}
+
+int pr_hold_take(pr_hold *h)
+{
+    if (!atomic_load_explicit(&h->settled, memory_order_acquire))
+        return 0;
+    atomic_store_explicit(&h->settled, 0, memory_order_relaxed);
+    return 1;
+}
+
+uint64_t pr_hold_ns(const pr_hold *h, int sent)
+{
+    if (!h->t0)
+        return PR_STATS_UNTIMED;
+    return (sent ? h->t_sent : em_now_ns()) - h->t0;
 }
 
 void pr_hold_behind(pr_conn *c, pr_hold *h)

@@ -495,8 +495,11 @@ void pr_ackw_unpass(pr_conn *c);
  * pass list (before h is freed).  On the completing thread:
  * pr_hold_may_send, whether it may send the reply; pr_hold_settle after,
  * 1 when the loop must be woken (not sent, or frames behind it).  On the
- * loop: pr_hold_settled, it completed (resume c); pr_hold_behind, frames
- * of c wait behind it. */
+ * loop: pr_hold_settled, it completed (resume c); pr_hold_take, the same
+ * for the holder, which takes the result (clears settled); pr_hold_behind,
+ * frames of c wait behind it; pr_hold_ns, the request's time from its
+ * decoding (c->req_t0 at the start) to its reply - sent by the completing
+ * thread, or now - or PR_STATS_UNTIMED. */
 typedef struct pr_hold {
     pr_server  *srv;
     pr_conn    *conn;
@@ -506,6 +509,8 @@ typedef struct pr_hold {
     _Atomic int direct;             /* the completing thread may send it */
     _Atomic int behind;             /* frames of c wait behind it */
     _Atomic int settled;            /* its wait completed */
+    uint64_t    t0;                 /* the request's start, when timed (else 0) */
+    uint64_t    t_sent;             /* when the completing thread sent it (timed) */
     struct pr_hold *pass_next;
 } pr_hold;
 void pr_hold_start(pr_hold *h, pr_conn *c, int busy);
@@ -513,7 +518,9 @@ void pr_hold_unpass(pr_hold *h);
 int  pr_hold_may_send(pr_hold *h);
 int  pr_hold_settle(pr_hold *h, int sent);
 int  pr_hold_settled(const pr_conn *c, pr_hold *h);
+int  pr_hold_take(pr_hold *h);
 void pr_hold_behind(pr_conn *c, pr_hold *h);
+uint64_t pr_hold_ns(const pr_hold *h, int sent);
 /* pr_frame_split (proto_ackw.c): a 1.7.0 reply frame's status (0 =
  * success), and its payload or, for a failure, its message's bytes; any
  * thread (it reads b only). */
