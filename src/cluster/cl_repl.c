@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cluster/cl_hist.h"
 #include "cluster/cl_net.h"
@@ -126,7 +127,7 @@ struct cl_repl {
     waiter         *waiters;
     cl_repl_await  *awaits;         /* ... and awaits (no thread waits for them) */
     em_buf          ack_out;        /* transport thread: acks of one frame */
-    _Atomic uint64_t st[13];        /* by S_*, S_N of them */
+    _Atomic uint64_t st[14];        /* by S_*, S_N of them */
     /* Members an exchange under way says left (cl_repl_member_left), the
      * last LEFT_MAX of them, until this node's topology reaches left_exch
      * (then the topology's own rule fences them): their updates are
@@ -139,7 +140,7 @@ struct cl_repl {
     _Atomic uint32_t nleft;
 };
 enum { S_SENT, S_FRAMES, S_APPLIED, S_ACKS, S_REFUSED, S_WAITS, S_TIMEOUTS, S_RESENT,
-       S_NACKS, S_SKIPPED, S_GIVEUP, S_NOTICES, S_MOVED, S_N };
+       S_NACKS, S_SKIPPED, S_GIVEUP, S_NOTICES, S_MOVED, S_READ_WAITS, S_N };
 _Static_assert(S_N == sizeof ((cl_repl *)0)->st / sizeof ((cl_repl *)0)->st[0],
                "one counter per S_* value");
 static void count(cl_repl *r, int i, uint64_t d)
@@ -365,6 +366,8 @@ static void send_notes(cl_repl *r, peer *p)
 static void window_send(cl_repl *r, peer *p);
 static void peer_send(cl_repl *r, peer *p)
 {
+    if (r->o.hold && access(r->o.hold, F_OK) == 0)
+        return;                     /* tests only: the stream is held back */
     if (p->head != p->out.len)
         window_send(r, p);
     send_notes(r, p);
@@ -738,6 +741,64 @@ static int observe(void *arg, const st_update *u)
      * which the log takes as a break in the partition's run. */
     hist_note(r, u);
     return pl.t ? replicate(r, u, &pl) : 0;
+}
+
+/* ---- reads on the primary --------------------------------------------------
+ *
+ * The primary applies a write before any other owner has it, and a read
+ * here sees it at once.  Answered then, the read may show a value that
+ * dies with this node: killed before its stream leaves, the new primary
+ * never had it, and the next read goes back to the value before - a
+ * history no copy gives (a register read there is not linearizable).  So
+ * a request that looked at a partition it runs on as the primary (the
+ * store's read observer, after the partition's lock: every update it can
+ * have seen has taken its counter) waits, under FULL_SYNC, as a write
+ * would: until every owner acked the partition's counter as it is now.
+ * The ticket carries it, so a read on a client's loop is held like a
+ * write's reply, with no thread waiting.  Nothing to wait for - no write
+ * unacked, the common case - costs a few loads. */
+static void seen(void *arg, st_cache *sc, uint32_t part)
+{
+    cl_repl *r = arg;
+    if (!tl_primary)
+        return;                     /* not a request mapped to this node's copy */
+    const st_cache_config *cfg = st_cache_cfg(sc);
+    if (cfg->write_sync_mode != 0)
+        return;                     /* not FULL_SYNC: nothing waits for the owners */
+    int32_t cache_id = st_cache_id(sc);
+    rcache *c = cache_find(r, cache_id);
+    if (!c || part >= c->parts)
+        return;                     /* nothing ever written here as its primary */
+    uint64_t ctr = atomic_load_explicit(&c->ctr[part], memory_order_relaxed);
+    if (!ctr)
+        return;
+    ticket *tk = &tl_ticket;
+    if (tk->r == r && tk->n && tk->e[tk->n - 1].c == c && tk->e[tk->n - 1].part == part) {
+        tk->e[tk->n - 1].ctr = ctr; /* this request's own write: it waits already */
+        return;
+    }
+    uint32_t np = atomic_load_explicit(&r->npeers, memory_order_acquire);
+    uint32_t s = 0;
+    for (; s < np; s++) {
+        ackv *a = atomic_load_explicit(&c->ack[s], memory_order_acquire);
+        if (a && atomic_load_explicit(&a[part].sent, memory_order_acquire) >= ctr &&
+            atomic_load_explicit(&a[part].acked, memory_order_acquire) < ctr)
+            break;
+    }
+    if (s == np)
+        return;                     /* every owner sent the counter acked it */
+    /* Only as the primary: a backup's counter is the one it took when it
+     * last was the primary, which may never be acked now. */
+    cl_topo *t = topo_now(r);
+    uint32_t idx[MAX_OWNERS];
+    uint32_t k = t->n > 1 && t->self >= 0
+                     ? cl_repl_owners(t, cfg, cache_id, part, idx, MAX_OWNERS) : 0;
+    int primary = k >= 1 && (int)idx[0] == t->self;
+    cl_node_topo_release(t);
+    if (!primary)
+        return;
+    ticket_add(r, c, part, ctr, 1);
+    count(r, S_READ_WAITS, 1);
 }
 
 /* ---- FULL_SYNC ------------------------------------------------------------- */
@@ -1458,6 +1519,7 @@ int cl_repl_start(cl_repl **out, const cl_repl_opts *o)
     st_get_observer(o->store, &r->down, &r->down_arg);
     st_set_observer(o->store, observe, r);
     st_set_copy_fn(o->store, copy_fn, r);
+    st_set_seen_fn(o->store, seen, r);
     *out = r;
     return 0;
 }
@@ -1466,6 +1528,7 @@ void cl_repl_stop(cl_repl *r)
 {
     if (!r)
         return;
+    st_set_seen_fn(r->o.store, NULL, NULL);
     st_set_copy_fn(r->o.store, NULL, NULL);
     st_set_observer(r->o.store, r->down, r->down_arg);
     for (uint32_t b = 0; b < CACHE_BUCKETS; b++) {
@@ -1505,4 +1568,5 @@ void cl_repl_stats_get(const cl_repl *r, cl_repl_stats *s)
     s->given_up = atomic_load_explicit(&r->st[S_GIVEUP], memory_order_relaxed);
     s->fence_notices = atomic_load_explicit(&r->st[S_NOTICES], memory_order_relaxed);
     s->moved = atomic_load_explicit(&r->st[S_MOVED], memory_order_relaxed);
+    s->read_waits = atomic_load_explicit(&r->st[S_READ_WAITS], memory_order_relaxed);
 }

@@ -14,7 +14,10 @@
  * (cl_repl_finish): what several threads appended meanwhile leaves in one
  * REPL_UPDATE frame per peer.  Under FULL_SYNC it then waits until every
  * owner the update was sent to acked it, dropping owners that left the
- * topology, at most timeout_ms.
+ * topology, at most timeout_ms.  A request that read a partition here as
+ * its primary (the store's read observer) waits the same way for what the
+ * partition streamed before it read, so nothing it answers dies with this
+ * node (see "reads on the primary" in cl_repl.c).
  *
  * Owner side (transport thread).  A REPL_UPDATE is applied with st_apply
  * (which does not call the observer) and then logged through the chained
@@ -98,6 +101,11 @@ typedef struct cl_repl_opts {
      * until the old primary answers (cl_take.h): no write runs here as
      * their primary, and the old primary's updates are not fenced. */
     struct cl_take *take;
+    /* hold (tests only, optional): a file name; while the file exists, the
+     * updates this node streams stay queued, unsent - a primary that
+     * applied writes and has not sent them yet, for as long as a test
+     * needs to read them there or kill it. */
+    const char *hold;
 } cl_repl_opts;
 
 /* cl_repl_start chains the observer in front of the store's current one and
@@ -214,6 +222,7 @@ typedef struct cl_repl_stats {
     uint64_t given_up;              /* windows dropped unsettled (peer gone or too far behind) */
     uint64_t fence_notices;         /* copies told their updates from here were fenced */
     uint64_t moved;                 /* writes refused here: the primary moved after mapping */
+    uint64_t read_waits;            /* requests that waited for the acks of what they read */
 } cl_repl_stats;
 void cl_repl_stats_get(const cl_repl *r, cl_repl_stats *s);
 

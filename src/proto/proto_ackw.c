@@ -62,13 +62,12 @@ int pr_cache_repl_finish(pr_conn *c, uint16_t op)
     return 0;
 }
 
-/* ack_msg: the error a write's reply becomes when its acks say rc. */
-static const char *ack_msg(int rc, char *buf, size_t n)
+/* ack_msg: the error a request's reply becomes when its acks say rc. */
+static const char *ack_msg(int op, int rc, char *buf, size_t n)
 {
-    if (rc == EM_TIMEOUT)
-        return PR_REPL_TIMEOUT_MSG;
-    if (rc == EM_STALE)
-        return PR_REPL_STALE_MSG;
+    const char *m = pr_repl_msg(op, rc);
+    if (m)
+        return m;
     snprintf(buf, n, "Request failed: %s", em_strerror(rc));
     return buf;
 }
@@ -161,7 +160,7 @@ static int ackw_deliver(pr_conn *c, int rc, em_buf *out)
     }
     ackw_count(c, rc, 0);
     char buf[160];
-    if (rc && fail_frame(&a->reply, c->ver, ack_msg(rc, buf, sizeof buf)))
+    if (rc && fail_frame(&a->reply, c->ver, ack_msg(a->op, rc, buf, sizeof buf)))
         return EM_NOMEM;
     return em_buf_append(out, a->reply.p, a->reply.len);
 }
@@ -298,7 +297,7 @@ int pr_fwd_ack_result(pr_server *s, const pr_fwd_ack *info, int rc, em_buf *fram
         return EM_STALE;
     }
     char buf[160];
-    const char *m = rc ? ack_msg(rc, buf, sizeof buf) : "Malformed reply";
+    const char *m = rc ? ack_msg(info->op, rc, buf, sizeof buf) : "Malformed reply";
     if (w)
         cl_rids_finish(w, id, info->effect, PR_ST_FAILED, (const uint8_t *)m, strlen(m));
     return fail_frame(frame, PR_VER(1, 7, 0), m);

@@ -216,10 +216,8 @@ static int rd_peek_modes(pr_conn *c, pr_rd *r, int *mask)
 
 /* ---- key-value ops ----------------------------------------------------- */
 
-/* op_writes: does cache op 1000-1021 modify the cache (refused when the
- * cluster is ACTIVE_READ_ONLY)?  Reads: GET, GET_ALL, CONTAINS_KEY(S),
- * GET_SIZE, LOCAL_PEEK. */
-static int op_writes(int op)
+/* pr_op_writes: refused when the cluster is ACTIVE_READ_ONLY. */
+int pr_op_writes(int op)
 {
     switch (op) {
     case 1000: case 1003: case 1011: case 1012: case 1020: case 1021:
@@ -246,9 +244,19 @@ static int emit_kv(void *arg, const uint8_t *k, size_t klen, const uint8_t *v, s
     return rc;
 }
 
+const char *pr_repl_msg(int op, int rc)
+{
+    int w = pr_op_writes(op);
+    if (rc == EM_TIMEOUT)
+        return w ? PR_REPL_TIMEOUT_MSG : PR_REPL_READ_TIMEOUT_MSG;
+    if (rc == EM_STALE)
+        return w ? PR_REPL_STALE_MSG : PR_REPL_READ_STALE_MSG;
+    return NULL;
+}
+
 int pr_fail_repl_timeout(pr_conn *c)
 {
-    return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_TIMEOUT_MSG);
+    return pr_fail(c, PR_ST_FAILED, "%s", pr_repl_msg(c->req_op, EM_TIMEOUT));
 }
 
 /* map_again: a keyed op whose primary moved while it ran here goes to the
@@ -273,7 +281,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
     if (rc)
         return rc;
     st_cache *sc = h.cache;
-    if (h.state == PR_STATE_ACTIVE_READ_ONLY && op_writes(op))
+    if (h.state == PR_STATE_ACTIVE_READ_ONLY && pr_op_writes(op))
         return pr_refuse_read_only(c, "cache", st_cache_cfg(sc)->group_name,
                                    st_cache_cfg(sc)->name);
     const st_opctx *o = &h.ctx;
@@ -540,7 +548,7 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
                 return rc;
         }
         if (!rc && wrc == EM_STALE)
-            return pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_STALE_MSG);
+            return pr_fail(c, PR_ST_FAILED, "%s", pr_repl_msg(op, EM_STALE));
         if (!rc && wrc)
             rc = wrc;
     }

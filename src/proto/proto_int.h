@@ -398,7 +398,7 @@ int  pr_tx_fail_commit(pr_conn *c, struct cl_tx *tx, int rc);
 #define PR_ST_TXC_SHORT 0x7ffffe03
 int  pr_txc_init(pr_server *s);
 /* pr_fail_repl_timeout: a write applied here that not every owner acked in
- * time under FULL_SYNC (proto_cache.c). */
+ * time under FULL_SYNC, or a read of one (proto_cache.c). */
 int  pr_fail_repl_timeout(pr_conn *c);
 void pr_txc_free(pr_server *s);
 /* pr_txc_route runs a cache op of an explicit transaction on a cluster: on
@@ -540,6 +540,17 @@ int  pr_frame_split(const em_buf *b, int32_t *status, const uint8_t **p, size_t 
 #define PR_REPL_STALE_MSG "The write was applied on this node but an owner refused it (the " \
     "partition's primary changed): it may or may not stay; retry"
 #define PR_REPL_MOVED_MSG "The partition's primary changed while the write ran here"
+#define PR_REPL_READ_TIMEOUT_MSG "What was read is not yet acknowledged by every owner " \
+    "of the key (FULL_SYNC: a write to its partition still waits for them, and would " \
+    "not survive a failure of the primary yet); retry"
+#define PR_REPL_READ_STALE_MSG "What was read here was refused by another owner of the " \
+    "key (the partition's primary changed); retry"
+/* pr_op_writes: does cache op 1000-1021 modify the cache?  Reads: GET,
+ * GET_ALL, CONTAINS_KEY(S), GET_SIZE, LOCAL_PEEK (and any other op: 1). */
+int  pr_op_writes(int op);
+/* pr_repl_msg: what a request of op becomes when its acks say rc
+ * (EM_TIMEOUT or EM_STALE): a write's words or a read's; NULL otherwise. */
+const char *pr_repl_msg(int op, int rc);
 int  pr_cache_repl_finish(pr_conn *c, uint16_t op);
 int  pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *out, size_t at);
 int  pr_ackw_poll(pr_conn *c, em_buf *out, int *rc);

@@ -222,6 +222,7 @@ static const key_desc keys[] = {
     K("cluster_exit_after_writes", 'u', cluster_exit_after_writes, "tests only: exit after the Nth forwarded write ran here, before its reply (0 = never)"),
     K("cluster_tx_crash", 's', cluster_tx_crash, "tests only: prepared|committing|applied|decided|shadowed:N - exit at that point of the Nth transaction part or decision here (none)"),
     K("cluster_write_hold", 's', cluster_write_hold, "tests only: a file; while it exists, a write mapped to this node as its key's primary waits before it runs (60 s at most)"),
+    K("cluster_repl_hold", 's', cluster_repl_hold, "tests only: a file; while it exists, the updates this node streams as a primary stay queued here, unsent (none)"),
     K("cluster_rebal_hold", 's', cluster_rebal_hold, "tests only: a file; while it exists, a partition this node loads asks its supplier for nothing (none)"),
     K("cluster_tx_hold", 's', cluster_tx_hold, "tests only: a file; while it exists, a transaction this node coordinates waits after deciding COMMIT, before its parts hear it (60 s at most)"),
 };

@@ -80,6 +80,7 @@ typedef struct srv_config {
     char     cluster_tx_crash[32];  /* tests: "POINT:N", proto.h's tx_crash */
     char     cluster_write_hold[256]; /* tests: proto.h's write_hold */
     char     cluster_rebal_hold[256]; /* tests: cl_rebal.h's hold */
+    char     cluster_repl_hold[256]; /* tests: cl_repl.h's hold */
     char     cluster_tx_hold[256];  /* tests: proto.h's tx_hold */
     /* Named data regions ([region:NAME]: persistence, max_size, eviction). */
     struct srv_region {

@@ -354,8 +354,10 @@ static void ack_later(srv_cluster *sc, cl_node_call_id id, const pr_fwd_ack *inf
 /* on_call_later: a request another member forwarded, queued for a worker
  * (transport thread: it never waits here). */
 /* run_here runs a forwarded request on the transport thread and answers
- * it (write: one whose FULL_SYNC wait is handed over, or that goes to a
- * worker after all - pr_fwd_handover); cl_node_answer's result. */
+ * it (write: one that may go to a worker after all - pr_fwd_handover); a
+ * FULL_SYNC wait - a write's, or a read's of a write not acked yet
+ * (cl_repl.c, reads on the primary) - is handed over; cl_node_answer's
+ * result. */
 static int run_here(srv_cluster *sc, cl_node_call_id id, const uint8_t *p, size_t n, int write)
 {
     em_buf_reset(&sc->inline_resp);
@@ -367,7 +369,7 @@ static int run_here(srv_cluster *sc, cl_node_call_id id, const uint8_t *p, size_
         return 0;
     }
     pr_fwd_ack ack;
-    int later = write && pr_fwd_take_ack_wait(sc->ps, &ack);
+    int later = pr_fwd_take_ack_wait(sc->ps, &ack);
     if (!rc && pr_fwd_stale(sc->ps))
         rc = EM_STALE;              /* not this node's to run: the sender looks again */
     if (later && !rc) {
@@ -404,7 +406,8 @@ static void write_posted(void *arg, int cancelled)
 
 /* on_call_later: a request another member forwarded (transport thread: it
  * never waits here).  A transaction part's question to its backups and a
- * read never wait, so they are answered at once; an ATOMIC write whose
+ * read never block, so they run at once (a read of a write not acked yet
+ * hands its wait over, as a write does); an ATOMIC write whose
  * FULL_SYNC wait is handed over runs on this thread too, right after
  * (write_posted); the rest are queued for a worker.  The first two would
  * otherwise queue behind workers that may wait for them, and all three
@@ -1058,6 +1061,7 @@ int srv_cluster_start(srv_cluster **out, const srv_config *c, const uint8_t node
             .on_stale = cl_rebal_copy_stale, .on_stale_arg = rb,
             .on_fenced = cl_rebal_copy_fenced, .on_fenced_arg = rb,
             .hist = pe ? pe->hist : NULL, .take = atomic_load(&sc->take),
+            .hold = c->cluster_repl_hold[0] ? c->cluster_repl_hold : NULL,
         };
         cl_repl *r = NULL;
         if ((rc = cl_rids_new(&sc->rids)) == 0) {
@@ -1321,6 +1325,8 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       "ember_repl_fence_notices %llu\n"
                       "# TYPE ember_repl_writes_moved counter\n"
                       "ember_repl_writes_moved %llu\n"
+                      "# TYPE ember_repl_read_waits counter\n"
+                      "ember_repl_read_waits %llu\n"
                       "# TYPE ember_repl_replies_direct counter\n"
                       "ember_repl_replies_direct %llu\n"
                       "# TYPE ember_cluster_fwd_replies_direct counter\n"
@@ -1330,7 +1336,7 @@ int srv_cluster_metrics(srv_cluster *sc, em_buf *out)
                       (unsigned long long)rs.timeouts, (unsigned long long)rs.resent,
                       (unsigned long long)rs.nacks, (unsigned long long)rs.skipped,
                       (unsigned long long)rs.given_up, (unsigned long long)rs.fence_notices,
-                      (unsigned long long)rs.moved,
+                      (unsigned long long)rs.moved, (unsigned long long)rs.read_waits,
                       (unsigned long long)pr_server_replies_direct(sc->ps),
                       (unsigned long long)pr_server_fwd_replies_direct(sc->ps));
     }

@@ -705,6 +705,15 @@ void st_get_observer(st_store *s, st_observer_fn *fn, void **arg)
     pthread_mutex_unlock(&s->reg_lock);
 }
 
+void st_set_seen_fn(st_store *s, st_seen_fn fn, void *arg)
+{
+    pthread_mutex_lock(&s->reg_lock);
+    atomic_store_explicit(&s->seen_fn, NULL, memory_order_release);
+    atomic_store_explicit(&s->seen_arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&s->seen_fn, fn, memory_order_release);
+    pthread_mutex_unlock(&s->reg_lock);
+}
+
 void st_set_copy_fn(st_store *s, st_copy_fn fn, void *arg)
 {
     pthread_mutex_lock(&s->reg_lock);

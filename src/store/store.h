@@ -365,6 +365,15 @@ void st_set_copy_fn(st_store *s, st_copy_fn fn, void *arg);
 /* st_get_observer: the current write observer (NULL if none), for a module
  * that chains in front of it. */
 void st_get_observer(st_store *s, st_observer_fn *fn, void **arg);
+/* Read observer: a request's keyed operation looked at partition part of
+ * cache c - a get, a contains, a write's test of what was there - and has
+ * released the partition (called for every key of st_get, st_contains,
+ * st_get_all, the writes and removes; not for a peek, a scan, a replayed
+ * or loaded update).  On a cluster, replication holds the request's reply
+ * until the writes it may have seen are on every owner (cl_repl.c).  NULL
+ * (the default): nothing is called. */
+typedef void (*st_seen_fn)(void *arg, st_cache *c, uint32_t part);
+void st_set_seen_fn(st_store *s, st_seen_fn fn, void *arg);
 
 /* ---- transactions: entry locks and atomic commits (store_lock.c) -------
  *

@@ -184,6 +184,8 @@ struct st_store {
     _Atomic(st_observer_fn) obs;  /* set arg first, then fn (release) */
     _Atomic(void *)  obs_arg;
     _Atomic(st_copy_fn) copy_fn;  /* set arg first, then fn (release) */
+    _Atomic(void *)  seen_arg;    /* st_seen_fn's; the same order */
+    _Atomic(st_seen_fn) seen_fn;
     _Atomic(void *)  copy_arg;
     _Atomic uint32_t tick_cache;  /* round-robin position of st_expire_tick */
     _Atomic uint32_t tick_part;
@@ -202,6 +204,14 @@ static inline int st_observe(st_store *s, const st_update *u)
 {
     st_observer_fn fn = atomic_load_explicit(&s->obs, memory_order_acquire);
     return fn ? fn(atomic_load_explicit(&s->obs_arg, memory_order_relaxed), u) : 0;
+}
+
+/* st_seen tells the read observer, if any, that a request looked at part. */
+static inline void st_seen(st_cache *c, uint32_t part)
+{
+    st_seen_fn fn = atomic_load_explicit(&c->store->seen_fn, memory_order_acquire);
+    if (fn)
+        fn(atomic_load_explicit(&c->store->seen_arg, memory_order_relaxed), c, part);
 }
 
 static inline int st_has_observer(const st_store *s)

@@ -738,6 +738,7 @@ static inline __attribute__((always_inline)) int write_op(st_cache *c, const st_
         w->expect = ep;
         w->elen = epl;
         rc = do_write(c, &x, vp, vpl, w);
+        st_seen(c, x.part);
     }
     buf_drop(&x.own);
     buf_drop(&vs);
@@ -1050,6 +1051,8 @@ static int read_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t klen
         }
     }
     st_lock_release(&p->lock);
+    if (mode != R_PEEK)
+        st_seen(c, x.part);
     buf_drop(&x.own);
     return rc;
 }
@@ -1114,6 +1117,7 @@ int st_get_all(st_cache *c, const st_opctx *o, const st_slice *keys, size_t n, s
             }
         }
         st_lock_release(&p->lock);
+        st_seen(c, x.part);
         buf_drop(&x.own);
         if (rc)
             return rc;
@@ -1158,6 +1162,8 @@ static int remove_op(st_cache *c, const st_opctx *o, const uint8_t *k, size_t kl
         }
     }
     st_lock_release(&p->lock);
+    if (o != &tx_ctx)
+        st_seen(c, x.part);
 done:
     buf_drop(&x.own);
     buf_drop(&es);

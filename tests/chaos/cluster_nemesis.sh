@@ -10,7 +10,8 @@
 # most `backups` owners down), the register history is linearizable, and
 # at the end every owner of every partition holds the same entries with the
 # same update counter (idle-verify).
-# CHAOS_SECONDS sets each workload's length (`make chaos` runs it longer).
+# CHAOS_SECONDS sets each workload's length (`make chaos` runs it longer);
+# CHAOS_WORKLOADS the workloads to run (default: set register).
 # CHAOS_BASELINE=1: the same with a baseline set to the three nodes (a killed
 # node keeps its partitions while down and loads them back when it returns).
 cd "$(dirname "$0")/../.."
@@ -117,8 +118,12 @@ if [ "${CHAOS_BASELINE:-0}" = 1 ]; then
     r=$("$BUILD/ember-cli" -h "$(node_ip 1)" -p "$CHAOS_PORT" cluster baseline set-current 2>&1) &&
         ok "baseline set to the 3 nodes" || { bad "baseline: $r"; finish; }
 fi
-run_workload set "$NEMESES_ALL"
-run_workload register "$REGISTER_NEMESES"
+for w in ${CHAOS_WORKLOADS:-set register}; do
+    case $w in
+        register) run_workload register "$REGISTER_NEMESES" ;;
+        *) run_workload "$w" "$NEMESES_ALL" ;;
+    esac
+done
 # The final check: every owner of every partition holds the same entries.
 members_are 1 2 3 || bad "the cluster did not settle"
 t=0
