@@ -150,7 +150,9 @@ static void count(cl_repl *r, int i, uint64_t d)
 
 /* ---- per thread ----------------------------------------------------------- */
 
-typedef struct tk_entry { rcache *c; uint32_t part; uint64_t ctr; } tk_entry;
+/* read: the entry is what a request read (seen), not a write of its own:
+ * a refusal settles it (see "reads on the primary"). */
+typedef struct tk_entry { rcache *c; uint32_t part; uint64_t ctr; int read; } tk_entry;
 typedef struct ticket {
     uint32_t n;
     int      full_sync;             /* some entry is of a FULL_SYNC cache */
@@ -472,7 +474,8 @@ static int copy_fn(void *arg, const st_cache_config *cfg, int32_t cache_id, uint
 
 /* ---- primary side: the observer ------------------------------------------- */
 
-static void ticket_add(cl_repl *r, rcache *c, uint32_t part, uint64_t ctr, int full_sync)
+static void ticket_add(cl_repl *r, rcache *c, uint32_t part, uint64_t ctr, int full_sync,
+                       int read)
 {
     ticket *tk = &tl_ticket;
     tk->r = r;
@@ -483,13 +486,14 @@ static void ticket_add(cl_repl *r, rcache *c, uint32_t part, uint64_t ctr, int f
      * the last entry is the common repeat (a partition's keys together). */
     if (tk->n && tk->e[tk->n - 1].c == c && tk->e[tk->n - 1].part == part) {
         tk->e[tk->n - 1].ctr = ctr;
+        tk->e[tk->n - 1].read &= read;
         return;
     }
     if (tk->n == TICKET_MAX) {
         tk->overflow = 1;
         return;
     }
-    tk->e[tk->n++] = (tk_entry){ c, part, ctr };
+    tk->e[tk->n++] = (tk_entry){ c, part, ctr, read };
 }
 
 /* The owners an update of this node's goes to, decided once before the log
@@ -660,12 +664,14 @@ static int replicate(cl_repl *r, const st_update *u, plan *pl)
         for (uint32_t i = 0; i < ns; i++)   /* nothing half-appended stays queued */
             r->peers[slots[i]]->out.len = was[i];
     } else {
-        atomic_store_explicit(&c->ctr[u->partition], ctr, memory_order_relaxed);
         for (uint32_t i = 0; i < ns; i++) {
             ackv *a = atomic_load_explicit(&c->ack[slots[i]], memory_order_acquire);
             atomic_store_explicit(&a[u->partition].sent, ctr, memory_order_release);
             a[u->partition].sent_epoch = hd.epoch;
         }
+        /* After every owner's sent: a reader (seen) that loads this counter
+         * finds it in each owner's sent, never an older one. */
+        atomic_store_explicit(&c->ctr[u->partition], ctr, memory_order_release);
         count(r, S_SENT, ns);
     }
     /* Nothing is sent from here: the partition lock is held, and sending
@@ -675,7 +681,7 @@ static int replicate(cl_repl *r, const st_update *u, plan *pl)
     for (uint32_t i = ns; i-- > 0;)
         pthread_mutex_unlock(&r->peers[slots[i]]->mu);
     if (!rc)
-        ticket_add(r, c, u->partition, ctr, cfg->write_sync_mode == 0);
+        ticket_add(r, c, u->partition, ctr, cfg->write_sync_mode == 0, 0);
 out:
     cl_node_topo_release(t);
     return rc;
@@ -753,10 +759,37 @@ static int observe(void *arg, const st_update *u)
  * a request that looked at a partition it runs on as the primary (the
  * store's read observer, after the partition's lock: every update it can
  * have seen has taken its counter) waits, under FULL_SYNC, as a write
- * would: until every owner acked the partition's counter as it is now.
- * The ticket carries it, so a read on a client's loop is held like a
- * write's reply, with no thread waiting.  Nothing to wait for - no write
- * unacked, the common case - costs a few loads. */
+ * would: until every owner settled the partition's counter as it is now.
+ * Settled, not acked: a refusal is never undone, and waiting on it would
+ * leave the partition unreadable here until its next write.  The ticket
+ * carries it, so a read on a client's loop is held like a write's reply,
+ * with no thread waiting (the transport thread hands a batch read that
+ * would wait for more than a deferred wait holds to a worker).  A write's
+ * own entry already covers what it saw.  Nothing to wait for - no update
+ * unsettled, the common case - costs a few loads.  Reads inside explicit
+ * transactions, scans and SQL are not held. */
+
+/* read_settled: 1 when every owner that was sent partition part's update
+ * ctr settled it - acked it, or refused it (a refusal fences a deposed
+ * primary, which has no lease by then or handed the partition over, or
+ * makes the refusing copy catch up from this one) - 0 while one has not.
+ * On t: its members (an owner that left is not waited for); NULL: every
+ * peer slot, without the topology (the first, cheap look). */
+static int read_settled(cl_repl *r, const cl_topo *t, rcache *c, uint32_t part, uint64_t ctr)
+{
+    uint32_t n = t ? t->n : atomic_load_explicit(&r->npeers, memory_order_acquire);
+    for (uint32_t i = 0; i < n; i++) {
+        int slot = (int)i;
+        if (t && ((int)i == t->self || (slot = peer_slot(r, t->m[i].id, 0)) < 0))
+            continue;
+        ackv *a = atomic_load_explicit(&c->ack[slot], memory_order_acquire);
+        if (a && atomic_load_explicit(&a[part].sent, memory_order_acquire) >= ctr &&
+            atomic_load_explicit(&a[part].settled, memory_order_acquire) < ctr)
+            return 0;
+    }
+    return 1;
+}
+
 static void seen(void *arg, st_cache *sc, uint32_t part)
 {
     cl_repl *r = arg;
@@ -769,45 +802,36 @@ static void seen(void *arg, st_cache *sc, uint32_t part)
     rcache *c = cache_find(r, cache_id);
     if (!c || part >= c->parts)
         return;                     /* nothing ever written here as its primary */
-    uint64_t ctr = atomic_load_explicit(&c->ctr[part], memory_order_relaxed);
-    if (!ctr)
-        return;
     ticket *tk = &tl_ticket;
-    if (tk->r == r && tk->n && tk->e[tk->n - 1].c == c && tk->e[tk->n - 1].part == part) {
-        tk->e[tk->n - 1].ctr = ctr; /* this request's own write: it waits already */
-        return;
-    }
-    uint32_t np = atomic_load_explicit(&r->npeers, memory_order_acquire);
-    uint32_t s = 0;
-    for (; s < np; s++) {
-        ackv *a = atomic_load_explicit(&c->ack[s], memory_order_acquire);
-        if (a && atomic_load_explicit(&a[part].sent, memory_order_acquire) >= ctr &&
-            atomic_load_explicit(&a[part].acked, memory_order_acquire) < ctr)
-            break;
-    }
-    if (s == np)
-        return;                     /* every owner sent the counter acked it */
-    /* Only as the primary: a backup's counter is the one it took when it
-     * last was the primary, which may never be acked now. */
+    if (tk->r == r && tk->n && tk->e[tk->n - 1].c == c && tk->e[tk->n - 1].part == part)
+        return;                     /* this request's own write, later than what it saw */
+    uint64_t ctr = atomic_load_explicit(&c->ctr[part], memory_order_acquire);
+    if (!ctr || read_settled(r, NULL, c, part, ctr))
+        return;                     /* every owner sent the counter settled it */
+    /* Only as the primary (a backup's counter is the one it took when it
+     * last was the primary), and only for the owners there now. */
     cl_topo *t = topo_now(r);
     uint32_t idx[MAX_OWNERS];
     uint32_t k = t->n > 1 && t->self >= 0
                      ? cl_repl_owners(t, cfg, cache_id, part, idx, MAX_OWNERS) : 0;
-    int primary = k >= 1 && (int)idx[0] == t->self;
+    int wait = k >= 1 && (int)idx[0] == t->self && !read_settled(r, t, c, part, ctr);
     cl_node_topo_release(t);
-    if (!primary)
+    if (!wait)
         return;
-    ticket_add(r, c, part, ctr, 1);
+    ticket_add(r, c, part, ctr, 1, 1);
     count(r, S_READ_WAITS, 1);
 }
 
 /* ---- FULL_SYNC ------------------------------------------------------------- */
 
 /* entry_state: 1 when every owner (on t, excluding this node) that was sent
- * e's update acked it, 0 while one has not, EM_STALE when one refused it.
+ * e's update acked it, 0 while one has not, EM_STALE when one refused it
+ * (read: what a request read, settled by a refusal - read_settled).
  * Owners that left t are not asked: they are dropped from the wait. */
-static int entry_state(cl_repl *r, cl_topo *t, rcache *c, uint32_t part, uint64_t ctr)
+static int entry_state(cl_repl *r, cl_topo *t, rcache *c, uint32_t part, uint64_t ctr, int read)
 {
+    if (read)
+        return read_settled(r, t, c, part, ctr);
     for (uint32_t i = 0; i < t->n; i++) {
         if ((int)i == t->self)
             continue;
@@ -830,7 +854,7 @@ static int entry_state(cl_repl *r, cl_topo *t, rcache *c, uint32_t part, uint64_
 static int ticket_state(cl_repl *r, cl_topo *t, ticket *tk, waiter *w)
 {
     for (uint32_t i = 0; i < tk->n; i++) {
-        int st = entry_state(r, t, tk->e[i].c, tk->e[i].part, tk->e[i].ctr);
+        int st = entry_state(r, t, tk->e[i].c, tk->e[i].part, tk->e[i].ctr, tk->e[i].read);
         if (st != 1) {
             w->c = tk->e[i].c;
             w->part = tk->e[i].part;
@@ -846,7 +870,7 @@ static int ticket_state(cl_repl *r, cl_topo *t, ticket *tk, waiter *w)
             uint64_t ctr = atomic_load_explicit(&c->ctr[p], memory_order_relaxed);
             if (!ctr)
                 continue;
-            int st = entry_state(r, t, c, p, ctr);
+            int st = entry_state(r, t, c, p, ctr, 0);
             if (st != 1) {
                 w->c = c;
                 w->part = p;
@@ -963,6 +987,12 @@ static int finish_defer(cl_repl *r, int later)
 }
 
 int cl_repl_finish_defer(cl_repl *r) { return finish_defer(r, 0); }
+
+int cl_repl_ticket_fits(void)
+{
+    const ticket *tk = &tl_ticket;
+    return !tk->r || (tk->n <= CL_REPL_AWAIT_MAX && !tk->overflow);
+}
 int cl_repl_finish_pass(cl_repl *r) { return finish_defer(r, 1); }
 
 void cl_repl_pass_end(void)
@@ -987,7 +1017,8 @@ void cl_repl_pass_end(void)
 static int await_state(cl_repl *r, cl_topo *t, cl_repl_await *a)
 {
     for (; a->at < a->n; a->at++) {
-        int st = entry_state(r, t, a->e[a->at].c, a->e[a->at].part, a->e[a->at].ctr);
+        int st = entry_state(r, t, a->e[a->at].c, a->e[a->at].part, a->e[a->at].ctr,
+                             a->e[a->at].read);
         if (st != 1)
             return st;
     }
@@ -1050,6 +1081,7 @@ int cl_repl_await_start(cl_repl *r, cl_repl_await *a, int *rc)
         a->e[i].c = tk->e[i].c;
         a->e[i].part = tk->e[i].part;
         a->e[i].ctr = tk->e[i].ctr;
+        a->e[i].read = tk->e[i].read;
         a->n++;
     }
     cl_repl_begin();

@@ -158,6 +158,9 @@ uint64_t cl_repl_tx_index(void);
 #define CL_REPL_DEFERRED  1
 #define CL_REPL_AWAIT_MAX 4
 int  cl_repl_finish_defer(cl_repl *r);
+/* cl_repl_ticket_fits: 1 when what this thread's request waits for (if
+ * anything) fits a deferred wait, so cl_repl_finish_defer cannot block. */
+int  cl_repl_ticket_fits(void);
 /* cl_repl_finish_pass is cl_repl_finish_defer for a loop thread that calls
  * cl_repl_pass_end at the end of each pass: the streams leave then, once
  * for every write of the pass (the backups get one frame, and ack once,
@@ -176,7 +179,7 @@ typedef struct cl_repl_await {
     void    *arg;
     int      under_lock;
     /* cl_repl.c's */
-    struct { void *c; uint32_t part; uint64_t ctr; } e[CL_REPL_AWAIT_MAX];
+    struct { void *c; uint32_t part; uint64_t ctr; int read; } e[CL_REPL_AWAIT_MAX];
     uint32_t n, at;                 /* entries; the first not acked yet */
     uint64_t end_ms;
     int      rc;                    /* its result, from settling to done */

@@ -51,6 +51,14 @@ int pr_cache_repl_finish(pr_conn *c, uint16_t op)
     cl_repl *r = c->srv->opt.repl;
     if (!c->in_loop && !c->ack_defer)
         return cl_repl_finish(r);
+    if (c->no_wait && !cl_repl_ticket_fits()) {
+        /* The transport thread must not wait (a batch read of more
+         * partitions with writes unacked than a deferred wait holds): a
+         * worker runs the request again (pr_fwd_handover). */
+        cl_repl_begin();
+        c->handover = 1;
+        return EM_BUSY;
+    }
     /* on a client's loop, and on the transport thread (pass_flush), the
      * streams leave at the end of the thread's pass (net.h on_pass_end,
      * srv_cluster_pass_end), with the other writes of the pass */

@@ -1679,9 +1679,6 @@ int pr_fwd_read_inline(pr_server *s, const uint8_t *body, size_t len)
     if (body[14])
         return 0;                   /* a transaction (its locks may make it wait), or an
                                        expiry policy (a read may then write: the WAL) */
-    if ((op == 1003 || op == 1012) && (len < 19 || em_ld32(body + 15) > CL_REPL_AWAIT_MAX))
-        return 0;                   /* more partitions than a read's handed-over wait
-                                       holds (cl_repl.c): a worker may wait for them */
     st_cache *c = st_cache_find(s->st, (int32_t)em_ld32(body + 10));
     /* not started here yet: a worker waits for the metadata group's entry */
     if (!c || st_cache_destroyed(c))

@@ -354,16 +354,17 @@ static void ack_later(srv_cluster *sc, cl_node_call_id id, const pr_fwd_ack *inf
 /* on_call_later: a request another member forwarded, queued for a worker
  * (transport thread: it never waits here). */
 /* run_here runs a forwarded request on the transport thread and answers
- * it (write: one that may go to a worker after all - pr_fwd_handover); a
- * FULL_SYNC wait - a write's, or a read's of a write not acked yet
- * (cl_repl.c, reads on the primary) - is handed over; cl_node_answer's
+ * it, or hands it to a worker after all (pr_fwd_handover: a write whose
+ * first run is still going, a batch read whose acks a deferred wait cannot
+ * hold); a FULL_SYNC wait - a write's, or a read's of a write not acked
+ * yet (cl_repl.c, reads on the primary) - is handed over; cl_node_answer's
  * result. */
-static int run_here(srv_cluster *sc, cl_node_call_id id, const uint8_t *p, size_t n, int write)
+static int run_here(srv_cluster *sc, cl_node_call_id id, const uint8_t *p, size_t n)
 {
     em_buf_reset(&sc->inline_resp);
     (void)pr_fwd_stale(sc->ps);
     int rc = pr_exec_forward(sc->ps, p, n, &sc->inline_resp);
-    if (write && pr_fwd_handover(sc->ps)) {
+    if (pr_fwd_handover(sc->ps)) {
         if ((rc = enqueue(sc, id, 0, p, n)) != 0)  /* not queued: nobody else answers */
             (void)cl_node_answer(sc->node, id, rc, NULL, 0);
         return 0;
@@ -394,7 +395,7 @@ static void write_posted(void *arg, int cancelled)
     if (!cancelled) {
         /* the cache may have gone since (its wait would hold this thread) */
         if (pr_fwd_write_inline(sc->ps, j->body, j->len)) {
-            (void)run_here(sc, j->id, j->body, j->len, 1);
+            (void)run_here(sc, j->id, j->body, j->len);
         } else {
             int rc = enqueue(sc, j->id, 0, j->body, j->len);
             if (rc)                 /* not queued: nobody else will answer it */
@@ -416,7 +417,7 @@ static int on_call_later(void *arg, cl_node_call_id id, const uint8_t *p, size_t
 {
     srv_cluster *sc = arg;
     if (pr_txc_inline(p, n) || pr_fwd_read_inline(sc->ps, p, n))
-        return run_here(sc, id, p, n, 0);
+        return run_here(sc, id, p, n);
     if (!sc->durable && pr_fwd_write_inline(sc->ps, p, n)) {
         pthread_mutex_lock(&sc->q_mu);
         fwd_job *j = sc->q_stop ? NULL : job_get(sc, n);

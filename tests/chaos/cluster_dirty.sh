@@ -13,7 +13,9 @@
 # node 2 does not return it while it is held; once let go the write reaches
 # node 1 and the read returns it; held again, node 2 is killed with such a
 # write applied, node 1 (now the primary) does not have it, and no read
-# returned it.
+# returned it.  A getAll through node 1 of six such keys (more partitions
+# than the transport thread's deferred wait holds: a worker takes it) is
+# refused while they are held and returns all six once let go.
 cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 . tests/chaos/lib.sh
@@ -27,12 +29,14 @@ cli() {
     "$BUILD/ember-cli" -h "$(node_ip "$n")" -p "$CHAOS_PORT" --timeout "$ms" "$@" 2>&1
 }
 
-# held_key FROM: the first key from FROM on whose put through node 1 does
-# not come back (its primary is node 2, whose stream is held); 1 if none.
+# held_key FROM: the first key from FROM on whose put through node 1 times
+# out (its primary is node 2, whose stream is held); 1 if none.
 held_key() {
     k=$1
     while [ "$k" -lt $(($1 + 64)) ]; do
-        cli 1 1000 put dirty "int:$k" "int:$((k + 7000))" >/dev/null || { echo "$k"; return 0; }
+        case $(cli 1 1000 put dirty "int:$k" "int:$((k + 7000))") in
+        *"timed out"*) echo "$k"; return 0 ;;
+        esac
         k=$((k + 1))
     done
     return 1
@@ -78,14 +82,41 @@ case $out in
 *) bad "key $k: node 1 read: $out" ;;
 esac
 
+# A batch read of more partitions with held writes than the transport
+# thread's deferred wait holds: handed to a worker, which waits; it answers
+# no held value, then, let go, every one.
 touch "$HOLD"
-k2=$(held_key $((k + 1))) || { bad "no second put waited for node 2's stream"; finish; }
+keys=""; from=$((k + 1))
+for i in 1 2 3 4 5 6; do
+    kk=$(held_key "$from") || { bad "no put $i waited for node 2's stream"; finish; }
+    keys="$keys $kk"; from=$((kk + 1))
+done
+w0=$(metric 2 ember_repl_read_waits)
+out=$(node tests/chaos/cluster_dirty.js getall "$(node_addr 1)" dirty $keys 2>&1)
+case $out in
+"error "*"not yet acknowledged"*) ok "getAll of held keys$keys through node 1: refused (${out%%;*})" ;;
+*) bad "getAll of held keys$keys through node 1: $out" ;;
+esac
+w=$(metric 2 ember_repl_read_waits)
+[ "${w:-0}" -ge $((${w0:-0} + 6)) ] && ok "node 2 held the getAll for its 6 partitions' acks" ||
+    bad "node 2's reads held for acks went from ${w0:-?} to ${w:-?}"
+rm -f "$HOLD"
+want=""; for kk in $keys; do want="$want $kk=$((kk + 7000))"; done
+out=$(node tests/chaos/cluster_dirty.js getall "$(node_addr 1)" dirty $keys 2>&1)
+[ "$out" = "got$want" ] && ok "let go, getAll returns all six" || bad "let go, getAll: $out (want got$want)"
+
+touch "$HOLD"
+k2=$(held_key "$from") || { bad "no second put waited for node 2's stream"; finish; }
+w0=$(metric 2 ember_repl_read_waits)
 out=$(cli 2 1500 get dirty "int:$k2")
 case $out in
 *"$((k2 + 7000))"*) bad "key $k2: a read through node 2 returned $out, a write no other copy has"
                     seen=1 ;;
 *) ok "key $k2: held again, a read through node 2 does not return it" ;;
 esac
+w=$(metric 2 ember_repl_read_waits)
+[ "${w:-0}" -gt "${w0:-0}" ] && ok "node 2 held that read for its acks" ||
+    bad "node 2's reads held for acks went from ${w0:-?} to ${w:-?}"
 node_kill 2
 wait_metric 1 ember_cluster_members 1 && wait_metric 1 ember_cluster_lease 1 ||
     bad "node 1 did not go on alone"

@@ -121,7 +121,8 @@ fi
 for w in ${CHAOS_WORKLOADS:-set register}; do
     case $w in
         register) run_workload register "$REGISTER_NEMESES" ;;
-        *) run_workload "$w" "$NEMESES_ALL" ;;
+        set) run_workload set "$NEMESES_ALL" ;;
+        *) bad "CHAOS_WORKLOADS: no workload $w (set, register)" ;;
     esac
 done
 # The final check: every owner of every partition holds the same entries.
