@@ -1316,3 +1316,69 @@ TEST(store_apply_load_modes)
     CHECK_EQ(st_apply_load(s, &u, 0, &done), EM_INVAL);
     st_close(s);
 }
+
+/* The read observer (st_set_seen_fn): replication holds a primary's reply
+ * until what the request saw is on every owner, so every keyed request
+ * must report the partition it looked at - and nothing else may. */
+typedef struct seen_rec { int n; int32_t cache; uint32_t part[16]; } seen_rec;
+
+static int count_kv(void *arg, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
+{
+    (void)k; (void)kl; (void)v; (void)vl;
+    ++*(int *)arg;
+    return 0;
+}
+
+static void seen_cb(void *arg, st_cache *c, uint32_t part)
+{
+    seen_rec *r = arg;
+    r->cache = st_cache_id(c);
+    if (r->n < 16)
+        r->part[r->n] = part;
+    r->n++;
+}
+
+TEST(store_seen_fn_reports_each_keyed_request)
+{
+    st_store *s = open_store(0, 0);
+    st_cache *c = make_cache(s, "seen", 0);
+    REQUIRE(c);
+    seen_rec r = {0};
+    st_set_seen_fn(s, seen_cb, &r);
+    uint8_t kb[5], k2[5], vb[9];
+    size_t kl = ikey(kb, 42), vl = lval(vb, 1);
+    ikey(k2, 43);
+    uint32_t parts = st_cache_parts(c);
+    uint32_t p42 = bin_partition(42, parts), p43 = bin_partition(43, parts);
+    em_buf out = EM_BUF_INIT;
+    int f;
+    CHECK_OK(st_put(c, NULL, kb, kl, vb, vl));
+    CHECK_EQ(r.n, 1);
+    CHECK_EQ(r.part[0], p42);
+    CHECK_EQ(r.cache, st_cache_id(c));
+    CHECK_OK(st_get(c, NULL, kb, kl, &out, &f));
+    CHECK_OK(st_contains(c, NULL, k2, 5, &f));
+    CHECK_OK(st_put_if_absent(c, NULL, kb, kl, vb, vl, &f));   /* a test, no write */
+    CHECK_EQ(f, 0);
+    CHECK_OK(st_remove_if_equals(c, NULL, k2, 5, vb, vl, &f));
+    CHECK_EQ(f, 0);
+    st_slice ks[2] = {{kb, kl}, {k2, 5}};
+    int cnt = 0;
+    CHECK_OK(st_get_all(c, NULL, ks, 2, count_kv, &cnt));
+    CHECK_EQ(cnt, 1);
+    CHECK_EQ(r.n, 7);
+    uint32_t want[7] = {p42, p42, p43, p42, p43, p42, p43};
+    for (int i = 0; i < 7; i++)
+        CHECK_EQ(r.part[i], want[i]);
+    /* not a request's look: a peek, a replayed update, nor once unset */
+    CHECK_OK(st_local_peek(c, NULL, 0, kb, kl, &out, &f));
+    st_update u = {.kind = ST_UPD_PUT, .cache_id = st_cache_id(c), .partition = p43,
+                   .key = k2, .klen = 5, .val = vb, .vlen = (uint32_t)vl};
+    CHECK_OK(st_apply(s, &u));
+    CHECK_EQ(r.n, 7);
+    st_set_seen_fn(s, NULL, NULL);
+    CHECK_OK(st_get(c, NULL, kb, kl, &out, &f));
+    CHECK_EQ(r.n, 7);
+    em_buf_free(&out);
+    st_close(s);
+}
