@@ -688,13 +688,20 @@ void st_region_stats_get(st_store *s, const char *region, st_region_stats *out)
 
 /* ---- observer, replay ------------------------------------------------- */
 
+/* SET_HOOK installs one of the store's callbacks: cleared, its argument,
+ * then the function (release), so a caller that loads the function
+ * (acquire) finds its argument; under reg_lock, against another setter. */
+#define SET_HOOK(s, fnf, argf, fn, arg) do {                               \
+        pthread_mutex_lock(&(s)->reg_lock);                                \
+        atomic_store_explicit(&(s)->fnf, NULL, memory_order_release);      \
+        atomic_store_explicit(&(s)->argf, (arg), memory_order_relaxed);    \
+        atomic_store_explicit(&(s)->fnf, (fn), memory_order_release);      \
+        pthread_mutex_unlock(&(s)->reg_lock);                              \
+    } while (0)
+
 void st_set_observer(st_store *s, st_observer_fn fn, void *arg)
 {
-    pthread_mutex_lock(&s->reg_lock);
-    atomic_store_explicit(&s->obs, NULL, memory_order_release);
-    atomic_store_explicit(&s->obs_arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&s->obs, fn, memory_order_release);
-    pthread_mutex_unlock(&s->reg_lock);
+    SET_HOOK(s, obs, obs_arg, fn, arg);
 }
 
 void st_get_observer(st_store *s, st_observer_fn *fn, void **arg)
@@ -707,20 +714,12 @@ void st_get_observer(st_store *s, st_observer_fn *fn, void **arg)
 
 void st_set_seen_fn(st_store *s, st_seen_fn fn, void *arg)
 {
-    pthread_mutex_lock(&s->reg_lock);
-    atomic_store_explicit(&s->seen_fn, NULL, memory_order_release);
-    atomic_store_explicit(&s->seen_arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&s->seen_fn, fn, memory_order_release);
-    pthread_mutex_unlock(&s->reg_lock);
+    SET_HOOK(s, seen_fn, seen_arg, fn, arg);
 }
 
 void st_set_copy_fn(st_store *s, st_copy_fn fn, void *arg)
 {
-    pthread_mutex_lock(&s->reg_lock);
-    atomic_store_explicit(&s->copy_fn, NULL, memory_order_release);
-    atomic_store_explicit(&s->copy_arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&s->copy_fn, fn, memory_order_release);
-    pthread_mutex_unlock(&s->reg_lock);
+    SET_HOOK(s, copy_fn, copy_arg, fn, arg);
 }
 
 int st_apply(st_store *s, const st_update *u)

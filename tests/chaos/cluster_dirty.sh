@@ -42,6 +42,24 @@ held_key() {
     return 1
 }
 
+# read_check NODE MS KEY HELD WHAT: a get of KEY through NODE (MS timeout).
+# HELD=1: it must not return KEY's held write (SAW=1 when it does); 0: it
+# must return it.
+read_check() {
+    out=$(cli "$1" "$2" get dirty "int:$3")
+    case $out in *"$(($3 + 7000))"*) got=1 ;; *) got=0 ;; esac
+    if [ "$4" = 1 ] && [ $got = 1 ]; then
+        bad "key $3: $5 returned $out, a write no other copy has"; SAW=1
+    elif [ "$4" = 1 ]; then
+        ok "key $3: $5 does not return the held write (${out%%
+*})"
+    elif [ $got = 1 ]; then
+        ok "key $3: $5 returns it"
+    else
+        bad "key $3: $5 returned: $out"
+    fi
+}
+
 node_start 1 $(cluster_flags 1) || finish
 node_start 2 $(cluster_flags 2 1) --cluster-repl-hold "$HOLD" || finish
 for i in 1 2; do
@@ -55,32 +73,15 @@ ok "2 nodes, a cache with 1 backup (FULL_SYNC, reads on the primary)"
 touch "$HOLD"
 k=$(held_key 0) || { bad "no put through node 1 waited for node 2's stream"; finish; }
 ok "key $k: its put waits on node 2, which applied it and holds its stream"
-out=$(cli 2 1500 get dirty "int:$k")
-case $out in
-*"$((k + 7000))"*) bad "key $k: a read through node 2 returned $out, a write no other copy has" ;;
-*) ok "key $k: a read through node 2 does not return the held write (${out%%
-*})" ;;
-esac
+read_check 2 1500 "$k" 1 "a read through node 2"
 # Through node 1 the read is forwarded to node 2, the primary: the same.
-out=$(cli 1 1500 get dirty "int:$k")
-case $out in
-*"$((k + 7000))"*) bad "key $k: a read through node 1 returned $out, a write no other copy has" ;;
-*) ok "key $k: nor a read through node 1 (forwarded to node 2)" ;;
-esac
+read_check 1 1500 "$k" 1 "a read through node 1 (forwarded to node 2)"
 w=$(metric 2 ember_repl_read_waits)
 [ "${w:-0}" -ge 2 ] && ok "node 2 held $w reads for their acks" ||
     bad "node 2 reports ${w:-no} reads held for their acks"
 rm -f "$HOLD"
-out=$(cli 2 10000 get dirty "int:$k")
-case $out in
-*"$((k + 7000))"*) ok "key $k: let go, the write reaches node 1 and the read returns it" ;;
-*) bad "key $k: let go, a read through node 2 returned: $out" ;;
-esac
-out=$(cli 1 10000 get dirty "int:$k")
-case $out in
-*"$((k + 7000))"*) ok "key $k: node 1 reads it too" ;;
-*) bad "key $k: node 1 read: $out" ;;
-esac
+read_check 2 10000 "$k" 0 "let go, the write reaches node 1 and a read through node 2"
+read_check 1 10000 "$k" 0 "a read through node 1"
 
 # A batch read of more partitions with held writes than the transport
 # thread's deferred wait holds: handed to a worker, which waits; it answers
@@ -108,12 +109,7 @@ out=$(node tests/chaos/cluster_dirty.js getall "$(node_addr 1)" dirty $keys 2>&1
 touch "$HOLD"
 k2=$(held_key "$from") || { bad "no second put waited for node 2's stream"; finish; }
 w0=$(metric 2 ember_repl_read_waits)
-out=$(cli 2 1500 get dirty "int:$k2")
-case $out in
-*"$((k2 + 7000))"*) bad "key $k2: a read through node 2 returned $out, a write no other copy has"
-                    seen=1 ;;
-*) ok "key $k2: held again, a read through node 2 does not return it" ;;
-esac
+read_check 2 1500 "$k2" 1 "held again, a read through node 2"
 w=$(metric 2 ember_repl_read_waits)
 [ "${w:-0}" -gt "${w0:-0}" ] && ok "node 2 held that read for its acks" ||
     bad "node 2's reads held for acks went from ${w0:-?} to ${w:-?}"
@@ -123,7 +119,7 @@ wait_metric 1 ember_cluster_members 1 && wait_metric 1 ember_cluster_lease 1 ||
 out=$(cli 1 10000 get dirty "int:$k2")
 case $out in
 *"$((k2 + 7000))"*) bad "key $k2: node 1 has the write node 2 held (the hook held nothing?)" ;;
-*) [ -z "${seen:-}" ] && ok "key $k2: died with node 2, and no read returned it (node 1: ${out%%
+*) [ -z "${SAW:-}" ] && ok "key $k2: died with node 2, and no read returned it (node 1: ${out%%
 *})" || bad "key $k2: died with node 2 after a read returned it (node 1: ${out%%
 *})" ;;
 esac
