@@ -389,6 +389,11 @@ int pr_op_cache(pr_conn *c, int op, pr_rd *r, em_buf *out)
             rc = map_again(c, op, sc, k, kl, &bt, r->p + r->pos, out, &done);
             return done || rc ? rc : pr_fail(c, PR_ST_FAILED, "%s", PR_REPL_MOVED_MSG);
         }
+        if (rc == PR_PARK) {
+            cl_repl_begin();        /* it waits for a lock, nothing changed: what it
+                                       read so far is read again when it runs */
+            return rc;
+        }
         int wrc = cl_repl_finish(c->srv->opt.repl);
         return !rc && wrc == EM_TIMEOUT ? pr_fail_repl_timeout(c) : rc;
     }
