@@ -29,13 +29,17 @@ cli() {
     "$BUILD/ember-cli" -h "$(node_ip "$n")" -p "$CHAOS_PORT" --timeout "$ms" "$@" 2>&1
 }
 
-# held_key FROM: the first key from FROM on whose put through node 1 times
-# out (its primary is node 2, whose stream is held); 1 if none.
+# held_key FROM: the first key from FROM whose put through node 1 times out
+# because node 2 ran it as the primary and holds its stream (node 2 queued
+# an update for node 1 meanwhile: a put that was merely slow on node 1
+# does not count); 1 if none.
 held_key() {
     k=$1
     while [ "$k" -lt $(($1 + 64)) ]; do
+        q=$(metric 2 ember_repl_updates_sent)
         case $(cli 1 1000 put dirty "int:$k" "int:$((k + 7000))") in
-        *"timed out"*) echo "$k"; return 0 ;;
+        *"timed out"*) [ "$(metric 2 ember_repl_updates_sent)" -gt "${q:-0}" ] &&
+                           { echo "$k"; return 0; } ;;
         esac
         k=$((k + 1))
     done
