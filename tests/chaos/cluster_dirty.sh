@@ -20,7 +20,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${EMBER_BUILD:-build}
 . tests/chaos/lib.sh
 chaos_init
-CHAOS_FD_MS=2000
+CHAOS_FD_MS=1500
 JS=tests/chaos/cluster_rebal.js
 HOLD=$CHAOS_TMP/hold
 
@@ -37,7 +37,7 @@ held_key() {
     k=$1
     while [ "$k" -lt $(($1 + 64)) ]; do
         q=$(metric 2 ember_repl_updates_sent)
-        case $(cli 1 1000 put dirty "int:$k" "int:$((k + 7000))") in
+        case $(cli 1 600 put dirty "int:$k" "int:$((k + 7000))") in
         *"timed out"*) [ "$(metric 2 ember_repl_updates_sent)" -gt "${q:-0}" ] &&
                            { echo "$k"; return 0; } ;;
         esac
@@ -77,9 +77,9 @@ ok "2 nodes, a cache with 1 backup (FULL_SYNC, reads on the primary)"
 touch "$HOLD"
 k=$(held_key 0) || { bad "no put through node 1 waited for node 2's stream"; finish; }
 ok "key $k: its put waits on node 2, which applied it and holds its stream"
-read_check 2 1500 "$k" 1 "a read through node 2"
+read_check 2 1000 "$k" 1 "a read through node 2"
 # Through node 1 the read is forwarded to node 2, the primary: the same.
-read_check 1 1500 "$k" 1 "a read through node 1 (forwarded to node 2)"
+read_check 1 1000 "$k" 1 "a read through node 1 (forwarded to node 2)"
 w=$(metric 2 ember_repl_read_waits)
 [ "${w:-0}" -ge 2 ] && ok "node 2 held $w reads for their acks" ||
     bad "node 2 reports ${w:-no} reads held for their acks"
@@ -113,7 +113,7 @@ out=$(node tests/chaos/cluster_dirty.js getall "$(node_addr 1)" dirty $keys 2>&1
 touch "$HOLD"
 k2=$(held_key "$from") || { bad "no second put waited for node 2's stream"; finish; }
 w0=$(metric 2 ember_repl_read_waits)
-read_check 2 1500 "$k2" 1 "held again, a read through node 2"
+read_check 2 1000 "$k2" 1 "held again, a read through node 2"
 w=$(metric 2 ember_repl_read_waits)
 [ "${w:-0}" -gt "${w0:-0}" ] && ok "node 2 held that read for its acks" ||
     bad "node 2's reads held for acks went from ${w0:-?} to ${w:-?}"
