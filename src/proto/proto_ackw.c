@@ -228,8 +228,11 @@ void pr_ackw_free(pr_conn *c)
     if (!a)
         return;
     /* Waiting: it is taken out and never settles; settled: done has
-     * returned (it runs under cl_repl's lock). */
-    if (c->fwd_busy == PR_OUT_ACKS && c->srv->opt.repl)
+     * returned (it runs under cl_repl's lock, which the cancel takes).
+     * Always, not only while the connection waits: done stores settled
+     * before it reads behind, and the loop may have taken the settled
+     * reply, and closed, in between. */
+    if (c->srv->opt.repl)
         (void)cl_repl_await_cancel(c->srv->opt.repl, &a->aw);
     pr_hold_unpass(&a->hold);
     em_buf_free(&a->reply);

@@ -589,7 +589,11 @@ void pr_afwd_free(pr_conn *c)
     struct pr_afwd *a = c->afwd;
     if (!a)
         return;
-    if (c->fwd_busy == PR_OUT_FWD)
+    /* Always, not only while the connection waits: the answering thread
+     * (under the node's lock, which the cancel takes) stores settled
+     * before it reads behind, and the loop may have taken the answer, and
+     * closed, in between. */
+    if (c->srv->opt.cluster)
         cl_node_call_cancel(c->srv->opt.cluster, &a->call);
     pr_hold_unpass(&a->hold);
     em_buf_free(&a->resp);
