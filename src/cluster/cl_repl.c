@@ -138,6 +138,7 @@ struct cl_repl {
     uint32_t        left_at;
     uint64_t        left_exch;
     _Atomic uint32_t nleft;
+    char            hold[256];      /* o.hold, copied: the caller's may not outlive start */
 };
 enum { S_SENT, S_FRAMES, S_APPLIED, S_ACKS, S_REFUSED, S_WAITS, S_TIMEOUTS, S_RESENT,
        S_NACKS, S_SKIPPED, S_GIVEUP, S_NOTICES, S_MOVED, S_READ_WAITS, S_N };
@@ -368,7 +369,7 @@ static void send_notes(cl_repl *r, peer *p)
 static void window_send(cl_repl *r, peer *p);
 static void peer_send(cl_repl *r, peer *p)
 {
-    if (r->o.hold && access(r->o.hold, F_OK) == 0)
+    if (r->hold[0] && access(r->hold, F_OK) == 0)
         return;                     /* tests only: the stream is held back */
     if (p->head != p->out.len)
         window_send(r, p);
@@ -1543,6 +1544,9 @@ int cl_repl_start(cl_repl **out, const cl_repl_opts *o)
     if (!r)
         return EM_NOMEM;
     r->o = *o;
+    r->o.hold = NULL;
+    if (o->hold && strlen(o->hold) < sizeof r->hold)
+        strcpy(r->hold, o->hold);
     if (!r->o.timeout_ms)
         r->o.timeout_ms = 10000;
     pthread_mutex_init(&r->reg_mu, NULL);
