@@ -93,13 +93,27 @@ struct net_conn {
  * (net_conn_send_any) while the loop owns everything else.  mu covers the
  * socket's write side - the loop's flush and the other thread's send - and
  * `closing`.  `unsent`: the loop's last flush left part of its output
- * unsent, so another thread's frames queue in buf behind it.  `mid`: a
- * frame of another thread's went out in part and buf starts with its rest,
- * which must reach the socket before anything of the loop's. */
+ * unsent, so another thread's frames queue in buf behind it; otherwise buf
+ * (which may start with the rest of a frame another thread sent in part)
+ * reaches the socket before anything of the loop's.
+ *
+ * Nobody sleeps on mu for another thread's send(): one who finds mu taken
+ * appends its whole frames to pend (pmu: held only to copy) and tries mu
+ * once more; whoever holds mu sends pend, its own frames after it, and
+ * after unlocking looks at pend again (npend), so a frame appended while
+ * it sent never waits for a later sender.  On a cluster link the client
+ * loop streams and the transport thread acks on one socket; a blocking
+ * lock there cost a futex sleep and wake-up per collision (0.3 futex
+ * calls per replicated put over 3 nodes, BENCHMARKS.md M5).  Frames of one
+ * thread stay in order: pend goes before whatever its holder sends. */
 typedef struct net_xout {
     pthread_mutex_t mu;
     em_buf   buf;
-    uint8_t  unsent, mid;
+    em_buf   spare;                 /* mu's holder sends pend from here */
+    uint8_t  unsent;
+    pthread_mutex_t pmu;
+    em_buf   pend;
+    _Atomic size_t npend;           /* pend.len, read without pmu */
 } net_xout;
 
 struct net_loop {
@@ -159,6 +173,8 @@ static _Thread_local net_loop *tl_loop;
 
 /* ---- helpers ------------------------------------------------------------ */
 
+/* On a shared connection c->events changes under its mu, from any thread;
+ * update_interest reads it without (an atomic load), hence the store. */
 static int set_interest_now(net_conn *c, uint32_t ev)
 {
     if (ev == c->events)
@@ -166,9 +182,11 @@ static int set_interest_now(net_conn *c, uint32_t ev)
     struct epoll_event e = { .events = ev, .data.ptr = c };
     if (epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &e) != 0)
         return -errno;
-    c->events = ev;
+    __atomic_store_n(&c->events, ev, __ATOMIC_RELAXED);
     return 0;
 }
+
+static void xout_unlock(net_conn *c);
 
 /* set_interest: the epoll interest of c; on a shared connection another
  * thread may have added EPOLLOUT (net_conn_send_any), hence the lock. */
@@ -178,7 +196,7 @@ static int set_interest(net_conn *c, uint32_t ev)
         return set_interest_now(c, ev);
     pthread_mutex_lock(&c->xo->mu);
     int rc = set_interest_now(c, ev);
-    pthread_mutex_unlock(&c->xo->mu);
+    xout_unlock(c);
     return rc;
 }
 
@@ -191,7 +209,7 @@ static void conn_close(net_conn *c)
         /* No other thread is inside a send once this is set. */
         pthread_mutex_lock(&c->xo->mu);
         c->closing = 1;
-        pthread_mutex_unlock(&c->xo->mu);
+        xout_unlock(c);             /* (drops what others left in pend) */
     } else {
         c->closing = 1;
     }
@@ -240,7 +258,10 @@ static void free_dead(net_loop *l)
         em_buf_free(&c->out);
         if (c->xo) {
             em_buf_free(&c->xo->buf);
+            em_buf_free(&c->xo->spare);
+            em_buf_free(&c->xo->pend);
             pthread_mutex_destroy(&c->xo->mu);
+            pthread_mutex_destroy(&c->xo->pmu);
             em_free(c->xo);
         }
         em_free(c);
@@ -261,10 +282,22 @@ static int update_interest(net_conn *c)
     uint32_t ev = (c->paused ? 0 : EPOLLIN | EPOLLRDHUP) | (queued ? EPOLLOUT : 0);
     if (!c->xo)
         return set_interest_now(c, ev);
-    /* What other threads queued keeps EPOLLOUT too. */
-    pthread_mutex_lock(&c->xo->mu);
+    /* What other threads queued keeps EPOLLOUT too.  Nothing to change is
+     * the common case, seen without mu (another thread that queues output
+     * sets EPOLLOUT itself); only dropping EPOLLOUT does not wait for mu: a
+     * thread holding it may be queueing, and an EPOLLOUT left on wakes the
+     * loop once, which looks again. */
+    uint32_t cur = __atomic_load_n(&c->events, __ATOMIC_RELAXED);
+    if (cur == ev)
+        return 0;
+    if ((cur & ~ev) == EPOLLOUT && !(ev & ~cur)) {
+        if (pthread_mutex_trylock(&c->xo->mu) != 0)
+            return 0;
+    } else {
+        pthread_mutex_lock(&c->xo->mu);
+    }
     int rc = set_interest_now(c, ev | (c->xo->buf.len ? EPOLLOUT : 0));
-    pthread_mutex_unlock(&c->xo->mu);
+    xout_unlock(c);
     return rc;
 }
 
@@ -328,39 +361,183 @@ static int flush_out(net_conn *c)
     return 0;
 }
 
-/* flush: flush_out, on a shared connection under its lock and after what
- * other threads left queued. */
-static int flush(net_conn *c)
+/* ---- shared output (net_xout) ----
+ * Every function here but pend_add runs with mu held. */
+
+/* HANDOFF_MAX: the most of its output the loop copies to pend rather than
+ * wait for another thread's send (a rebalancing batch waits instead). */
+#define HANDOFF_MAX (256u << 10)
+
+static void pend_clear(net_xout *x)
 {
-    if (c->tls_hs)
-        return 0;                   /* queued until the handshake is done */
+    x->pend.len = 0;
+    atomic_store_explicit(&x->npend, 0, memory_order_relaxed);
+}
+
+/* send_pend sends the frames other threads left in pend, or, when the
+ * loop's output or buf must go first, queues them in buf for the loop
+ * (EPOLLOUT).  Nonzero when the connection failed (the loop closes it). */
+static int send_pend(net_conn *c)
+{
     net_xout *x = c->xo;
-    if (!x)
-        return flush_out(c);
-    pthread_mutex_lock(&x->mu);
+    while (atomic_load_explicit(&x->npend, memory_order_acquire)) {
+        pthread_mutex_lock(&x->pmu);
+        em_buf t = x->spare;
+        x->spare = x->pend;
+        x->pend = t;
+        pend_clear(x);
+        pthread_mutex_unlock(&x->pmu);
+        em_buf *m = &x->spare;
+        size_t done = 0;
+        int rc = 0;
+        if (c->closing) {
+            rc = EM_CLOSED;
+        } else if (!x->unsent && !x->buf.len) {
+            while (done < m->len) {
+                ssize_t w = send(c->fd, m->p + done, m->len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (w > 0) {
+                    done += (size_t)w;
+                } else if (w < 0 && errno == EINTR) {
+                    continue;
+                } else {
+                    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+                        rc = EM_CLOSED;     /* the loop sees the error and closes it */
+                    break;
+                }
+            }
+        }
+        if (!rc && done < m->len) {
+            rc = em_buf_append(&x->buf, m->p + done, m->len - done);
+            if (rc)
+                shutdown(c->fd, SHUT_RDWR);  /* frames lost: the loop closes it */
+            else if (!(c->events & EPOLLOUT) && set_interest_now(c, c->events | EPOLLOUT) != 0)
+                shutdown(c->fd, SHUT_RDWR);  /* cannot wake the loop for it: it closes */
+        }
+        m->len = 0;
+        if (m->cap > OUT_SHRINK)
+            em_buf_free(m);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* xout_unlock releases mu, then sends what was appended to pend while it
+ * was held (its appender found mu taken and left it to the holder). */
+static void xout_unlock(net_conn *c)
+{
+    net_xout *x = c->xo;
+    for (;;) {
+        pthread_mutex_unlock(&x->mu);
+        /* pairs with pend_add's fence: either it sees mu free, or this
+         * sees its frames */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (!atomic_load_explicit(&x->npend, memory_order_relaxed) ||
+            pthread_mutex_trylock(&x->mu) != 0)
+            return;
+        (void)send_pend(c);
+    }
+}
+
+/* pend_add appends a[0..an) b[0..bn) to pend as one frame (any thread, mu
+ * not held), then sends it if mu is free now. */
+static int pend_add(net_conn *c, const void *a, size_t an, const void *b, size_t bn)
+{
+    net_xout *x = c->xo;
+    pthread_mutex_lock(&x->pmu);
+    size_t was = x->pend.len;
+    int rc = was + an + bn > c->loop->srv->lim.out_hard_cap ? EM_TOOBIG : 0;
+    if (!rc)
+        rc = em_buf_append(&x->pend, a, an);
+    if (!rc && bn)
+        rc = em_buf_append(&x->pend, b, bn);
+    if (rc)
+        x->pend.len = was;
+    atomic_store_explicit(&x->npend, x->pend.len, memory_order_relaxed);
+    pthread_mutex_unlock(&x->pmu);
+    if (rc)
+        return rc;
+    atomic_thread_fence(memory_order_seq_cst);
+    if (pthread_mutex_trylock(&x->mu) == 0) {
+        (void)send_pend(c);
+        xout_unlock(c);
+    }
+    return 0;
+}
+
+/* flush_locked: flush_out after what other threads left queued (mu held).
+ * What they queued goes first unless the loop's last flush left a frame
+ * half-sent: then they queued behind it. */
+static int flush_locked(net_conn *c)
+{
+    net_xout *x = c->xo;
     int rc = 0;
-    if (x->buf.len && x->mid) {
-        /* buf goes first: the loop's output was all sent when that frame
-         * went out in part (unsent clear), so out holds only what the loop
-         * appended since, none of it on the socket yet (out_off 0). */
+    if (atomic_load_explicit(&x->npend, memory_order_acquire)) {
+        pthread_mutex_lock(&x->pmu);
+        rc = em_buf_append(&x->buf, x->pend.p, x->pend.len);
+        pend_clear(x);
+        pthread_mutex_unlock(&x->pmu);
+    }
+    if (!rc && x->buf.len && !x->unsent) {
+        /* buf goes first: nothing of the loop's out is on the socket yet
+         * (out_off 0) */
         rc = em_buf_append(&x->buf, c->out.p + c->out_off, c->out.len - c->out_off);
         if (!rc) {
             em_buf t = c->out;
             c->out = x->buf;
             c->out_off = 0;
             x->buf = t;
-            x->buf.len = 0;
         }
-    } else if (x->buf.len) {
+    } else if (!rc && x->buf.len) {
         rc = em_buf_append(&c->out, x->buf.p, x->buf.len);
     }
     x->buf.len = 0;
-    x->mid = 0;
     if (!rc)
         rc = flush_out(c);
     x->unsent = c->out_off < c->out.len;
-    pthread_mutex_unlock(&x->mu);
     return rc;
+}
+
+/* flush: flush_out, on a shared connection under its lock and after what
+ * other threads left queued. */
+static int flush(net_conn *c)
+{
+    if (c->tls_hs)
+        return 0;                   /* queued until the handshake is done */
+    if (!c->xo)
+        return flush_out(c);
+    pthread_mutex_lock(&c->xo->mu);
+    int rc = flush_locked(c);
+    xout_unlock(c);
+    return rc;
+}
+
+/* flush_try: flush, except that while another thread is sending on a
+ * shared connection the loop's whole frames go to pend for it to send,
+ * instead of the loop sleeping until it is done. */
+static int flush_try(net_conn *c)
+{
+    net_xout *x = c->xo;
+    if (!x || c->tls_hs)
+        return flush(c);
+    if (pthread_mutex_trylock(&x->mu) == 0) {
+        int rc = flush_locked(c);
+        xout_unlock(c);
+        return rc;
+    }
+    size_t n = c->out.len - c->out_off;
+    if (!n)
+        return 0;
+    /* a half-sent frame of the loop's must be finished first (only the
+     * loop sends it, and others queue behind it: mu is not held long) */
+    if (x->unsent || n > HANDOFF_MAX || pend_add(c, c->out.p + c->out_off, n, NULL, 0) != 0)
+        return flush(c);
+    c->out.len = 0;
+    c->out_off = 0;
+    c->write_ms = c->loop->now_ms;
+    if (c->out.cap > OUT_SHRINK)
+        em_buf_free(&c->out);
+    return 0;
 }
 
 /* deliver gives p[0..n) to the layer above.  Returns bytes consumed or a
@@ -411,7 +588,7 @@ static void pump(net_conn *c)
 {
     size_t soft = c->loop->srv->lim.out_soft_cap;
     for (;;) {
-        if (flush(c) < 0) {
+        if (flush_try(c) < 0) {
             conn_close(c);
             return;
         }
@@ -1316,7 +1493,7 @@ int net_conn_kick(net_conn *c)
         return EM_CLOSED;
     if (c->close_pending || c->pending || c->tls_hs)
         return 0;                   /* leaves with the pass's held replies, or after the handshake */
-    if (flush(c) < 0 || update_interest(c) < 0) {
+    if (flush_try(c) < 0 || update_interest(c) < 0) {
         conn_close(c);
         return EM_CLOSED;
     }
@@ -1335,6 +1512,7 @@ int net_conn_share(net_conn *c)
     if (!x)
         return EM_NOMEM;
     pthread_mutex_init(&x->mu, NULL);
+    pthread_mutex_init(&x->pmu, NULL);
     c->xo = x;
     return 0;
 }
@@ -1346,8 +1524,9 @@ int net_conn_out_idle(net_conn *c)
     if (!c->xo)
         return 1;
     pthread_mutex_lock(&c->xo->mu);
-    int idle = !c->xo->buf.len && !c->xo->unsent;
-    pthread_mutex_unlock(&c->xo->mu);
+    int idle = !c->xo->buf.len && !c->xo->unsent &&
+               !atomic_load_explicit(&c->xo->npend, memory_order_acquire);
+    xout_unlock(c);
     return idle;
 }
 
@@ -1356,8 +1535,9 @@ int net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size
     net_xout *x = c->xo;
     size_t done = 0, total = an + bn;
     int rc = 0;
-    pthread_mutex_lock(&x->mu);
-    if (c->closing) {
+    if (pthread_mutex_trylock(&x->mu) != 0)
+        return pend_add(c, a, an, b, bn);   /* the holder sends it */
+    if (c->closing || send_pend(c) != 0) {
         rc = EM_CLOSED;
     } else if (!x->unsent && !x->buf.len) {
         struct iovec v[2] = { { (void *)a, an }, { (void *)b, bn } };
@@ -1384,13 +1564,11 @@ int net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size
                                done > an ? bn - (done - an) : bn);
         if (rc)
             x->buf.len = was;               /* no part of the frame stays queued */
-        if (!rc && done)
-            x->mid = 1;
-        else if (rc && done)
+        if (rc && done)
             shutdown(c->fd, SHUT_RDWR);     /* half a frame sent: the loop closes it */
         if (!rc && !(c->events & EPOLLOUT) && set_interest_now(c, c->events | EPOLLOUT) != 0)
             shutdown(c->fd, SHUT_RDWR);     /* cannot wake the loop for it: it closes */
     }
-    pthread_mutex_unlock(&x->mu);
+    xout_unlock(c);
     return rc;
 }

@@ -427,3 +427,108 @@ TEST(net_shared_output_frames_stay_whole)
     close(fd);
     net_server_stop(sh_srv);
 }
+
+/* The same three senders while the client reads all the time, so the
+ * socket takes what it is given and the senders collide on it instead
+ * (the loop and a writer each finding the other sending, and leaving
+ * their frames to it): every frame still arrives whole and in its
+ * sender's order, the loop's echoes of numbered requests too. */
+enum { SC_FRAMES = 20000, SC_ECHOES = 4000 };
+
+static void *sc_writer(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    net_conn *c = atomic_load(&shared_conn);
+    uint8_t p[4 + 9 + 64];
+    for (uint32_t i = 0; i < SC_FRAMES; i++) {
+        uint32_t n = 9 + i % 64;
+        em_st32(p, n);
+        p[4] = (uint8_t)('A' + t);
+        em_st32(p + 5, i);
+        memset(p + 9, sh_fill(t, i), n - 5);
+        if (net_conn_send_any(c, p, 4, p + 4, n) != 0)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+typedef struct sc_reader { int fd; int bad; uint32_t next[2], echoes; } sc_reader;
+
+static void *sc_read(void *arg)
+{
+    sc_reader *r = arg;
+    static uint8_t b[1024];
+    while (!r->bad && (r->next[0] < SC_FRAMES || r->next[1] < SC_FRAMES || r->echoes < SC_ECHOES)) {
+        uint8_t h[4];
+        if (read_n(r->fd, h, 4, 20000) != 4) {
+            r->bad = 1;
+            break;
+        }
+        uint32_t n = em_ld32(h);
+        if (n > sizeof b || read_n(r->fd, b, n, 20000) != n) {
+            r->bad = 2;
+            break;
+        }
+        if (n == 9 && b[0] == 'q') {
+            r->bad = em_ld32(b + 1) != r->echoes ? 6 : 0;
+            r->echoes++;
+        } else if (n >= 9 && (b[0] == 'A' || b[0] == 'B')) {
+            int t = b[0] - 'A';
+            uint32_t i = em_ld32(b + 1);
+            r->bad = i != r->next[t] || n != 9 + i % 64 ? 3 : 0;
+            for (uint32_t k = 9; !r->bad && k < n; k++)
+                r->bad = b[k] != sh_fill(t, i) ? 4 : 0;
+            r->next[t]++;
+        } else {
+            r->bad = 5;
+        }
+    }
+    return NULL;
+}
+
+TEST(net_shared_output_colliding_senders_keep_order)
+{
+    net_options o;
+    memset(&o, 0, sizeof o);
+    o.host = "127.0.0.1";
+    o.threads = 1;
+    o.limits.out_soft_cap = 1u << 20;
+    o.cb.on_open = t_open_share;
+    o.cb.on_data = t_data;
+    o.cb.on_close = t_close;
+    atomic_store(&shared_conn, NULL);
+    REQUIRE_OK(net_server_start(&sh_srv, &o));
+    int fd = dial(net_server_port(sh_srv));
+    REQUIRE(fd >= 0);
+    send_frame(fd, "Estart");
+    uint8_t first[10];
+    REQUIRE(read_n(fd, first, 10, 10000) == 10);
+    REQUIRE(atomic_load(&shared_conn) != NULL);
+    sc_reader r = { .fd = fd };
+    pthread_t rd, th[2];
+    REQUIRE(pthread_create(&rd, NULL, sc_read, &r) == 0);
+    for (int t = 0; t < 2; t++)
+        REQUIRE(pthread_create(&th[t], NULL, sc_writer, (void *)(intptr_t)t) == 0);
+    /* numbered requests, a few per write, while the writers run */
+    for (uint32_t i = 0; i < SC_ECHOES; i += 4) {
+        uint8_t q[4 * 13];
+        for (uint32_t k = 0; k < 4; k++) {
+            em_st32(q + 13 * k, 9);
+            q[13 * k + 4] = 'q';
+            em_st32(q + 13 * k + 5, i + k);
+            em_st32(q + 13 * k + 9, 0);
+        }
+        REQUIRE(write(fd, q, sizeof q) == (ssize_t)sizeof q);
+    }
+    void *rv[2];
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], &rv[t]);
+    pthread_join(rd, NULL);
+    CHECK(rv[0] == NULL && rv[1] == NULL);
+    CHECK_EQ(r.bad, 0);
+    CHECK_EQ(r.next[0], SC_FRAMES);
+    CHECK_EQ(r.next[1], SC_FRAMES);
+    CHECK_EQ(r.echoes, SC_ECHOES);
+    close(fd);
+    net_server_stop(sh_srv);
+}
