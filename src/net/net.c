@@ -143,6 +143,7 @@ struct net_loop {
     uint32_t    nparked;            /* connections with parked set */
     _Atomic int wake_posted;        /* a resume_parked call is queued */
     int         draining;           /* drain_inbox is running posted calls */
+    int         self_posted;        /* the loop posted to itself: drain at the pass's end */
     _Atomic uint64_t pub_allocs, pub_bytes, pub_frees;
     int         index;              /* position in net_server.loops */
 };
@@ -407,7 +408,11 @@ static int send_pend(net_conn *c)
             }
         }
         if (!rc && done < m->len) {
-            rc = em_buf_append(&x->buf, m->p + done, m->len - done);
+            /* (a peer that stopped reading: over the hard cap, as a
+             * sender's own EM_TOOBIG) */
+            rc = x->buf.len + m->len - done > c->loop->srv->lim.out_hard_cap
+                     ? EM_TOOBIG
+                     : em_buf_append(&x->buf, m->p + done, m->len - done);
             if (rc)
                 shutdown(c->fd, SHUT_RDWR);  /* frames lost: the loop closes it */
             else if (!(c->events & EPOLLOUT) && set_interest_now(c, c->events | EPOLLOUT) != 0)
@@ -884,7 +889,13 @@ static int hand_off(net_loop *t, int fd, const struct sockaddr_storage *ss, sock
     /* One signal per batch: while the inbox holds entries, the one that
      * made it non-empty signalled, and drain_inbox swaps until it finds it
      * empty (the eventfd write is a syscall per post otherwise). */
-    if (first) {
+    if (first && tl_loop == t) {
+        /* Posted by the loop itself (a transport callback's work for later
+         * in the pass): it drains before its pass ends, and a signal would
+         * cost an eventfd write, a read and a pass (two of each per write
+         * forwarded to a primary). */
+        t->self_posted = 1;
+    } else if (first) {
         uint64_t one = 1;
         (void)!write(t->evfd, &one, sizeof one);
     }
@@ -894,10 +905,11 @@ static int hand_off(net_loop *t, int fd, const struct sockaddr_storage *ss, sock
 /* drain_inbox sets up the connections other threads handed to l and runs
  * the calls posted to it, in the order they were queued (posted calls to
  * one loop keep their order: a sender's frames leave in sequence). */
-static void drain_inbox(net_loop *l)
+static void drain_inbox(net_loop *l, int signalled)
 {
     uint64_t v;
-    (void)!read(l->evfd, &v, sizeof v);
+    if (signalled)
+        (void)!read(l->evfd, &v, sizeof v);
     for (;;) {
         /* Swap the inbox with the spare array: senders keep appending while
          * this batch runs, and neither array is reallocated once grown. */
@@ -923,6 +935,7 @@ static void drain_inbox(net_loop *l)
         if (!n)
             break;
     }
+    l->self_posted = 0;             /* what it posted ran above */
 }
 
 static void accept_some(net_loop *l)
@@ -1121,7 +1134,7 @@ static void *loop_main(void *arg)
             if (tag == &tag_wake)
                 continue;           /* stop flag is checked by the loop */
             if (tag == l) {
-                drain_inbox(l);
+                drain_inbox(l, 1);
                 continue;
             }
             net_conn *c = tag;
@@ -1143,6 +1156,8 @@ static void *loop_main(void *arg)
         }
         if (l->nstaged)
             run_staged(l);
+        if (l->self_posted)
+            drain_inbox(l, 0);
         if (l->pending)
             send_pending(l);
         if (now >= l->next_tick_ms) {
