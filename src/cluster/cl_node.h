@@ -248,9 +248,11 @@ typedef struct cl_node_acall {
     pthread_cond_t *cv;
     uint64_t end_ms;             /* asynchronous calls: when poll says EM_TIMEOUT */
     uint8_t  async;              /* completing it runs the node's answer hook */
-    /* cl_node_call_start's `answered`: runs under the node's lock when the
+    uint8_t  answering;          /* `answered` is running */
+    /* cl_node_call_start's `answered`: runs on the transport thread when the
      * member's answer completes the call (status, resp filled), before a
-     * poll can see the call over; nonzero: nobody needs the answer hook. */
+     * poll can see the call over and while a cancel waits; nonzero: nobody
+     * needs the answer hook. */
     int    (*answered)(struct cl_node_acall *a, int status);
     struct cl_node_acall *next;
 } cl_node_acall;
@@ -266,7 +268,7 @@ void cl_node_set_answer_hook(cl_node *n, void (*fn)(void *arg), void *arg);
  * EM_NOLINK (no link to `to` is up now: nothing sent, where cl_node_call
  * would wait for one), EM_TOOBIG, EM_BUSY (a transport callback), or a
  * send error (nothing left in flight).  answered (may be NULL): see
- * cl_node_acall; it must not call into the node (its lock is held). */
+ * cl_node_acall; it must not call into the node. */
 int cl_node_call_start(cl_node *n, cl_node_acall *a, cl_meta_uuid to, const void *p,
                        size_t len, em_buf *resp, uint32_t timeout_ms,
                        int (*answered)(cl_node_acall *a, int status));
