@@ -378,7 +378,9 @@ static void call_finish(cl_node *n, cl_meta_uuid from, uint64_t req, int status,
                 pthread_cond_broadcast(&n->cv);
         }
         q->done = 1;
-        hook = q->async && !quiet;
+        /* (a poll that came while it answered saw it in flight, and its
+         * poller waits for the hook to look again) */
+        hook = q->async && (!quiet || q->polled);
         /* Nobody is woken to poll it soon: out of the list now, so calls
          * over but unpolled do not lengthen every later answer's search
          * (a poll reads done from the caller's storage). */
@@ -536,6 +538,8 @@ int cl_node_call_poll(cl_node *n, cl_node_acall *a, int *rc)
 {
     pthread_mutex_lock(&n->mu);
     int over = !a->answering && (a->done || em_now_ms() >= a->end_ms);
+    if (a->answering)
+        a->polled = 1;
     if (over) {
         *rc = a->done ? a->status : EM_TIMEOUT;
         pend_unlink(n, a);

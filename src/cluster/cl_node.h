@@ -249,6 +249,7 @@ typedef struct cl_node_acall {
     uint64_t end_ms;             /* asynchronous calls: when poll says EM_TIMEOUT */
     uint8_t  async;              /* completing it runs the node's answer hook */
     uint8_t  answering;          /* `answered` is running */
+    uint8_t  polled;             /* ... and a poll found it so: run the hook */
     /* cl_node_call_start's `answered`: runs on the transport thread when the
      * member's answer completes the call (status, resp filled), before a
      * poll can see the call over and while a cancel waits; nonzero: nobody

@@ -464,10 +464,10 @@ static int pend_add(net_conn *c, const void *a, size_t an, const void *b, size_t
         return rc;
     atomic_thread_fence(memory_order_seq_cst);
     if (pthread_mutex_trylock(&x->mu) == 0) {
-        (void)send_pend(c);
+        rc = send_pend(c);          /* EM_CLOSED: the frame went nowhere */
         xout_unlock(c);
     }
-    return 0;
+    return rc;
 }
 
 /* flush_locked: flush_out after what other threads left queued (mu held).
@@ -535,14 +535,17 @@ static int flush_try(net_conn *c)
         return 0;
     /* a half-sent frame of the loop's must be finished first (only the
      * loop sends it, and others queue behind it: mu is not held long) */
-    if (x->unsent || n > HANDOFF_MAX || pend_add(c, c->out.p + c->out_off, n, NULL, 0) != 0)
+    if (x->unsent || n > HANDOFF_MAX)
         return flush(c);
+    int rc = pend_add(c, c->out.p + c->out_off, n, NULL, 0);
+    if (rc == EM_TOOBIG || rc == EM_NOMEM)
+        return flush(c);            /* not taken: wait for mu after all */
     c->out.len = 0;
     c->out_off = 0;
     c->write_ms = c->loop->now_ms;
     if (c->out.cap > OUT_SHRINK)
         em_buf_free(&c->out);
-    return 0;
+    return rc;                      /* EM_CLOSED: the socket failed */
 }
 
 /* deliver gives p[0..n) to the layer above.  Returns bytes consumed or a
@@ -1120,6 +1123,9 @@ static void *loop_main(void *arg)
          * receive cost ~1-2 % of CPU unpipelined (docs/profile-net.md). */
         uint64_t now = l->now_ms;
         int timeout = l->next_tick_ms > now ? (int)(l->next_tick_ms - now) : 0;
+        if (l->self_posted)
+            timeout = 0;            /* posted to itself after run_staged (a tick,
+                                       pass end): no signal will wake it */
         int n = epoll_wait(l->ep, evs, 256, timeout);
         if (n < 0 && errno != EINTR)
             break;

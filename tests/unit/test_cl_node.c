@@ -5,6 +5,8 @@
  * computes alike.  Waits are for conditions, bounded generously. */
 #include "test.h"
 
+#include <pthread.h>
+
 #include "cluster/cl_node.h"
 #include "cluster/cl_meta_fsm.h"
 #include "util/clock.h"
@@ -231,6 +233,40 @@ static int quiet_answered(cl_node_acall *a, int status)
     return 1;
 }
 
+/* slow_answered: a quiet answer that holds until the test lets it go, so a
+ * poll (or a cancel) comes while it runs. */
+static _Atomic int g_in_answer, g_release, g_cancelled;
+static int slow_answered(cl_node_acall *a, int status)
+{
+    (void)a;
+    (void)status;
+    atomic_store(&g_in_answer, 1);
+    uint64_t end = em_now_ms() + WAIT_MS;
+    while (!atomic_load(&g_release) && em_now_ms() < end)
+        usleep(200);
+    /* a cancel waits for this to end: the caller's storage stays whole */
+    if (atomic_load(&g_cancelled))
+        atomic_store(&g_in_answer, 2);
+    return 1;
+}
+
+typedef struct cancel_arg { cl_node *n; cl_node_acall *a; } cancel_arg;
+static void *cancel_thread(void *arg)
+{
+    cancel_arg *c = arg;
+    cl_node_call_cancel(c->n, c->a);
+    atomic_store(&g_cancelled, 1);
+    return NULL;
+}
+
+static int wait_in_answer(void)
+{
+    uint64_t end = em_now_ms() + WAIT_MS;
+    while (!atomic_load(&g_in_answer) && em_now_ms() < end)
+        usleep(200);
+    return atomic_load(&g_in_answer);
+}
+
 /* poll_until: the call's result once it is over (bounded). */
 static int poll_until(cl_node *n, cl_node_acall *a)
 {
@@ -291,6 +327,36 @@ TEST(cl_node_call_without_a_wait)
     CHECK(atomic_load(&g_seen) == 1);
     CHECK(resp.len == 10 && memcmp(resp.p, "re:direct!", 10) == 0);
     CHECK(atomic_load(&g_answers) == 0);
+
+    /* Answered quietly, but polled while its callback ran (outside the
+     * node's lock): the poll saw it in flight, so the answer hook runs to
+     * make its poller look again; the next poll reports it over. */
+    em_buf_reset(&resp);
+    atomic_store(&g_in_answer, 0);
+    atomic_store(&g_release, 0);
+    atomic_store(&g_answers, 0);
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "held", 4, &resp, WAIT_MS,
+                                  slow_answered));
+    REQUIRE(wait_in_answer());
+    int prc = 0;
+    CHECK(!cl_node_call_poll(ts[0].n, &a, &prc));
+    atomic_store(&g_release, 1);
+    CHECK_OK(poll_until(ts[0].n, &a));
+    CHECK(resp.len == 7 && memcmp(resp.p, "re:held", 7) == 0);
+    CHECK(atomic_load(&g_answers) == 1);
+    /* A cancel while the callback runs returns only after it ended. */
+    atomic_store(&g_in_answer, 0);
+    atomic_store(&g_release, 0);
+    atomic_store(&g_cancelled, 0);
+    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "held", 4, &resp, WAIT_MS,
+                                  slow_answered));
+    REQUIRE(wait_in_answer());
+    pthread_t ct;
+    cancel_arg ca = { ts[0].n, &a };
+    REQUIRE(pthread_create(&ct, NULL, cancel_thread, &ca) == 0);
+    atomic_store(&g_release, 1);
+    pthread_join(ct, NULL);
+    CHECK(atomic_load(&g_in_answer) == 1);    /* it ended before the cancel did */
 
     /* Never answered, then the member vanishes: the link's loss ends it. */
     REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "slow", 4, &resp, WAIT_MS, NULL));
