@@ -259,8 +259,16 @@ static void *cancel_thread(void *arg)
     return NULL;
 }
 
-static int wait_in_answer(void)
+/* start_held starts a call answered by slow_answered and waits until that
+ * callback runs: 1, or 0 when it never came. */
+static int start_held(cl_node *n, cl_node_acall *a, cl_meta_uuid to, em_buf *resp)
 {
+    em_buf_reset(resp);
+    atomic_store(&g_in_answer, 0);
+    atomic_store(&g_release, 0);
+    atomic_store(&g_cancelled, 0);
+    if (cl_node_call_start(n, a, to, "held", 4, resp, WAIT_MS, slow_answered) != 0)
+        return 0;
     uint64_t end = em_now_ms() + WAIT_MS;
     while (!atomic_load(&g_in_answer) && em_now_ms() < end)
         usleep(200);
@@ -331,13 +339,8 @@ TEST(cl_node_call_without_a_wait)
     /* Answered quietly, but polled while its callback ran (outside the
      * node's lock): the poll saw it in flight, so the answer hook runs to
      * make its poller look again; the next poll reports it over. */
-    em_buf_reset(&resp);
-    atomic_store(&g_in_answer, 0);
-    atomic_store(&g_release, 0);
     atomic_store(&g_answers, 0);
-    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "held", 4, &resp, WAIT_MS,
-                                  slow_answered));
-    REQUIRE(wait_in_answer());
+    REQUIRE(start_held(ts[0].n, &a, other, &resp));
     int prc = 0;
     CHECK(!cl_node_call_poll(ts[0].n, &a, &prc));
     atomic_store(&g_release, 1);
@@ -345,12 +348,7 @@ TEST(cl_node_call_without_a_wait)
     CHECK(resp.len == 7 && memcmp(resp.p, "re:held", 7) == 0);
     CHECK(atomic_load(&g_answers) == 1);
     /* A cancel while the callback runs returns only after it ended. */
-    atomic_store(&g_in_answer, 0);
-    atomic_store(&g_release, 0);
-    atomic_store(&g_cancelled, 0);
-    REQUIRE_OK(cl_node_call_start(ts[0].n, &a, other, "held", 4, &resp, WAIT_MS,
-                                  slow_answered));
-    REQUIRE(wait_in_answer());
+    REQUIRE(start_held(ts[0].n, &a, other, &resp));
     pthread_t ct;
     cancel_arg ca = { ts[0].n, &a };
     REQUIRE(pthread_create(&ct, NULL, cancel_thread, &ca) == 0);

@@ -339,8 +339,16 @@ static void *t_open_share(void *arg, net_conn *c)
 enum { SH_FRAMES = 600, SH_MAX = 60000 };
 static net_server *sh_srv;
 
+/* sh_small: the writers send SC_FRAMES frames of 9..72 bytes (to collide
+ * often) instead of SH_FRAMES of up to SH_MAX (to fill the socket). */
+enum { SC_FRAMES = 20000, SC_ECHOES = 4000 };
+static int sh_small;
+
 /* sh_len: frame i of thread t's payload length (a tag, a sequence, fill). */
-static uint32_t sh_len(int t, uint32_t i) { return 5 + (i * 7919u + (uint32_t)t * 17u) % SH_MAX; }
+static uint32_t sh_len(int t, uint32_t i)
+{
+    return sh_small ? 9 + i % 64 : 5 + (i * 7919u + (uint32_t)t * 17u) % SH_MAX;
+}
 static uint8_t sh_fill(int t, uint32_t i) { return (uint8_t)('a' + (i + (uint32_t)t) % 26); }
 
 static void *sh_writer(void *arg)
@@ -349,7 +357,7 @@ static void *sh_writer(void *arg)
     net_conn *c = atomic_load(&shared_conn);
     static uint8_t pbuf[2][4 + SH_MAX + 5];
     uint8_t *p = pbuf[t];
-    for (uint32_t i = 0; i < SH_FRAMES; i++) {
+    for (uint32_t i = 0; i < (sh_small ? SC_FRAMES : SH_FRAMES); i++) {
         uint32_t n = sh_len(t, i);
         em_st32(p, n);
         p[4] = (uint8_t)('A' + t);
@@ -362,7 +370,10 @@ static void *sh_writer(void *arg)
     return NULL;
 }
 
-TEST(net_shared_output_frames_stay_whole)
+/* sh_start: a one-loop server whose connections share their output, and
+ * one client connection to it, established (its echo shows on_open ran);
+ * the client's fd, or -1. */
+static int sh_start(void)
 {
     net_options o;
     memset(&o, 0, sizeof o);
@@ -373,13 +384,25 @@ TEST(net_shared_output_frames_stay_whole)
     o.cb.on_data = t_data;
     o.cb.on_close = t_close;
     atomic_store(&shared_conn, NULL);
-    REQUIRE_OK(net_server_start(&sh_srv, &o));
+    if (net_server_start(&sh_srv, &o) != 0)
+        return -1;
     int fd = dial(net_server_port(sh_srv));
-    REQUIRE(fd >= 0);
+    if (fd < 0)
+        return -1;
     send_frame(fd, "Estart");
     uint8_t first[10];
-    REQUIRE(read_n(fd, first, 10, 10000) == 10);    /* the echo: on_open ran */
-    REQUIRE(atomic_load(&shared_conn) != NULL);
+    if (read_n(fd, first, 10, 10000) != 10 || !atomic_load(&shared_conn)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+TEST(net_shared_output_frames_stay_whole)
+{
+    sh_small = 0;
+    int fd = sh_start();
+    REQUIRE(fd >= 0);
     /* Echo requests before and while the writers run (some 36 MB, more
      * than the socket buffers hold). */
     for (int i = 0; i < 25; i++)
@@ -433,25 +456,6 @@ TEST(net_shared_output_frames_stay_whole)
  * (the loop and a writer each finding the other sending, and leaving
  * their frames to it): every frame still arrives whole and in its
  * sender's order, the loop's echoes of numbered requests too. */
-enum { SC_FRAMES = 20000, SC_ECHOES = 4000 };
-
-static void *sc_writer(void *arg)
-{
-    int t = (int)(intptr_t)arg;
-    net_conn *c = atomic_load(&shared_conn);
-    uint8_t p[4 + 9 + 64];
-    for (uint32_t i = 0; i < SC_FRAMES; i++) {
-        uint32_t n = 9 + i % 64;
-        em_st32(p, n);
-        p[4] = (uint8_t)('A' + t);
-        em_st32(p + 5, i);
-        memset(p + 9, sh_fill(t, i), n - 5);
-        if (net_conn_send_any(c, p, 4, p + 4, n) != 0)
-            return (void *)1;
-    }
-    return NULL;
-}
-
 typedef struct sc_reader { int fd; int bad; uint32_t next[2], echoes; } sc_reader;
 
 static void *sc_read(void *arg)
@@ -475,7 +479,7 @@ static void *sc_read(void *arg)
         } else if (n >= 9 && (b[0] == 'A' || b[0] == 'B')) {
             int t = b[0] - 'A';
             uint32_t i = em_ld32(b + 1);
-            r->bad = i != r->next[t] || n != 9 + i % 64 ? 3 : 0;
+            r->bad = i != r->next[t] || n != sh_len(t, i) ? 3 : 0;
             for (uint32_t k = 9; !r->bad && k < n; k++)
                 r->bad = b[k] != sh_fill(t, i) ? 4 : 0;
             r->next[t]++;
@@ -488,27 +492,14 @@ static void *sc_read(void *arg)
 
 TEST(net_shared_output_colliding_senders_keep_order)
 {
-    net_options o;
-    memset(&o, 0, sizeof o);
-    o.host = "127.0.0.1";
-    o.threads = 1;
-    o.limits.out_soft_cap = 1u << 20;
-    o.cb.on_open = t_open_share;
-    o.cb.on_data = t_data;
-    o.cb.on_close = t_close;
-    atomic_store(&shared_conn, NULL);
-    REQUIRE_OK(net_server_start(&sh_srv, &o));
-    int fd = dial(net_server_port(sh_srv));
+    sh_small = 1;
+    int fd = sh_start();
     REQUIRE(fd >= 0);
-    send_frame(fd, "Estart");
-    uint8_t first[10];
-    REQUIRE(read_n(fd, first, 10, 10000) == 10);
-    REQUIRE(atomic_load(&shared_conn) != NULL);
     sc_reader r = { .fd = fd };
     pthread_t rd, th[2];
     REQUIRE(pthread_create(&rd, NULL, sc_read, &r) == 0);
     for (int t = 0; t < 2; t++)
-        REQUIRE(pthread_create(&th[t], NULL, sc_writer, (void *)(intptr_t)t) == 0);
+        REQUIRE(pthread_create(&th[t], NULL, sh_writer, (void *)(intptr_t)t) == 0);
     /* numbered requests, a few per write, while the writers run */
     for (uint32_t i = 0; i < SC_ECHOES; i += 4) {
         uint8_t q[4 * 13];
