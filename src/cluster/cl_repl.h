@@ -171,9 +171,10 @@ void cl_repl_pass_end(void);
 /* An await: the caller's storage, owned by cl_repl from a start that
  * returned 0 until done runs or a cancel returns 1.  done(arg, rc) runs
  * once, rc as cl_repl_finish's or EM_CLOSED (cl_repl_await_drain), on the
- * thread that settled it (the transport's, mostly).  With under_lock it
- * runs with the waits' lock held (it may only record and wake, never call
- * into cl_repl or the node), which makes cancel exact. */
+ * thread that settled it (the transport's, mostly; never with the waits'
+ * lock held).  With under_lock, a cancel and a new start on the same
+ * storage wait until done has returned, which makes cancel exact; done may
+ * then only record and wake, never call into cl_repl or the node. */
 typedef struct cl_repl_await {
     void   (*done)(void *arg, int rc);
     void    *arg;
@@ -183,6 +184,7 @@ typedef struct cl_repl_await {
     uint32_t n, at;                 /* entries; the first not acked yet */
     uint64_t end_ms;
     int      rc;                    /* its result, from settling to done */
+    uint8_t  settling;              /* under_lock: settled, done not returned */
     struct cl_repl_await *next;
 } cl_repl_await;
 
