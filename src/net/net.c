@@ -106,6 +106,8 @@ struct net_conn {
  * lock there cost a futex sleep and wake-up per collision (0.3 futex
  * calls per replicated put over 3 nodes, BENCHMARKS.md M5).  Frames of one
  * thread stay in order: pend goes before whatever its holder sends. */
+#define XOUT_RESERVE 4096u         /* pend's and spare's first size */
+
 typedef struct net_xout {
     pthread_mutex_t mu;
     em_buf   buf;
@@ -1532,8 +1534,16 @@ int net_conn_share(net_conn *c)
     if (c->tls || c->tls_hs)
         return EM_INVAL;            /* the TLS session is the loop's alone */
     net_xout *x = em_calloc(1, sizeof *x);
-    if (!x)
+    /* pend and spare take turns (send_pend swaps them): both grown now, so
+     * the first collision on the connection does not allocate (a replicated
+     * put allocates nothing, asserted by tests/chaos/cluster_repl.sh). */
+    if (!x || em_buf_reserve(&x->pend, XOUT_RESERVE) || em_buf_reserve(&x->spare, XOUT_RESERVE)) {
+        if (x) {
+            em_buf_free(&x->pend);
+            em_free(x);
+        }
         return EM_NOMEM;
+    }
     pthread_mutex_init(&x->mu, NULL);
     pthread_mutex_init(&x->pmu, NULL);
     c->xo = x;
