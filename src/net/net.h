@@ -166,15 +166,18 @@ int     net_wake_parked(net_server *s);
 /* Shared output, for a connection whose frames other threads write straight
  * to its socket (one syscall, no hand-off to the loop).  net_conn_share
  * (owner thread; plaintext connections only: 0, EM_INVAL, EM_NOMEM) turns
- * it on for good; the loop's own sends then take a lock.
+ * it on for good (with two 4 KiB buffers for frames handed between
+ * senders); the loop's own sends then take a lock.
  * net_conn_send_any (any thread) writes a[0..an) then b[0..bn) as one
  * whole: sent now when nothing of the loop's is left half-sent, else (or
  * for what the socket did not take) queued, and the loop, woken by
- * EPOLLOUT, sends it next.  It may overtake output the loop appended and
- * has not flushed yet.  The caller keeps c alive across the call (it must
- * not overlap on_close).  0, EM_CLOSED (closing, or the socket failed: the
- * loop closes it), EM_TOOBIG (over the hard cap of queued output),
- * EM_NOMEM.  Bytes sent this way are not counted by the loop's write
+ * EPOLLOUT, sends it next; while another thread is sending on c, it is
+ * left to that thread instead (no sender waits for another's send).  One
+ * thread's frames keep their order; it may overtake output the loop
+ * appended and has not flushed yet.  The caller keeps c alive across the
+ * call (it must not overlap on_close).  0, EM_CLOSED (closing, or the
+ * socket failed: the loop closes it), EM_TOOBIG (over the hard cap of
+ * queued output), EM_NOMEM.  Bytes sent this way are not counted by the loop's write
  * timers.  net_conn_out_idle (owner thread): 1 when none of c's output
  * waits to be sent. */
 int     net_conn_share(net_conn *c);
