@@ -126,7 +126,7 @@ struct cl_repl {
     pthread_mutex_t wait_mu;        /* FULL_SYNC waiters */
     waiter         *waiters;
     cl_repl_await  *awaits;         /* ... and awaits (no thread waits for them) */
-    pthread_cond_t  settle_cv;      /* an under_lock await's done returned */
+    pthread_cond_t  settle_cv;      /* a cancel_waits await's done returned */
     uint32_t        settle_waits;   /* threads waiting on settle_cv */
     em_buf          ack_out;        /* transport thread: acks of one frame */
     _Atomic uint64_t st[14];        /* by S_*, S_N of them */
@@ -1029,7 +1029,7 @@ static int await_state(cl_repl *r, cl_topo *t, cl_repl_await *a)
 }
 
 /* await_settle unlinks *x (wait_mu held) with result rc and pushes it on
- * *later: its done runs after the unlock (run_later).  An under_lock
+ * *later: its done runs after the unlock (run_later).  A cancel_waits
  * await's done sends a client's reply, and the client loop takes wait_mu
  * for every FULL_SYNC write it holds: under the lock, that send made the
  * loop sleep on it (through one node, 0.07 futex calls per put).  It is
@@ -1041,7 +1041,7 @@ static void await_settle(cl_repl *r, cl_repl_await **x, int rc, cl_repl_await **
     *x = a->next;
     if (rc == EM_TIMEOUT)
         count(r, S_TIMEOUTS, 1);
-    a->settling = (uint8_t)(a->under_lock != 0);
+    a->settling = (uint8_t)(a->cancel_waits != 0);
     a->rc = rc;                     /* carried to run_later */
     a->next = *later;
     *later = a;
@@ -1052,9 +1052,9 @@ static void run_later(cl_repl *r, cl_repl_await *later)
     while (later) {
         cl_repl_await *a = later;
         later = a->next;
-        int ul = a->under_lock;
+        int cw = a->cancel_waits;
         a->done(a->arg, a->rc);
-        if (ul) {                   /* (a stays the owner's until settling is 0) */
+        if (cw) {                   /* (a stays the owner's until settling is 0) */
             pthread_mutex_lock(&r->wait_mu);
             a->settling = 0;
             if (r->settle_waits)
@@ -1064,7 +1064,7 @@ static void run_later(cl_repl *r, cl_repl_await *later)
     }
 }
 
-/* settled_wait: until a's done (under_lock) has returned; wait_mu held. */
+/* settled_wait: until a's done (cancel_waits) has returned; wait_mu held. */
 static void settled_wait(cl_repl *r, cl_repl_await *a)
 {
     while (a->settling) {

@@ -172,19 +172,19 @@ void cl_repl_pass_end(void);
  * returned 0 until done runs or a cancel returns 1.  done(arg, rc) runs
  * once, rc as cl_repl_finish's or EM_CLOSED (cl_repl_await_drain), on the
  * thread that settled it (the transport's, mostly; never with the waits'
- * lock held).  With under_lock, a cancel and a new start on the same
+ * lock held).  With cancel_waits, a cancel and a new start on the same
  * storage wait until done has returned, which makes cancel exact; done may
  * then only record and wake, never call into cl_repl or the node. */
 typedef struct cl_repl_await {
     void   (*done)(void *arg, int rc);
     void    *arg;
-    int      under_lock;
+    int      cancel_waits;
     /* cl_repl.c's */
     struct { void *c; uint32_t part; uint64_t ctr; int read; } e[CL_REPL_AWAIT_MAX];
     uint32_t n, at;                 /* entries; the first not acked yet */
     uint64_t end_ms;
     int      rc;                    /* its result, from settling to done */
-    uint8_t  settling;              /* under_lock: settled, done not returned */
+    uint8_t  settling;              /* cancel_waits: settled, done not returned */
     struct cl_repl_await *next;
 } cl_repl_await;
 
@@ -193,7 +193,7 @@ typedef struct cl_repl_await {
  * were in already; done does not run). */
 int  cl_repl_await_start(cl_repl *r, cl_repl_await *a, int *rc);
 /* cl_repl_await_cancel: 1 when a was still waiting (done never runs), 0
- * when it was settled (with under_lock, done has returned). */
+ * when it was settled (with cancel_waits, done has returned). */
 int  cl_repl_await_cancel(cl_repl *r, cl_repl_await *a);
 /* cl_repl_await_drain settles every await still waiting with EM_CLOSED
  * (stopping: before the node stops, since done may answer through it). */

@@ -177,8 +177,8 @@ int     net_wake_parked(net_server *s);
  * appended and has not flushed yet.  The caller keeps c alive across the
  * call (it must not overlap on_close).  0, EM_CLOSED (closing, or the
  * socket failed: the loop closes it), EM_TOOBIG (over the hard cap of
- * queued output), EM_NOMEM.  Bytes sent this way are not counted by the loop's write
- * timers.  net_conn_out_idle (owner thread): 1 when none of c's output
+ * queued output), EM_NOMEM.  Bytes sent this way are not counted by the
+ * loop's write timers.  net_conn_out_idle (owner thread): 1 when none of c's output
  * waits to be sent. */
 int     net_conn_share(net_conn *c);
 int     net_conn_send_any(net_conn *c, const void *a, size_t an, const void *b, size_t bn);

@@ -11,7 +11,7 @@
  *
  *  - on a client's loop (ackw_hold), the reply is held in the connection,
  *    which parks with every later frame waiting behind it; the await's done
- *    (under cl_repl's lock: it records and wakes the loops) lets
+ *    (it records and wakes the loops; a cancel waits for it) lets
  *    pr_conn_resume send it (ackw_poll).  When it may (proto_hold.c), a
  *    successful reply is instead sent by the settling thread itself, and
  *    the loop is woken only when frames wait behind it: the transport's
@@ -187,7 +187,7 @@ int pr_ackw_hold(pr_conn *c, int rc, const uint8_t *body, size_t len, em_buf *ou
         }
         c->ackw->aw.done = ackw_done;
         c->ackw->aw.arg = c->ackw;
-        c->ackw->aw.under_lock = 1;
+        c->ackw->aw.cancel_waits = 1;
     }
     struct pr_ackw *a = c->ackw;
     em_buf_reset(&a->reply);
@@ -228,7 +228,7 @@ void pr_ackw_free(pr_conn *c)
     if (!a)
         return;
     /* Waiting: it is taken out and never settles; settled: done has
-     * returned (it runs under cl_repl's lock, which the cancel takes).
+     * returned (cancel_waits: the cancel waits for it).
      * Always, not only while the connection waits: done stores settled
      * before it reads behind, and the loop may have taken the settled
      * reply, and closed, in between. */

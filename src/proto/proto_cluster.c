@@ -371,8 +371,8 @@ static int target_of(pr_conn *c, cl_topo *t, st_cache *sc, int read, const uint8
  * A successful answer needs none of that: the reply is the header the
  * loop built when it parked the request and the owner's payload.  When it
  * may (proto_hold.c), the transport thread that receives the answer sends
- * the reply itself (afwd_answered_direct, under the node's lock, before
- * the call shows as over) and does not wake the loop: the wake-up and the
+ * the reply itself (afwd_answered_direct, before the call shows as over,
+ * while a cancel waits for it) and does not wake the loop: the wake-up and the
  * second run were a forwarded put's largest cost on the near node.  The
  * frame is then dropped unrun when the connection next resumes
  * (pr_afwd_skip). */
@@ -392,7 +392,8 @@ struct pr_afwd {
     uint8_t  have;                  /* over: the frame's next run takes it */
     uint8_t  named;
     uint8_t  sent;                  /* the answering thread sent the reply
-                                     * (written under the node's lock) */
+                                     * (written before the call shows as
+                                     * over, which the node's lock orders) */
 };
 
 /* frame_rid: the client's request id, also at bytes 2..10 of an envelope */
@@ -404,8 +405,8 @@ static int afwd_mine(const pr_conn *c)
     return a && a->have && a->op == c->req_op && a->rid == frame_rid(c->req_body);
 }
 
-/* afwd_answered_direct (cl_node_acall's answered, on the transport thread
- * under the node's lock): the reply, when it may go from here. */
+/* afwd_answered_direct (cl_node_acall's answered, on the transport thread,
+ * while the call is answering): the reply, when it may go from here. */
 static int afwd_answered_direct(cl_node_acall *call, int status)
 {
     struct pr_afwd *a = (struct pr_afwd *)call;
@@ -590,7 +591,7 @@ void pr_afwd_free(pr_conn *c)
     if (!a)
         return;
     /* Always, not only while the connection waits: the answering thread
-     * (under the node's lock, which the cancel takes) stores settled
+     * (which the cancel waits for: cl_node_call_cancel) stores settled
      * before it reads behind, and the loop may have taken the answer, and
      * closed, in between. */
     if (c->srv->opt.cluster)
